@@ -1,0 +1,44 @@
+"""Load a run's trace and manifest."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pyarrow.parquet as pq
+
+
+def _events_path(run: str | Path) -> Path:
+    p = Path(run)
+    return p / "events.parquet" if p.is_dir() else p
+
+
+def load_events(
+    run: str | Path, events: list[str] | None = None, columns: list[str] | None = None
+) -> pd.DataFrame:
+    """The events of a run as a DataFrame with nullable dtypes (nulls stay nulls).
+
+    Args:
+        run: a run directory (holding ``events.parquet``) or the Parquet file itself.
+        events: keep only these event names (filtered while reading).
+        columns: read only these columns (``event`` is always read).
+    """
+    cols = None if columns is None else list(dict.fromkeys(["event", *columns]))
+    filters = None if events is None else [("event", "in", list(events))]
+    table = pq.read_table(_events_path(run), columns=cols, filters=filters)
+    df = table.to_pandas(types_mapper=pd.ArrowDtype)
+    df["event"] = df["event"].astype(str).astype("category")
+    return df
+
+
+def load_manifest(run: str | Path) -> dict[str, Any]:
+    """The run's ``manifest.json``."""
+    return json.loads((Path(run) / "manifest.json").read_text(encoding="utf-8"))
+
+
+def read_metadata(run: str | Path) -> dict[str, str]:
+    """The key-value metadata stored in ``events.parquet`` (scenario, seed, versions)."""
+    meta = pq.read_schema(_events_path(run)).metadata or {}
+    return {k.decode(): v.decode() for k, v in meta.items()}

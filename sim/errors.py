@@ -1,0 +1,26 @@
+"""Errors a user can fix. The CLI prints them as one line and exits with code 2."""
+
+from __future__ import annotations
+
+
+class ScenarioError(ValueError):
+    """A scenario field is malformed or impossible.
+
+    Attributes:
+        field: dotted path of the offending field (e.g. ``"network.bandwidth_hz"``).
+        problem: what is wrong.
+        fix: what the user should do about it (optional).
+    """
+
+    def __init__(self, field: str, problem: str, fix: str | None = None) -> None:
+        self.field = field
+        self.problem = problem
+        self.fix = fix
+        super().__init__(self.one_line())
+
+    def one_line(self) -> str:
+        """The message on one line: ``field: problem (fix: ...)``."""
+        text = f"{self.field}: {self.problem}"
+        if self.fix:
+            text += f" (fix: {self.fix})"
+        return " ".join(text.split())

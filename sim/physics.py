@@ -1,0 +1,220 @@
+"""Physical models: pure, vectorised functions over numpy arrays, SI units in the names.
+
+Every function broadcasts over its array arguments (shape ``(N,)`` for N devices is typical) and
+returns ``float64`` arrays. Equation numbers refer to the paper in ``../shared/paper`` ("A
+Two-Timescale Approach for Wireless Federated Learning with Parameter Freezing and Power Control").
+
+Decisions the paper leaves open (see ``docs/decisions.md``):
+
+* The path-loss formula ``128.1 + 37.6 log10(d)`` takes ``d`` in **kilometres** (with metres the
+  SNRs would be -65 to -117 dB). Positions are in metres; distances are clipped below at a
+  minimum distance (default 10 m).
+* ``N0`` is the total noise power over a device's band ``W`` (not a density).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+F64 = NDArray[np.float64]
+
+#: 3GPP-style macro-cell path loss ``PL[dB] = 128.1 + 37.6 log10(d[km])`` (paper, Sec. VI).
+PATHLOSS_INTERCEPT_DB = 128.1
+PATHLOSS_SLOPE_DB = 37.6
+
+
+def dbm_to_w(power_dbm: ArrayLike) -> F64:
+    """Convert a power in dBm to watts: ``P[W] = 10^((P[dBm] - 30) / 10)``."""
+    return np.power(10.0, (np.asarray(power_dbm, dtype=np.float64) - 30.0) / 10.0)
+
+
+def db_to_linear(gain_db: ArrayLike) -> F64:
+    """Convert a gain in dB to a linear power ratio: ``10^(g/10)``."""
+    return np.power(10.0, np.asarray(gain_db, dtype=np.float64) / 10.0)
+
+
+def distance_m(positions_m: ArrayLike, server_m: ArrayLike = (0.0, 0.0)) -> F64:
+    """Euclidean distance to the server.
+
+    Args:
+        positions_m: device positions, shape ``(N, 2)``, metres.
+        server_m: server position, shape ``(2,)``, metres.
+
+    Returns:
+        distances, shape ``(N,)``, metres.
+    """
+    pos = np.asarray(positions_m, dtype=np.float64)
+    return np.hypot(pos[..., 0] - server_m[0], pos[..., 1] - server_m[1])
+
+
+def path_loss_db(
+    distance_m: ArrayLike,
+    min_distance_m: float = 10.0,
+    intercept_db: float = PATHLOSS_INTERCEPT_DB,
+    slope_db: float = PATHLOSS_SLOPE_DB,
+) -> F64:
+    """Path loss ``PL[dB] = intercept + slope * log10(d[km])`` (paper, Sec. VI; d in km).
+
+    Args:
+        distance_m: device-server distances, any shape, metres. Values below ``min_distance_m``
+            are clipped to it (the formula diverges at 0).
+        min_distance_m: minimum distance, metres.
+        intercept_db, slope_db: the model's constants (defaults: 128.1 dB, 37.6 dB/decade).
+
+    Returns:
+        path loss, same shape, dB (positive: a loss).
+    """
+    d_km = np.maximum(np.asarray(distance_m, dtype=np.float64), min_distance_m) / 1000.0
+    return intercept_db + slope_db * np.log10(d_km)
+
+
+def large_scale_gain(path_loss_db: ArrayLike) -> F64:
+    """Large-scale channel power gain ``H = 10^(-PL/10)`` (linear, dimensionless)."""
+    return np.power(10.0, -np.asarray(path_loss_db, dtype=np.float64) / 10.0)
+
+
+def rayleigh_channel_gain(large_scale_gain: ArrayLike, fading_draw: ArrayLike) -> F64:
+    """Block-fading channel power gain ``h = g H`` with ``g ~ Exp(1)`` (paper, Sec. VI).
+
+    Args:
+        large_scale_gain: ``H``, linear, shape ``(N,)``.
+        fading_draw: ``g``, unit-mean exponential draws, same shape.
+
+    Returns:
+        ``h``, linear power gain (mean ``H``).
+    """
+    return np.asarray(large_scale_gain, dtype=np.float64) * np.asarray(
+        fading_draw, dtype=np.float64
+    )
+
+
+def rate_bps(
+    tx_power_w: ArrayLike, channel_gain: ArrayLike, bandwidth_hz: ArrayLike, noise_w: ArrayLike
+) -> F64:
+    """Shannon rate ``r = W log2(1 + p h / N0)`` (paper eq. 9).
+
+    Args:
+        tx_power_w: transmit power ``p``, W.
+        channel_gain: ``h``, linear.
+        bandwidth_hz: ``W``, Hz.
+        noise_w: total noise power ``N0`` over the band, W.
+
+    Returns:
+        rate, bit/s (0 where ``p = 0``).
+    """
+    snr = (
+        np.asarray(tx_power_w, dtype=np.float64)
+        * np.asarray(channel_gain, dtype=np.float64)
+        / noise_w
+    )
+    return np.asarray(bandwidth_hz, dtype=np.float64) * np.log1p(snr) / np.log(2.0)
+
+
+def payload_bits(num_params: int, gamma: ArrayLike, bits_per_param: int = 32) -> F64:
+    """Upload payload ``(1 - gamma) S`` with ``S = bits_per_param * num_params`` (eq. 10), bits."""
+    return (1.0 - np.asarray(gamma, dtype=np.float64)) * float(bits_per_param) * float(num_params)
+
+
+def upload_time_s(payload_bits: ArrayLike, rate_bps: ArrayLike) -> F64:
+    """Upload latency ``tau_com = (1 - gamma) S / r`` (paper eq. 10), seconds.
+
+    A zero payload takes 0 s; a positive payload at rate 0 takes ``inf``.
+    """
+    bits = np.asarray(payload_bits, dtype=np.float64)
+    r = np.asarray(rate_bps, dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t = bits / r
+    return np.where(bits <= 0.0, 0.0, t)
+
+
+def upload_energy_j(tx_power_w: ArrayLike, upload_time_s: ArrayLike) -> F64:
+    """Upload energy ``E_com = p tau_com`` (paper eq. 11), joules (0 where ``p = 0``)."""
+    p = np.asarray(tx_power_w, dtype=np.float64)
+    t = np.asarray(upload_time_s, dtype=np.float64)
+    return np.where(p > 0.0, p * t, 0.0)
+
+
+def compute_time_s(
+    gamma: ArrayLike, cycles_per_sample: ArrayLike, batch_size: ArrayLike, cpu_hz: ArrayLike
+) -> F64:
+    """Computation latency ``tau_cmp = (1 - gamma) c B / f`` (paper eq. 12), seconds."""
+    u = 1.0 - np.asarray(gamma, dtype=np.float64)
+    return (
+        u
+        * np.asarray(cycles_per_sample, dtype=np.float64)
+        * np.asarray(batch_size, dtype=np.float64)
+        / np.asarray(cpu_hz, dtype=np.float64)
+    )
+
+
+def compute_energy_j(
+    gamma: ArrayLike,
+    cycles_per_sample: ArrayLike,
+    batch_size: ArrayLike,
+    cpu_hz: ArrayLike,
+    capacitance: ArrayLike,
+) -> F64:
+    """Computation energy ``E_cmp = (alpha / 2) (1 - gamma) c B f^2`` (paper eq. 13), joules."""
+    u = 1.0 - np.asarray(gamma, dtype=np.float64)
+    f = np.asarray(cpu_hz, dtype=np.float64)
+    return (
+        0.5
+        * np.asarray(capacitance, dtype=np.float64)
+        * u
+        * np.asarray(cycles_per_sample, dtype=np.float64)
+        * np.asarray(batch_size, dtype=np.float64)
+        * f
+        * f
+    )
+
+
+def min_tx_power_w(
+    payload_bits: ArrayLike,
+    channel_gain: ArrayLike,
+    bandwidth_hz: ArrayLike,
+    noise_w: ArrayLike,
+    deadline_s: ArrayLike,
+    compute_time_s: ArrayLike,
+) -> F64:
+    """Minimum power that meets the deadline, ``p_min = N0/h (2^(uS / (W (tau0 - tau_cmp))) - 1)``.
+
+    Paper eq. (min transmit power), Proposition 1. Setting ``tau_cmp + tau_com = tau0`` and
+    solving for ``p``.
+
+    Args:
+        payload_bits: ``(1 - gamma) S``, bits.
+        channel_gain: ``h``, linear.
+        bandwidth_hz: ``W``, Hz.
+        noise_w: ``N0``, W.
+        deadline_s: per-round latency ``tau0``, s.
+        compute_time_s: ``tau_cmp``, s.
+
+    Returns:
+        ``p_min`` in W: 0 for an empty payload, ``inf`` when no power meets the deadline
+        (``tau_cmp >= tau0`` with a positive payload, or an overflowing exponent).
+    """
+    bits = np.asarray(payload_bits, dtype=np.float64)
+    slack_s = np.asarray(deadline_s, dtype=np.float64) - np.asarray(
+        compute_time_s, dtype=np.float64
+    )
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        exponent = bits / (np.asarray(bandwidth_hz, dtype=np.float64) * slack_s)
+        p = (
+            np.asarray(noise_w, dtype=np.float64)
+            / np.asarray(channel_gain, dtype=np.float64)
+            * np.expm1(exponent * np.log(2.0))
+        )
+    p = np.where(slack_s > 0.0, p, np.inf)
+    return np.where(bits <= 0.0, 0.0, p)
+
+
+def outage_probability(min_channel_gain: ArrayLike, large_scale_gain: ArrayLike) -> F64:
+    """Outage probability under Rayleigh fading, ``q = Pr{h < h_min} = 1 - exp(-h_min / H)``.
+
+    Corollary 2 of the paper; ``h ~ Exp(mean H)``.
+    """
+    x = np.asarray(min_channel_gain, dtype=np.float64) / np.asarray(
+        large_scale_gain, dtype=np.float64
+    )
+    return -np.expm1(-x)

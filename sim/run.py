@@ -1,0 +1,267 @@
+"""Orchestration of one run: validate everything, then open the output, simulate, close.
+
+Nothing is written before the scenario, the data directory, the mobility trace and the learner
+have all been checked, so a bad input leaves no output directory behind. Once the run has
+started, the trace is written frame by frame; if the run fails or is interrupted, the Parquet file
+is closed properly (every frame written so far stays readable) and ``manifest.json`` records the
+status (``failed`` / ``interrupted``) and the error.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import importlib.metadata
+import json
+import platform
+import shutil
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sim import __version__, physics
+from sim.engine import Engine, ProgressFn, RunStats
+from sim.errors import ScenarioError
+from sim.learner import Learner, NullLearner, build_learner
+from sim.mobility import Mobility, build_mobility
+from sim.rng import Streams
+from sim.scenario import (
+    DeviceArrays,
+    Scenario,
+    SystemConstants,
+    check_data_dir,
+    check_deadline,
+    load_scenario,
+    payload_num_params,
+    resolve_data_dir,
+    resolve_devices,
+)
+from sim.schemes import build_scheme
+from sim.trace import TraceWriter, write_json_atomic
+
+
+@dataclass
+class Prepared:
+    """A validated scenario with everything resolved that needs no learner."""
+
+    scenario: Scenario
+    text: str
+    path: Path | None
+    overrides: list[str]
+    streams: Streams
+    devices: DeviceArrays
+    mobility: Mobility
+    data_dir: Path
+
+
+def prepare(
+    path: str | Path,
+    overrides: list[str] | None = None,
+    seed: int | None = None,
+    data_dir: str | None = None,
+) -> Prepared:
+    """Load and validate a scenario file fully (no output is written).
+
+    Raises:
+        ScenarioError: any problem, naming the field and the fix.
+    """
+    overrides = list(overrides or [])
+    if seed is not None:
+        overrides.append(f"seed={int(seed)}")
+    scenario, text = load_scenario(path, overrides)
+    base_dir = Path(path).resolve().parent
+    return prepare_scenario(
+        scenario,
+        text=text,
+        path=Path(path),
+        overrides=overrides,
+        data_dir=data_dir,
+        base_dir=base_dir,
+    )
+
+
+def prepare_scenario(
+    scenario: Scenario,
+    *,
+    text: str = "",
+    path: Path | None = None,
+    overrides: list[str] | None = None,
+    data_dir: str | None = None,
+    base_dir: Path | None = None,
+) -> Prepared:
+    """Resolve an already validated :class:`Scenario` (devices, mobility, data directory)."""
+    streams = Streams(scenario.seed)
+    n = scenario.network.num_devices
+    devices = resolve_devices(scenario.devices, n, streams)
+    check_deadline(scenario.run, devices)
+    mobility = build_mobility(
+        scenario.mobility,
+        num_devices=n,
+        cell_radius_m=scenario.network.cell_radius_m,
+        min_distance_m=scenario.network.min_distance_m,
+        streams=streams,
+        base_dir=base_dir,
+    )
+    ddir = resolve_data_dir(data_dir, scenario, base_dir)
+    if scenario.learning.enabled:
+        check_data_dir(scenario.learning.dataset, ddir)
+    else:
+        payload_num_params(scenario.learning)
+    return Prepared(scenario, text, path, list(overrides or []), streams, devices, mobility, ddir)
+
+
+def make_learner(prep: Prepared) -> Learner:
+    """The learner of a prepared scenario (a :class:`NullLearner` for network-only runs)."""
+    lc = prep.scenario.learning
+    if not lc.enabled:
+        return NullLearner(payload_num_params(lc))
+    try:
+        return build_learner(
+            dataset=lc.dataset,
+            data_dir=str(prep.data_dir),
+            model=lc.model,
+            partition=lc.partition,
+            dirichlet_alpha=lc.dirichlet_alpha,
+            batch_sizes=prep.devices.batch_size,
+            lr=lc.lr,
+            lr_schedule=lc.lr_schedule,
+            total_slots=prep.scenario.run.frames * prep.scenario.run.slots_per_frame,
+            streams=prep.streams,
+            device=lc.device,
+            eval_max_samples=lc.eval_max_samples,
+            unmoved_stability=lc.unmoved_stability,
+            aggregation=lc.aggregation,
+        )
+    except FileNotFoundError as err:
+        raise ScenarioError(
+            "learning.data_dir", str(err).splitlines()[0], "see docs/scenario.md, 'Data'"
+        ) from None
+
+
+def make_system(prep: Prepared, learner: Learner) -> SystemConstants:
+    """The physical constants of the run; ``D`` is the learner's parameter count."""
+    net = prep.scenario.network
+    return SystemConstants(
+        devices=prep.devices,
+        bandwidth_hz=net.bandwidth_hz,
+        noise_w=float(physics.dbm_to_w(net.noise_dbm)),
+        deadline_s=prep.scenario.run.deadline_s,
+        num_params=int(learner.num_params),
+        bits_per_param=prep.scenario.learning.bits_per_param,
+    )
+
+
+def package_versions() -> dict[str, str]:
+    """Versions of the packages that shape a run's numbers."""
+    out = {"python": platform.python_version(), "wflsim": __version__}
+    for pkg in (
+        "numpy",
+        "scipy",
+        "simpy",
+        "pyarrow",
+        "pandas",
+        "pydantic",
+        "torch",
+        "torchvision",
+        "scikit-learn",
+    ):
+        try:
+            out[pkg] = importlib.metadata.version(pkg)
+        except importlib.metadata.PackageNotFoundError:
+            pass
+    return out
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
+
+
+def default_out_dir(prep: Prepared) -> Path:
+    """``runs/<scenario name>-<UTC timestamp>-s<seed>``."""
+    stamp = _dt.datetime.now(_dt.UTC).strftime("%Y%m%dT%H%M%S")
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in prep.scenario.name)
+    return Path("runs") / f"{safe}-{stamp}-s{prep.scenario.seed}"
+
+
+def check_out_dir(out: Path, overwrite: bool) -> None:
+    """An existing non-empty output directory is an error unless ``overwrite``."""
+    if out.exists() and (not out.is_dir() or any(out.iterdir())) and not overwrite:
+        raise ScenarioError(
+            "--out",
+            f"{str(out)!r} already exists and is not empty",
+            "choose another --out or pass --overwrite",
+        )
+
+
+def execute(
+    prep: Prepared,
+    learner: Learner,
+    out: Path,
+    *,
+    overwrite: bool = False,
+    progress: ProgressFn | None = None,
+) -> RunStats:
+    """Run a prepared scenario and write ``out/events.parquet`` and ``out/manifest.json``."""
+    check_out_dir(out, overwrite)
+    system = make_system(prep, learner)
+    sc = prep.scenario
+    scheme = build_scheme(sc.scheme.name, sc.scheme.params, system)
+    if out.exists() and overwrite:
+        shutil.rmtree(out)
+    out.mkdir(parents=True, exist_ok=True)
+
+    resolved = sc.model_dump(mode="json")
+    manifest: dict[str, Any] = {
+        "wflsim_version": __version__,
+        "status": "running",
+        "scenario_file": str(prep.path) if prep.path else None,
+        "scenario_text": prep.text,
+        "scenario_resolved": resolved,
+        "overrides": prep.overrides,
+        "seed": sc.seed,
+        "data_dir": str(prep.data_dir) if sc.learning.enabled else None,
+        "num_params": system.num_params,
+        "payload_bits": system.full_payload_bits,
+        "versions": package_versions(),
+        "command": sys.argv,
+        "started_at": _now(),
+        "finished_at": None,
+        "summary": None,
+        "error": None,
+    }
+    write_json_atomic(out / "manifest.json", manifest)
+    metadata = {
+        "wflsim.scenario_text": prep.text,
+        "wflsim.scenario_resolved": json.dumps(resolved),
+        "wflsim.seed": str(sc.seed),
+        "wflsim.versions": json.dumps(manifest["versions"]),
+        "wflsim.num_params": str(system.num_params),
+    }
+    writer = TraceWriter(out / "events.parquet", metadata)
+    engine = Engine(
+        sc,
+        system,
+        prep.mobility,
+        scheme,
+        learner,
+        prep.streams,
+        writer=writer,
+        progress=progress,
+        evaluate=sc.learning.enabled,
+    )
+    try:
+        stats = engine.run()
+    except BaseException as err:
+        writer.close()
+        manifest["status"] = "interrupted" if isinstance(err, KeyboardInterrupt) else "failed"
+        manifest["error"] = f"{type(err).__name__}: {err}"
+        manifest["finished_at"] = _now()
+        manifest["summary"] = engine.stats.as_dict()
+        write_json_atomic(out / "manifest.json", manifest)
+        raise
+    writer.close()
+    manifest["status"] = "completed"
+    manifest["finished_at"] = _now()
+    manifest["summary"] = stats.as_dict()
+    write_json_atomic(out / "manifest.json", manifest)
+    return stats

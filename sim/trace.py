@@ -1,0 +1,276 @@
+"""The event trace: one typed Parquet schema, written incrementally, plus the run manifest.
+
+Every row is one event. Columns that do not apply to an event are null. The schema below is the
+single source of truth: ``docs/trace.md`` is generated from it (``python -m sim.trace``) and a test
+checks that the two agree.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+TRACE_SCHEMA_VERSION = "1"
+
+#: Event names, in the order they occur within a slot (the trace's documented tie order).
+EVENTS: dict[str, str] = {
+    "device_config": "t = 0, one per device: its resolved hardware, budget and local data size",
+    "frame_start": "server: a frame begins",
+    "position": "one per device at each frame start: position, distance, large-scale gain",
+    "freeze": "one per device at each frame start: the scheme's freezing fraction gamma (and controller state)",
+    "slot_start": "server: a slot begins",
+    "decision": "one per device per slot: channel draw and the scheme's decision (participate, power)",
+    "compute_start": "participating device starts its local gradient",
+    "compute_end": "participating device finishes its local gradient",
+    "upload_start": "participating device starts uploading",
+    "upload_end": "participating device stops uploading: arrived in time (success) or cut at the deadline",
+    "deadline": "server: the deadline tau_0 of the slot (deadline-enforcing schemes only)",
+    "aggregate": "server: the global model is updated with the uploads that arrived in time",
+    "energy": "one per device per slot, at the slot's end: energy spent, outcome, queue after the update",
+    "eval": "server: test loss and accuracy of the global model",
+    "frame_end": "server: a frame ends",
+}
+
+# name -> (arrow type, unit, description)
+COLUMNS: dict[str, tuple[pa.DataType, str, str]] = {
+    "time_s": (pa.float64(), "s", "simulated time of the event"),
+    "frame": (pa.int32(), "-", "frame index k (0-based)"),
+    "slot": (pa.int64(), "-", "global slot index t (0-based); -1 for events before the first slot"),
+    "device": (pa.int32(), "-", "device index n (0-based); null for server events"),
+    "event": (pa.dictionary(pa.int8(), pa.string()), "-", "event name (see the event table)"),
+    "x_m": (pa.float64(), "m", "device x position (server at the origin)"),
+    "y_m": (pa.float64(), "m", "device y position"),
+    "distance_m": (pa.float64(), "m", "device-server distance (before clipping at min_distance_m)"),
+    "large_scale_gain": (pa.float64(), "linear", "large-scale channel power gain H = 10^(-PL/10)"),
+    "channel_gain": (pa.float64(), "linear", "channel power gain h = g H of the slot"),
+    "gamma": (pa.float64(), "fraction", "freezing fraction of the frame (0 = nothing frozen)"),
+    "payload_bits": (pa.float64(), "bit", "upload payload (1 - gamma) S"),
+    "min_tx_power_w": (
+        pa.float64(),
+        "W",
+        "power that lands the upload exactly on the deadline (inf: impossible)",
+    ),
+    "max_tx_power_w": (pa.float64(), "W", "the controller's power threshold p_max of the frame"),
+    "tx_power_w": (pa.float64(), "W", "transmit power (0: not transmitting)"),
+    "participating": (pa.bool_(), "-", "the device computes and uploads in this slot"),
+    "compute_s": (pa.float64(), "s", "computation latency tau_cmp (decision/compute_end rows)"),
+    "upload_s": (
+        pa.float64(),
+        "s",
+        "upload latency: full tau_com on decision rows, time actually transmitted on upload_end/energy rows",
+    ),
+    "energy_compute_j": (pa.float64(), "J", "computation energy of the slot"),
+    "energy_upload_j": (pa.float64(), "J", "upload energy of the slot"),
+    "energy_j": (
+        pa.float64(),
+        "J",
+        "total energy of the slot = energy_compute_j + energy_upload_j",
+    ),
+    "success": (pa.bool_(), "-", "the upload arrived by the deadline and was aggregated"),
+    "queue_j": (
+        pa.float64(),
+        "J",
+        "energy-deficit queue Q (freeze: at frame start; energy: after this slot's update)",
+    ),
+    "energy_budget_j": (pa.float64(), "J", "per-slot average energy budget E_bar"),
+    "conv_error": (
+        pa.float64(),
+        "-",
+        "per-slot convergence-error term X = lam * 1{success} * B * (gamma - 1)",
+    ),
+    "cost": (pa.float64(), "-", "per-slot drift-plus-penalty cost z = V X + Q E"),
+    "expected_cost": (
+        pa.float64(),
+        "-",
+        "controller's expected per-slot cost Z(gamma) of the frame",
+    ),
+    "iterations": (pa.int32(), "-", "MM iterations used by the controller"),
+    "cpu_hz": (pa.float64(), "cycle/s", "CPU frequency f"),
+    "cycles_per_sample": (pa.float64(), "cycle", "CPU cycles per sample c"),
+    "capacitance": (pa.float64(), "-", "effective capacitance coefficient alpha"),
+    "batch_size": (pa.int32(), "sample", "local batch size B per slot"),
+    "peak_power_w": (pa.float64(), "W", "peak transmit power P_bar"),
+    "num_samples": (
+        pa.int64(),
+        "sample",
+        "size of the device's local dataset (null in network-only runs)",
+    ),
+    "n_participants": (pa.int32(), "-", "devices that computed and uploaded in the slot"),
+    "n_success": (pa.int32(), "-", "uploads aggregated in the slot"),
+    "slot_duration_s": (pa.float64(), "s", "wall-clock (simulated) length of the slot"),
+    "loss": (pa.float64(), "nat", "test cross-entropy of the global model"),
+    "accuracy": (pa.float64(), "fraction", "test accuracy of the global model"),
+}
+
+SCHEMA = pa.schema([pa.field(name, typ) for name, (typ, _, _) in COLUMNS.items()])
+_EVENT_CODE = {name: i for i, name in enumerate(EVENTS)}
+_EVENT_DICT = pa.array(list(EVENTS), pa.string())
+
+
+class TraceBuffer:
+    """Columnar buffer of events; flushed to a :class:`TraceWriter` as one row group.
+
+    :meth:`add` takes a block of rows for one event: ``device`` and any column may be a scalar
+    (broadcast) or an array of the block's length. Missing columns are null.
+    """
+
+    def __init__(self) -> None:
+        self._blocks: list[tuple[int, dict[str, Any]]] = []
+        self.num_rows = 0
+
+    def add(
+        self,
+        event: str | np.ndarray,
+        time_s: Any,
+        frame: Any,
+        slot: Any,
+        device: Any = None,
+        **cols: Any,
+    ) -> None:
+        """Add a block of rows. ``event`` is one event name, or an ``int8`` array of event codes
+        (:func:`event_code`) for a block that mixes events (columns may then be masked arrays)."""
+        if isinstance(event, str) and event not in EVENTS:
+            raise KeyError(f"unknown event {event!r}")
+        n = 1
+        for v in (event, time_s, device, *cols.values()):
+            if isinstance(v, np.ndarray) and v.ndim > 0:
+                n = len(v)
+                break
+        if n == 0:
+            return
+        block = {
+            "time_s": time_s,
+            "frame": frame,
+            "slot": slot,
+            "device": device,
+            "event": event,
+            **cols,
+        }
+        unknown = set(block) - set(COLUMNS)
+        if unknown:
+            raise KeyError(f"unknown trace columns {sorted(unknown)}")
+        self._blocks.append((n, block))
+        self.num_rows += n
+
+    def to_table(self) -> pa.Table:
+        """The buffered rows as an Arrow table with :data:`SCHEMA`; empties the buffer."""
+        arrays = []
+        for name, (typ, _, _) in COLUMNS.items():
+            if name == "event":
+                codes = [
+                    np.full(n, _EVENT_CODE[b["event"]], np.int8)
+                    if isinstance(b["event"], str)
+                    else b["event"]
+                    for n, b in self._blocks
+                ]
+                idx = np.concatenate(codes) if codes else np.zeros(0, np.int8)
+                arrays.append(pa.DictionaryArray.from_arrays(pa.array(idx, pa.int8()), _EVENT_DICT))
+                continue
+            parts = []
+            for n, block in self._blocks:
+                v = block.get(name)
+                if v is None:
+                    parts.append(pa.nulls(n, typ))
+                elif isinstance(v, np.ma.MaskedArray):
+                    parts.append(pa.array(np.ma.getdata(v), typ, mask=np.ma.getmaskarray(v)))
+                elif isinstance(v, np.ndarray) and v.ndim > 0:
+                    parts.append(pa.array(v, typ))
+                else:
+                    parts.append(pa.array(np.full(n, v), typ))
+            arrays.append(pa.concat_arrays(parts) if parts else pa.array([], typ))
+        self._blocks = []
+        self.num_rows = 0
+        return pa.Table.from_arrays(arrays, schema=SCHEMA)
+
+
+def event_code(name: str) -> int:
+    """The dictionary code of an event name in the ``event`` column."""
+    return _EVENT_CODE[name]
+
+
+class TraceWriter:
+    """Writes ``events.parquet`` one row group at a time (memory stays flat on long runs)."""
+
+    def __init__(self, path: Path, metadata: Mapping[str, str]) -> None:
+        self.path = Path(path)
+        meta = {k.encode(): v.encode() for k, v in metadata.items()}
+        meta[b"wflsim.trace_schema_version"] = TRACE_SCHEMA_VERSION.encode()
+        self._schema = SCHEMA.with_metadata(meta)
+        self._writer: pq.ParquetWriter | None = pq.ParquetWriter(
+            self.path, self._schema, compression="zstd"
+        )
+        self.rows_written = 0
+
+    def write(self, buffer: TraceBuffer) -> None:
+        """Write the buffer's rows as one row group and empty it."""
+        if self._writer is None:
+            raise RuntimeError("trace writer is closed")
+        if buffer.num_rows == 0:
+            return
+        table = buffer.to_table()
+        self._writer.write_table(table.replace_schema_metadata(self._schema.metadata))
+        self.rows_written += table.num_rows
+
+    def close(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
+
+
+def write_json_atomic(path: Path, obj: Any) -> None:
+    """Write JSON to ``path`` through a temporary file and a rename (never half-written)."""
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(
+        json.dumps(obj, indent=2, sort_keys=False, default=_json_default) + "\n", encoding="utf-8"
+    )
+    os.replace(tmp, path)
+
+
+def _json_default(o: Any) -> Any:
+    if isinstance(o, np.generic):
+        return o.item()
+    if isinstance(o, np.ndarray):
+        return o.tolist()
+    if isinstance(o, Path):
+        return str(o)
+    raise TypeError(f"not JSON serialisable: {type(o).__name__}")
+
+
+def markdown_doc() -> str:
+    """The column-by-column documentation of the trace (the content of ``docs/trace.md``)."""
+    lines = [
+        "# The event trace (`events.parquet`)",
+        "",
+        "<!-- generated by `python -m sim.trace > docs/trace.md`; do not edit by hand -->",
+        "",
+        f"Schema version {TRACE_SCHEMA_VERSION}. One row per event; columns that do not apply to an",
+        "event are null. The file's key-value metadata holds the scenario (as given and as resolved),",
+        "the seed and the package versions; `manifest.json` beside it holds the same plus the run's",
+        "status and wall time.",
+        "",
+        "Rows are written in simulated-time order. Events at the same instant appear in the order of",
+        "the event table below (e.g. an upload that ends exactly at the deadline is logged, and counted",
+        "as in time, before the `deadline` row).",
+        "",
+        "## Events",
+        "",
+        "| event | meaning |",
+        "|---|---|",
+    ]
+    lines += [f"| `{k}` | {v} |" for k, v in EVENTS.items()]
+    lines += ["", "## Columns", "", "| column | type | unit | meaning |", "|---|---|---|---|"]
+    for name, (typ, unit, desc) in COLUMNS.items():
+        t = "string" if name == "event" else str(typ)
+        lines.append(f"| `{name}` | {t} | {unit} | {desc} |")
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":  # pragma: no cover
+    print(markdown_doc(), end="")

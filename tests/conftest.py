@@ -1,0 +1,81 @@
+"""Shared fixtures: the data directory, small scenarios, and a helper that runs one in memory."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _data_dir() -> Path:
+    env = os.environ.get("WFLSIM_DATA_DIR")
+    return Path(env) if env else REPO.parent / "shared" / "datasets"
+
+
+DATA_DIR = _data_dir()
+HAS_MNIST = (DATA_DIR / "MNIST" / "raw" / "train-images-idx3-ubyte").is_file()
+
+
+@pytest.fixture
+def data_dir() -> Path:
+    """The MNIST folder; skips the test when it is absent."""
+    if not HAS_MNIST:
+        pytest.skip(f"MNIST not found under {DATA_DIR} (set WFLSIM_DATA_DIR)")
+    return DATA_DIR
+
+
+def base_scenario(**sections: dict[str, Any]) -> dict[str, Any]:
+    """A small network-only scenario table; keyword arguments update its sections."""
+    data: dict[str, Any] = {
+        "name": "test",
+        "seed": 1,
+        "run": {"frames": 2, "slots_per_frame": 5, "deadline_s": 0.8},
+        "network": {"num_devices": 6, "cell_radius_m": 500.0},
+        "mobility": {"model": "static"},
+        "devices": {"batch_size": 128},
+        "learning": {"enabled": False, "num_params": 100_000},
+        "scheme": {"name": "fixed_power"},
+    }
+    for key, value in sections.items():
+        if isinstance(value, dict) and isinstance(data.get(key), dict):
+            data[key] = {**data[key], **value}
+        else:
+            data[key] = value
+    return data
+
+
+def run_in_memory(data: dict[str, Any], learner=None) -> tuple[pa.Table, Any]:
+    """Validate, prepare and run a scenario table without writing files: (trace, stats)."""
+    from sim.engine import Engine
+    from sim.run import make_learner, make_system, prepare_scenario
+    from sim.scenario import validate_scenario
+    from sim.schemes import build_scheme
+
+    sc = validate_scenario(data)
+    prep = prepare_scenario(sc)
+    learner = learner if learner is not None else make_learner(prep)
+    system = make_system(prep, learner)
+    scheme = build_scheme(sc.scheme.name, sc.scheme.params, system)
+    eng = Engine(
+        sc, system, prep.mobility, scheme, learner, prep.streams, evaluate=sc.learning.enabled
+    )
+    stats = eng.run()
+    return eng.table(), stats
+
+
+def events(table: pa.Table, name: str):
+    """Rows of one event as a pandas DataFrame."""
+    df = table.to_pandas()
+    return df[df["event"] == name].reset_index(drop=True)
+
+
+@pytest.fixture
+def rng() -> np.random.Generator:
+    """A fixed-seed generator for test data."""
+    return np.random.default_rng(12345)

@@ -1,0 +1,41 @@
+"""The documentation stays true to the code."""
+
+from __future__ import annotations
+
+import re
+
+from conftest import REPO
+from sim.scenario import Scenario
+from sim.trace import COLUMNS, EVENTS, markdown_doc
+
+
+def test_trace_doc_is_generated_from_the_schema():
+    """docs/trace.md is exactly what `python -m sim.trace` prints."""
+    assert (REPO / "docs" / "trace.md").read_text() == markdown_doc()
+
+
+def test_trace_doc_lists_every_column_and_event():
+    """Every column and event appears in the generated doc with backticks."""
+    text = markdown_doc()
+    for name in list(COLUMNS) + list(EVENTS):
+        assert f"`{name}`" in text
+
+
+def test_scenario_doc_lists_every_field():
+    """Every field of every scenario section is documented in docs/scenario.md."""
+    doc = (REPO / "docs" / "scenario.md").read_text()
+    documented = set(re.findall(r"^\| `([a-z_0-9]+)` \|", doc, flags=re.M))
+    for name, info in Scenario.model_fields.items():
+        sub = getattr(info.annotation, "model_fields", None)
+        if sub is None:
+            assert name in documented, name
+            continue
+        for field in sub:
+            assert field in documented, f"{name}.{field}"
+
+
+def test_readme_commands_name_existing_scenarios():
+    """Every scenarios/*.toml path mentioned in README.md exists."""
+    readme = (REPO / "README.md").read_text()
+    for path in re.findall(r"scenarios/[\w/]+\.toml", readme):
+        assert (REPO / path).is_file(), path

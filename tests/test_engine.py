@@ -1,0 +1,251 @@
+"""The SimPy engine, checked through invariants of its trace and against closed forms."""
+
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from conftest import base_scenario, events, run_in_memory
+from sim import physics
+from sim.engine import DEADLINE_REL_TOL
+
+
+class RecordingLearner:
+    """A learner that trains nothing and records what the engine asks of it."""
+
+    def __init__(self, num_params: int) -> None:
+        self.num_params = num_params
+        self.computed: dict[int, np.ndarray] = {}
+        self.applied: dict[int, np.ndarray] = {}
+
+    def begin_frame(self, frame, gamma):
+        pass
+
+    def compute(self, slot, device_ids):
+        self.computed[slot] = np.array(device_ids)
+
+    def apply(self, slot, success_ids):
+        self.applied[slot] = np.array(success_ids)
+
+    def evaluate(self):
+        return (float("nan"), float("nan"))
+
+    def end_frame(self, frame):
+        pass
+
+
+def _outage_scenario(frames: int = 100) -> dict:
+    return base_scenario(
+        run={"frames": frames, "slots_per_frame": 20, "deadline_s": 0.8},
+        network={"num_devices": 30, "cell_radius_m": 1000.0},
+        devices={"batch_size": 512},
+        learning={"enabled": False, "num_params": 300_000},
+        scheme={"name": "fixed_power"},
+    )
+
+
+def test_fixed_power_outage_frequency_matches_closed_form():
+    """Per device, the outage frequency of fixed_power is 1 - exp(-h_min/H) within 4.5 binomial standard errors."""
+    table, _ = run_in_memory(_outage_scenario())
+    pos = events(table, "position").groupby("device").first()
+    dec = events(table, "decision")
+    n0 = 10 ** ((-104 - 30) / 10)
+    s_bits, w, slack = 32 * 300_000, 10e6, 0.8 - 2e6 * 512 / 2e9
+    h_min = n0 * (2 ** (s_bits / (w * slack)) - 1) / 1.0  # P_bar = 1 W
+    fail = (~events(table, "energy")["success"].astype(bool)).groupby(dec["device"]).mean()
+    n_slots = dec.groupby("device").size()
+    for d in range(30):
+        q = 1 - math.exp(-h_min / pos.loc[d, "large_scale_gain"])
+        se = math.sqrt(max(q * (1 - q), 1e-4) / n_slots[d])
+        assert abs(fail[d] - q) < 4.5 * se, (d, fail[d], q)
+
+
+def test_energy_is_compute_plus_upload():
+    """On every energy row, energy_j = energy_compute_j + energy_upload_j, and upload energy = p * time transmitted."""
+    table, _ = run_in_memory(_outage_scenario(frames=3))
+    e = events(table, "energy")
+    np.testing.assert_allclose(
+        e["energy_j"], e["energy_compute_j"] + e["energy_upload_j"], rtol=1e-12
+    )
+    np.testing.assert_allclose(e["energy_upload_j"], e["tx_power_w"] * e["upload_s"], rtol=1e-12)
+
+
+def test_compute_energy_is_the_papers_formula():
+    """Participating devices spend (alpha/2) c B f^2 on computing (gamma = 0)."""
+    table, _ = run_in_memory(_outage_scenario(frames=1))
+    e = events(table, "energy")
+    assert e["participating"].all()
+    np.testing.assert_allclose(
+        e["energy_compute_j"], 0.5 * 2e-28 * 2e6 * 512 * (2e9) ** 2, rtol=1e-12
+    )
+
+
+def test_no_late_upload_is_aggregated():
+    """The learner aggregates exactly the uploads whose compute + full upload time fits the deadline."""
+    data = _outage_scenario(frames=5)
+    learner = RecordingLearner(300_000)
+    table, _ = run_in_memory(data, learner=learner)
+    dec = events(table, "decision")
+    assert dec["participating"].all()
+    for slot, rows in dec.groupby("slot"):
+        late = rows["compute_s"] + rows["upload_s"] > 0.8 * (1 + DEADLINE_REL_TOL)
+        expected = np.sort(rows.loc[~late, "device"].to_numpy())
+        np.testing.assert_array_equal(np.sort(learner.applied[slot]), expected)
+    assert sum(len(v) for v in learner.applied.values()) < len(dec)  # some outages happened
+
+
+def test_late_uploads_are_cut_at_the_deadline():
+    """Every upload_end lies at or before its slot's deadline; late ones transmit for tau_0 - tau_cmp."""
+    table, _ = run_in_memory(_outage_scenario(frames=3))
+    df = table.to_pandas()
+    starts = df[df.event == "slot_start"].set_index("slot")["time_s"]
+    ue = df[df.event == "upload_end"]
+    assert (ue["time_s"].to_numpy() <= starts.loc[ue["slot"]].to_numpy() + 0.8 + 1e-9).all()
+    late = ue[~ue["success"].astype(bool)]
+    assert len(late) > 0
+    np.testing.assert_allclose(late["upload_s"], 0.8 - 0.512, rtol=1e-9)
+
+
+def test_full_late_energy_charges_the_whole_payload():
+    """With trace.late_upload_energy = 'full', a late upload costs p * tau_com of the whole payload (eq. 11)."""
+    data = _outage_scenario(frames=2)
+    data["trace"] = {"late_upload_energy": "full"}
+    table, _ = run_in_memory(data)
+    dec, e = events(table, "decision"), events(table, "energy")
+    late = ~e["success"].astype(bool)
+    np.testing.assert_allclose(
+        e.loc[late, "energy_upload_j"],
+        dec.loc[late, "tx_power_w"] * dec.loc[late, "upload_s"],
+        rtol=1e-12,
+    )
+
+
+def test_queue_follows_the_recursion():
+    """Q_n^{t+1} = max(Q_n^t + E_n^t - E_bar_n, 0), recomputed from the trace's energy rows."""
+    table, _ = run_in_memory(_outage_scenario(frames=4))
+    budget = events(table, "device_config").set_index("device")["energy_budget_j"]
+    e = events(table, "energy")
+    for d, rows in e.groupby("device"):
+        q = 0.0
+        for energy, logged in zip(rows["energy_j"], rows["queue_j"], strict=True):
+            q = max(q + energy - budget[d], 0.0)
+            assert logged == pytest.approx(q, rel=1e-12, abs=1e-15)
+
+
+def test_ideal_waits_for_the_last_upload():
+    """Under 'ideal' every upload succeeds and the slot lasts until the last one arrives (at least tau_0)."""
+    data = _outage_scenario(frames=2)
+    data["scheme"] = {"name": "ideal"}
+    table, _ = run_in_memory(data)
+    dec, agg = events(table, "decision"), events(table, "aggregate")
+    assert events(table, "energy")["success"].all()
+    last = (dec["compute_s"] + dec["upload_s"]).groupby(dec["slot"]).max()
+    np.testing.assert_allclose(
+        agg.set_index("slot")["slot_duration_s"], np.maximum(last, 0.8), rtol=1e-9
+    )
+    assert len(events(table, "deadline")) == 0
+
+
+def test_ideal_transmits_at_min_power_capped_by_peak():
+    """Under 'ideal' each device transmits at min(p_min, P_bar)."""
+    data = _outage_scenario(frames=1)
+    data["scheme"] = {"name": "ideal"}
+    dec = events(run_in_memory(data)[0], "decision")
+    np.testing.assert_allclose(
+        dec["tx_power_w"], np.minimum(dec["min_tx_power_w"], 1.0), rtol=1e-12
+    )
+
+
+def test_event_times_never_decrease():
+    """Rows are written in simulated-time order."""
+    table, _ = run_in_memory(_outage_scenario(frames=3))
+    t = table.column("time_s").to_numpy()
+    assert (np.diff(t) >= -1e-9).all()
+
+
+def test_same_seed_gives_identical_trace():
+    """Two runs of the same scenario and seed produce equal tables."""
+    a, _ = run_in_memory(_outage_scenario(frames=2))
+    b, _ = run_in_memory(_outage_scenario(frames=2))
+    assert a.equals(b)
+
+
+def test_different_seed_gives_different_trace():
+    """Another seed draws other positions and channels."""
+    a, _ = run_in_memory(_outage_scenario(frames=2))
+    data = _outage_scenario(frames=2)
+    data["seed"] = 2
+    b, _ = run_in_memory(data)
+    assert not a.equals(b)
+
+
+def test_adding_a_device_leaves_the_others_draws_unchanged():
+    """Per-device streams: devices 0..4 see the same positions and channels with 5 or 6 devices."""
+    small = base_scenario(network={"num_devices": 5})
+    big = base_scenario(network={"num_devices": 6})
+    ds, db = events(run_in_memory(small)[0], "decision"), events(run_in_memory(big)[0], "decision")
+    db = db[db["device"] < 5].reset_index(drop=True)
+    np.testing.assert_array_equal(ds["channel_gain"], db["channel_gain"])
+    np.testing.assert_array_equal(ds["distance_m"], db["distance_m"])
+
+
+def test_schemes_see_the_same_channels_for_the_same_seed():
+    """Common random numbers: positions and fading draws do not depend on the scheme."""
+    a = events(run_in_memory(base_scenario(scheme={"name": "ideal"}))[0], "decision")
+    b = events(run_in_memory(base_scenario(scheme={"name": "fixed_power"}))[0], "decision")
+    np.testing.assert_array_equal(a["channel_gain"], b["channel_gain"])
+
+
+def test_random_waypoint_moves_devices_between_frames():
+    """With random-waypoint mobility, distances change from one frame to the next."""
+    data = base_scenario(
+        mobility={"model": "random_waypoint", "speed_mps": [5.0, 10.0]},
+        run={"frames": 3, "slots_per_frame": 5, "deadline_s": 0.8},
+    )
+    pos = events(run_in_memory(data)[0], "position")
+    d0 = pos[pos.frame == 0]["distance_m"].to_numpy()
+    d2 = pos[pos.frame == 2]["distance_m"].to_numpy()
+    assert not np.allclose(d0, d2)
+
+
+def test_large_scale_gain_follows_the_path_loss_model():
+    """Logged H equals 10^(-PL/10) of the logged distance (km in the formula)."""
+    pos = events(run_in_memory(base_scenario())[0], "position")
+    expect = 10 ** (-(128.1 + 37.6 * np.log10(np.maximum(pos["distance_m"], 10.0) / 1000)) / 10)
+    np.testing.assert_allclose(pos["large_scale_gain"], expect, rtol=1e-12)
+
+
+def test_process_events_come_in_order_per_device():
+    """Each participating device logs compute_start <= compute_end <= upload_start <= upload_end in a slot."""
+    df = run_in_memory(_outage_scenario(frames=1))[0].to_pandas()
+    proc = df[df.event.isin(["compute_start", "compute_end", "upload_start", "upload_end"])]
+    for (_, _), rows in proc.groupby(["slot", "device"]):
+        assert list(rows["event"]) == ["compute_start", "compute_end", "upload_start", "upload_end"]
+        assert (np.diff(rows["time_s"].to_numpy()) >= 0).all()
+
+
+def test_sim_package_never_imports_torch():
+    """A network-only run through sim/ leaves torch unimported."""
+    code = (
+        "import sys; sys.path.insert(0, 'tests');"
+        "from conftest import base_scenario, run_in_memory;"
+        "run_in_memory(base_scenario());"
+        "import sim.cli, sim.run, sim.engine, sim.schemes, sim.mobility, sim.trace;"
+        "assert 'torch' not in sys.modules, 'torch was imported'"
+    )
+    from conftest import REPO
+
+    res = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+
+
+def test_zero_payload_never_misses_the_deadline():
+    """physics sanity inside the engine: a tiny payload always fits, so fixed_power has no outage."""
+    data = base_scenario(learning={"enabled": False, "num_params": 1})
+    e = events(run_in_memory(data)[0], "energy")
+    assert e["success"].all()
+    assert physics.payload_bits(1, 0.0) == 32
