@@ -275,7 +275,8 @@ class Engine:
                 min_tx_power_w=p_min,
             )
         )
-        part = np.asarray(plan.participate, dtype=bool)
+        # A device with nothing to send (gamma = 1) neither computes nor uploads.
+        part = np.asarray(plan.participate, dtype=bool) & (self.payload_bits > 0)
         p = np.where(
             part, np.minimum(np.asarray(plan.tx_power_w, dtype=np.float64), dev.peak_power_w), 0.0
         )

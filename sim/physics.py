@@ -132,7 +132,8 @@ def upload_energy_j(tx_power_w: ArrayLike, upload_time_s: ArrayLike) -> F64:
     """Upload energy ``E_com = p tau_com`` (paper eq. 11), joules (0 where ``p = 0``)."""
     p = np.asarray(tx_power_w, dtype=np.float64)
     t = np.asarray(upload_time_s, dtype=np.float64)
-    return np.where(p > 0.0, p * t, 0.0)
+    with np.errstate(invalid="ignore"):
+        return np.where(p > 0.0, p * t, 0.0)
 
 
 def compute_time_s(

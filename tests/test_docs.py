@@ -34,6 +34,17 @@ def test_scenario_doc_lists_every_field():
             assert field in documented, f"{name}.{field}"
 
 
+def test_scheme_doc_lists_every_scheme_and_parameter():
+    """Every registered scheme and every scheme parameter appears in docs/scenario.md."""
+    from sim.schemes import SCHEMES
+
+    doc = (REPO / "docs" / "scenario.md").read_text()
+    for name, cls in SCHEMES.items():
+        assert f"`{name}`" in doc, name
+        for field in cls.Params.model_fields:
+            assert f"| `{field}` |" in doc, (name, field)
+
+
 def test_readme_commands_name_existing_scenarios():
     """Every scenarios/*.toml path mentioned in README.md exists."""
     readme = (REPO / "README.md").read_text()

@@ -60,7 +60,7 @@ def test_unknown_scheme_is_rejected():
 
 def test_unknown_scheme_parameter_is_rejected():
     """A scheme rejects parameters it does not have."""
-    assert _field_of(base_scenario(scheme={"name": "ideal", "V": 3})) == "scheme.V"
+    assert _field_of(base_scenario(scheme={"name": "ideal", "bogus": 3})) == "scheme.bogus"
 
 
 def test_model_must_fit_dataset():

@@ -1,0 +1,11 @@
+"""The learning side of wflsim: datasets and partitions, networks, and the federated learner.
+
+* :mod:`models.data` -- ``load_dataset`` (digits, MNIST, Fashion-MNIST, CIFAR-10) and
+  ``partition`` (IID / Dirichlet label skew, pure numpy).
+* :mod:`models.nets` -- ``build_model`` / ``num_params`` for the paper's networks.
+* :mod:`models.learner` -- ``TorchLearner``: FedSGD with per-device parameter freezing, all
+  participating devices' gradients in one ``torch.func.vmap`` call (implements
+  :class:`sim.learner.Learner`).
+
+Only this package imports torch; ``sim`` imports it lazily through ``sim.learner.build_learner``.
+"""
