@@ -39,8 +39,9 @@ With unequal ``B_n`` such models are run as one ``vmap`` call per distinct batch
 would leak into the batch statistics).
 
 Randomness: the partition uses ``streams.global_("partition")``, device ``n``'s minibatches
-``streams.device("sampling", n)``, the initial weights ``torch.manual_seed(streams.int_seed(
-"torch_init"))`` inside ``torch.random.fork_rng`` (the global torch RNG is left untouched).
+``streams.device("sampling", n, t)`` for device n's batch of slot t, the initial weights from the
+CPU generator seeded with ``streams.int_seed("torch_init")`` inside ``torch.random.fork_rng``
+(the global torch RNG is left untouched).
 Same seed, same hardware and thread count => bit-identical results.
 """
 
@@ -61,6 +62,11 @@ from models.nets import build_model
 
 LR_SCHEDULES = ("constant", "half_life")
 AGGREGATIONS = ("weighted", "per_coordinate")
+
+
+#: Fig. 1 of the paper: window I of updates and threshold of the "stable parameter" rule.
+STABLE_WINDOW = 10
+STABLE_THRESHOLD = 0.005
 
 
 def resolve_device(device: str | torch.device) -> torch.device:
@@ -125,7 +131,8 @@ class TorchLearner:
         parts: Sequence[np.ndarray],
         batch_sizes: np.ndarray | Sequence[int],
         lr: float,
-        sampling_rngs: Sequence[np.random.Generator],
+        sampling_rngs: Sequence[np.random.Generator] | None = None,
+        sampling_streams: Any = None,
         lr_schedule: str = "constant",
         total_slots: int | None = None,
         device: str | torch.device = "cpu",
@@ -137,7 +144,10 @@ class TorchLearner:
     ) -> None:
         """Args (shapes): ``x_*`` ``(M, ...)`` float, ``y_*`` ``(M,)`` int64 class labels,
         ``parts`` ``N`` index arrays into the training set, ``batch_sizes`` ``(N,)`` ints >= 1,
-        ``sampling_rngs`` ``N`` generators (device ``n``'s minibatch draws).
+        ``sampling_rngs`` ``N`` generators (device ``n``'s minibatch draws, in order), or
+        ``sampling_streams`` a :class:`sim.rng.Streams`: device ``n``'s batch of slot ``t`` is then
+        drawn from ``streams.device("sampling", n, t)``, so it does not depend on which slots the
+        device took part in before (common random numbers across schemes).
         ``vmap_chunk_samples`` bounds memory: at most about this many samples (devices x padded
         batch) go through the network at once (``vmap`` ``chunk_size``); ``None`` = no bound.
         """
@@ -146,10 +156,11 @@ class TorchLearner:
         if b.ndim != 1 or b.size == 0 or not np.issubdtype(b.dtype, np.integer) or (b < 1).any():
             raise ValueError("batch_sizes must be a non-empty 1-D integer array of values >= 1")
         n_dev = b.size
-        if len(parts) != n_dev or len(sampling_rngs) != n_dev:
-            raise ValueError(
-                f"{n_dev} batch sizes but {len(parts)} partitions / {len(sampling_rngs)} rngs"
-            )
+        if sampling_rngs is None and sampling_streams is None:
+            raise ValueError("give sampling_rngs or sampling_streams")
+        n_rngs = n_dev if sampling_rngs is None else len(sampling_rngs)
+        if len(parts) != n_dev or n_rngs != n_dev:
+            raise ValueError(f"{n_dev} batch sizes but {len(parts)} partitions / {n_rngs} rngs")
         if any(len(p) == 0 for p in parts):
             raise ValueError("every device needs at least one training sample")
         if not (np.isfinite(lr) and lr > 0):
@@ -176,7 +187,14 @@ class TorchLearner:
         self.vmap_chunk_samples = vmap_chunk_samples
         self.eval_batch_size = int(eval_batch_size)
         self._parts = [np.asarray(p, dtype=np.int64) for p in parts]
-        self._rngs = list(sampling_rngs)
+        self._rngs = None if sampling_rngs is None else list(sampling_rngs)
+        self._sampling_streams = sampling_streams
+        # Fig. 1's stability metric of the global model: |w_{t+1} - w_t| over the last
+        # STABLE_WINDOW updates against the total since the start.
+        self._delta_window: torch.Tensor | None = None
+        self._delta_total: torch.Tensor | None = None
+        self._updates = 0
+        self.stable_fraction = float("nan")
 
         dev = self.device
         self._x_train = x_train.to(dev, torch.float32)
@@ -252,7 +270,7 @@ class TorchLearner:
             streams.global_("partition"),
         )
         with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(streams.int_seed("torch_init"))
+            torch.default_generator.manual_seed(streams.int_seed("torch_init"))
             net = build_model(model, dataset)
         return cls(
             model=net,
@@ -263,7 +281,7 @@ class TorchLearner:
             parts=parts,
             batch_sizes=b,
             lr=lr,
-            sampling_rngs=[streams.device("sampling", n) for n in range(b.size)],
+            sampling_streams=streams,
             lr_schedule=lr_schedule,
             total_slots=total_slots,
             device=device,
@@ -405,7 +423,12 @@ class TorchLearner:
         batches = []
         for row, n in enumerate(ids):  # index sampling only; the maths below is batched
             local = self._parts[n]
-            pick = self._rngs[n].choice(local.size, size=b[row], replace=local.size < b[row])
+            rng = (
+                self._rngs[n]
+                if self._rngs is not None
+                else self._sampling_streams.device("sampling", n, slot)
+            )
+            pick = rng.choice(local.size, size=b[row], replace=local.size < b[row])
             batches.append(local[pick])
             idx[row, : b[row]] = local[pick]
             idx[row, b[row] :] = local[pick[0]]
@@ -472,6 +495,7 @@ class TorchLearner:
         else:
             w_next = w_t
         self._accumulate(w_t, w_next)
+        self._track_stability(w_t, w_next)
         self._w = w_next
         self._clear_slot()
 
@@ -561,6 +585,23 @@ class TorchLearner:
                 self._buffers[k] = sel.mean(dim=0)
             else:
                 self._buffers[k] = sel.max(dim=0).values
+
+    def _track_stability(self, w_t: torch.Tensor, w_next: torch.Tensor) -> None:
+        """Fig. 1's rule on the global model: a parameter is stable if its cumulative absolute
+        update over the last ``STABLE_WINDOW`` (I = 10) slots is below ``STABLE_THRESHOLD``
+        (0.5 %) of its total cumulative absolute update; NaN until I slots have passed."""
+        delta = (w_next - w_t).abs()
+        if self._delta_window is None:
+            self._delta_window = torch.zeros(STABLE_WINDOW, self.num_params, device=self.device)
+            self._delta_total = torch.zeros(self.num_params, device=self.device)
+        self._delta_window[self._updates % STABLE_WINDOW] = delta
+        self._delta_total += delta
+        self._updates += 1
+        if self._updates < STABLE_WINDOW:
+            return
+        recent = self._delta_window.sum(dim=0)
+        stable = (self._delta_total > 0) & (recent < STABLE_THRESHOLD * self._delta_total)
+        self.stable_fraction = float(stable.float().mean())
 
     def _accumulate(self, w_t: torch.Tensor, w_next: torch.Tensor) -> None:
         """Eq. 5 for every device: ``dU += w_tilde - w_next``, ``dU_abs += |...|``."""

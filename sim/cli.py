@@ -2,12 +2,13 @@
 
 Exit codes: 0 success; 2 bad input (scenario, data directory, output directory), reported on one
 line without a traceback; 1 the run failed after it started (the manifest records the error);
-130 interrupted (Ctrl-C; the trace written so far stays readable).
+130 interrupted (Ctrl-C or SIGTERM; the frames written so far stay readable).
 """
 
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 from pathlib import Path
 
@@ -99,6 +100,10 @@ def _run(args: argparse.Namespace) -> int:
                 refresh=False,
             )
 
+    def _terminate(signum: int, frame: object) -> None:  # SIGTERM: stop like Ctrl-C, keep the trace
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, _terminate)
     try:
         stats = execute(prep, learner, out, overwrite=args.overwrite, progress=progress)
     except KeyboardInterrupt:

@@ -192,7 +192,8 @@ class Engine:
         now = self.env.now
         b = self.buffer
         b.add("frame_start", now, k, k * self.T)
-        pos = np.asarray(self.mobility.positions_m(now), dtype=np.float64)
+        when = k * self.T * self.tau0 if self.scenario.mobility.clock == "nominal" else now
+        pos = np.asarray(self.mobility.positions_m(when), dtype=np.float64)
         dist = physics.distance_m(pos)
         net = self.scenario.network
         pl = physics.path_loss_db(
@@ -217,9 +218,10 @@ class Engine:
         plan = self.scheme.plan_frame(
             FrameInputs(frame=k, large_scale_gain=self.H, queue_j=self.queue_frame_j)
         )
-        gamma = np.clip(np.asarray(plan.gamma, dtype=np.float64), 0.0, 1.0)
+        self.learner.begin_frame(k, np.clip(np.asarray(plan.gamma, dtype=np.float64), 0.0, 1.0))
+        # Account with what the learner actually froze (rounded to whole parameters; frame 0).
+        gamma = np.asarray(self.learner.frozen_fraction(), dtype=np.float64)
         self.gamma = gamma
-        self.learner.begin_frame(k, gamma)
         b.add(
             "freeze",
             now,
@@ -345,6 +347,7 @@ class Engine:
         ok = np.flatnonzero(self.success)
         self.learner.apply(t, ok)
         n_part = int(self.part.sum())
+        stable = float(getattr(self.learner, "stable_fraction", float("nan")))
         b.add(
             "aggregate",
             now,
@@ -353,6 +356,7 @@ class Engine:
             n_participants=n_part,
             n_success=len(ok),
             slot_duration_s=now - t0,
+            stable_fraction=None if np.isnan(stable) else stable,
         )
 
         energy = self.energy_compute_j + self.energy_upload_j

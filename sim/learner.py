@@ -17,6 +17,11 @@ Call order within a run (all device indices are 0-based ``int64`` numpy arrays):
 * ``evaluate()`` whenever the engine logs an evaluation; returns ``(loss, accuracy)`` of the
   global model on the test split.
 * ``end_frame(frame)`` after the last slot of a frame.
+* ``frozen_fraction()`` after ``begin_frame``: the fraction ``(N,)`` each device actually froze
+  (``round(gamma D) / D``; zeros in frame 0, which has no stability scores). The engine charges
+  payload, compute time and energy with it, so accounting and learning never disagree.
+* optional attribute ``stable_fraction``: the fraction of the global model's parameters that are
+  stable by the paper's Fig. 1 rule after the last ``apply`` (NaN when unknown).
 """
 
 from __future__ import annotations
@@ -45,17 +50,32 @@ class Learner(Protocol):
 
     def end_frame(self, frame: int) -> None: ...
 
+    def frozen_fraction(self) -> np.ndarray: ...
+
 
 class NullLearner:
-    """A learner that trains nothing: the network-only mode (channels, controller, energy)."""
+    """A learner that trains nothing: the network-only mode (channels, controller, energy).
+
+    It freezes exactly what :class:`models.learner.TorchLearner` would (``round(gamma D)``
+    parameters, nothing in frame 0), so a network-only run accounts payloads and energy exactly as
+    the same run with training.
+    """
+
+    stable_fraction = float("nan")
 
     def __init__(self, num_params: int) -> None:
         if num_params <= 0:
             raise ValueError("num_params must be > 0")
         self.num_params = int(num_params)
+        self._frozen = np.zeros(0)
 
     def begin_frame(self, frame: int, gamma: np.ndarray) -> None:
-        return None
+        gamma = np.asarray(gamma, dtype=np.float64)
+        counts = np.rint(gamma * self.num_params)
+        self._frozen = np.zeros_like(gamma) if frame == 0 else counts / self.num_params
+
+    def frozen_fraction(self) -> np.ndarray:
+        return self._frozen.copy()
 
     def compute(self, slot: int, device_ids: np.ndarray) -> None:
         return None

@@ -77,6 +77,9 @@ class MobilityConfig(BaseModel):
         speed_mps: random waypoint: ``(lo, hi)`` in m/s, ``0 < lo <= hi``; each leg's speed is
             uniform in ``[lo, hi]``.
         pause_s: random waypoint: pause at each waypoint, seconds, ``>= 0``.
+        clock: when positions are read at frame ``k``: ``"nominal"`` at ``k T tau_0`` (the same
+            instant for every scheme, so schemes compare on the same channels even when some
+            stretch their slots), or ``"simulated"`` at the frame's actual start time.
         file: trace: path of a ``.csv`` or ``.parquet`` file with columns
             ``time_s, device, x_m, y_m`` (required iff ``model = "trace"``); a relative path is
             resolved against the scenario file's folder.
@@ -90,6 +93,7 @@ class MobilityConfig(BaseModel):
     speed_mps: tuple[float, float] = (0.5, 1.5)
     pause_s: float = 0.0
     file: str | None = None
+    clock: Literal["nominal", "simulated"] = "nominal"
 
     @field_validator("speed_mps")
     @classmethod

@@ -13,7 +13,6 @@ import datetime as _dt
 import importlib.metadata
 import json
 import platform
-import shutil
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -134,8 +133,14 @@ def make_learner(prep: Prepared) -> Learner:
         )
     except FileNotFoundError as err:
         raise ScenarioError(
-            "learning.data_dir", str(err).splitlines()[0], "see docs/scenario.md, 'Data'"
+            "learning.data_dir", str(err).splitlines()[0], "see docs/scenario.md, [learning]"
         ) from None
+    except ValueError as err:
+        if lc.device != "cpu" and "cuda" in str(err).lower():
+            raise ScenarioError(
+                "learning.device", str(err).splitlines()[0], 'use device = "cpu" or "auto"'
+            ) from None
+        raise
 
 
 def make_system(prep: Prepared, learner: Learner) -> SystemConstants:
@@ -183,13 +188,34 @@ def default_out_dir(prep: Prepared) -> Path:
     return Path("runs") / f"{safe}-{stamp}-s{prep.scenario.seed}"
 
 
+#: What a run directory holds; ``--overwrite`` deletes nothing else.
+RUN_FILES = frozenset({"events.parquet", "manifest.json", "manifest.json.tmp"})
+
+
 def check_out_dir(out: Path, overwrite: bool) -> None:
-    """An existing non-empty output directory is an error unless ``overwrite``."""
-    if out.exists() and (not out.is_dir() or any(out.iterdir())) and not overwrite:
+    """An existing non-empty output directory is an error unless ``overwrite``; even then, only
+    a directory that holds nothing but a previous run's files is replaced."""
+    if not out.exists():
+        return
+    if not out.is_dir():
+        raise ScenarioError(
+            "--out", f"{str(out)!r} exists and is not a directory", "choose another --out"
+        )
+    content = {p.name for p in out.iterdir()}
+    if not content:
+        return
+    if not overwrite:
         raise ScenarioError(
             "--out",
             f"{str(out)!r} already exists and is not empty",
             "choose another --out or pass --overwrite",
+        )
+    if not content <= RUN_FILES:
+        extra = ", ".join(sorted(content - RUN_FILES)[:3])
+        raise ScenarioError(
+            "--out",
+            f"{str(out)!r} holds more than a wflsim run (e.g. {extra}); --overwrite only replaces run folders",
+            "choose another --out",
         )
 
 
@@ -207,7 +233,8 @@ def execute(
     sc = prep.scenario
     scheme = build_scheme(sc.scheme.name, sc.scheme.params, system)
     if out.exists() and overwrite:
-        shutil.rmtree(out)
+        for name in RUN_FILES:
+            (out / name).unlink(missing_ok=True)
     out.mkdir(parents=True, exist_ok=True)
 
     resolved = sc.model_dump(mode="json")

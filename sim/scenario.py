@@ -253,7 +253,12 @@ def model_num_params(model: str, dataset: str) -> int | None:
         c, h, w = DATASET_INPUT[dataset]
         d_in = c * h * w
         return d_in * 128 + 128 + 128 * 10 + 10
-    return {"cnn_mnist": 440_812, "cnn_mnist_small": 421_642, "mobilenet_v2": 502_538}.get(model)
+    return {
+        "cnn_mnist": 440_812,
+        "cnn_mnist_small": 421_642,
+        "mobilenet_v2": 502_538,
+        "resnet20": 269_722,
+    }.get(model)
 
 
 class LearningConfig(_Strict):

@@ -50,7 +50,11 @@ COLUMNS: dict[str, tuple[pa.DataType, str, str]] = {
     "distance_m": (pa.float64(), "m", "device-server distance (before clipping at min_distance_m)"),
     "large_scale_gain": (pa.float64(), "linear", "large-scale channel power gain H = 10^(-PL/10)"),
     "channel_gain": (pa.float64(), "linear", "channel power gain h = g H of the slot"),
-    "gamma": (pa.float64(), "fraction", "freezing fraction of the frame (0 = nothing frozen)"),
+    "gamma": (
+        pa.float64(),
+        "fraction",
+        "fraction of parameters the device froze in the frame (the scheme's choice rounded to whole parameters; 0 in frame 0)",
+    ),
     "payload_bits": (pa.float64(), "bit", "upload payload (1 - gamma) S"),
     "min_tx_power_w": (
         pa.float64(),
@@ -67,7 +71,11 @@ COLUMNS: dict[str, tuple[pa.DataType, str, str]] = {
         "upload latency: full tau_com on decision rows, time actually transmitted on upload_end/energy rows",
     ),
     "energy_compute_j": (pa.float64(), "J", "computation energy of the slot"),
-    "energy_upload_j": (pa.float64(), "J", "upload energy of the slot"),
+    "energy_upload_j": (
+        pa.float64(),
+        "J",
+        "upload energy of the slot (= tx_power_w * upload_s, except late uploads under trace.late_upload_energy = 'full', charged for the whole payload)",
+    ),
     "energy_j": (
         pa.float64(),
         "J",
@@ -105,6 +113,11 @@ COLUMNS: dict[str, tuple[pa.DataType, str, str]] = {
     "n_participants": (pa.int32(), "-", "devices that computed and uploaded in the slot"),
     "n_success": (pa.int32(), "-", "uploads aggregated in the slot"),
     "slot_duration_s": (pa.float64(), "s", "wall-clock (simulated) length of the slot"),
+    "stable_fraction": (
+        pa.float64(),
+        "fraction",
+        "parameters of the global model stable by the paper's Fig. 1 rule (last I = 10 updates < 0.5 % of the total absolute update); null before 10 slots and without training",
+    ),
     "loss": (pa.float64(), "nat", "test cross-entropy of the global model"),
     "accuracy": (pa.float64(), "fraction", "test accuracy of the global model"),
 }
@@ -255,9 +268,11 @@ def markdown_doc() -> str:
         "the seed and the package versions; `manifest.json` beside it holds the same plus the run's",
         "status and wall time.",
         "",
-        "Rows are written in simulated-time order. Events at the same instant appear in the order of",
-        "the event table below (e.g. an upload that ends exactly at the deadline is logged, and counted",
-        "as in time, before the `deadline` row).",
+        "Rows are written in simulated-time order (up to floating-point rounding: an upload accepted",
+        "within the deadline's 1e-9 relative tolerance may end a hair after its `deadline` row). Within",
+        "a frame and a slot, events at the same instant appear in the order of the event table below",
+        "(e.g. an upload that ends exactly at the deadline is logged, and counted as in time, before the",
+        "`deadline` row); the initial evaluation (`slot = -1`) comes right after the `device_config` rows.",
         "",
         "## Events",
         "",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import pickle
 from pathlib import Path
 from typing import Any
 
@@ -73,6 +74,24 @@ def events(table: pa.Table, name: str):
     """Rows of one event as a pandas DataFrame."""
     df = table.to_pandas()
     return df[df["event"] == name].reset_index(drop=True)
+
+
+def write_fake_cifar(root: Path, per_batch: int, rng: np.random.Generator) -> None:
+    """Write a tiny CIFAR-10 set in the cifar-10-batches-py pickle layout under ``root``."""
+    base = root / "cifar-10-batches-py"
+    base.mkdir(parents=True)
+    names = [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"]
+    for i, name in enumerate(names):
+        entry = {
+            "batch_label": name,
+            "labels": [int(v) for v in (np.arange(per_batch) + i) % 10],
+            "data": rng.integers(0, 256, size=(per_batch, 3072), dtype=np.uint8),
+            "filenames": [f"{name}_{j}.png" for j in range(per_batch)],
+        }
+        with open(base / name, "wb") as f:
+            pickle.dump(entry, f)
+    with open(base / "batches.meta", "wb") as f:
+        pickle.dump({"label_names": [f"c{j}" for j in range(10)], "num_vis": 3072}, f)
 
 
 @pytest.fixture

@@ -50,3 +50,29 @@ def test_parquet_metadata_holds_the_scenario(run_dir):
     meta = read_metadata(run_dir)
     assert meta["wflsim.seed"] == "1"
     assert "wflsim.scenario_resolved" in meta
+
+
+def test_run_summary_matches_hand_computation(run_dir):
+    """run_summary's energy, participation and latency equal direct computations on the trace."""
+    from analysis.metrics import run_summary
+
+    df = load_events(run_dir)
+    e = df[df.event == "energy"]
+    s = run_summary(run_dir)
+    assert s["energy_per_slot_j"] == pytest.approx(
+        float(e["energy_j"].astype(float).mean()), rel=1e-12
+    )
+    assert s["participation"] == pytest.approx(float(e["participating"].astype(bool).mean()))
+    assert s["slots"] == 12
+    assert s["total_latency_s"] == pytest.approx(12 * 0.8)  # fixed_power: every slot lasts tau_0
+
+
+def test_running_average_is_cumulative_mean(run_dir):
+    """running_averages' avg_energy_j at the last slot equals the overall per-device-slot mean."""
+    from analysis.metrics import run_summary, running_averages
+
+    ra = running_averages(run_dir)
+    assert len(ra) == 12
+    assert ra["avg_energy_j"].iloc[-1] == pytest.approx(
+        run_summary(run_dir)["energy_per_slot_j"], rel=1e-12
+    )

@@ -203,3 +203,65 @@ def test_python_module_entry_point(tmp_path):
         cwd=REPO,
     )
     assert res.returncode == 0, res.stderr
+
+
+@pytest.mark.slow
+def test_cifar10_scenario_runs_on_a_small_pickle_set(tmp_path):
+    """The paper's CIFAR-10 scenario runs end to end (MobileNetV2, freezing) on a tiny fake CIFAR-10 set."""
+    import numpy as np
+
+    from conftest import write_fake_cifar
+
+    write_fake_cifar(tmp_path / "data", per_batch=16, rng=np.random.default_rng(0))
+    out = tmp_path / "cifar"
+    args = [
+        "run",
+        str(REPO / "scenarios" / "paper" / "cifar10_noniid.toml"),
+        "--data-dir",
+        str(tmp_path / "data"),
+        "--out",
+        str(out),
+        "--quiet",
+        "--set",
+        "run.frames=2",
+        "--set",
+        "run.slots_per_frame=2",
+        "--set",
+        "devices.batch_size=4",
+        "--set",
+        "network.num_devices=4",
+        "--set",
+        "learning.eval_every_slots=2",
+    ]
+    assert main(args) == 0
+    df = pd.read_parquet(out / "events.parquet")
+    assert json.loads((out / "manifest.json").read_text())["num_params"] == 502_538
+    assert (df.event == "eval").sum() == 3
+
+
+def test_overwrite_refuses_a_folder_that_is_not_a_run(tmp_path, capsys):
+    """--overwrite replaces a previous run's files but never deletes a folder holding other files."""
+    out = tmp_path / "precious"
+    out.mkdir()
+    (out / "thesis.tex").write_text("x")
+    assert main(["run", str(QUICK), "--out", str(out), "--overwrite", *SHORT]) == 2
+    assert (out / "thesis.tex").exists()
+    assert "only replaces run folders" in capsys.readouterr().err
+
+
+def test_overwrite_replaces_a_previous_run(tmp_path):
+    """Running twice into the same --out with --overwrite succeeds and leaves one run."""
+    out = tmp_path / "run"
+    assert main(["run", str(QUICK), "--out", str(out), *SHORT]) == 0
+    assert main(["run", str(QUICK), "--out", str(out), "--overwrite", *SHORT]) == 0
+    assert sorted(p.name for p in out.iterdir()) == ["events.parquet", "manifest.json"]
+
+
+def test_cuda_without_gpu_is_a_one_line_error(tmp_path, capsys):
+    """learning.device = "cuda" on a machine without CUDA: exit 2 naming learning.device."""
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    err = _bad(tmp_path, capsys, [str(QUICK), "--set", "learning.device=cuda"])
+    assert "learning.device" in err

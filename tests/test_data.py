@@ -12,6 +12,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from conftest import write_fake_cifar
 from models.data import (
     DatasetNotFoundError,
     dataset_available,
@@ -87,27 +88,10 @@ def test_mnist_like_loads_normalised(name: str) -> None:
     assert abs(float(x_tr.mean())) < 1e-3 and abs(float(x_tr.std()) - 1.0) < 1e-3
 
 
-def _write_fake_cifar(root: Path, per_batch: int, rng: np.random.Generator) -> None:
-    base = root / "cifar-10-batches-py"
-    base.mkdir(parents=True)
-    names = [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"]
-    for i, name in enumerate(names):
-        entry = {
-            "batch_label": name,
-            "labels": [int(v) for v in (np.arange(per_batch) + i) % 10],
-            "data": rng.integers(0, 256, size=(per_batch, 3072), dtype=np.uint8),
-            "filenames": [f"{name}_{j}.png" for j in range(per_batch)],
-        }
-        with open(base / name, "wb") as f:
-            pickle.dump(entry, f)
-    with open(base / "batches.meta", "wb") as f:
-        pickle.dump({"label_names": [f"c{j}" for j in range(10)], "num_vis": 3072}, f)
-
-
 def test_cifar10_reads_the_pickle_layout(tmp_path: Path) -> None:
     """CIFAR-10 loads a (fake) cifar-10-batches-py set: NCHW order, labels, normalisation."""
     rng = np.random.default_rng(0)
-    _write_fake_cifar(tmp_path, per_batch=4, rng=rng)
+    write_fake_cifar(tmp_path, per_batch=4, rng=rng)
     x_tr, y_tr, x_te, y_te = load_dataset("cifar10", tmp_path)
     assert x_tr.shape == (20, 3, 32, 32) and x_te.shape == (4, 3, 32, 32)
     assert y_tr.tolist()[:5] == [0, 1, 2, 3, 1] and y_te.tolist() == [5, 6, 7, 8]

@@ -8,6 +8,8 @@ import sys
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from conftest import base_scenario, events, run_in_memory
 from sim import physics
@@ -23,7 +25,10 @@ class RecordingLearner:
         self.applied: dict[int, np.ndarray] = {}
 
     def begin_frame(self, frame, gamma):
-        pass
+        self.gamma = np.zeros_like(gamma) if frame == 0 else np.asarray(gamma)
+
+    def frozen_fraction(self):
+        return self.gamma
 
     def compute(self, slot, device_ids):
         self.computed[slot] = np.array(device_ids)
@@ -249,3 +254,71 @@ def test_zero_payload_never_misses_the_deadline():
     e = events(run_in_memory(data)[0], "energy")
     assert e["success"].all()
     assert physics.payload_bits(1, 0.0) == 32
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    scheme=st.sampled_from(["ideal", "fixed_power", "two_timescale", "only_pc", "only_pf"]),
+    num_devices=st.integers(1, 8),
+    deadline_s=st.floats(0.3, 2.0),
+    num_params=st.integers(1, 2_000_000),
+    radius_m=st.floats(50.0, 2000.0),
+    seed=st.integers(0, 2**16),
+)
+def test_trace_invariants_hold_for_random_scenarios(
+    scheme, num_devices, deadline_s, num_params, radius_m, seed
+):
+    """For any scheme and setting: E = E_cmp + E_com, Q follows its recursion, no late upload is aggregated."""
+    data = base_scenario(
+        seed=seed,
+        run={"frames": 3, "slots_per_frame": 3, "deadline_s": deadline_s},
+        network={"num_devices": num_devices, "cell_radius_m": radius_m},
+        devices={"batch_size": 128},
+        learning={"enabled": False, "num_params": num_params},
+        scheme={"name": scheme},
+    )
+    learner = RecordingLearner(num_params)
+    table, _ = run_in_memory(data, learner=learner)
+    e, dec = events(table, "energy"), events(table, "decision")
+    budget = events(table, "device_config").set_index("device")["energy_budget_j"]
+    np.testing.assert_allclose(
+        e["energy_j"], e["energy_compute_j"] + e["energy_upload_j"], rtol=1e-12
+    )
+    q = np.zeros(num_devices)
+    for _, rows in e.groupby("slot"):
+        q = np.maximum(q + rows["energy_j"].to_numpy() - budget.to_numpy(), 0.0)
+        np.testing.assert_allclose(rows["queue_j"], q, rtol=1e-12, atol=1e-15)
+    wait_all = scheme in ("ideal", "only_pf")
+    for slot, rows in dec.groupby("slot"):
+        arrived = rows["participating"].astype(bool)
+        if not wait_all:
+            arrived &= rows["compute_s"] + rows["upload_s"] <= deadline_s * (1 + DEADLINE_REL_TOL)
+        np.testing.assert_array_equal(
+            np.sort(learner.applied[slot]), np.sort(rows.loc[arrived, "device"].to_numpy())
+        )
+    assert (e.loc[~e["participating"].astype(bool), "energy_j"] == 0).all()
+
+
+def _moving(scheme: str, clock: str) -> dict:
+    return base_scenario(
+        run={"frames": 3, "slots_per_frame": 5, "deadline_s": 0.8},
+        network={"num_devices": 8, "cell_radius_m": 1000.0},
+        mobility={"model": "random_waypoint", "speed_mps": [5.0, 10.0], "clock": clock},
+        devices={"batch_size": 512},
+        learning={"enabled": False, "num_params": 440_812},
+        scheme={"name": scheme},
+    )
+
+
+def test_nominal_clock_gives_every_scheme_the_same_positions():
+    """With mobility.clock = nominal, a slot-stretching scheme (ideal) sees the same positions as only_pc."""
+    a = events(run_in_memory(_moving("ideal", "nominal"))[0], "position")
+    b = events(run_in_memory(_moving("only_pc", "nominal"))[0], "position")
+    np.testing.assert_array_equal(a["distance_m"], b["distance_m"])
+
+
+def test_simulated_clock_moves_devices_during_long_slots():
+    """With mobility.clock = simulated, positions follow each scheme's own (different) frame start times."""
+    a = events(run_in_memory(_moving("ideal", "simulated"))[0], "position")
+    b = events(run_in_memory(_moving("only_pc", "simulated"))[0], "position")
+    assert not np.allclose(a.loc[a.frame == 2, "distance_m"], b.loc[b.frame == 2, "distance_m"])

@@ -439,3 +439,40 @@ def test_digits_fedsgd_reaches_85_percent() -> None:
     learner.end_frame(0)
     loss, acc = learner.evaluate()
     assert acc > 0.85, (loss, acc)
+
+
+def test_sampling_streams_make_batches_independent_of_history():
+    """With sampling_streams, a device's batch in slot t does not depend on its earlier participation."""
+    a = tiny_learner([8, 8], sampling_streams=Streams(4))
+    b = tiny_learner([8, 8], sampling_streams=Streams(4))
+    a._rngs = b._rngs = None  # use the per-(device, slot) streams only
+    a.begin_frame(0, np.zeros(2))
+    b.begin_frame(0, np.zeros(2))
+    a.compute(0, np.array([0, 1]))  # device 0 takes part in slot 0 in a only
+    a.apply(0, np.array([0, 1]))
+    b.compute(0, np.array([1]))
+    b.apply(0, np.array([1]))
+    a.compute(1, np.array([0]))
+    b.compute(1, np.array([0]))
+    np.testing.assert_array_equal(a.last_batches[0], b.last_batches[0])
+
+
+def test_stable_fraction_follows_the_papers_rule():
+    """stable_fraction = share of parameters whose |update| over the last 10 slots < 0.5 % of the total."""
+    learner = tiny_learner([8, 8, 8], lr=0.5)
+    learner.begin_frame(0, np.zeros(3))
+    weights = [learner.global_params().clone()]
+    for t in range(22):
+        if t == 12:
+            learner.lr = 1e-6  # updates become tiny: moved parameters turn stable
+        learner.compute(t, np.arange(3))
+        learner.apply(t, np.arange(3))
+        weights.append(learner.global_params().clone())
+        if t < 9:
+            assert np.isnan(learner.stable_fraction)
+    w = torch.stack(weights).double()
+    steps = (w[1:] - w[:-1]).abs()
+    recent, total = steps[-10:].sum(0), steps.sum(0)
+    expected = float(((total > 0) & (recent < 0.005 * total)).double().mean())
+    assert expected > 0.5  # the scenario exercises the rule
+    assert learner.stable_fraction == pytest.approx(expected)

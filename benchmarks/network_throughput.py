@@ -1,0 +1,255 @@
+"""Device-slots per second of wflsim's network-only mode against a bare SimPy model.
+
+Workload: the paper's MNIST scenario (``scenarios/paper/mnist_iid.toml``: 1000 m disc, tau_0 =
+0.8 s, B = 512, the CNN's payload D = 440,812) scaled to ``--devices`` devices (default 10,000)
+and ``--slots`` slots (default 100, frames of 20), network only (``learning.enabled = false``,
+``learning.num_params = 440812``), run for each scheme of ``--schemes`` (default
+``two_timescale``, the paper's scheme, and ``fixed_power``, where every device participates in
+every slot).
+
+* ``wflsim``: ``sim.run.execute`` on the prepared scenario: channels, the scheme's decisions
+  (for ``two_timescale`` the per-frame MM controller, vectorised over devices), the SimPy server
+  and device processes, queues, energy, and the FULL trace written to a real Parquet file in a
+  temporary folder (plus ``manifest.json``). Timed from ``execute`` to its return; the scenario
+  is prepared (devices resolved, positions drawn) before the clock starts.
+* ``bare``: SimPy alone, scheduling exactly what the wflsim run scheduled and nothing else: one
+  server process looping over the slots, waking the slot's participants and yielding the deadline
+  timeout (together with an all-done event while uploads are out, as the engine does); one
+  persistent process per device that waits to be woken, yields a compute timeout and an upload
+  timeout, and signals completion. Participants and durations are read from the trace of a warm-up
+  wflsim run (same seed, so the same in every repetition): the same number of wake-ups and
+  timeouts.
+
+Throughput = devices x slots / wall seconds. Target: wflsim >= 0.5 x bare SimPy. The ratio is
+printed, never asserted.
+
+    python benchmarks/network_throughput.py                          # full size, 10,000 x 100
+    python benchmarks/network_throughput.py --quick                  # smoke test: 1,000 x 20
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _common  # noqa: E402
+
+_common.add_repo_to_path()
+
+import numpy as np  # noqa: E402
+import pyarrow.compute as pc  # noqa: E402
+import pyarrow.parquet as pq  # noqa: E402
+import simpy  # noqa: E402
+
+from sim.learner import NullLearner  # noqa: E402
+from sim.run import Prepared, execute, prepare_scenario  # noqa: E402
+from sim.scenario import read_scenario_file, validate_scenario  # noqa: E402
+from sim.schemes import SCHEMES  # noqa: E402
+
+SCENARIO = _common.REPO / "scenarios" / "paper" / "mnist_iid.toml"
+NUM_PARAMS = 440_812
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--devices", type=int, default=10_000, help="devices (default 10,000)")
+    p.add_argument("--slots", type=int, default=100, help="slots in all (default 100)")
+    p.add_argument("--slots-per-frame", type=int, default=20, help="T (default 20)")
+    p.add_argument(
+        "--schemes",
+        nargs="+",
+        default=["two_timescale", "fixed_power"],
+        choices=sorted(SCHEMES),
+        help="schemes to run (default: two_timescale fixed_power)",
+    )
+    p.add_argument("--reps", type=int, default=5, help="recorded rounds per scheme (default 5)")
+    p.add_argument("--warmup", type=int, default=1, help="unrecorded rounds first (default 1)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--scenario", default=str(SCENARIO), help="base scenario file")
+    p.add_argument(
+        "--tmp-dir", default=None, help="where the traces are written (default: $TMPDIR)"
+    )
+    p.add_argument(
+        "--quick", action="store_true", help="smoke test: 1,000 devices x 20 slots, 3 reps"
+    )
+    args = p.parse_args(argv)
+    if args.quick:
+        args.devices, args.slots, args.reps = 1_000, 20, 3
+    if args.slots % args.slots_per_frame:
+        args.slots_per_frame = args.slots if args.slots < args.slots_per_frame else 1
+        print(f"note: --slots not a multiple of T; using T = {args.slots_per_frame}")
+    return args
+
+
+def prepared(args: argparse.Namespace, scheme: str) -> Prepared:
+    """The base scenario scaled up, network only, with ``scheme`` (its parameters kept if any)."""
+    text, data = read_scenario_file(args.scenario)
+    data["seed"] = args.seed
+    data["run"] = {
+        **data.get("run", {}),
+        "frames": args.slots // args.slots_per_frame,
+        "slots_per_frame": args.slots_per_frame,
+    }
+    data["network"] = {**data.get("network", {}), "num_devices": args.devices}
+    data["learning"] = {**data.get("learning", {}), "enabled": False, "num_params": NUM_PARAMS}
+    old = data.get("scheme", {})
+    keep = old if old.get("name") == scheme else {}
+    data["scheme"] = {**keep, "name": scheme}
+    sc = validate_scenario(data)
+    return prepare_scenario(sc, text=text, path=Path(args.scenario))
+
+
+def run_wflsim(args: argparse.Namespace, scheme: str, root: Path, tag: str) -> tuple[float, Path]:
+    prep = prepared(args, scheme)
+    learner = NullLearner(NUM_PARAMS)
+    out = root / tag
+    t0 = time.perf_counter()
+    execute(prep, learner, out, overwrite=True)
+    return time.perf_counter() - t0, out
+
+
+def plan_from_trace(path: Path, n: int, slots: int) -> dict:
+    """Per-slot participants, compute and upload durations the engine scheduled (from the trace)."""
+    cols = ["event", "slot", "device", "participating", "compute_s", "upload_s"]
+    tab = pq.read_table(path, columns=cols)
+    ev = pc.cast(tab["event"], "string")
+
+    def grid(event: str, col: str) -> np.ndarray:
+        sub = tab.filter(pc.equal(ev, event))
+        slot = sub["slot"].to_numpy()
+        dev = sub["device"].to_numpy()
+        val = sub[col].to_numpy(zero_copy_only=False)
+        out = np.zeros((slots, n), dtype=val.dtype)
+        out[slot, dev] = val
+        return out
+
+    part = grid("energy", "participating").astype(bool)
+    comp = grid("decision", "compute_s")  # 0 for non-participants
+    upl = grid("energy", "upload_s")  # time actually transmitted (cut at the deadline)
+    n_rows = tab.num_rows
+    return {"part": part, "compute_s": comp, "upload_s": upl, "rows": n_rows}
+
+
+def bare_simpy(plan: dict, tau0: float) -> tuple[float, dict]:
+    """The bare SimPy model (see the module docstring); returns (seconds, counts)."""
+    part, comp, upl = plan["part"], plan["compute_s"], plan["upload_s"]
+    slots, n = part.shape
+    who_per_slot = [np.flatnonzero(part[t]).tolist() for t in range(slots)]
+    comp_l = [comp[t].tolist() for t in range(slots)]
+    upl_l = [upl[t].tolist() for t in range(slots)]
+
+    t0 = time.perf_counter()
+    env = simpy.Environment()
+    wake: list = [None] * n
+    st = {"remaining": 0, "done": None, "c": None, "u": None, "wakes": 0, "timeouts": 0}
+
+    def device(d: int):
+        while True:
+            ev = env.event()
+            wake[d] = ev
+            yield ev
+            yield env.timeout(st["c"][d])
+            yield env.timeout(st["u"][d])
+            st["remaining"] -= 1
+            if st["remaining"] == 0:
+                st["done"].succeed()
+
+    def server():
+        for t in range(slots):
+            who = who_per_slot[t]
+            st["c"], st["u"] = comp_l[t], upl_l[t]
+            st["remaining"] = len(who)
+            st["done"] = env.event()
+            for d in who:
+                wake[d].succeed()
+            st["wakes"] += len(who)
+            st["timeouts"] += 2 * len(who) + 1
+            deadline = env.timeout(tau0)
+            if who:
+                yield env.all_of([deadline, st["done"]])
+            else:
+                yield deadline
+
+    for d in range(n):
+        env.process(device(d))
+    env.process(server())
+    env.run()
+    return time.perf_counter() - t0, {"wakes": st["wakes"], "timeouts": st["timeouts"]}
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    _common.print_header("network_throughput: wflsim network-only vs bare SimPy")
+    n, slots = args.devices, args.slots
+    ds = n * slots
+    print(
+        f"workload: {n:,} devices x {slots} slots (T = {args.slots_per_frame}) = {ds:,} "
+        f"device-slots; base scenario {args.scenario}; payload D = {NUM_PARAMS:,}"
+    )
+    print(f"rounds per scheme: {args.warmup} warm-up + {args.reps} recorded, order rotating\n")
+    root = Path(tempfile.mkdtemp(prefix="wflsim-bench-", dir=args.tmp_dir))
+    summary = []
+    try:
+        for scheme in args.schemes:
+            print(f"-- scheme {scheme}")
+            t_warm, out = run_wflsim(args, scheme, root, f"{scheme}-plan")
+            trace = out / "events.parquet"
+            plan = plan_from_trace(trace, n, slots)
+            size_mb = trace.stat().st_size / 1e6
+            tau0 = prepared(args, scheme).scenario.run.deadline_s
+            shutil.rmtree(out)
+            n_part = int(plan["part"].sum())
+            print(
+                f"  trace: {plan['rows']:,} rows, {size_mb:.1f} MB Parquet; participations "
+                f"{n_part:,} of {ds:,} device-slots ({n_part / ds:.1%}); first wflsim run "
+                f"{t_warm:.2f} s (not recorded)"
+            )
+            counter = {"i": 0}
+            counts: dict = {}
+
+            def wfl(scheme=scheme, counter=counter) -> float:
+                counter["i"] += 1
+                dt, out = run_wflsim(args, scheme, root, f"{scheme}-{counter['i']}")
+                shutil.rmtree(out)
+                return dt
+
+            def bare(plan=plan, tau0=tau0, counts=counts) -> float:
+                dt, c = bare_simpy(plan, tau0)
+                counts.update(c)
+                return dt
+
+            times = _common.interleaved({"wflsim": wfl, "bare": bare}, args.reps, args.warmup)
+            sw, sb = _common.Stats(times["wflsim"]), _common.Stats(times["bare"])
+            print(
+                f"  bare model scheduled {counts['wakes']:,} device wake-ups and "
+                f"{counts['timeouts']:,} timeouts (wflsim: {n_part:,} participations -> "
+                f"{2 * n_part + slots:,} timeouts)"
+            )
+            print(f"  wflsim seconds: {sw.fmt(unit=' s')}")
+            print(f"  bare   seconds: {sb.fmt(unit=' s')}")
+            print(
+                f"  throughput (device-slots/s, from medians): wflsim {ds / sw.median:,.0f}, "
+                f"bare SimPy {ds / sb.median:,.0f}"
+            )
+            # throughput ratio wflsim/bare = time ratio bare/wflsim
+            line = _common.ratio_line(
+                "throughput wflsim/bare", times["bare"], times["wflsim"], ">= 0.5"
+            )
+            print(f"  {line}\n")
+            summary.append((scheme, ds / sw.median, ds / sb.median, sb.median / sw.median))
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+    print("summary (device-slots per second, medians):")
+    print(f"  {'scheme':16s} {'wflsim':>12s} {'bare SimPy':>12s} {'wflsim/bare':>12s}  target")
+    for scheme, w, b, r in summary:
+        print(f"  {scheme:16s} {w:12,.0f} {b:12,.0f} {r:12.3f}  >= 0.5")
+
+
+if __name__ == "__main__":
+    main()

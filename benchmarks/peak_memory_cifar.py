@@ -1,0 +1,301 @@
+"""Peak memory of a 30-device CIFAR-10 MobileNetV2 learner with freezing active.
+
+Workload (defaults = the paper's CIFAR-10 setting): ``--devices`` 30 devices x ``--batch`` 512
+samples per slot, ``build_model("mobilenet_v2", "cifar10")`` (502,538 parameters + BatchNorm
+buffers), CPU, synthetic CIFAR-shaped data as large as the real set (50,000 x 3 x 32 x 32
+training and 10,000 test float32 tensors, standard normal, uniform labels; 737 MB in all), IID
+shards. Each configuration runs in a FRESH subprocess that does:
+
+1. build data, model and ``TorchLearner`` (``vmap_chunk_samples = --chunk``);
+2. frame 0 (nothing frozen): ``--slots`` x (``compute(all)`` + ``apply(all)``);
+3. the frame boundary: ``evaluate()`` (as the engine does every 20 slots), ``end_frame(0)``,
+   ``begin_frame(1, gamma = --gamma)`` (every device freezes 30 % of its parameters, so each
+   has its own parameter copy and the ``vmap`` runs over per-device parameters);
+4. frame 1: ``--slots`` x (``compute(all)`` + ``apply(all)``), ``end_frame(1)``.
+
+Measured inside the child: ``resource.getrusage(RUSAGE_SELF).ru_maxrss`` (the peak resident set
+size) and ``VmHWM`` of ``/proc/self/status`` (the same peak, per address space; the two agree
+unless the parent was larger than the child, which it never is here: the parent imports neither
+torch nor the data). A ``baseline`` child stops after step 1 (data + model + learner, no
+gradient), to show how much of the peak is the data. The configurations and repetitions are
+interleaved. Target: peak < 4 GB (GB = 1e9 bytes) for the default configuration.
+
+    python benchmarks/peak_memory_cifar.py                     # full size: 30 x 512, chunk 8192
+    python benchmarks/peak_memory_cifar.py --chunk 8192 4096   # compare chunk sizes
+    python benchmarks/peak_memory_cifar.py --quick             # smoke test: 4 x 16, 5,000 samples
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _common  # noqa: E402
+
+_common.add_repo_to_path()
+
+GB = 1e9
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--devices", type=int, default=30, help="devices (default 30)")
+    p.add_argument(
+        "--batch", type=int, default=512, help="samples per device and slot (default 512)"
+    )
+    p.add_argument(
+        "--chunk",
+        nargs="+",
+        default=["8192"],
+        help="vmap_chunk_samples value(s), one configuration each; 'none' = no bound (default 8192)",
+    )
+    p.add_argument(
+        "--slots", type=int, default=2, help="slots in each of the two frames (default 2)"
+    )
+    p.add_argument(
+        "--gamma", type=float, default=0.3, help="freezing fraction in frame 1 (default 0.3)"
+    )
+    p.add_argument(
+        "--train-samples", type=int, default=50_000, help="training set size (default 50,000)"
+    )
+    p.add_argument(
+        "--test-samples", type=int, default=10_000, help="test set size (default 10,000)"
+    )
+    p.add_argument(
+        "--reps", type=int, default=2, help="repetitions of every configuration (default 2)"
+    )
+    p.add_argument(
+        "--threads", type=int, default=None, help="torch.set_num_threads in the children"
+    )
+    p.add_argument("--no-baseline", action="store_true", help="skip the no-gradient baseline child")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--quick",
+        action="store_true",
+        help="smoke test: 4 devices x 16 samples, 5,000/1,000 samples, 1 slot a frame, 1 rep",
+    )
+    p.add_argument("--child", choices=["baseline", "run"], help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if args.quick:
+        args.devices, args.batch, args.slots, args.reps = 4, 16, 1, 1
+        args.train_samples, args.test_samples = 5_000, 1_000
+    return args
+
+
+# ---------------------------------------------------------------------------- child
+
+
+def _status_kb(key: str) -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(key + ":"):
+            return int(line.split()[1])
+    return -1
+
+
+def child(args: argparse.Namespace) -> None:
+    import numpy as np
+    import torch
+
+    from models.data import partition
+    from models.learner import TorchLearner
+    from models.nets import build_model
+
+    if args.threads is not None:
+        torch.set_num_threads(args.threads)
+    phases: list[dict] = []
+    t_start = time.perf_counter()
+
+    def mark(name: str) -> None:
+        phases.append(
+            {
+                "phase": name,
+                "rss_gb": _status_kb("VmRSS") * 1024 / GB,
+                "hwm_gb": _status_kb("VmHWM") * 1024 / GB,
+                "t_s": time.perf_counter() - t_start,
+            }
+        )
+
+    mark("start (torch imported)")
+    chunk = None if args.chunk[0].lower() == "none" else int(args.chunk[0])
+    g = torch.Generator().manual_seed(args.seed)
+    x_tr = torch.randn(args.train_samples, 3, 32, 32, generator=g)
+    y_tr = torch.randint(0, 10, (args.train_samples,), generator=g)
+    x_te = torch.randn(args.test_samples, 3, 32, 32, generator=g)
+    y_te = torch.randint(0, 10, (args.test_samples,), generator=g)
+    n, b = args.devices, args.batch
+    parts = partition(y_tr.numpy(), n, "iid", 1.0, np.random.default_rng(args.seed))
+    torch.manual_seed(args.seed)
+    learner = TorchLearner(
+        model=build_model("mobilenet_v2", "cifar10"),
+        x_train=x_tr,
+        y_train=y_tr,
+        x_test=x_te,
+        y_test=y_te,
+        parts=parts,
+        batch_sizes=np.full(n, b, dtype=np.int64),
+        lr=0.05,
+        lr_schedule="half_life",
+        total_slots=400,
+        sampling_rngs=[np.random.default_rng([args.seed, i]) for i in range(n)],
+        vmap_chunk_samples=chunk,
+    )
+    mark("data + model + learner built")
+    ids = np.arange(n, dtype=np.int64)
+    frozen = 0.0
+    if args.child == "run":
+        t = 0
+        learner.begin_frame(0, np.zeros(n))
+        for _ in range(args.slots):
+            learner.compute(t, ids)
+            learner.apply(t, ids)
+            t += 1
+        mark("frame 0 slots (no freezing)")
+        learner.evaluate()
+        learner.end_frame(0)
+        learner.begin_frame(1, np.full(n, args.gamma))
+        frozen = float(learner.frozen_fraction().mean())
+        mark("frame boundary (evaluate, end_frame, begin_frame gamma)")
+        for _ in range(args.slots):
+            learner.compute(t, ids)
+            learner.apply(t, ids)
+            t += 1
+        learner.end_frame(1)
+        mark("frame 1 slots (freezing active)")
+    ru = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
+    out = {
+        "maxrss_gb": ru * 1024 / GB,
+        "hwm_gb": _status_kb("VmHWM") * 1024 / GB,
+        "frozen_fraction": frozen,
+        "num_params": learner.num_params,
+        "phases": phases,
+        "torch": torch.__version__,
+        "threads": torch.get_num_threads(),
+        "wall_s": time.perf_counter() - t_start,
+    }
+    print("RESULT " + json.dumps(out), flush=True)
+
+
+# ---------------------------------------------------------------------------- parent
+
+
+def child_cmd(args: argparse.Namespace, kind: str, chunk: str) -> list[str]:
+    cmd = [
+        sys.executable,
+        str(Path(__file__).resolve()),
+        "--child",
+        kind,
+        "--devices",
+        str(args.devices),
+        "--batch",
+        str(args.batch),
+        "--chunk",
+        chunk,
+        "--slots",
+        str(args.slots),
+        "--gamma",
+        str(args.gamma),
+        "--train-samples",
+        str(args.train_samples),
+        "--test-samples",
+        str(args.test_samples),
+        "--seed",
+        str(args.seed),
+    ]
+    if args.threads is not None:
+        cmd += ["--threads", str(args.threads)]
+    return cmd
+
+
+def run_child(cmd: list[str]) -> dict:
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    for line in proc.stdout.splitlines():
+        if line.startswith("RESULT "):
+            return json.loads(line[len("RESULT ") :])
+    sys.stderr.write(proc.stdout[-4000:] + proc.stderr[-4000:])
+    raise RuntimeError(f"child failed (exit {proc.returncode}): {' '.join(cmd)}")
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    if args.child:
+        child(args)
+        return
+    _common.print_header(
+        "peak_memory_cifar: MobileNetV2 learner, 30 devices, freezing active",
+        packages=("torch", "torchvision", "numpy"),
+    )
+    n, b = args.devices, args.batch
+    x_gb = (args.train_samples + args.test_samples) * 3 * 32 * 32 * 4 / GB
+    print(
+        f"workload: {n} devices x {b} samples, mobilenet_v2 (cifar10), synthetic data "
+        f"{args.train_samples:,} + {args.test_samples:,} x 3 x 32 x 32 float32 ({x_gb:.2f} GB); "
+        f"{args.slots} slot(s) in frame 0, boundary, {args.slots} slot(s) in frame 1 "
+        f"(gamma {args.gamma})"
+    )
+    configs = [("run", c) for c in args.chunk]
+    if not args.no_baseline:
+        configs.append(("baseline", args.chunk[0]))
+    print(
+        f"configurations: {configs}; {args.reps} repetition(s), interleaved; one fresh child each"
+    )
+    print(f"child command (first): {' '.join(child_cmd(args, *configs[0]))}\n")
+
+    results: dict[tuple[str, str], list[dict]] = {c: [] for c in configs}
+    for r in range(args.reps):
+        for cfg in configs:
+            res = run_child(child_cmd(args, *cfg))
+            results[cfg].append(res)
+            print(
+                f"  rep {r + 1}/{args.reps} {cfg[0]:8s} chunk {cfg[1]:>6s}: peak "
+                f"{res['maxrss_gb']:.3f} GB (VmHWM {res['hwm_gb']:.3f} GB), "
+                f"child wall {res['wall_s']:.1f} s",
+                flush=True,
+            )
+    first = next(iter(results.values()))[0]
+    print(f"\nchild environment: torch {first['torch']}, {first['threads']} intra-op threads")
+    print("peak resident set size (ru_maxrss, GB = 1e9 bytes):")
+    for cfg, rs in results.items():
+        peaks = [x["maxrss_gb"] for x in rs]
+        med = statistics.median(peaks)
+        target = "  target < 4 GB" if cfg[0] == "run" else ""
+        print(
+            f"  {cfg[0]:8s} chunk {cfg[1]:>6s}: median {med:.3f} GB  [min {min(peaks):.3f}, "
+            f"max {max(peaks):.3f}]  (n={len(peaks)}){target}"
+        )
+        if cfg[0] == "run":
+            print(f"    frozen fraction in frame 1: {rs[-1]['frozen_fraction']:.3f}")
+    print("\nphases of the last repetition (current RSS / high-water mark so far, GB):")
+    for cfg, rs in results.items():
+        print(f"  {cfg[0]} chunk {cfg[1]}:")
+        for ph in rs[-1]["phases"]:
+            print(
+                f"    {ph['phase']:58s} rss {ph['rss_gb']:.3f}  hwm {ph['hwm_gb']:.3f}  "
+                f"t {ph['t_s']:.1f} s"
+            )
+    base = results.get(("baseline", args.chunk[0]))
+    if base:
+        bmed = statistics.median(x["maxrss_gb"] for x in base)
+        for cfg, rs in results.items():
+            if cfg[0] == "run":
+                med = statistics.median(x["maxrss_gb"] for x in rs)
+                print(
+                    f"\npeak over baseline (what training adds), chunk {cfg[1]}: "
+                    f"{med - bmed:.3f} GB; run/baseline = {med / bmed:.2f}"
+                )
+    print(
+        f"\nparent process peak RSS: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / GB:.3f} GB"
+    )
+    if os.environ.get("OMP_NUM_THREADS"):
+        print(f"OMP_NUM_THREADS={os.environ['OMP_NUM_THREADS']}")
+
+
+if __name__ == "__main__":
+    main()
