@@ -6,8 +6,9 @@ synthetic MNIST-shaped data (60,000 x 1 x 28 x 28 standard-normal images, unifor
 real MNIST with ``--data-dir``. Variants, timed side by side in one process, interleaved:
 
 * ``a``  wflsim: ``TorchLearner.compute(all devices)`` + ``apply(all devices)``, nothing frozen
-  (frame 0): minibatch sampling, one ``vmap(grad)`` call over devices, weighted aggregation,
-  SGD step, stability accumulators (eq. 5).
+  (frame 0): minibatch sampling from per-(device, slot) streams as ``from_config`` sets it up,
+  one ``vmap(grad)`` call over devices, weighted aggregation, SGD step, stability accumulators
+  (eq. 5) and the Fig. 1 stability tracking.
 * ``a'`` the same with freezing active: one frame with gamma = 0 is run first, then every device
   freezes gamma = 0.3 of its parameters (``begin_frame(1, 0.3)``), so each device has its own
   parameter copy ``w_tilde_n`` and the ``vmap`` runs over per-device parameters.
@@ -22,7 +23,7 @@ Every variant draws its indices the same way (per device, without replacement fr
 2,000-sample IID shard) and gathers its samples from the same training tensor inside the timed
 region. Targets: a/b <= 1.15, c/a >= 1.8. Ratios are printed, never asserted.
 
-    python benchmarks/learner_overhead.py                 # full size (30 x 512), about 5 min on 2 cores
+    python benchmarks/learner_overhead.py                 # full size (30 x 512); expect 10-15 min on 2 cores
     python benchmarks/learner_overhead.py --quick         # smoke test: 4 devices x 64 samples
 """
 
@@ -44,6 +45,7 @@ import torch.nn.functional as F  # noqa: E402
 from models.data import load_dataset, partition  # noqa: E402
 from models.learner import TorchLearner  # noqa: E402
 from models.nets import build_model  # noqa: E402
+from sim.rng import Streams  # noqa: E402
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -134,7 +136,7 @@ def main(argv: list[str] | None = None) -> None:
             parts=parts,
             batch_sizes=np.full(n, b, dtype=np.int64),
             lr=args.lr,
-            sampling_rngs=[np.random.default_rng([args.seed, seed_off, i]) for i in range(n)],
+            sampling_streams=Streams(args.seed + seed_off),  # as from_config: per (device, slot)
             vmap_chunk_samples=chunk,
         )
 
