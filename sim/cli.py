@@ -55,6 +55,43 @@ def _parser() -> argparse.ArgumentParser:
 
     val = sub.add_parser("validate", help="check a scenario file without running it")
     _add_common(val)
+
+    sw = sub.add_parser("sweep", help="run a scenario over a grid of values and seeds")
+    sw.add_argument(
+        "scenario", help="scenario file (TOML); its [sweep] table gives default grid and seeds"
+    )
+    sw.add_argument(
+        "--grid",
+        action="append",
+        default=[],
+        metavar="FIELD=V1,V2",
+        help="a swept field, e.g. --grid scheme=ideal,only_pc --grid scheme.V=10,100 (repeatable)",
+    )
+    sw.add_argument(
+        "--seeds",
+        default=None,
+        help="seeds, e.g. 0-2 or 0,3,5 (default: the scenario's [sweep] seeds, else its seed)",
+    )
+    sw.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a field in every run",
+    )
+    sw.add_argument("--data-dir", default=None, help="dataset folder")
+    sw.add_argument("--out", default=None, help="sweep directory (default: runs/sweep-<name>)")
+    sw.add_argument("--workers", type=int, default=1, help="runs in parallel (local executor)")
+    sw.add_argument("--executor", choices=["local", "ray"], default="local")
+    sw.add_argument(
+        "--ray-address", default=None, help="an existing Ray cluster (default: a local one)"
+    )
+    sw.add_argument("--quiet", action="store_true", help="no progress bar")
+
+    rep = sub.add_parser("report", help="figures, tables and report.html for a run or a sweep")
+    rep.add_argument("directory", help="a run directory or a sweep directory")
+    rep.add_argument("--out", default=None, help="report directory (default: DIRECTORY/report)")
     return parser
 
 
@@ -130,12 +167,70 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _sweep(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    from sim.sweep import plan_sweep, run_sweep
+
+    if args.workers < 1:
+        raise ScenarioError("--workers", "must be >= 1")
+    plan = plan_sweep(
+        args.scenario, args.grid, args.seeds, data_dir=args.data_dir, extra_overrides=args.overrides
+    )
+    out = Path(args.out) if args.out else Path("runs") / f"sweep-{Path(args.scenario).stem}"
+    bar = tqdm(total=len(plan.points), unit="run", disable=args.quiet, file=sys.stderr)
+
+    def progress(name: str, result: dict) -> None:
+        bar.update(1)
+        bar.set_postfix_str(f"{name}: {result['status']}", refresh=False)
+
+    manifest = run_sweep(
+        plan,
+        out,
+        workers=args.workers,
+        executor=args.executor,
+        data_dir=args.data_dir,
+        extra_overrides=args.overrides,
+        ray_address=args.ray_address,
+        progress=progress,
+    )
+    bar.close()
+    statuses = [p["status"] for p in manifest["points"].values()]
+    done = sum(s == "completed" for s in statuses)
+    skipped = sum(s.startswith("skipped") for s in statuses)
+    failed = [n for n, p in manifest["points"].items() if p["status"] == "failed"]
+    print(
+        f"wflsim: sweep of {len(statuses)} runs -> {out}: {done} run, {skipped} already complete, {len(failed)} failed"
+    )
+    for name in failed:
+        print(f"  failed: {name}: {manifest['points'][name].get('error')}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+def _report(args: argparse.Namespace) -> int:
+    from analysis.report import write_report
+
+    src = Path(args.directory)
+    if not src.is_dir():
+        raise ScenarioError(
+            "DIRECTORY", f"{str(src)!r} is not a directory", "give a run or sweep directory"
+        )
+    out = Path(args.out) if args.out else src / "report"
+    path = write_report(src, out)
+    print(f"wflsim: report -> {path}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``wflsim`` console command."""
     args = _parser().parse_args(argv)
     try:
         if args.command == "validate":
             return _validate(args)
+        if args.command == "sweep":
+            return _sweep(args)
+        if args.command == "report":
+            return _report(args)
         return _run(args)
     except ScenarioError as err:
         return _fail(err.one_line())

@@ -330,6 +330,13 @@ class SchemeConfig(BaseModel):
         return dict(self.model_extra or {})
 
 
+class SweepConfig(_Strict):
+    """Default grid and seeds of ``wflsim sweep`` (ignored by ``wflsim run``)."""
+
+    grid: dict[str, list[Any]] = Field(default_factory=dict, description="field -> values")
+    seeds: list[int] = Field(default_factory=list)
+
+
 class Scenario(_Strict):
     """A whole scenario file."""
 
@@ -343,6 +350,7 @@ class Scenario(_Strict):
     learning: LearningConfig = Field(default_factory=LearningConfig)
     scheme: SchemeConfig = Field(default_factory=SchemeConfig)
     trace: TraceConfig = Field(default_factory=TraceConfig)
+    sweep: SweepConfig = Field(default_factory=SweepConfig)
 
     @field_validator("name")
     @classmethod

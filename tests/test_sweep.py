@@ -1,0 +1,164 @@
+"""Sweeps: grid parsing, resumption, common random numbers, executors."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from conftest import REPO
+from sim.cli import main
+from sim.errors import ScenarioError
+from sim.sweep import GridPoint, expand, parse_grid, parse_seeds, plan_sweep, run_sweep
+
+SCENARIO = REPO / "scenarios" / "paper" / "mnist_noniid.toml"
+NET = [
+    "--set",
+    "learning.enabled=false",
+    "--set",
+    "learning.num_params=440812",
+    "--set",
+    "run.frames=2",
+    "--set",
+    "run.slots_per_frame=5",
+]
+NET_OVERRIDES = [
+    "learning.enabled=false",
+    "learning.num_params=440812",
+    "run.frames=2",
+    "run.slots_per_frame=5",
+]
+
+
+def test_parse_grid_maps_section_to_its_name():
+    """--grid scheme=a,b means scheme.name; other keys are fields."""
+    assert parse_grid(["scheme=ideal,only_pc", "scheme.V=10,100"]) == [
+        ("scheme.name", ["ideal", "only_pc"]),
+        ("scheme.V", ["10", "100"]),
+    ]
+
+
+def test_parse_seeds_ranges_and_lists():
+    """Seeds accept ranges and lists."""
+    assert parse_seeds("0-2") == [0, 1, 2]
+    assert parse_seeds("1-2,7") == [1, 2, 7]
+
+
+@pytest.mark.parametrize("bad", ["", "2-1", "a", "1,1", "-1"])
+def test_parse_seeds_rejects_nonsense(bad):
+    """Empty, reversed, non-numeric, duplicate or negative seeds are errors on --seeds."""
+    with pytest.raises(ScenarioError) as info:
+        parse_seeds(bad)
+    assert info.value.field == "--seeds"
+
+
+def test_expand_is_the_cartesian_product():
+    """2 schemes x 3 values of V x 2 seeds = 12 distinct points with distinct directory names."""
+    points = expand(parse_grid(["scheme=a,b", "scheme.V=1,2,3"]), [0, 1])
+    assert len(points) == 12 and len({p.name for p in points}) == 12
+    assert points[0] == GridPoint(("scheme.name=a", "scheme.V=1"), 0)
+
+
+def test_bad_grid_value_fails_before_anything_is_written(tmp_path, capsys):
+    """An invalid value in the grid stops the sweep with exit 2 and no sweep directory."""
+    out = tmp_path / "sw"
+    code = main(
+        ["sweep", str(SCENARIO), "--grid", "scheme.V=10,-1", *NET, "--out", str(out), "--quiet"]
+    )
+    assert code == 2 and not out.exists()
+    assert "scheme.V" in capsys.readouterr().err
+
+
+@pytest.fixture(scope="module")
+def sweep_dir(tmp_path_factory):
+    """A 2 schemes x 2 seeds network-only sweep run with the local executor."""
+    out = tmp_path_factory.mktemp("sweep") / "sw"
+    plan = plan_sweep(
+        SCENARIO, ["scheme=two_timescale,ideal"], "0-1", extra_overrides=NET_OVERRIDES
+    )
+    manifest = run_sweep(plan, out, extra_overrides=NET_OVERRIDES)
+    assert all(p["status"] == "completed" for p in manifest["points"].values())
+    return out
+
+
+def test_sweep_writes_one_run_per_point_and_a_manifest(sweep_dir):
+    """Four run directories, each with a completed manifest, and sweep.json listing them."""
+    manifest = json.loads((sweep_dir / "sweep.json").read_text())
+    assert len(manifest["points"]) == 4
+    for name in manifest["points"]:
+        assert json.loads((sweep_dir / name / "manifest.json").read_text())["status"] == "completed"
+
+
+def test_repeating_a_sweep_runs_nothing_new(sweep_dir):
+    """A second identical sweep skips every completed run (files untouched)."""
+    before = {p: p.stat().st_mtime_ns for p in sweep_dir.glob("*/events.parquet")}
+    plan = plan_sweep(
+        SCENARIO, ["scheme=two_timescale,ideal"], "0-1", extra_overrides=NET_OVERRIDES
+    )
+    manifest = run_sweep(plan, sweep_dir, extra_overrides=NET_OVERRIDES)
+    assert all(p["status"].startswith("skipped") for p in manifest["points"].values())
+    assert before == {p: p.stat().st_mtime_ns for p in sweep_dir.glob("*/events.parquet")}
+
+
+def test_interrupted_run_is_redone(sweep_dir):
+    """A run whose manifest is not 'completed' is run again on resume; the others are skipped."""
+    victim = sweep_dir / "scheme.name=ideal__seed=1" / "manifest.json"
+    m = json.loads(victim.read_text())
+    m["status"] = "interrupted"
+    victim.write_text(json.dumps(m))
+    plan = plan_sweep(
+        SCENARIO, ["scheme=two_timescale,ideal"], "0-1", extra_overrides=NET_OVERRIDES
+    )
+    manifest = run_sweep(plan, sweep_dir, extra_overrides=NET_OVERRIDES)
+    statuses = {n: p["status"] for n, p in manifest["points"].items()}
+    assert statuses.pop("scheme.name=ideal__seed=1") == "completed"
+    assert all(s.startswith("skipped") for s in statuses.values())
+
+
+def test_same_seed_different_schemes_see_the_same_channels(sweep_dir):
+    """Common random numbers: the logged positions and fading draws agree across schemes for a seed."""
+
+    def channels(name):
+        df = pd.read_parquet(sweep_dir / name / "events.parquet")
+        dec = df[df.event == "decision"]
+        return dec["channel_gain"].to_numpy(), df[df.event == "position"]["distance_m"].to_numpy()
+
+    (ha, da), (hb, db) = (
+        channels("scheme.name=two_timescale__seed=0"),
+        channels("scheme.name=ideal__seed=0"),
+    )
+    np.testing.assert_array_equal(ha, hb)
+    np.testing.assert_array_equal(da, db)
+    hc, _ = channels("scheme.name=ideal__seed=1")
+    assert not np.array_equal(hb, hc)
+
+
+def test_local_executor_with_two_workers(tmp_path):
+    """--workers 2 runs points in a process pool and gives the same trace as a serial run."""
+    plan = plan_sweep(SCENARIO, ["scheme=only_pc"], "0-1", extra_overrides=NET_OVERRIDES)
+    par = run_sweep(plan, tmp_path / "par", workers=2, extra_overrides=NET_OVERRIDES)
+    ser = run_sweep(plan, tmp_path / "ser", workers=1, extra_overrides=NET_OVERRIDES)
+    assert all(p["status"] == "completed" for p in par["points"].values())
+    for name in ser["points"]:
+        a = pd.read_parquet(tmp_path / "par" / name / "events.parquet")
+        b = pd.read_parquet(tmp_path / "ser" / name / "events.parquet")
+        pd.testing.assert_frame_equal(a, b)
+
+
+def test_ray_executor_runs_a_sweep(tmp_path):
+    """--executor ray on a local Ray runs every point (skipped when ray is not installed)."""
+    pytest.importorskip("ray")
+    plan = plan_sweep(SCENARIO, ["scheme=only_pc,ideal"], "0", extra_overrides=NET_OVERRIDES)
+    manifest = run_sweep(plan, tmp_path / "ray", executor="ray", extra_overrides=NET_OVERRIDES)
+    assert all(p["status"] == "completed" for p in manifest["points"].values())
+
+
+def test_sweep_table_in_the_scenario_file(tmp_path):
+    """A [sweep] table gives the grid and seeds when the command line does not."""
+    text = SCENARIO.read_text() + '\n[sweep]\ngrid = { "scheme.V" = [10, 1000] }\nseeds = [3]\n'
+    path = tmp_path / "s.toml"
+    path.write_text(text)
+    plan = plan_sweep(path, [], None, extra_overrides=NET_OVERRIDES)
+    assert [p.name for p in plan.points] == ["scheme.V=10__seed=3", "scheme.V=1000__seed=3"]
