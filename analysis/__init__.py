@@ -1,5 +1,32 @@
-"""Reading and analysing wflsim traces (pandas, DuckDB)."""
+"""Reading and analysing wflsim traces (pandas, DuckDB).
+
+``analysis.tidy``: tidy tables of one run or many (and a DuckDB view); ``analysis.stats``:
+metrics on them; ``analysis.figures``: the paper's figures (matplotlib); ``analysis.report``:
+``write_report(run_or_sweep_dir, out_dir)``, one self-contained HTML page with tables.
+"""
 
 from analysis.io import load_events, load_manifest, read_metadata
+from analysis.tidy import (
+    device_slots,
+    duckdb_view,
+    evaluations,
+    find_runs,
+    frames,
+    load,
+    runs_table,
+    slots,
+)
 
-__all__ = ["load_events", "load_manifest", "read_metadata"]
+__all__ = [
+    "device_slots",
+    "duckdb_view",
+    "evaluations",
+    "find_runs",
+    "frames",
+    "load",
+    "load_events",
+    "load_manifest",
+    "read_metadata",
+    "runs_table",
+    "slots",
+]

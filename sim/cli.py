@@ -216,7 +216,14 @@ def _report(args: argparse.Namespace) -> int:
             "DIRECTORY", f"{str(src)!r} is not a directory", "give a run or sweep directory"
         )
     out = Path(args.out) if args.out else src / "report"
-    path = write_report(src, out)
+    try:
+        path = write_report(src, out)
+    except FileNotFoundError as err:
+        raise ScenarioError(
+            "DIRECTORY",
+            str(err).splitlines()[0],
+            "give a run directory (with events.parquet) or a sweep directory",
+        ) from None
     print(f"wflsim: report -> {path}")
     return 0
 

@@ -1,0 +1,256 @@
+"""Metrics computed from the tidy tables of :mod:`analysis.tidy` (one run or many).
+
+Every function takes DataFrames (not paths) and groups by ``run`` (or by the columns in ``by``);
+run-level results keep the run's identifying columns (:data:`analysis.tidy.ID_COLUMNS`).
+Averages "per device-slot" weigh every device in every slot equally, as the paper's
+``E_av``, ``Q_av``, ``X_av`` and ``z_av`` do.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+
+from analysis.tidy import ID_COLUMNS
+
+#: The identifying columns that tell configurations apart (``run`` and ``seed`` excluded).
+CONFIG_COLUMNS: list[str] = [c for c in ID_COLUMNS if c not in ("run", "seed")]
+
+
+def _ids(df: pd.DataFrame) -> pd.DataFrame:
+    cols = [c for c in ID_COLUMNS if c in df.columns]
+    return df[cols].drop_duplicates("run").reset_index(drop=True)
+
+
+def _with_ids(result: pd.DataFrame, df: pd.DataFrame, by: Sequence[str]) -> pd.DataFrame:
+    """Put the run's ID columns in front of a result grouped by ``run`` (and more)."""
+    if "run" not in by or "run" not in df.columns:
+        return result
+    ids = _ids(df)
+    extra = [c for c in ids.columns if c not in result.columns or c == "run"]
+    return ids[extra].merge(result, on="run", how="right")
+
+
+def _group(df: pd.DataFrame, by: Sequence[str]):
+    return df.groupby(list(by), sort=True, dropna=False, observed=True)
+
+
+def rates(device_slots: pd.DataFrame, by: Sequence[str] = ("run",)) -> pd.DataFrame:
+    """Participation, drop-out, outage and success rates.
+
+    Columns: ``device_slots`` (count), ``participation`` (participating per device-slot),
+    ``dropout_rate`` (``1 - participation``), ``outage_rate`` (late uploads per participation;
+    0 when nobody participated), ``success_rate`` (aggregated uploads per device-slot).
+    """
+    g = _group(device_slots, by)
+    out = pd.DataFrame(
+        {
+            "device_slots": g["participating"].count(),
+            "participations": g["participating"].sum(),
+            "outages": g["outage"].sum(),
+            "successes": g["success"].sum(),
+        }
+    )
+    out["participation"] = out["participations"] / out["device_slots"]
+    out["dropout_rate"] = 1.0 - out["participation"]
+    out["outage_rate"] = (
+        out["outages"] / out["participations"].where(out["participations"] > 0)
+    ).fillna(0.0)
+    out["success_rate"] = out["successes"] / out["device_slots"]
+    return _with_ids(out.reset_index(), device_slots, by)
+
+
+def slot_latency(slots: pd.DataFrame, by: Sequence[str] = ("run",)) -> pd.DataFrame:
+    """Latency per slot (communication round): ``slots``, ``mean_slot_s``, ``max_slot_s``,
+    ``total_latency_s`` (s, the sum of the slots' durations)."""
+    g = _group(slots, by)["slot_duration_s"]
+    out = pd.DataFrame(
+        {
+            "slots": g.count(),
+            "mean_slot_s": g.mean(),
+            "max_slot_s": g.max(),
+            "total_latency_s": g.sum(),
+        }
+    )
+    return _with_ids(out.reset_index(), slots, by)
+
+
+def energy_per_device(device_slots: pd.DataFrame) -> pd.DataFrame:
+    """Per run and device: ``total_energy_j``, ``mean_energy_j`` (J per slot), ``energy_budget_j``
+    (E_bar), ``budget_ratio`` (mean / budget), ``mean_queue_j`` and ``final_queue_j`` (J)."""
+    ds = device_slots.sort_values(["run", "slot"], kind="stable")
+    g = _group(ds, ["run", "device"])
+    out = pd.DataFrame(
+        {
+            "slots": g["energy_j"].count(),
+            "total_energy_j": g["energy_j"].sum(),
+            "mean_energy_j": g["energy_j"].mean(),
+            "energy_budget_j": g["energy_budget_j"].first(),
+            "mean_queue_j": g["queue_j"].mean(),
+            "final_queue_j": g["queue_j"].last(),
+        }
+    ).reset_index()
+    out["budget_ratio"] = out["mean_energy_j"] / out["energy_budget_j"]
+    return _with_ids(out, device_slots, ["run"])
+
+
+def energy_totals(device_slots: pd.DataFrame, by: Sequence[str] = ("run",)) -> pd.DataFrame:
+    """Energy of all devices: ``total_energy_j``, ``compute_energy_j``, ``upload_energy_j`` (J),
+    ``energy_per_device_j`` (total / devices) and ``energy_per_device_slot_j`` (mean, J)."""
+    g = _group(device_slots, by)
+    out = pd.DataFrame(
+        {
+            "total_energy_j": g["energy_j"].sum(),
+            "compute_energy_j": g["energy_compute_j"].sum(),
+            "upload_energy_j": g["energy_upload_j"].sum(),
+            "devices": g["device"].nunique(),
+            "energy_per_device_slot_j": g["energy_j"].mean(),
+        }
+    )
+    out["energy_per_device_j"] = out["total_energy_j"] / out["devices"]
+    return _with_ids(out.reset_index(), device_slots, by)
+
+
+def queue_trajectories(device_slots: pd.DataFrame) -> pd.DataFrame:
+    """Per run and slot: ``mean_queue_j``, ``max_queue_j`` (J, over devices, after the slot)."""
+    g = _group(device_slots, ["run", "slot"])["queue_j"]
+    out = pd.DataFrame({"mean_queue_j": g.mean(), "max_queue_j": g.max()}).reset_index()
+    return _with_ids(out, device_slots, ["run"])
+
+
+def gamma_trajectories(frames: pd.DataFrame) -> pd.DataFrame:
+    """Per run and frame: ``mean_gamma``, ``min_gamma``, ``max_gamma`` over devices."""
+    g = _group(frames, ["run", "frame"])["gamma"]
+    out = pd.DataFrame(
+        {"mean_gamma": g.mean(), "min_gamma": g.min(), "max_gamma": g.max()}
+    ).reset_index()
+    return _with_ids(out, frames, ["run"])
+
+
+def running_averages(device_slots: pd.DataFrame) -> pd.DataFrame:
+    """Per run and slot: the device means ``energy_j``, ``conv_error`` (X), ``cost`` (z),
+    ``queue_j``, and their running time-averages from slot 0 (``avg_energy_j``,
+    ``avg_conv_error``, ``avg_cost``, ``avg_queue_j``): the paper's Figs. 3-4."""
+    g = _group(device_slots, ["run", "slot"])
+    out = pd.DataFrame(
+        {
+            "energy_j": g["energy_j"].mean(),
+            "conv_error": g["conv_error"].mean(),
+            "cost": g["cost"].mean(),
+            "queue_j": g["queue_j"].mean(),
+        }
+    ).reset_index()
+    for c in ("energy_j", "conv_error", "cost", "queue_j"):
+        out["avg_" + c] = out.groupby("run")[c].transform(lambda s: s.expanding().mean())
+    return _with_ids(out, device_slots, ["run"])
+
+
+def accuracy_vs_energy(evaluations: pd.DataFrame) -> pd.DataFrame:
+    """Per evaluation: ``run``, ``slot``, ``cum_energy_j`` (J, all devices) and ``accuracy``."""
+    cols = [c for c in ID_COLUMNS if c in evaluations] + ["slot", "cum_energy_j", "accuracy"]
+    return evaluations[cols].reset_index(drop=True)
+
+
+def accuracy_vs_time(evaluations: pd.DataFrame) -> pd.DataFrame:
+    """Per evaluation: ``run``, ``slot``, ``cum_latency_s`` (s, simulated) and ``accuracy``."""
+    cols = [c for c in ID_COLUMNS if c in evaluations] + ["slot", "cum_latency_s", "accuracy"]
+    return evaluations[cols].reset_index(drop=True)
+
+
+def summary(
+    device_slots: pd.DataFrame,
+    slots: pd.DataFrame,
+    evaluations: pd.DataFrame | None = None,
+    frames: pd.DataFrame | None = None,
+    runs: pd.DataFrame | None = None,
+) -> pd.DataFrame:
+    """One row per run: ID columns, then ``slots``, ``devices``, ``total_energy_j``,
+    ``energy_per_device_slot_j`` (E_av), ``mean_queue_j`` (Q_av), ``final_queue_j`` (mean over
+    devices after the last slot), ``mean_conv_error`` (X_av), ``mean_cost`` (z_av),
+    ``mean_gamma``, ``participation``, ``dropout_rate``, ``outage_rate``, ``mean_slot_s``,
+    ``total_latency_s``, ``final_stable_fraction``, ``final_accuracy``, ``best_accuracy``.
+
+    ``runs`` (:func:`analysis.tidy.runs_table`) lists every run, also those without a single
+    slot (a run that failed at once: ``slots`` 0, the rest NaN); without it a run appears when
+    ``device_slots`` has rows of it. ``frames`` is accepted for symmetry and not needed."""
+    ds = device_slots
+    g = _group(ds, ["run"])
+    last_slot = g["slot"].transform("max")
+    out = pd.DataFrame(
+        {
+            "mean_queue_j": g["queue_j"].mean(),
+            "final_queue_j": _group(ds[ds["slot"] == last_slot], ["run"])["queue_j"].mean(),
+            "mean_conv_error": g["conv_error"].mean(),
+            "mean_cost": g["cost"].mean(),
+            "mean_gamma": g["gamma"].mean(),
+        }
+    ).reset_index()
+    en = energy_totals(ds)[["run", "devices", "total_energy_j", "energy_per_device_slot_j"]]
+    rt = rates(ds)[["run", "participation", "dropout_rate", "outage_rate"]]
+    lat = slot_latency(slots)[["run", "slots", "mean_slot_s", "total_latency_s"]]
+    out = en.merge(out, on="run").merge(rt, on="run").merge(lat, on="run", how="left")
+    stab = slots.dropna(subset=["stable_fraction"]).sort_values(["run", "slot"])
+    out = out.merge(
+        stab.groupby("run")["stable_fraction"].last().rename("final_stable_fraction"),
+        left_on="run",
+        right_index=True,
+        how="left",
+    )
+    if evaluations is not None and len(evaluations):
+        ev = evaluations.sort_values(["run", "slot"], kind="stable").groupby("run")["accuracy"]
+        acc = pd.DataFrame({"final_accuracy": ev.last(), "best_accuracy": ev.max()})
+        out = out.merge(acc, left_on="run", right_index=True, how="left")
+    else:
+        out["final_accuracy"] = np.nan
+        out["best_accuracy"] = np.nan
+    order = [
+        "run",
+        "slots",
+        "devices",
+        "total_energy_j",
+        "energy_per_device_slot_j",
+        "mean_queue_j",
+        "final_queue_j",
+        "mean_conv_error",
+        "mean_cost",
+        "mean_gamma",
+        "participation",
+        "dropout_rate",
+        "outage_rate",
+        "mean_slot_s",
+        "total_latency_s",
+        "final_stable_fraction",
+        "final_accuracy",
+        "best_accuracy",
+    ]
+    if runs is None:
+        return _with_ids(out[order], ds, ["run"])
+    ids = runs[[c for c in ID_COLUMNS if c in runs.columns]]
+    full = ids.merge(out[order], on="run", how="left")
+    full["slots"] = full["slots"].fillna(0).astype("int64")
+    return full
+
+
+def mean_over_seeds(
+    table: pd.DataFrame, by: Sequence[str] | None = None, values: Sequence[str] | None = None
+) -> pd.DataFrame:
+    """Mean and standard deviation (``<col>_std``, next to it) of the numeric ``values`` over the
+    runs of each configuration.
+
+    ``by`` defaults to :data:`CONFIG_COLUMNS` present in ``table``; ``n_runs`` counts the runs
+    (seeds) averaged. The standard deviation is NaN for a single run.
+    """
+    by = [c for c in (by or CONFIG_COLUMNS) if c in table.columns]
+    skip = set(by) | {"run", "seed"}
+    values = list(
+        values
+        or [c for c in table.columns if c not in skip and pd.api.types.is_numeric_dtype(table[c])]
+    )
+    g = _group(table, by)
+    mean, std = g[values].mean(), g[values].std()
+    cols = [g.size().rename("n_runs")]
+    for c in values:
+        cols += [mean[c], std[c].rename(c + "_std")]
+    return pd.concat(cols, axis=1).reset_index()

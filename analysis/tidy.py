@@ -1,0 +1,695 @@
+"""Tidy tables of one run or many: one row per event, device-slot, device-frame, slot or evaluation.
+
+Every table has a ``run`` column (the run directory's name, or its path relative to the runs'
+common folder when names repeat) and the run's identifying fields (:data:`ID_COLUMNS`), read from
+the scenario stored in ``events.parquet`` (``wflsim.scenario_resolved``), so that many runs (a
+sweep) concatenate into one table that groups by scheme, ``V``, seed, dataset, partition or
+energy budget.
+
+``runs`` arguments everywhere accept a run directory (holding ``events.parquet``), a sweep
+directory (run directories anywhere below it), a glob pattern (``"runs/sweep/*"``,
+``"runs/**/events.parquet"``), an ``events.parquet`` path, or a list of any of these.
+
+For traces too large for memory, :func:`duckdb_view` puts a DuckDB view over many runs' Parquet
+files instead.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import math
+import os
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from analysis.io import load_events, read_metadata
+
+RunsArg = str | os.PathLike | Iterable[str | os.PathLike]
+
+#: Columns identifying a run, carried by every tidy table (constant within a run).
+ID_COLUMNS: list[str] = [
+    "run",
+    "scheme",
+    "V",
+    "seed",
+    "dataset",
+    "partition",
+    "energy_budget",
+    "energy_budget_mean_j",
+    "variant",
+]
+
+#: Display names of the schemes (the paper's names for its own scheme and baselines).
+SCHEME_LABELS: dict[str, str] = {
+    "two_timescale": "Proposed",
+    "only_pf": "Only-PF",
+    "only_pc": "Only-PC",
+    "ideal": "Ideal FL",
+    "fixed_power": "Fixed power",
+}
+
+# Flattened scenario fields never used to tell configurations apart (they do not change results,
+# or are already ID columns).
+_NOT_VARIANT = {
+    "name",
+    "description",
+    "seed",
+    "learning.data_dir",
+    "learning.device",
+    "scheme.name",
+    "scheme.V",
+    "learning.dataset",
+    "learning.partition",
+    "learning.dirichlet_alpha",
+    "devices.energy_budget_j",
+}
+_DEFAULT_V = 100.0  # sim.schemes.CostParams.V
+
+
+# --------------------------------------------------------------------------- finding runs
+
+
+def _is_glob(s: str) -> bool:
+    return any(c in s for c in "*?[")
+
+
+def find_runs(runs: RunsArg) -> list[Path]:
+    """The run directories named by ``runs`` (see the module docstring), sorted, without repeats.
+
+    Raises:
+        FileNotFoundError: a named path does not exist.
+    """
+    items = [runs] if isinstance(runs, str | os.PathLike) else list(runs)
+    found: list[Path] = []
+    for item in items:
+        s = os.fspath(item)
+        if _is_glob(s):
+            paths = [Path(p) for p in sorted(glob.glob(s, recursive=True))]
+        else:
+            paths = [Path(s)]
+            if not paths[0].exists():
+                raise FileNotFoundError(f"no such run or sweep directory: {s}")
+        for p in paths:
+            if p.is_file() and p.name == "events.parquet":
+                found.append(p.parent)
+            elif (p / "events.parquet").is_file():
+                found.append(p)
+            elif p.is_dir():
+                found.extend(sorted(q.parent for q in p.rglob("events.parquet")))
+    out = list(dict.fromkeys(p.resolve() for p in found))
+    return sorted(out)
+
+
+def _run_labels(dirs: Sequence[Path]) -> list[str]:
+    """Directory names if unique, else paths relative to the runs' common folder."""
+    names = [d.name for d in dirs]
+    if len(set(names)) == len(names):
+        return names
+    common = Path(os.path.commonpath([str(d) for d in dirs]))
+    return [d.relative_to(common).as_posix() for d in dirs]
+
+
+# --------------------------------------------------------------------------- run identity
+
+
+def _flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict) and "dist" not in v:
+            out.update(_flatten(v, key + "."))
+        else:
+            out[key] = v
+    return out
+
+
+def describe_budget(spec: Any) -> str:
+    """A short text for a per-device field's value: ``0.35``, ``U[0.3, 0.45]``, a list summary."""
+    if spec is None:
+        return "-"
+    if isinstance(spec, int | float):
+        return f"{spec:g}"
+    if isinstance(spec, list):
+        vals = [float(v) for v in spec]
+        return f"list[{min(vals):g}..{max(vals):g}]" if vals else "list[]"
+    if isinstance(spec, dict):
+        dist = spec.get("dist")
+        if dist == "uniform":
+            return f"U[{spec['low']:g}, {spec['high']:g}]"
+        if dist == "loguniform":
+            return f"logU[{spec['low']:g}, {spec['high']:g}]"
+        if dist == "normal":
+            return f"N({spec['mean']:g}, {spec['std']:g})"
+        if dist == "choice":
+            return "choice{" + ", ".join(f"{v:g}" for v in spec["values"]) + "}"
+    return json.dumps(spec, sort_keys=True)
+
+
+def nominal_budget_j(spec: Any) -> float:
+    """The expected value of a per-device field's specification (NaN when unknown).
+
+    A scalar is itself; a list its mean; ``uniform`` the midpoint; ``loguniform`` its mean
+    ``(hi - lo) / ln(hi / lo)``; ``normal`` its mean (clipping ignored); ``choice`` the weighted mean.
+    """
+    try:
+        if isinstance(spec, int | float):
+            return float(spec)
+        if isinstance(spec, list):
+            return float(np.mean([float(v) for v in spec])) if spec else math.nan
+        if isinstance(spec, dict):
+            dist = spec.get("dist")
+            if dist == "uniform":
+                return (float(spec["low"]) + float(spec["high"])) / 2.0
+            if dist == "loguniform":
+                lo, hi = float(spec["low"]), float(spec["high"])
+                return lo if hi == lo else (hi - lo) / math.log(hi / lo)
+            if dist == "normal":
+                return float(spec["mean"])
+            if dist == "choice":
+                vals = np.asarray(spec["values"], dtype=float)
+                probs = spec.get("probs")
+                w = np.full(len(vals), 1.0 / len(vals)) if probs is None else np.asarray(probs)
+                return float(np.sum(vals * w) / np.sum(w))
+    except (KeyError, TypeError, ValueError, ZeroDivisionError):
+        pass
+    return math.nan
+
+
+def _resolved_scenario(run: Path) -> dict[str, Any]:
+    meta = read_metadata(run)
+    if "wflsim.scenario_resolved" in meta:
+        return json.loads(meta["wflsim.scenario_resolved"])
+    manifest = run / "manifest.json"
+    if manifest.is_file():
+        m = json.loads(manifest.read_text(encoding="utf-8"))
+        if isinstance(m.get("scenario_resolved"), dict):
+            return m["scenario_resolved"]
+    return {}
+
+
+def run_status(run: str | os.PathLike) -> str:
+    """The run's ``manifest.json`` status (``completed``, ``running``, ``failed``,
+    ``interrupted``), or ``unknown`` without a readable manifest."""
+    manifest = Path(run) / "manifest.json"
+    if not manifest.is_file():
+        return "unknown"
+    try:
+        return str(json.loads(manifest.read_text(encoding="utf-8")).get("status", "unknown"))
+    except (OSError, json.JSONDecodeError):
+        return "unknown"
+
+
+def partition_label(partition: str | None, alpha: float | None) -> str:
+    """``"IID"`` or ``"non-IID (Dir 0.3)"`` for a scenario's partition."""
+    if partition == "dirichlet":
+        return f"non-IID (Dir {alpha:g})" if alpha is not None else "non-IID"
+    return "IID" if partition == "iid" else str(partition)
+
+
+def runs_table(runs: RunsArg) -> pd.DataFrame:
+    """One row per run: :data:`ID_COLUMNS` plus ``run_dir``, ``events_path``, ``name``, ``status``
+    (from ``manifest.json``), ``learning`` (False: network-only), ``num_devices``, ``frames``,
+    ``slots_per_frame``, ``deadline_s``, ``model``, ``lam`` and ``scheme_label``.
+
+    ``variant`` names the scenario fields (beyond the other ID columns and the seed) that differ
+    between the runs given, e.g. ``"learning.lr=0.1"``; it is ``""`` when none do, so runs with
+    the same ``(scheme, V, dataset, partition, energy_budget, variant)`` are seeds of one
+    configuration.
+    """
+    dirs = find_runs(runs)
+    labels = _run_labels(dirs)
+    rows, flats = [], []
+    for d, label in zip(dirs, labels, strict=True):
+        sc = _resolved_scenario(d)
+        flat = {k: v for k, v in _flatten(sc).items() if k not in _NOT_VARIANT}
+        flats.append(flat)
+        learning = sc.get("learning", {})
+        scheme = sc.get("scheme", {})
+        devices = sc.get("devices", {})
+        run_cfg = sc.get("run", {})
+        name = scheme.get("name", "unknown")
+        budget = devices.get("energy_budget_j")
+        rows.append(
+            {
+                "run": label,
+                "scheme": name,
+                "V": float(scheme.get("V", _DEFAULT_V)),
+                "seed": int(sc.get("seed", -1)),
+                "dataset": learning.get("dataset", "unknown"),
+                "partition": partition_label(
+                    learning.get("partition"), learning.get("dirichlet_alpha")
+                ),
+                "energy_budget": describe_budget(budget),
+                "energy_budget_mean_j": nominal_budget_j(budget),
+                "run_dir": str(d),
+                "events_path": (d / "events.parquet").as_posix(),
+                "name": sc.get("name", d.name),
+                "status": run_status(d),
+                "learning": bool(learning.get("enabled", True)),
+                "model": learning.get("model"),
+                "num_devices": sc.get("network", {}).get("num_devices"),
+                "frames": run_cfg.get("frames"),
+                "slots_per_frame": run_cfg.get("slots_per_frame"),
+                "deadline_s": run_cfg.get("deadline_s"),
+                "lam": scheme.get("lam"),
+                "scheme_label": SCHEME_LABELS.get(name, name),
+            }
+        )
+    keys = sorted({k for f in flats for k in f})
+    varying = []
+    for k in keys:
+        vals = {json.dumps(f.get(k), sort_keys=True) for f in flats if f.get(k) is not None}
+        if len(vals) > 1:
+            varying.append(k)
+    for row, flat in zip(rows, flats, strict=True):
+        row["variant"] = ", ".join(
+            f"{k}={_short(flat.get(k))}" for k in varying if flat.get(k) is not None
+        )
+    cols = ID_COLUMNS + [c for c in (rows[0] if rows else {}) if c not in ID_COLUMNS]
+    return pd.DataFrame(rows, columns=cols)
+
+
+def _short(v: Any) -> str:
+    if isinstance(v, float):
+        return f"{v:g}"
+    if isinstance(v, dict | list):
+        return describe_budget(v) if isinstance(v, dict) and "dist" in v else json.dumps(v)
+    return str(v)
+
+
+# --------------------------------------------------------------------------- dtypes
+
+
+def plain_dtypes(df: pd.DataFrame) -> pd.DataFrame:
+    """Arrow-backed columns as NumPy ones: floats (nulls as NaN), ints and bools (nullable
+    ``Int64`` / ``boolean`` only where nulls remain), strings as objects."""
+    out = {}
+    for c in df.columns:
+        s = df[c]
+        if isinstance(s.dtype, pd.ArrowDtype):
+            kind = s.dtype.numpy_dtype.kind if s.dtype.numpy_dtype is not None else "O"
+            has_na = bool(s.isna().any())
+            if kind == "f":
+                s = s.astype("float64")
+            elif kind in "iu":
+                s = s.astype("Int64" if has_na else "int64")
+            elif kind == "b":
+                s = s.astype("boolean" if has_na else "bool")
+            else:
+                s = s.astype(object)
+        out[c] = s
+    return pd.DataFrame(out, index=df.index)
+
+
+# --------------------------------------------------------------------------- per-run builders
+
+_DEVICE_SLOT_EVENTS = ["device_config", "decision", "energy"]
+_DECISION_COLS = [
+    "slot",
+    "device",
+    "time_s",
+    "distance_m",
+    "large_scale_gain",
+    "channel_gain",
+    "gamma",
+    "payload_bits",
+    "min_tx_power_w",
+    "max_tx_power_w",
+    "compute_s",
+    "upload_s",
+]
+_ENERGY_COLS = [
+    "frame",
+    "slot",
+    "device",
+    "time_s",
+    "participating",
+    "success",
+    "tx_power_w",
+    "upload_s",
+    "energy_compute_j",
+    "energy_upload_j",
+    "energy_j",
+    "queue_j",
+    "conv_error",
+    "cost",
+]
+
+
+def _rows(ev: pd.DataFrame, name: str, cols: list[str]) -> pd.DataFrame:
+    sub = ev[[c for c in cols if c in ev.columns]][(ev["event"] == name).to_numpy()]
+    return plain_dtypes(sub.reset_index(drop=True))
+
+
+def device_slots_from_events(ev: pd.DataFrame) -> pd.DataFrame:
+    """The device-slot table (see :func:`device_slots`) of one run's events."""
+    en = _rows(ev, "energy", _ENERGY_COLS).rename(columns={"time_s": "end_s"})
+    de = _rows(ev, "decision", _DECISION_COLS).rename(
+        columns={"time_s": "start_s", "upload_s": "upload_planned_s"}
+    )
+    cfg = _rows(ev, "device_config", ["device", "energy_budget_j"])
+    df = en.merge(de, on=["slot", "device"], how="left")
+    df = df.merge(cfg, on="device", how="left")
+    part = df["participating"].astype(bool)
+    succ = df["success"].astype(bool)
+    df["participating"], df["success"] = part, succ
+    df["outage"] = part & ~succ
+    df["dropout"] = ~part
+    df["latency_s"] = (df["compute_s"] + df["upload_s"]).where(part)
+    order = [
+        "frame",
+        "slot",
+        "device",
+        "start_s",
+        "end_s",
+        "distance_m",
+        "large_scale_gain",
+        "channel_gain",
+        "gamma",
+        "payload_bits",
+        "min_tx_power_w",
+        "max_tx_power_w",
+        "tx_power_w",
+        "participating",
+        "success",
+        "outage",
+        "dropout",
+        "compute_s",
+        "upload_s",
+        "upload_planned_s",
+        "latency_s",
+        "energy_compute_j",
+        "energy_upload_j",
+        "energy_j",
+        "energy_budget_j",
+        "queue_j",
+        "conv_error",
+        "cost",
+    ]
+    return df[order].sort_values(["slot", "device"], kind="stable").reset_index(drop=True)
+
+
+def frames_from_events(ev: pd.DataFrame, ds: pd.DataFrame | None = None) -> pd.DataFrame:
+    """The device-frame table (see :func:`frames`) of one run's events (``ds``: its device-slot
+    table, built from ``ev`` when not given)."""
+    pos = _rows(
+        ev,
+        "position",
+        ["frame", "device", "time_s", "x_m", "y_m", "distance_m", "large_scale_gain"],
+    ).rename(columns={"time_s": "start_s"})
+    fr = _rows(
+        ev,
+        "freeze",
+        ["frame", "device", "gamma", "max_tx_power_w", "queue_j", "expected_cost", "iterations"],
+    )
+    df = pos.merge(fr, on=["frame", "device"], how="outer")
+    ds = device_slots_from_events(ev) if ds is None else ds
+    if len(ds):
+        g = ds.sort_values("slot").groupby(["frame", "device"])
+        per = pd.DataFrame(
+            {
+                "slots": g["slot"].count(),
+                "energy_j": g["energy_j"].sum(),
+                "participation": g["participating"].mean(),
+                "successes": g["success"].sum(),
+                "queue_end_j": g["queue_j"].last(),
+            }
+        ).reset_index()
+        df = df.merge(per, on=["frame", "device"], how="left")
+    else:
+        for c in ("slots", "energy_j", "participation", "successes", "queue_end_j"):
+            df[c] = np.nan
+    return df.sort_values(["frame", "device"], kind="stable").reset_index(drop=True)
+
+
+def slots_from_events(ev: pd.DataFrame, ds: pd.DataFrame | None = None) -> pd.DataFrame:
+    """The slot table (see :func:`slots`) of one run's events."""
+    st = _rows(ev, "slot_start", ["slot", "time_s"]).rename(columns={"time_s": "start_s"})
+    ag = _rows(
+        ev,
+        "aggregate",
+        [
+            "frame",
+            "slot",
+            "time_s",
+            "n_participants",
+            "n_success",
+            "slot_duration_s",
+            "stable_fraction",
+        ],
+    ).rename(columns={"time_s": "end_s"})
+    df = ag.merge(st, on="slot", how="left")
+    ds = device_slots_from_events(ev) if ds is None else ds
+    g = ds.groupby("slot")
+    per = pd.DataFrame(
+        {
+            "n_devices": g["device"].count(),
+            "n_outage": g["outage"].sum(),
+            "energy_j": g["energy_j"].sum(),
+            "mean_energy_j": g["energy_j"].mean(),
+            "mean_queue_j": g["queue_j"].mean(),
+            "max_queue_j": g["queue_j"].max(),
+            "mean_gamma": g["gamma"].mean(),
+            "mean_conv_error": g["conv_error"].mean(),
+            "mean_cost": g["cost"].mean(),
+        }
+    ).reset_index()
+    df = df.merge(per, on="slot", how="left").sort_values("slot").reset_index(drop=True)
+    n = df["n_devices"].astype(float)
+    df["participation"] = df["n_participants"] / n
+    df["outage_rate"] = (
+        df["n_outage"] / df["n_participants"].where(df["n_participants"] > 0)
+    ).fillna(0.0)
+    df["cum_energy_j"] = df["energy_j"].cumsum()
+    df["cum_latency_s"] = df["slot_duration_s"].cumsum()
+    order = [
+        "frame",
+        "slot",
+        "start_s",
+        "end_s",
+        "slot_duration_s",
+        "n_devices",
+        "n_participants",
+        "n_success",
+        "n_outage",
+        "participation",
+        "outage_rate",
+        "stable_fraction",
+        "energy_j",
+        "mean_energy_j",
+        "mean_queue_j",
+        "max_queue_j",
+        "mean_gamma",
+        "mean_conv_error",
+        "mean_cost",
+        "cum_energy_j",
+        "cum_latency_s",
+    ]
+    return df[order]
+
+
+def evaluations_from_events(ev: pd.DataFrame, sl: pd.DataFrame | None = None) -> pd.DataFrame:
+    """The evaluation table (see :func:`evaluations`) of one run's events."""
+    e = _rows(ev, "eval", ["frame", "slot", "time_s", "loss", "accuracy"])
+    sl = slots_from_events(ev) if sl is None else sl
+    cum = sl.set_index("slot")[["cum_energy_j", "cum_latency_s"]]
+    e = e.merge(cum, left_on="slot", right_index=True, how="left")
+    before = e["slot"] < 0
+    e.loc[before, ["cum_energy_j", "cum_latency_s"]] = 0.0
+    e.insert(2, "round", e["slot"] + 1)
+    return e.sort_values(["slot", "time_s"], kind="stable").reset_index(drop=True)
+
+
+# --------------------------------------------------------------------------- multi-run tables
+
+
+@dataclass
+class Tidy:
+    """All tidy tables of a set of runs (see :func:`load`)."""
+
+    runs: pd.DataFrame
+    device_slots: pd.DataFrame
+    frames: pd.DataFrame
+    slots: pd.DataFrame
+    evaluations: pd.DataFrame
+
+
+_ALL_EVENTS = [
+    "device_config",
+    "position",
+    "freeze",
+    "slot_start",
+    "decision",
+    "aggregate",
+    "energy",
+    "eval",
+]
+
+# Every trace column the tidy tables read.
+_ALL_COLUMNS = sorted(
+    set(_DECISION_COLS + _ENERGY_COLS)
+    | {"x_m", "y_m", "expected_cost", "iterations", "energy_budget_j"}
+    | {"n_participants", "n_success", "slot_duration_s", "stable_fraction", "loss", "accuracy"}
+)
+
+
+def _with_ids(df: pd.DataFrame, info: pd.Series) -> pd.DataFrame:
+    ids = pd.DataFrame({c: [info[c]] * len(df) for c in ID_COLUMNS}, index=df.index)
+    return pd.concat([ids, df], axis=1)
+
+
+def _concat(parts: list[pd.DataFrame]) -> pd.DataFrame:
+    parts = [p for p in parts if len(p.columns)]
+    if not parts:
+        return pd.DataFrame(columns=ID_COLUMNS)
+    nonempty = [p for p in parts if len(p)] or parts[:1]
+    return pd.concat(nonempty, ignore_index=True)
+
+
+def load(runs: RunsArg, tables: Iterable[str] | None = None) -> Tidy:
+    """Read each run once and build its tidy tables (``tables``: a subset of
+    ``device_slots``, ``frames``, ``slots``, ``evaluations`` to build; the others stay empty)."""
+    want = set(tables or ("device_slots", "frames", "slots", "evaluations"))
+    info = runs_table(runs)
+    parts: dict[str, list[pd.DataFrame]] = {k: [] for k in want}
+    for _, row in info.iterrows():
+        ev = load_events(row["run_dir"], events=_ALL_EVENTS, columns=_ALL_COLUMNS)
+        ds = device_slots_from_events(ev)
+        built: dict[str, pd.DataFrame] = {"device_slots": ds}
+        if want & {"slots", "evaluations"}:
+            built["slots"] = slots_from_events(ev, ds)
+        if "frames" in want:
+            built["frames"] = frames_from_events(ev, ds)
+        if "evaluations" in want:
+            built["evaluations"] = evaluations_from_events(ev, built["slots"])
+        for k in want:
+            parts[k].append(_with_ids(built[k], row))
+    empty = pd.DataFrame(columns=ID_COLUMNS)
+    return Tidy(
+        runs=info,
+        **{
+            k: _concat(parts[k]) if k in want else empty
+            for k in ("device_slots", "frames", "slots", "evaluations")
+        },
+    )
+
+
+def events(
+    runs: RunsArg, events: list[str] | None = None, columns: list[str] | None = None
+) -> pd.DataFrame:
+    """The events of the runs, one row per event, with :data:`ID_COLUMNS` in front.
+
+    ``events`` and ``columns`` filter while reading (as in :func:`analysis.io.load_events`).
+    Columns are NumPy-typed (:func:`plain_dtypes`); ``event`` is a category.
+    """
+    info = runs_table(runs)
+    parts = []
+    for _, row in info.iterrows():
+        ev = plain_dtypes(load_events(row["run_dir"], events=events, columns=columns))
+        ev["event"] = ev["event"].astype(str)
+        parts.append(_with_ids(ev, row))
+    df = _concat(parts)
+    if "event" in df:
+        df["event"] = df["event"].astype("category")
+    return df
+
+
+def device_slots(runs: RunsArg) -> pd.DataFrame:
+    """One row per device per slot.
+
+    Columns: :data:`ID_COLUMNS`, ``frame``, ``slot``, ``device``, ``start_s`` / ``end_s`` (s, the
+    slot's start and end), ``distance_m``, ``large_scale_gain``, ``channel_gain`` (linear h),
+    ``gamma`` (frozen fraction), ``payload_bits``, ``min_tx_power_w`` / ``max_tx_power_w`` (W,
+    p_min and the frame's p_max), ``tx_power_w`` (W), ``participating``, ``success``, ``outage``
+    (participated, upload not aggregated), ``dropout`` (did not participate), ``compute_s``,
+    ``upload_s`` (s, time actually transmitted), ``upload_planned_s`` (s, the full tau_com),
+    ``latency_s`` (s, compute + upload, NaN when not participating), ``energy_compute_j``,
+    ``energy_upload_j``, ``energy_j`` (J), ``energy_budget_j`` (J, E_bar), ``queue_j`` (J, Q after
+    the slot), ``conv_error`` (X) and ``cost`` (z).
+    """
+    return load(runs, ["device_slots"]).device_slots
+
+
+def frames(runs: RunsArg) -> pd.DataFrame:
+    """One row per device per frame.
+
+    Columns: :data:`ID_COLUMNS`, ``frame``, ``device``, ``start_s`` (s), ``x_m``, ``y_m``,
+    ``distance_m`` (m), ``large_scale_gain`` (H), ``gamma``, ``max_tx_power_w`` (W, p_max),
+    ``queue_j`` (J, Q at the frame start), ``expected_cost`` (Z(gamma)), ``iterations`` (MM), and
+    over the frame's slots: ``slots``, ``energy_j`` (J, sum), ``participation`` (fraction of
+    slots), ``successes`` (count), ``queue_end_j`` (J, Q after the last slot).
+    """
+    return load(runs, ["frames"]).frames
+
+
+def slots(runs: RunsArg) -> pd.DataFrame:
+    """One row per slot.
+
+    Columns: :data:`ID_COLUMNS`, ``frame``, ``slot``, ``start_s`` / ``end_s`` (s),
+    ``slot_duration_s`` (s, the slot's latency), ``n_devices``, ``n_participants``, ``n_success``,
+    ``n_outage``, ``participation`` (participants per device), ``outage_rate`` (outages per
+    participant; 0 with no participant), ``stable_fraction`` (Fig. 1), ``energy_j`` (J, all
+    devices), ``mean_energy_j`` / ``mean_queue_j`` / ``max_queue_j`` (J, over devices),
+    ``mean_gamma``, ``mean_conv_error`` (X), ``mean_cost`` (z), ``cum_energy_j`` (J, all devices,
+    slots 0..t) and ``cum_latency_s`` (s, slots 0..t).
+    """
+    return load(runs, ["slots"]).slots
+
+
+def evaluations(runs: RunsArg) -> pd.DataFrame:
+    """One row per evaluation of the global model.
+
+    Columns: :data:`ID_COLUMNS`, ``frame``, ``slot`` (-1: before training), ``round`` (global
+    updates so far), ``time_s`` (s), ``loss`` (nat), ``accuracy`` (fraction), ``cum_energy_j``
+    (J, all devices' energy up to the slot) and ``cum_latency_s`` (s, total latency up to it).
+    """
+    return load(runs, ["evaluations"]).evaluations
+
+
+# --------------------------------------------------------------------------- DuckDB
+
+_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def duckdb_view(con: Any, runs: RunsArg, name: str = "events") -> pd.DataFrame:
+    """Create (or replace) a DuckDB view ``name`` over the runs' ``events.parquet`` files.
+
+    The view has every trace column plus :data:`ID_COLUMNS` (``run``, ``scheme``, ``V``, ...),
+    read lazily with ``read_parquet([...], filename = true)``: queries stream over the files and
+    need not fit in memory. A table ``{name}_runs`` holds :func:`runs_table` (one row per run).
+
+    Args:
+        con: a ``duckdb.DuckDBPyConnection``.
+        runs: run or sweep directories or a glob (see the module docstring).
+        name: the view's name (an SQL identifier).
+
+    Returns:
+        The runs table.
+    """
+    if not _IDENT.match(name):
+        raise ValueError(f"view name {name!r} is not a plain SQL identifier")
+    info = runs_table(runs)
+    if info.empty:
+        raise FileNotFoundError(f"no runs (events.parquet) found in {runs!r}")
+    tmp = f"__{name}_runs_df"
+    con.register(tmp, info)
+    try:
+        con.execute(f"create or replace table {name}_runs as select * from {tmp}")
+    finally:
+        con.unregister(tmp)
+    files = ", ".join("'" + p.replace("'", "''") + "'" for p in info["events_path"])
+    ids = ", ".join(f'r."{c}"' for c in ID_COLUMNS)
+    con.execute(
+        f"create or replace view {name} as "
+        f"select {ids}, e.* exclude (filename) "
+        f"from read_parquet([{files}], filename = true, union_by_name = true) e "
+        f"join {name}_runs r on e.filename = r.events_path"
+    )
+    return info
