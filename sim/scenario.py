@@ -159,7 +159,7 @@ class RunConfig(_Strict):
 class NetworkConfig(_Strict):
     """Cell, radio and channel model."""
 
-    num_devices: int = Field(30, ge=1)
+    num_devices: int = Field(30, ge=1, le=1_000_000)
     cell_radius_m: PositiveFloat = 1000.0
     min_distance_m: PositiveFloat = 10.0
     bandwidth_hz: PositiveFloat = 10e6

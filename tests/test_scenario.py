@@ -36,6 +36,11 @@ def test_shipped_scenarios_validate():
         load_scenario(f)
 
 
+def test_absurd_device_count_is_rejected():
+    """num_devices above one million is an error on network.num_devices, not a MemoryError."""
+    assert _field_of(base_scenario(network={"num_devices": 3626517551068})) == "network.num_devices"
+
+
 def test_negative_bandwidth_names_the_field():
     """A negative bandwidth is reported on network.bandwidth_hz."""
     assert _field_of(base_scenario(network={"bandwidth_hz": -1.0})) == "network.bandwidth_hz"
