@@ -15,7 +15,6 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 
 import matplotlib as mpl
-import numpy as np
 import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
@@ -328,15 +327,62 @@ def impact_of_energy_budget(summary: pd.DataFrame, title: str | None = None) -> 
             mean, std, n = g[col].mean(), g[col].std(), g[col].count()
             err = std.where(n > 1) if (n > 1).any() else None
             ax.errorbar(mean.index, mean.values, yerr=err, label=label, capsize=3, **_style(i, 1))
-    budgets = np.sort(data["energy_budget_mean_j"].unique())
-    axes[0].plot(budgets, budgets, "k--", linewidth=1, label="E_av = E_bar")
+    budgets = data["energy_budget_mean_j"]
+    return _finish_budget_figure(fig, axes, panels, budgets, "energy budget E_bar (J per slot)")
+
+
+def _finish_budget_figure(
+    fig: Figure,
+    axes: list[Axes],
+    panels: list[tuple[str, str, str]],
+    budgets: pd.Series,
+    xlabel: str,
+) -> Figure:
+    """The E_av = E_bar reference line over the budgets' range, axis labels, grid and legend."""
+    lo, hi = float(budgets.min()), float(budgets.max())
+    axes[0].plot([lo, hi], [lo, hi], "k--", linewidth=1, label="E_av = E_bar")
     for ax, (_, ylabel, sub) in zip(axes, panels, strict=True):
-        ax.set_xlabel("energy budget E_bar (J per slot)")
+        ax.set_xlabel(xlabel)
         ax.set_ylabel(ylabel)
         ax.set_title(sub, fontsize="medium")
         ax.grid(alpha=0.3)
     _legend(fig, axes)
     return fig
+
+
+def energy_budget_per_device(per_device: pd.DataFrame, title: str | None = None) -> Figure:
+    """Each device's average energy per slot and average queue length against its own budget
+    E_bar_n (``analysis.stats.energy_per_device``: one point per device and run), one marker
+    series per configuration; the dashed line in the energy panel is E_av = E_bar. This is the
+    impact of the energy budget inside one configuration whose devices have different budgets
+    (the paper's budgets are drawn per device from a range)."""
+    cols = ["energy_budget_j", "mean_energy_j", "mean_queue_j"]
+    _need(per_device, cols, "energy against each device's budget")
+    data = per_device.dropna(subset=["energy_budget_j"])
+    if data["energy_budget_j"].nunique() < 2:
+        raise InsufficientData(
+            "energy against each device's budget: every device has the same budget"
+        )
+    fig, axes = _figure(2, title or "Energy and queue against each device's budget E_bar_n")
+    panels = [
+        ("mean_energy_j", "average energy E_av,n (J per slot)", "Energy"),
+        ("mean_queue_j", "average queue length Q_av,n (J)", "Queue length"),
+    ]
+    exclude = ["energy_budget", "energy_budget_mean_j"]
+    for i, (label, rows) in enumerate(iter_series(data, exclude=exclude)):
+        style = _style(i, 1)
+        style.pop("markevery")
+        for ax, (col, _, _) in zip(axes, panels, strict=True):
+            ax.plot(
+                rows["energy_budget_j"],
+                rows[col],
+                linestyle="none",
+                alpha=0.7,
+                label=label,
+                **style,
+            )
+    xlabel = "device's energy budget E_bar_n (J per slot)"
+    return _finish_budget_figure(fig, axes, panels, data["energy_budget_j"], xlabel)
 
 
 def gamma_evolution(frames: pd.DataFrame, title: str | None = None) -> Figure:

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 
@@ -23,13 +24,23 @@ def load_events(
     Args:
         run: a run directory (holding ``events.parquet``) or the Parquet file itself.
         events: keep only these event names (filtered while reading).
-        columns: read only these columns (``event`` is always read).
+        columns: read only these columns (``event`` is always read). A column the file does not
+            have (a trace written by an older wflsim) comes back as all-null ``float64``.
     """
-    cols = None if columns is None else list(dict.fromkeys(["event", *columns]))
+    path = _events_path(run)
+    missing: list[str] = []
+    cols = None
+    if columns is not None:
+        have = set(pq.read_schema(path).names)
+        wanted = list(dict.fromkeys(["event", *columns]))
+        cols = [c for c in wanted if c in have]
+        missing = [c for c in wanted if c not in have]
     filters = None if events is None else [("event", "in", list(events))]
-    table = pq.read_table(_events_path(run), columns=cols, filters=filters)
+    table = pq.read_table(path, columns=cols, filters=filters)
     df = table.to_pandas(types_mapper=pd.ArrowDtype)
     df["event"] = df["event"].astype(str).astype("category")
+    for c in missing:
+        df[c] = pd.Series(pd.NA, index=df.index, dtype=pd.ArrowDtype(pa.float64()))
     return df
 
 

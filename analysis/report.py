@@ -24,7 +24,7 @@ from matplotlib.figure import Figure
 from analysis import figures as F
 from analysis import stats, tidy
 from analysis.io import read_metadata
-from analysis.metrics import to_markdown
+from analysis.stats import to_markdown
 
 
 @dataclass(frozen=True)
@@ -33,7 +33,7 @@ class FigureSpec:
 
     slug: str
     title: str
-    table: str  # "summary", "slots", "frames" or "evaluations"
+    table: str  # "summary", "slots", "frames", "evaluations" or "energy_per_device"
     make: Callable[[pd.DataFrame], Figure]
     caption: str
 
@@ -84,6 +84,14 @@ FIGURES: list[FigureSpec] = [
         "summary",
         F.impact_of_energy_budget,
         "Average energy and queue length against the energy budget E_bar (paper, Impact of E_n).",
+    ),
+    FigureSpec(
+        "energy_budget_per_device",
+        "Energy and queue against each device's budget",
+        "energy_per_device",
+        F.energy_budget_per_device,
+        "Each device's average energy and queue length against its own budget E_bar_n, one point "
+        "per device and run (the impact of the energy budget within a configuration).",
     ),
     FigureSpec(
         "gamma_evolution",
@@ -229,6 +237,7 @@ def write_report(
         "slots": data.slots,
         "frames": data.frames,
         "evaluations": data.evaluations,
+        "energy_per_device": tables["energy_per_device"],
     }
     made: list[tuple[FigureSpec, bytes]] = []
     for spec in FIGURES:

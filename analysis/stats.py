@@ -1,5 +1,8 @@
 """Metrics computed from the tidy tables of :mod:`analysis.tidy` (one run or many).
 
+``python -m analysis.stats RUN_OR_SWEEP [...] [--columns a,b,...]`` prints :func:`summary` of the
+runs as a Markdown table.
+
 Every function takes DataFrames (not paths) and groups by ``run`` (or by the columns in ``by``);
 run-level results keep the run's identifying columns (:data:`analysis.tidy.ID_COLUMNS`).
 Averages "per device-slot" weigh every device in every slot equally, as the paper's
@@ -8,6 +11,8 @@ Averages "per device-slot" weigh every device in every slot equally, as the pape
 
 from __future__ import annotations
 
+import argparse
+import sys
 from collections.abc import Sequence
 
 import numpy as np
@@ -169,6 +174,7 @@ def summary(
     """One row per run: ID columns, then ``slots``, ``devices``, ``total_energy_j``,
     ``energy_per_device_slot_j`` (E_av), ``mean_queue_j`` (Q_av), ``final_queue_j`` (mean over
     devices after the last slot), ``mean_conv_error`` (X_av), ``mean_cost`` (z_av),
+    ``max_budget_ratio`` (the worst device's mean energy per slot over its budget E_bar_n),
     ``mean_gamma``, ``participation``, ``dropout_rate``, ``outage_rate``, ``mean_slot_s``,
     ``total_latency_s``, ``final_stable_fraction``, ``final_accuracy``, ``best_accuracy``.
 
@@ -188,6 +194,8 @@ def summary(
         }
     ).reset_index()
     en = energy_totals(ds)[["run", "devices", "total_energy_j", "energy_per_device_slot_j"]]
+    worst = energy_per_device(ds).groupby("run")["budget_ratio"].max().rename("max_budget_ratio")
+    en = en.merge(worst, left_on="run", right_index=True, how="left")
     rt = rates(ds)[["run", "participation", "dropout_rate", "outage_rate"]]
     lat = slot_latency(slots)[["run", "slots", "mean_slot_s", "total_latency_s"]]
     out = en.merge(out, on="run").merge(rt, on="run").merge(lat, on="run", how="left")
@@ -213,6 +221,7 @@ def summary(
         "energy_per_device_slot_j",
         "mean_queue_j",
         "final_queue_j",
+        "max_budget_ratio",
         "mean_conv_error",
         "mean_cost",
         "mean_gamma",
@@ -254,3 +263,56 @@ def mean_over_seeds(
     for c in values:
         cols += [mean[c], std[c].rename(c + "_std")]
     return pd.concat(cols, axis=1).reset_index()
+
+
+def to_markdown(df: pd.DataFrame, digits: int = 4) -> str:
+    """``df`` as a Markdown table; floats to ``digits`` significant digits, NaN as ``nan``."""
+
+    def fmt(v: object) -> str:
+        if isinstance(v, float | np.floating):
+            return f"{v:.{digits}g}"
+        return str(v)
+
+    lines = ["| " + " | ".join(map(str, df.columns)) + " |", "|" + "---|" * len(df.columns)]
+    lines += ["| " + " | ".join(fmt(v) for v in row) + " |" for row in df.itertuples(index=False)]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m analysis.stats``: the summary table of runs or sweeps, in Markdown."""
+    from analysis.tidy import find_runs, load
+
+    ap = argparse.ArgumentParser(
+        prog="python -m analysis.stats", description="Summary table (Markdown) of wflsim runs."
+    )
+    ap.add_argument("runs", nargs="+", help="run directories, sweep directories or globs")
+    ap.add_argument(
+        "--columns",
+        default=None,
+        help="comma-separated columns to print (default: all of analysis.stats.summary)",
+    )
+    args = ap.parse_args(argv)
+    try:
+        if not find_runs(args.runs):
+            raise FileNotFoundError(f"no run (events.parquet) found under {args.runs}")
+        t = load(args.runs, tables=("device_slots", "slots", "evaluations"))
+    except (FileNotFoundError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    table = summary(t.device_slots, t.slots, t.evaluations, runs=t.runs)
+    if args.columns:
+        cols = [c.strip() for c in args.columns.split(",") if c.strip()]
+        unknown = [c for c in cols if c not in table.columns]
+        if unknown:
+            print(
+                f"error: --columns: unknown {unknown}; known: {list(table.columns)}",
+                file=sys.stderr,
+            )
+            return 2
+        table = table[cols]
+    print(to_markdown(table))
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -60,9 +60,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--gamma", type=float, default=0.3, help="freezing fraction of a' (default 0.3)")
     p.add_argument(
         "--chunk",
-        type=int,
-        default=8192,
-        help="the learner's vmap_chunk_samples (default 8192, the learner's default; 0 = None)",
+        default="auto",
+        help="the learner's vmap_chunk_samples: 'auto' (the learner's default), N, or 0 = no bound",
     )
     p.add_argument("--data-dir", default=None, help="use the real MNIST from this folder")
     p.add_argument("--lr", type=float, default=0.05)
@@ -115,7 +114,7 @@ def main(argv: list[str] | None = None) -> None:
         x_tr, y_tr, x_te, y_te = synthetic_mnist(args.seed)
         data_desc = "synthetic MNIST-shaped (60,000 x 1 x 28 x 28, N(0,1), uniform labels)"
     parts = partition(y_tr.numpy(), n, "iid", 1.0, np.random.default_rng(args.seed))
-    chunk = None if args.chunk == 0 else args.chunk
+    chunk = args.chunk if args.chunk == "auto" else (int(args.chunk) or None)
 
     torch.manual_seed(args.seed)
     init = build_model("cnn_mnist", "mnist")

@@ -20,8 +20,8 @@ torch nor the data). A ``baseline`` child stops after step 1 (data + model + lea
 gradient), to show how much of the peak is the data. The configurations and repetitions are
 interleaved. Target: peak < 4 GB (GB = 1e9 bytes) for the default configuration.
 
-    python benchmarks/peak_memory_cifar.py                     # full size: 30 x 512, chunk 8192
-    python benchmarks/peak_memory_cifar.py --chunk 8192 4096   # compare chunk sizes
+    python benchmarks/peak_memory_cifar.py                     # full size: 30 x 512, chunk auto (512 on CPU)
+    python benchmarks/peak_memory_cifar.py --chunk auto 8192 none   # compare chunk sizes
     python benchmarks/peak_memory_cifar.py --quick             # smoke test: 4 x 16, 5,000 samples
 """
 
@@ -54,8 +54,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--chunk",
         nargs="+",
-        default=["8192"],
-        help="vmap_chunk_samples value(s), one configuration each; 'none' = no bound (default 8192)",
+        default=["auto"],
+        help="vmap_chunk_samples value(s), one configuration each; 'auto' = the learner's default, 'none' = no bound (default auto)",
     )
     p.add_argument(
         "--slots", type=int, default=2, help="slots in each of the two frames (default 2)"
@@ -124,7 +124,8 @@ def child(args: argparse.Namespace) -> None:
         )
 
     mark("start (torch imported)")
-    chunk = None if args.chunk[0].lower() == "none" else int(args.chunk[0])
+    c0 = args.chunk[0].lower()
+    chunk = None if c0 == "none" else ("auto" if c0 == "auto" else int(c0))
     g = torch.Generator().manual_seed(args.seed)
     x_tr = torch.randn(args.train_samples, 3, 32, 32, generator=g)
     y_tr = torch.randint(0, 10, (args.train_samples,), generator=g)

@@ -62,6 +62,11 @@ from models.nets import build_model
 
 LR_SCHEDULES = ("constant", "half_life")
 AGGREGATIONS = ("weighted", "per_coordinate")
+#: ``vmap_chunk_samples="auto"`` per torch device type. On a CPU, 512 samples at a time keep the
+#: activations of the paper's CNNs in cache: one vmap over 30 x 512 samples ran at half the
+#: speed of 30 chunks of 512 (``benchmarks/learner_overhead.py --chunk``). A GPU wants large
+#: batches; 16,384 bounds its memory.
+AUTO_CHUNK_SAMPLES: dict[str, int] = {"cpu": 512, "cuda": 16384}
 
 
 #: Fig. 1 of the paper: window I of updates and threshold of the "stable parameter" rule.
@@ -139,7 +144,7 @@ class TorchLearner:
         eval_max_samples: int | None = None,
         unmoved_stability: float = 1.0,
         aggregation: str = "weighted",
-        vmap_chunk_samples: int | None = 8192,
+        vmap_chunk_samples: int | str | None = "auto",
         eval_batch_size: int = 2048,
     ) -> None:
         """Args (shapes): ``x_*`` ``(M, ...)`` float, ``y_*`` ``(M,)`` int64 class labels,
@@ -148,8 +153,12 @@ class TorchLearner:
         ``sampling_streams`` a :class:`sim.rng.Streams`: device ``n``'s batch of slot ``t`` is then
         drawn from ``streams.device("sampling", n, t)``, so it does not depend on which slots the
         device took part in before (common random numbers across schemes).
-        ``vmap_chunk_samples`` bounds memory: at most about this many samples (devices x padded
-        batch) go through the network at once (``vmap`` ``chunk_size``); ``None`` = no bound.
+        ``vmap_chunk_samples``: at most about this many samples (devices x padded batch) go
+        through the network at once (``vmap`` ``chunk_size``; a model without BatchNorm also
+        splits one device's batch into micro-batches of this size and sums their gradients, which
+        is exact since the loss is a weighted sum over samples); ``None`` = no bound; ``"auto"``
+        (default) = :data:`AUTO_CHUNK_SAMPLES` of the torch device type. It bounds memory, and
+        on a CPU it is what keeps the working set in cache: see ``docs/performance.md``.
         """
         self.device = resolve_device(device)
         b = np.asarray(batch_sizes)
@@ -173,8 +182,14 @@ class TorchLearner:
             raise ValueError(f"unknown aggregation {aggregation!r}; known: {list(AGGREGATIONS)}")
         if eval_max_samples is not None and eval_max_samples < 1:
             raise ValueError("eval_max_samples must be None or >= 1")
-        if vmap_chunk_samples is not None and vmap_chunk_samples < 1:
-            raise ValueError("vmap_chunk_samples must be None or >= 1")
+        if vmap_chunk_samples == "auto":
+            vmap_chunk_samples = AUTO_CHUNK_SAMPLES.get(self.device.type, 8192)
+        if vmap_chunk_samples is not None and (
+            isinstance(vmap_chunk_samples, str | bool) or vmap_chunk_samples < 1
+        ):
+            raise ValueError(
+                f"vmap_chunk_samples must be 'auto', None or >= 1, got {vmap_chunk_samples!r}"
+            )
 
         self.num_devices = n_dev
         self.batch_sizes = b.astype(np.int64)
@@ -246,7 +261,7 @@ class TorchLearner:
         eval_max_samples: int | None = None,
         unmoved_stability: float = 1.0,
         aggregation: str = "weighted",
-        vmap_chunk_samples: int | None = 8192,
+        vmap_chunk_samples: int | str | None = "auto",
     ) -> TorchLearner:
         """Build data, partition, model and learner from scenario values.
 
@@ -564,9 +579,20 @@ class TorchLearner:
             loss = (F.cross_entropy(logits, yb, reduction="none") * wb).sum()
             return loss, (loss.detach(), b)
 
+        cap = self.vmap_chunk_samples
+        if cap is not None and width > cap and not bufs:
+            # Micro-batches of one device's samples: the loss is a weighted SUM over samples, so
+            # the gradients (and losses) of the slices add up to those of the whole batch.
+            g = loss = None
+            for start in range(0, width, cap):
+                sl = slice(start, start + cap)
+                g_i, loss_i, _ = self._batched_grads(params, x[:, sl], y[:, sl], wts[:, sl])
+                g = g_i if g is None else g.add_(g_i)
+                loss = loss_i if loss is None else loss.add_(loss_i)
+            return g, loss, {}
         chunk = None
-        if self.vmap_chunk_samples is not None:
-            chunk = max(1, self.vmap_chunk_samples // width)
+        if cap is not None:
+            chunk = max(1, cap // width)
             chunk = None if chunk >= n else chunk
         model.train()
         g, (loss, new_b) = vmap(

@@ -144,6 +144,10 @@ class Engine:
         # per-slot plan (read by the device processes)
         self._compute_s = np.zeros(n)
         self._upload_s = np.zeros(n)
+        # The same plan as Python floats for the device processes: SimPy's event heap compares
+        # times, and Python floats compare several times faster than NumPy scalars.
+        self._compute_list: list[float] = [0.0] * n
+        self._upload_list: list[float] = [0.0] * n
         for d in range(n):
             self.env.process(self._device(d))
 
@@ -158,10 +162,10 @@ class Engine:
             self._wake[d] = wake
             yield wake
             log.append((env.now, d, _C_START))
-            yield env.timeout(self._compute_s[d])
+            yield env.timeout(self._compute_list[d])
+            # compute_end; its upload_start (same instant, next) is added by _log_processes
             log.append((env.now, d, _C_END))
-            log.append((env.now, d, _U_START))
-            yield env.timeout(self._upload_s[d])
+            yield env.timeout(self._upload_list[d])
             log.append((env.now, d, _U_END))
             self._remaining -= 1
             if self._remaining == 0:
@@ -308,6 +312,8 @@ class Engine:
         self.energy_upload_j = np.where(part, physics.upload_energy_j(p, charged_s), 0.0)
         self._compute_s = compute_s
         self._upload_s = upload_s
+        self._compute_list = compute_s.tolist()
+        self._upload_list = upload_s.tolist()
 
         ids = np.arange(self.N, dtype=np.int32)
         self.buffer.add("slot_start", now, k, t)
@@ -405,6 +411,10 @@ class Engine:
         if not self._proc_log:
             return
         arr = np.array(self._proc_log, dtype=np.float64)
+        # every compute_end is followed, at the same instant, by the device's upload_start
+        arr = np.repeat(arr, np.where(arr[:, 2] == _C_END, 2, 1), axis=0)
+        second = np.flatnonzero(arr[:, 2] == _C_END)[1::2]
+        arr[second, 2] = _U_START
         times, devs, codes = arr[:, 0], arr[:, 1].astype(np.int64), arr[:, 2].astype(np.int8)
         is_ce, is_us, is_ue = codes == _C_END, codes == _U_START, codes == _U_END
 

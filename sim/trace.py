@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -209,7 +210,13 @@ def event_code(name: str) -> int:
 
 
 class TraceWriter:
-    """Writes ``events.parquet`` one row group at a time (memory stays flat on long runs)."""
+    """Writes ``events.parquet`` one row group at a time (memory stays flat on long runs).
+
+    Encoding and compressing a row group (pyarrow, outside the GIL) runs in one background
+    thread while the simulation goes on with the next frame; at most one row group is in
+    flight, row groups keep their order, and :meth:`close` waits for the last one. An error of
+    the background write is raised by the next :meth:`write` or by :meth:`close`.
+    """
 
     def __init__(self, path: Path, metadata: Mapping[str, str]) -> None:
         self.path = Path(path)
@@ -219,20 +226,34 @@ class TraceWriter:
         self._writer: pq.ParquetWriter | None = pq.ParquetWriter(
             self.path, self._schema, compression="zstd"
         )
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="wflsim-trace")
+        self._pending: Future[None] | None = None
         self.rows_written = 0
 
+    def _wait(self) -> None:
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            pending.result()
+
     def write(self, buffer: TraceBuffer) -> None:
-        """Write the buffer's rows as one row group and empty it."""
+        """Hand the buffer's rows to the writer thread as one row group and empty the buffer."""
         if self._writer is None:
             raise RuntimeError("trace writer is closed")
         if buffer.num_rows == 0:
             return
-        table = buffer.to_table()
-        self._writer.write_table(table.replace_schema_metadata(self._schema.metadata))
+        table = buffer.to_table().replace_schema_metadata(self._schema.metadata)
+        self._wait()
+        self._pending = self._pool.submit(self._writer.write_table, table)
         self.rows_written += table.num_rows
 
     def close(self) -> None:
-        if self._writer is not None:
+        """Wait for the last row group, then write the footer (the file is readable after)."""
+        if self._writer is None:
+            return
+        try:
+            self._wait()
+        finally:
+            self._pool.shutdown(wait=True)
             self._writer.close()
             self._writer = None
 

@@ -52,14 +52,15 @@ def test_parquet_metadata_holds_the_scenario(run_dir):
     assert "wflsim.scenario_resolved" in meta
 
 
-def test_run_summary_matches_hand_computation(run_dir):
-    """run_summary's energy, participation and latency equal direct computations on the trace."""
-    from analysis.metrics import run_summary
+def test_stats_summary_matches_hand_computation(run_dir):
+    """stats.summary's energy, participation and latency equal direct computations on the trace."""
+    from analysis import stats, tidy
 
     df = load_events(run_dir)
     e = df[df.event == "energy"]
-    s = run_summary(run_dir)
-    assert s["energy_per_slot_j"] == pytest.approx(
+    t = tidy.load(run_dir)
+    s = stats.summary(t.device_slots, t.slots, t.evaluations).iloc[0]
+    assert s["energy_per_device_slot_j"] == pytest.approx(
         float(e["energy_j"].astype(float).mean()), rel=1e-12
     )
     assert s["participation"] == pytest.approx(float(e["participating"].astype(bool).mean()))
@@ -67,12 +68,59 @@ def test_run_summary_matches_hand_computation(run_dir):
     assert s["total_latency_s"] == pytest.approx(12 * 0.8)  # fixed_power: every slot lasts tau_0
 
 
+def test_stats_summary_worst_budget_ratio_by_hand(run_dir):
+    """max_budget_ratio is the largest per-device mean energy over that device's budget."""
+    from analysis import stats, tidy
+
+    df = load_events(run_dir)
+    e = df[df.event == "energy"]
+    budget = df[df.event == "device_config"].set_index("device")["energy_budget_j"].astype(float)
+    mean_e = e.groupby("device")["energy_j"].mean().astype(float)
+    t = tidy.load(run_dir)
+    s = stats.summary(t.device_slots, t.slots, t.evaluations).iloc[0]
+    assert s["max_budget_ratio"] == pytest.approx(float((mean_e / budget).max()), rel=1e-12)
+
+
 def test_running_average_is_cumulative_mean(run_dir):
     """running_averages' avg_energy_j at the last slot equals the overall per-device-slot mean."""
-    from analysis.metrics import run_summary, running_averages
+    from analysis import stats, tidy
 
-    ra = running_averages(run_dir)
+    df = load_events(run_dir)
+    e = df[df.event == "energy"]
+    ra = stats.running_averages(tidy.device_slots(run_dir))
     assert len(ra) == 12
     assert ra["avg_energy_j"].iloc[-1] == pytest.approx(
-        run_summary(run_dir)["energy_per_slot_j"], rel=1e-12
+        float(e["energy_j"].astype(float).mean()), rel=1e-12
     )
+
+
+def test_stats_cli_prints_markdown_summary(run_dir, capsys):
+    """python -m analysis.stats prints one Markdown row per run with the chosen columns."""
+    from analysis.stats import main
+
+    assert main([str(run_dir), "--columns", "scheme,slots,total_latency_s"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "| scheme | slots | total_latency_s |"
+    assert out[2].startswith("| fixed_power | 12 | 9.6")
+
+
+def test_stats_cli_rejects_unknown_column(run_dir, capsys):
+    """An unknown --columns name is a one-line error with exit code 2."""
+    from analysis.stats import main
+
+    assert main([str(run_dir), "--columns", "nope"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --columns: unknown ['nope']") and err.count("\n") == 1
+
+
+def test_missing_column_of_an_older_trace_reads_as_null(tmp_path):
+    """A column asked for but absent from the file (an older trace) comes back all-null."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(
+        pa.table({"event": ["eval", "eval"], "slot": [0, 1]}), tmp_path / "events.parquet"
+    )
+    df = load_events(tmp_path, columns=["slot", "stable_fraction"])
+    assert list(df["slot"]) == [0, 1]
+    assert df["stable_fraction"].isna().all() and len(df) == 2

@@ -179,3 +179,28 @@ def test_single_run_single_series(data):
     fig = F.queue_evolution(one)
     assert _legend_texts(fig) == ["Ideal FL"]
     assert isinstance(one, pd.DataFrame)
+
+
+def test_energy_budget_per_device_points_and_reference(data):
+    """Per-device budgets: two panels, one marker series per configuration, E_av = E_bar line."""
+    d, _ = data
+    per_device = stats.energy_per_device(d.device_slots)
+    fig = F.energy_budget_per_device(per_device)
+    assert len(fig.axes) == 2
+    assert "device's energy budget E_bar_n (J" in fig.axes[0].get_xlabel()
+    n_series = len(
+        list(F.iter_series(per_device, exclude=["energy_budget", "energy_budget_mean_j"]))
+    )
+    assert len(fig.axes[1].get_lines()) == n_series
+    assert len(fig.axes[0].get_lines()) == n_series + 1
+    assert sum(len(line.get_xdata()) for line in fig.axes[1].get_lines()) == len(per_device)
+    assert "E_av = E_bar" in _legend_texts(fig)
+
+
+def test_energy_budget_per_device_needs_two_budgets(data):
+    """All devices on one budget raises InsufficientData."""
+    d, _ = data
+    per_device = stats.energy_per_device(d.device_slots)
+    one = per_device[per_device["energy_budget_j"] == per_device["energy_budget_j"].iloc[0]]
+    with pytest.raises(F.InsufficientData, match="same budget"):
+        F.energy_budget_per_device(one)

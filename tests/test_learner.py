@@ -130,6 +130,35 @@ def test_vmap_chunking_gives_the_same_gradients() -> None:
     torch.testing.assert_close(a.gradients, b.gradients, rtol=1e-6, atol=1e-7)
 
 
+def test_micro_batches_give_the_same_gradients_and_losses() -> None:
+    """A chunk smaller than one device's batch (micro-batches, summed) changes no upload or loss."""
+    a = tiny_learner([9, 4, 7], vmap_chunk_samples=None)
+    b = tiny_learner([9, 4, 7], vmap_chunk_samples=2)
+    for learner in (a, b):
+        learner.compute(0, np.arange(3))
+    torch.testing.assert_close(a.gradients, b.gradients, rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(a.last_train_loss, b.last_train_loss, rtol=1e-6)
+
+
+def test_micro_batches_with_frozen_parameters_match_the_loop() -> None:
+    """Micro-batching with per-device frozen parameters equals the per-device autograd loop."""
+    learner = with_freezing(
+        tiny_learner([8, 8, 8], vmap_chunk_samples=3), np.array([0.2, 0.5, 0.7])
+    )
+    learner.compute(3, np.arange(3))
+    assert learner.masks.any()
+    torch.testing.assert_close(learner.gradients, reference_grads(learner), rtol=1e-5, atol=1e-6)
+
+
+def test_vmap_chunk_auto_resolves_per_device_type() -> None:
+    """vmap_chunk_samples='auto' takes the CPU value of AUTO_CHUNK_SAMPLES; a bad value is refused."""
+    from models.learner import AUTO_CHUNK_SAMPLES
+
+    assert tiny_learner([4, 4]).vmap_chunk_samples == AUTO_CHUNK_SAMPLES["cpu"]
+    with pytest.raises(ValueError, match="vmap_chunk_samples"):
+        tiny_learner([4, 4], vmap_chunk_samples="big")
+
+
 def test_sampling_with_and_without_replacement() -> None:
     """A device draws B_n distinct local samples if it holds >= B_n, else B_n with replacement."""
     learner = tiny_learner([10, 40], n_samples=26)  # 13 samples each
