@@ -18,6 +18,7 @@ import matplotlib as mpl
 import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
 from analysis.tidy import SCHEME_LABELS
 
@@ -270,6 +271,7 @@ def _accuracy_vs(evaluations: pd.DataFrame, x: str, xlabel: str, what: str, titl
         ax.set_title(f"{_DATASETS.get(str(dataset), dataset)} ({partition})", fontsize="medium")
         ax.set_xlabel(xlabel)
         ax.set_ylabel("test accuracy (%)")
+        ax.xaxis.set_major_locator(MaxNLocator(nbins=5))  # large totals: no overlapping labels
         ax.grid(alpha=0.3)
     _legend(fig, axes, order=[label for label, _ in series])
     return fig
