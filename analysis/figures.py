@@ -395,28 +395,48 @@ def gamma_evolution(frames: pd.DataFrame, title: str | None = None) -> Figure:
     series = [(lab, r) for lab, r in iter_series(data) if (r["gamma"] > 0).any()]
     if not series:
         raise InsufficientData("gamma evolution: no run freezes any parameter")
-    fig, (ax,) = _figure(1, title or "Freezing fraction over frames")
-    fig.set_size_inches(6.0, 3.8)
-    for i, (label, rows) in enumerate(series):
-        m = _mean_by(rows, "frame", ["gamma"])
-        ax.plot(m["frame"], 100.0 * m["gamma"], label=label, **_style(i, len(m)))
-    ax.set_xlabel("frame k")
-    ax.set_ylabel("mean freezing fraction gamma (%)")
-    ax.grid(alpha=0.3)
-    _legend(fig, [ax])
-    return fig
+    return _line_figure(
+        series,
+        "frame",
+        "gamma",
+        100.0,
+        "frame k",
+        "mean freezing fraction gamma (%)",
+        title or "Freezing fraction over frames",
+    )
 
 
 def queue_evolution(slots: pd.DataFrame, title: str | None = None) -> Figure:
     """Mean energy-deficit queue Q over devices against the slot, one line per series."""
     _need(slots, ["run", "slot", "mean_queue_j"], "queue evolution")
-    fig, (ax,) = _figure(1, title or "Energy-deficit queue over time")
+    return _line_figure(
+        list(iter_series(slots)),
+        "slot",
+        "mean_queue_j",
+        1.0,
+        "slot t (communication round)",
+        "mean queue length Q (J)",
+        title or "Energy-deficit queue over time",
+    )
+
+
+def _line_figure(
+    series: list[tuple[str, pd.DataFrame]],
+    x: str,
+    y: str,
+    scale: float,
+    xlabel: str,
+    ylabel: str,
+    title: str,
+) -> Figure:
+    """One axis, one line per series: ``scale * y`` averaged over the series' runs against ``x``."""
+    fig, (ax,) = _figure(1, title)
     fig.set_size_inches(6.0, 3.8)
-    for i, (label, rows) in enumerate(iter_series(slots)):
-        m = _mean_by(rows, "slot", ["mean_queue_j"])
-        ax.plot(m["slot"], m["mean_queue_j"], label=label, **_style(i, len(m)))
-    ax.set_xlabel("slot t (communication round)")
-    ax.set_ylabel("mean queue length Q (J)")
+    for i, (label, rows) in enumerate(series):
+        m = _mean_by(rows, x, [y])
+        ax.plot(m[x], scale * m[y], label=label, **_style(i, len(m)))
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
     ax.grid(alpha=0.3)
     _legend(fig, [ax])
     return fig

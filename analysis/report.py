@@ -201,9 +201,7 @@ def write_report(
     if not dirs:
         raise FileNotFoundError(f"no readable runs (events.parquet) under {source}")
     data = tidy.load(dirs)
-    summary = stats.summary(
-        data.device_slots, data.slots, data.evaluations, data.frames, runs=data.runs
-    )
+    summary = stats.summary(data.device_slots, data.slots, data.evaluations, runs=data.runs)
     runs = data.runs[
         [c for c in tidy.ID_COLUMNS if c != "variant"]
         + [

@@ -168,7 +168,6 @@ def summary(
     device_slots: pd.DataFrame,
     slots: pd.DataFrame,
     evaluations: pd.DataFrame | None = None,
-    frames: pd.DataFrame | None = None,
     runs: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """One row per run: ID columns, then ``slots``, ``devices``, ``total_energy_j``,
@@ -180,7 +179,7 @@ def summary(
 
     ``runs`` (:func:`analysis.tidy.runs_table`) lists every run, also those without a single
     slot (a run that failed at once: ``slots`` 0, the rest NaN); without it a run appears when
-    ``device_slots`` has rows of it. ``frames`` is accepted for symmetry and not needed."""
+    ``device_slots`` has rows of it."""
     ds = device_slots
     g = _group(ds, ["run"])
     last_slot = g["slot"].transform("max")

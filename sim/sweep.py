@@ -233,6 +233,10 @@ def run_sweep(
     extra = list(extra_overrides or [])
     out.mkdir(parents=True, exist_ok=True)
     manifest_path = out / "sweep.json"
+    try:  # a previous execution of this sweep: its records of completed points are kept
+        previous = json.loads(manifest_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        previous = {}
     manifest: dict[str, Any] = {
         "scenario_file": str(plan.scenario),
         "scenario_text": plan.scenario.read_text(encoding="utf-8"),
@@ -241,6 +245,9 @@ def run_sweep(
         "overrides": extra,
         "executor": executor,
         "workers": workers,
+        "first_started_at": previous.get("first_started_at")
+        or previous.get("started_at")
+        or _now(),
         "started_at": _now(),
         "finished_at": None,
         "points": {},
@@ -249,6 +256,7 @@ def run_sweep(
     for p in plan.points:
         entry = {"overrides": list(p.overrides), "seed": p.seed, "dir": p.name}
         if is_complete(out / p.name, p, extra):
+            entry = {**previous.get("points", {}).get(p.name, {}), **entry}
             entry["status"] = "skipped (already completed)"
         else:
             entry["status"] = "pending"
@@ -276,7 +284,7 @@ def run_sweep(
             progress(name, result)
 
     if not todo:
-        pass
+        pass  # nothing to run; the manifest still records this execution
     elif executor == "ray":
         _run_ray(args, record, ray_address)
     elif workers <= 1:

@@ -32,7 +32,7 @@ def data(tmp_path_factory):
             root / folder, scheme=scheme, V=v, seed=seed, partition=part, budget=budget, scale=scale
         )
     d = tidy.load(root)
-    summary = stats.summary(d.device_slots, d.slots, d.evaluations, d.frames)
+    summary = stats.summary(d.device_slots, d.slots, d.evaluations)
     return d, summary
 
 

@@ -102,6 +102,20 @@ def test_repeating_a_sweep_runs_nothing_new(sweep_dir):
     assert before == {p: p.stat().st_mtime_ns for p in sweep_dir.glob("*/events.parquet")}
 
 
+def test_repeating_a_sweep_keeps_the_earlier_records(sweep_dir):
+    """A repeat keeps each skipped point's summary and the first execution's start time."""
+    first = json.loads((sweep_dir / "sweep.json").read_text())
+    plan = plan_sweep(
+        SCENARIO, ["scheme=two_timescale,ideal"], "0-1", extra_overrides=NET_OVERRIDES
+    )
+    manifest = run_sweep(plan, sweep_dir, extra_overrides=NET_OVERRIDES)
+    assert manifest["first_started_at"] == first.get("first_started_at", first["started_at"])
+    for name, entry in manifest["points"].items():
+        if "summary" in first["points"][name]:
+            assert entry["summary"] == first["points"][name]["summary"]
+    assert any("summary" in e for e in manifest["points"].values())
+
+
 def test_interrupted_run_is_redone(sweep_dir):
     """A run whose manifest is not 'completed' is run again on resume; the others are skipped."""
     victim = sweep_dir / "scheme.name=ideal__seed=1" / "manifest.json"

@@ -276,7 +276,7 @@ def test_accuracy_against_energy_and_time_by_hand(syn):
 def test_summary_by_hand(syn):
     """The one-row summary: energy, queue, gamma, latency, stability and accuracy."""
     d = tidy.load(syn)
-    s = stats.summary(d.device_slots, d.slots, d.evaluations, d.frames).iloc[0]
+    s = stats.summary(d.device_slots, d.slots, d.evaluations).iloc[0]
     assert s["energy_per_device_slot_j"] == pytest.approx(0.2625)
     assert s["mean_queue_j"] == pytest.approx(0.05)
     assert s["final_queue_j"] == pytest.approx(0.05)
