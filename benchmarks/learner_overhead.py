@@ -7,11 +7,12 @@ real MNIST with ``--data-dir``. Variants, timed side by side in one process, int
 
 * ``a``  wflsim: ``TorchLearner.compute(all devices)`` + ``apply(all devices)``, nothing frozen
   (frame 0): minibatch sampling from per-(device, slot) streams as ``from_config`` sets it up,
-  one ``vmap(grad)`` call over devices, weighted aggregation, SGD step, stability accumulators
-  (eq. 5) and the Fig. 1 stability tracking.
+  the per-device gradients (at B = 512 on a CPU one plain autograd pass per device, as the
+  learner decides; ``--chunk 0`` forces one ``vmap(grad)`` over all devices), weighted
+  aggregation, SGD step, stability accumulators (eq. 5) and the Fig. 1 stability tracking.
 * ``a'`` the same with freezing active: one frame with gamma = 0 is run first, then every device
   freezes gamma = 0.3 of its parameters (``begin_frame(1, 0.3)``), so each device has its own
-  parameter copy ``w_tilde_n`` and the ``vmap`` runs over per-device parameters.
+  parameter copy ``w_tilde_n``.
 * ``b``  raw PyTorch floor: forward + backward of the same number of samples (devices x batch) as
   ONE batch (mean cross-entropy: with equal batches this is exactly the B-weighted mean of the
   per-device gradients), then one ``torch.optim.SGD`` step.

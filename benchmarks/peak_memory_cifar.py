@@ -3,8 +3,9 @@
 Workload (defaults = the paper's CIFAR-10 setting): ``--devices`` 30 devices x ``--batch`` 512
 samples per slot, ``build_model("mobilenet_v2", "cifar10")`` (502,538 parameters + BatchNorm
 buffers), CPU, synthetic CIFAR-shaped data as large as the real set (50,000 x 3 x 32 x 32
-training and 10,000 test float32 tensors, standard normal, uniform labels; 737 MB in all), IID
-shards. Each configuration runs in a FRESH subprocess that does:
+training and 10,000 test images, uniform random pixels, uniform labels), stored as the learner
+stores the real set (``--storage uint8``: ``models.data.CompactImages``, 184 MB, normalised per
+batch; ``--storage float32``: the whole set normalised up front, 737 MB), IID shards. Each configuration runs in a FRESH subprocess that does:
 
 1. build data, model and ``TorchLearner`` (``vmap_chunk_samples = --chunk``);
 2. frame 0 (nothing frozen): ``--slots`` x (``compute(all)`` + ``apply(all)``);
@@ -75,6 +76,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--threads", type=int, default=None, help="torch.set_num_threads in the children"
     )
+    p.add_argument(
+        "--storage",
+        choices=["uint8", "float32"],
+        default="uint8",
+        help="image storage: uint8 pixels normalised per batch (what the learner loads, default) "
+        "or the whole set normalised to float32 (what wflsim did before)",
+    )
     p.add_argument("--no-baseline", action="store_true", help="skip the no-gradient baseline child")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument(
@@ -127,9 +135,20 @@ def child(args: argparse.Namespace) -> None:
     c0 = args.chunk[0].lower()
     chunk = None if c0 == "none" else ("auto" if c0 == "auto" else int(c0))
     g = torch.Generator().manual_seed(args.seed)
-    x_tr = torch.randn(args.train_samples, 3, 32, 32, generator=g)
+    from models.data import _CIFAR_MEAN, _CIFAR_STD, CompactImages
+
+    def images(m: int) -> CompactImages | torch.Tensor:
+        raw = torch.randint(0, 256, (m, 3, 32, 32), dtype=torch.uint8, generator=g)
+        x = CompactImages(
+            raw,
+            torch.tensor(_CIFAR_MEAN).view(1, 3, 1, 1),
+            torch.tensor(_CIFAR_STD).view(1, 3, 1, 1),
+        )
+        return x if args.storage == "uint8" else x.materialise()
+
+    x_tr = images(args.train_samples)
     y_tr = torch.randint(0, 10, (args.train_samples,), generator=g)
-    x_te = torch.randn(args.test_samples, 3, 32, 32, generator=g)
+    x_te = images(args.test_samples)
     y_te = torch.randint(0, 10, (args.test_samples,), generator=g)
     n, b = args.devices, args.batch
     parts = partition(y_tr.numpy(), n, "iid", 1.0, np.random.default_rng(args.seed))
@@ -209,6 +228,8 @@ def child_cmd(args: argparse.Namespace, kind: str, chunk: str) -> list[str]:
         str(args.test_samples),
         "--seed",
         str(args.seed),
+        "--storage",
+        args.storage,
     ]
     if args.threads is not None:
         cmd += ["--threads", str(args.threads)]
@@ -234,10 +255,17 @@ def main(argv: list[str] | None = None) -> None:
         packages=("torch", "torchvision", "numpy"),
     )
     n, b = args.devices, args.batch
-    x_gb = (args.train_samples + args.test_samples) * 3 * 32 * 32 * 4 / GB
+    x_gb = (
+        (args.train_samples + args.test_samples)
+        * 3
+        * 32
+        * 32
+        * (1 if args.storage == "uint8" else 4)
+        / GB
+    )
     print(
         f"workload: {n} devices x {b} samples, mobilenet_v2 (cifar10), synthetic data "
-        f"{args.train_samples:,} + {args.test_samples:,} x 3 x 32 x 32 float32 ({x_gb:.2f} GB); "
+        f"{args.train_samples:,} + {args.test_samples:,} x 3 x 32 x 32 {args.storage} ({x_gb:.2f} GB); "
         f"{args.slots} slot(s) in frame 0, boundary, {args.slots} slot(s) in frame 1 "
         f"(gamma {args.gamma})"
     )

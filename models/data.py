@@ -3,7 +3,9 @@
 Every loader returns ``(x_train, y_train, x_test, y_test)``: images ``float32`` of shape
 ``(N, C, H, W)``, labels ``int64`` of shape ``(N,)``, 10 classes, all on the CPU (the learner moves
 them to its device). Nothing is read per item (no PIL, no transforms): whole arrays are converted
-once.
+once. ``load_dataset(..., compact=True)`` (what the learner uses) keeps the ``uint8`` pixels
+instead and normalises the samples it is asked for (:class:`CompactImages`: bit-identical values,
+a quarter of the memory).
 
 ==================  ============  ===========  ==============================================
 name                shape         train/test   source and normalisation
@@ -66,6 +68,56 @@ _FIX = (
 Tensors = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]
 
 
+class CompactImages:
+    """Images stored as their ``uint8`` source pixels, normalised to ``float32`` when indexed.
+
+    ``images[idx]`` returns ``(x/255 - mean) / std`` of the selected samples, computed by the
+    same function (same operations, same order) that :func:`load_dataset` uses to normalise a
+    whole dataset, so it is bit-identical to indexing the normalised ``float32`` array, at a
+    quarter of the memory (CIFAR-10: 184 MB instead of 737 MB; MNIST: 55 MB instead of 220 MB).
+
+    Args:
+        raw: ``uint8`` ``(M, C, H, W)`` pixels.
+        mean, std: per-channel statistics in ``[0, 1]`` units: Python floats (one channel) or
+            ``float32`` tensors of shape ``(1, C, 1, 1)``.
+    """
+
+    def __init__(
+        self, raw: torch.Tensor, mean: float | torch.Tensor, std: float | torch.Tensor
+    ) -> None:
+        if raw.dtype != torch.uint8 or raw.dim() != 4:
+            raise ValueError(f"raw images must be uint8 (M, C, H, W), got {raw.dtype} {raw.shape}")
+        self.raw, self.mean, self.std = raw, mean, std
+
+    @property
+    def shape(self) -> torch.Size:
+        """``(M, C, H, W)``."""
+        return self.raw.shape
+
+    def __len__(self) -> int:
+        return self.raw.shape[0]
+
+    def __getitem__(self, idx: object) -> torch.Tensor:
+        """Normalised ``float32`` images ``raw[idx]`` (any index ``torch`` accepts)."""
+        return _normalise(self.raw[idx], self.mean, self.std)
+
+    def to(self, device: torch.device | str) -> CompactImages:
+        """The same images on ``device``."""
+        move = lambda v: v.to(device) if isinstance(v, torch.Tensor) else v  # noqa: E731
+        return CompactImages(self.raw.to(device), move(self.mean), move(self.std))
+
+    def materialise(self) -> torch.Tensor:
+        """All images, normalised, as one ``float32`` ``(M, C, H, W)`` tensor."""
+        return self[:].contiguous()
+
+
+def _normalise(
+    raw: torch.Tensor, mean: float | torch.Tensor, std: float | torch.Tensor
+) -> torch.Tensor:
+    """``(raw/255 - mean) / std`` in ``float32``: THE normalisation of every image dataset."""
+    return raw.to(torch.float32).div_(255.0).sub_(mean).div_(std)
+
+
 class DatasetNotFoundError(FileNotFoundError):
     """The files of a dataset are not in the data directory (nothing is downloaded)."""
 
@@ -90,11 +142,16 @@ def dataset_available(name: str, data_dir: str | os.PathLike[str] | None = None)
     raise ValueError(f"unknown dataset {name!r}; known: {list(DATASETS)}")
 
 
-def load_dataset(name: str, data_dir: str | os.PathLike[str] | None = None) -> Tensors:
+def load_dataset(
+    name: str, data_dir: str | os.PathLike[str] | None = None, *, compact: bool = False
+) -> Tensors:
     """Load dataset ``name`` as normalised tensors (see the module docstring for the table).
 
     Returns ``(x_train, y_train, x_test, y_test)``: ``x`` float32 ``(N, C, H, W)``, ``y`` int64
-    ``(N,)``. Raises :class:`DatasetNotFoundError` when the files are missing and ``ValueError``
+    ``(N,)``. With ``compact=True`` the images of MNIST, Fashion-MNIST and CIFAR-10 come as
+    :class:`CompactImages` (``uint8`` pixels, normalised when indexed; the same values at a
+    quarter of the memory); ``digits`` is always ``float32`` (it is tiny).
+    Raises :class:`DatasetNotFoundError` when the files are missing and ``ValueError``
     for an unknown name. ``data_dir`` is ignored for ``digits``.
     """
     if name not in INPUT_SHAPES:
@@ -112,9 +169,12 @@ def load_dataset(name: str, data_dir: str | os.PathLike[str] | None = None) -> T
             f"dataset {name!r} not found: no complete set of files in {where} "
             f"(searched data directory {root.resolve()}); {_FIX}"
         )
-    if name == "cifar10":
-        return _load_cifar10(root)
-    return _load_mnist_like(name, root)
+    x_tr, y_tr, x_te, y_te = (
+        _load_cifar10(root) if name == "cifar10" else _load_mnist_like(name, root)
+    )
+    if not compact:
+        x_tr, x_te = x_tr.materialise(), x_te.materialise()
+    return x_tr, y_tr, x_te, y_te
 
 
 def _load_digits() -> Tensors:
@@ -133,17 +193,17 @@ def _load_digits() -> Tensors:
     )
 
 
-def _load_mnist_like(name: str, root: Path) -> Tensors:
+def _load_mnist_like(name: str, root: Path) -> tuple:
     from torchvision.datasets import MNIST, FashionMNIST
 
     cls = MNIST if name == "mnist" else FashionMNIST
     mean, std = _MNIST_STATS[name]
-    out: list[torch.Tensor] = []
+    out: list = []
     for train in (True, False):
         ds = cls(root=str(root), train=train, download=False)
-        x = ds.data.to(torch.float32).div_(255.0).sub_(mean).div_(std).unsqueeze(1)
-        out += [x.contiguous(), ds.targets.to(torch.int64)]
-    return out[0], out[1], out[2], out[3]
+        raw = ds.data.to(torch.uint8).unsqueeze(1).contiguous()
+        out += [CompactImages(raw, mean, std), ds.targets.to(torch.int64)]
+    return tuple(out)
 
 
 def _cifar10_class() -> type:
@@ -170,17 +230,19 @@ def _cifar10_class() -> type:
     return _CIFAR10
 
 
-def _load_cifar10(root: Path) -> Tensors:
+def _load_cifar10(root: Path) -> tuple:
     cls = _cifar10_class()
     mean = torch.tensor(_CIFAR_MEAN).view(1, 3, 1, 1)
     std = torch.tensor(_CIFAR_STD).view(1, 3, 1, 1)
-    out: list[torch.Tensor] = []
+    out: list = []
     for train in (True, False):
         ds = cls(root=str(root), train=train, download=False)
-        x = torch.from_numpy(np.ascontiguousarray(ds.data)).permute(0, 3, 1, 2)  # NHWC -> NCHW
-        x = ((x.to(torch.float32) / 255.0 - mean) / std).contiguous()
-        out += [x, torch.as_tensor(np.asarray(ds.targets), dtype=torch.int64)]
-    return out[0], out[1], out[2], out[3]
+        raw = torch.from_numpy(np.ascontiguousarray(ds.data)).permute(0, 3, 1, 2)  # NHWC -> NCHW
+        out += [
+            CompactImages(raw.contiguous(), mean, std),
+            torch.as_tensor(np.asarray(ds.targets), dtype=torch.int64),
+        ]
+    return tuple(out)
 
 
 def partition(

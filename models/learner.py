@@ -19,9 +19,13 @@ One slot:
 * ``compute(t, ids)``: every device in ``ids`` draws ``B_n`` indices of its local data (without
   replacement if it holds at least ``B_n`` samples, else with replacement) from its own
   ``sampling`` stream, and the gradients of all of them (eq. 2, mean cross-entropy over the
-  device's own samples, at ``w_tilde_n``) come from ONE ``vmap(grad(loss))`` call over devices.
-  Unequal ``B_n`` are padded to ``max B_n`` with per-sample weights ``1/B_n`` (0 for padding).
-  Frozen entries of a gradient are set to 0 (not trained, not uploaded).
+  device's own samples, at ``w_tilde_n``) come from ``vmap(grad(loss))`` calls over devices,
+  in chunks of about ``vmap_chunk_samples`` samples. Unequal ``B_n`` are padded to ``max B_n``
+  with per-sample weights ``1/B_n`` (0 for padding). When fewer than two devices fit a chunk
+  (on a CPU: ``B_n > 256``, e.g. the paper's 512), the gradients come instead from one plain
+  autograd pass per device at ``w_tilde_n`` (same maths: a vmap over one device at a time is a
+  loop with functorch's overhead, and needs more memory). Frozen entries of a gradient are set
+  to 0 (not trained, not uploaded).
 * ``apply(t, ok)``: eq. 3 over the successful devices, ``g = sum B_n g_n / sum B_n``
   (``aggregation="per_coordinate"``: each coordinate divided by the ``B`` weight of the devices that
   uploaded it, 0 where none did), ``w <- w - lr_t g`` (eq. 4; no step when ``ok`` is empty), then
@@ -118,6 +122,15 @@ def freeze_masks(scores: torch.Tensor, counts: np.ndarray) -> torch.Tensor:
     return ranks < k  # broadcasts (1, D) ranks against (N, 1) counts
 
 
+def _images_on(
+    x: torch.Tensor | _data.CompactImages, dev: torch.device
+) -> torch.Tensor | _data.CompactImages:
+    """Images on ``dev``: a float tensor as ``float32``, :class:`CompactImages` kept compact."""
+    if isinstance(x, _data.CompactImages):
+        return x.to(dev)
+    return x.to(dev, torch.float32)
+
+
 class TorchLearner:
     """FedSGD over ``N`` simulated devices with per-device parameter freezing (see module doc).
 
@@ -147,16 +160,18 @@ class TorchLearner:
         vmap_chunk_samples: int | str | None = "auto",
         eval_batch_size: int = 2048,
     ) -> None:
-        """Args (shapes): ``x_*`` ``(M, ...)`` float, ``y_*`` ``(M,)`` int64 class labels,
+        """Args (shapes): ``x_*`` ``(M, ...)`` float (or :class:`models.data.CompactImages`,
+        normalised when indexed), ``y_*`` ``(M,)`` int64 class labels,
         ``parts`` ``N`` index arrays into the training set, ``batch_sizes`` ``(N,)`` ints >= 1,
         ``sampling_rngs`` ``N`` generators (device ``n``'s minibatch draws, in order), or
         ``sampling_streams`` a :class:`sim.rng.Streams`: device ``n``'s batch of slot ``t`` is then
         drawn from ``streams.device("sampling", n, t)``, so it does not depend on which slots the
         device took part in before (common random numbers across schemes).
         ``vmap_chunk_samples``: at most about this many samples (devices x padded batch) go
-        through the network at once (``vmap`` ``chunk_size``; a model without BatchNorm also
-        splits one device's batch into micro-batches of this size and sums their gradients, which
-        is exact since the loss is a weighted sum over samples); ``None`` = no bound; ``"auto"``
+        through the network at once (``vmap`` ``chunk_size``). When fewer than two devices fit a
+        chunk, each device gets one plain autograd pass instead, and a model without BatchNorm
+        splits a device's batch into micro-batches of this size and sums their gradients (exact:
+        the loss is a weighted sum over samples). ``None`` = no bound (one vmap); ``"auto"``
         (default) = :data:`AUTO_CHUNK_SAMPLES` of the torch device type. It bounds memory, and
         on a CPU it is what keeps the working set in cache: see ``docs/performance.md``.
         """
@@ -212,9 +227,9 @@ class TorchLearner:
         self.stable_fraction = float("nan")
 
         dev = self.device
-        self._x_train = x_train.to(dev, torch.float32)
+        self._x_train = _images_on(x_train, dev)
         self._y_train = y_train.to(dev, torch.int64)
-        self._x_test = x_test.to(dev, torch.float32)
+        self._x_test = _images_on(x_test, dev)
         self._y_test = y_test.to(dev, torch.int64)
 
         self.model = model.to(dev)
@@ -276,7 +291,7 @@ class TorchLearner:
         if partition == "dirichlet" and dirichlet_alpha is None:
             raise ValueError("partition 'dirichlet' needs dirichlet_alpha > 0")
         b = np.asarray(batch_sizes)
-        x_tr, y_tr, x_te, y_te = _data.load_dataset(dataset, data_dir)
+        x_tr, y_tr, x_te, y_te = _data.load_dataset(dataset, data_dir, compact=True)
         parts = _data.partition(
             y_tr.numpy(),
             b.size,
@@ -425,7 +440,7 @@ class TorchLearner:
         self._dU_abs = torch.zeros(rows, self.num_params, device=self.device)
 
     def compute(self, slot: int, device_ids: np.ndarray) -> None:
-        """Draw minibatches and compute the uploads of ``device_ids`` in one batched call."""
+        """Draw minibatches and compute the uploads of ``device_ids`` (batched, see module doc)."""
         ids = self._check_ids(device_ids)
         self._clear_slot()
         self._ids = ids
@@ -453,34 +468,14 @@ class TorchLearner:
         rows_t = torch.as_tensor(ids, device=self.device)
         frozen = self._mask is not None and bool(self._mask[rows_t].any())
         params = self.local_params(ids) if frozen else self._w
-        idx_t = torch.as_tensor(idx, device=self.device)
-        wts_t = torch.as_tensor(wts, device=self.device)
-        if self._has_bn and (b != b_max).any():
-            groups = [np.flatnonzero(b == v) for v in np.unique(b)]
+        cap = self.vmap_chunk_samples
+        if cap is not None and cap < 2 * b_max:
+            # At most one device fits a chunk: a vmap would run over one device at a time, i.e.
+            # a loop with functorch's overhead (MobileNetV2, 512 CIFAR images: 1.4x the time and
+            # 1.7x the activation memory of plain autograd). Plain autograd per device instead.
+            grads, losses, new_bufs = self._per_device_grads(params, idx, b)
         else:
-            groups = [np.arange(ids.size)]
-
-        grads = torch.empty(ids.size, self.num_params, device=self.device)
-        losses = torch.empty(ids.size, device=self.device)
-        new_bufs: dict[str, torch.Tensor] = {}
-        for g in groups:
-            g_t = torch.as_tensor(g, device=self.device)
-            width = int(b[g].max())
-            sel = idx_t[g_t, :width]
-            gr, ls, bufs = self._batched_grads(
-                params[g_t] if frozen else params,
-                self._x_train[sel],
-                self._y_train[sel],
-                wts_t[g_t, :width],
-            )
-            grads[g_t] = gr
-            losses[g_t] = ls
-            for k, v in bufs.items():
-                if k not in new_bufs:
-                    new_bufs[k] = torch.empty(
-                        ids.size, *v.shape[1:], dtype=v.dtype, device=v.device
-                    )
-                new_bufs[k][g_t] = v
+            grads, losses, new_bufs = self._vmap_grads(params, idx, wts, b)
         if frozen:
             grads = grads.masked_fill(self._mask[rows_t], 0.0)
         self._grads = grads
@@ -559,6 +554,84 @@ class TorchLearner:
         self._batches: list[np.ndarray] = []
         self._dev_buffers: dict[str, torch.Tensor] = {}
 
+    def _vmap_grads(
+        self, params: torch.Tensor, idx: np.ndarray, wts: np.ndarray, b: np.ndarray
+    ) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
+        """Uploads of ``n`` devices by :meth:`_batched_grads` (one call per distinct ``B_n`` for a
+        BatchNorm model with unequal batches, where padding would leak into the batch statistics).
+
+        ``params`` ``(D,)`` shared or ``(n, D)``; ``idx``, ``wts`` ``(n, max B_n)`` padded sample
+        indices and weights; ``b`` ``(n,)``. Returns ``(n, D)``, ``(n,)`` and ``{name: (n, ...)}``.
+        """
+        n, dev = b.size, self.device
+        per_row = params.dim() == 2
+        idx_t = torch.as_tensor(idx, device=dev)
+        wts_t = torch.as_tensor(wts, device=dev)
+        if self._has_bn and (b != b.max()).any():
+            groups = [np.flatnonzero(b == v) for v in np.unique(b)]
+        else:
+            groups = [np.arange(n)]
+        grads = torch.empty(n, self.num_params, device=dev)
+        losses = torch.empty(n, device=dev)
+        new_bufs: dict[str, torch.Tensor] = {}
+        for g in groups:
+            g_t = torch.as_tensor(g, device=dev)
+            width = int(b[g].max())
+            sel = idx_t[g_t, :width]
+            gr, ls, bufs = self._batched_grads(
+                params[g_t] if per_row else params,
+                self._x_train[sel],
+                self._y_train[sel],
+                wts_t[g_t, :width],
+            )
+            grads[g_t] = gr
+            losses[g_t] = ls
+            for k, v in bufs.items():
+                if k not in new_bufs:
+                    new_bufs[k] = torch.empty(n, *v.shape[1:], dtype=v.dtype, device=v.device)
+                new_bufs[k][g_t] = v
+        return grads, losses, new_bufs
+
+    def _per_device_grads(
+        self, params: torch.Tensor, idx: np.ndarray, b: np.ndarray
+    ) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
+        """Uploads of ``n`` devices, one plain autograd pass per device (same maths as
+        :meth:`_batched_grads`: mean cross-entropy of the device's own ``B_n`` samples at its own
+        parameters, BatchNorm with the device's batch statistics and its own running statistics).
+
+        A model without BatchNorm splits a batch larger than ``vmap_chunk_samples`` into
+        micro-batches whose weighted-sum losses and gradients add up exactly. Arguments and
+        returns as :meth:`_vmap_grads`.
+        """
+        n, dev = b.size, self.device
+        model, fixed = self.model, self._frozen_params
+        cap = self.vmap_chunk_samples
+        grads = torch.empty(n, self.num_params, device=dev)
+        losses = torch.empty(n, device=dev)
+        new_bufs = {
+            k: torch.empty(n, *v.shape, dtype=v.dtype, device=dev) for k, v in self._buffers.items()
+        }
+        model.train()
+        for row in range(n):
+            leaf = (params[row] if params.dim() == 2 else params).detach().requires_grad_(True)
+            pdict = {**self.param_dict(leaf), **fixed}
+            bufs = {k: v.clone() for k, v in self._buffers.items()}
+            b_n = int(b[row])
+            step = b_n if (self._has_bn or cap is None) else cap
+            for start in range(0, b_n, step):
+                sel = torch.as_tensor(idx[row, start : min(b_n, start + step)], device=dev)
+                logits = functional_call(model, (pdict, bufs), (self._x_train[sel],))
+                loss = F.cross_entropy(logits, self._y_train[sel], reduction="sum") / b_n
+                (g,) = torch.autograd.grad(loss, leaf)
+                if start == 0:
+                    grads[row], losses[row] = g, loss.detach()
+                else:
+                    grads[row] += g
+                    losses[row] += loss.detach()
+            for k, v in bufs.items():
+                new_bufs[k][row] = v
+        return grads, losses, new_bufs
+
     def _batched_grads(
         self, params: torch.Tensor, x: torch.Tensor, y: torch.Tensor, wts: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
@@ -580,16 +653,6 @@ class TorchLearner:
             return loss, (loss.detach(), b)
 
         cap = self.vmap_chunk_samples
-        if cap is not None and width > cap and not bufs:
-            # Micro-batches of one device's samples: the loss is a weighted SUM over samples, so
-            # the gradients (and losses) of the slices add up to those of the whole batch.
-            g = loss = None
-            for start in range(0, width, cap):
-                sl = slice(start, start + cap)
-                g_i, loss_i, _ = self._batched_grads(params, x[:, sl], y[:, sl], wts[:, sl])
-                g = g_i if g is None else g.add_(g_i)
-                loss = loss_i if loss is None else loss.add_(loss_i)
-            return g, loss, {}
         chunk = None
         if cap is not None:
             chunk = max(1, cap // width)

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from conftest import write_fake_cifar
 from models.data import (
+    CompactImages,
     DatasetNotFoundError,
     dataset_available,
     load_dataset,
@@ -99,6 +100,37 @@ def test_cifar10_reads_the_pickle_layout(tmp_path: Path) -> None:
         raw = pickle.load(f)["data"][0].reshape(3, 32, 32)  # channel-major rows of 1024
     expected = (raw[1].astype(np.float32) / 255.0 - 0.4822) / 0.2435  # green channel
     np.testing.assert_allclose(x_te[0, 1].numpy(), expected, rtol=1e-5, atol=1e-5)
+
+
+def test_compact_cifar10_indexes_to_the_same_floats(tmp_path: Path) -> None:
+    """compact=True keeps uint8 pixels whose indexed batches equal the float32 set bit for bit."""
+    write_fake_cifar(tmp_path, per_batch=4, rng=np.random.default_rng(1))
+    x_tr, y_tr, x_te, _ = load_dataset("cifar10", tmp_path)
+    c_tr, c_y, c_te, _ = load_dataset("cifar10", tmp_path, compact=True)
+    assert isinstance(c_tr, CompactImages) and c_tr.raw.dtype == torch.uint8
+    assert c_tr.shape == x_tr.shape and len(c_te) == x_te.shape[0]
+    idx = torch.tensor([[3, 0, 19], [7, 7, 12]])
+    assert torch.equal(c_tr[idx], x_tr[idx]) and torch.equal(c_y, y_tr)
+    assert torch.equal(c_te[1:3], x_te[1:3]) and torch.equal(c_te.materialise(), x_te)
+
+
+@pytest.mark.mnist
+def test_compact_mnist_indexes_to_the_same_floats() -> None:
+    """MNIST with compact=True: a quarter of the bytes, the same normalised values when indexed."""
+    _needs("mnist")
+    x_tr = load_dataset("mnist", SHARED_DATA)[0]
+    c_tr = load_dataset("mnist", SHARED_DATA, compact=True)[0]
+    idx = torch.as_tensor(np.random.default_rng(0).integers(0, 60000, (4, 256)))
+    assert torch.equal(c_tr[idx], x_tr[idx])
+    assert c_tr.raw.numel() * c_tr.raw.element_size() * 4 == x_tr.numel() * x_tr.element_size()
+
+
+def test_compact_images_refuse_non_uint8() -> None:
+    """CompactImages holds uint8 (M, C, H, W) pixels only."""
+    with pytest.raises(ValueError, match="uint8"):
+        CompactImages(torch.zeros(2, 1, 4, 4), 0.5, 0.25)
+    with pytest.raises(ValueError, match="uint8"):
+        CompactImages(torch.zeros(2, 4, 4, dtype=torch.uint8), 0.5, 0.25)
 
 
 def test_cifar10_missing_is_dataset_not_found(tmp_path: Path) -> None:

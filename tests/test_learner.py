@@ -97,25 +97,39 @@ def with_freezing(learner: TorchLearner, gamma: np.ndarray, slots: int = 3) -> T
 
 # ----------------------------------------------------------------------------- gradients
 
+#: The learner's two gradient paths: one vmap over all devices (no chunk bound), and plain
+#: autograd per device (a chunk of one device's batch: fewer than two devices fit it).
+PATHS = ["vmap", "per_device"]
 
-def test_batched_gradients_match_loop_equal_batches() -> None:
-    """The vmap uploads equal a per-device autograd loop (equal B_n, no freezing)."""
-    learner = tiny_learner([8, 8, 8, 8])
+
+def path_kwargs(path: str, batch_sizes: list[int]) -> dict:
+    """``vmap_chunk_samples`` that sends ``compute`` down ``path``."""
+    return {"vmap_chunk_samples": None if path == "vmap" else max(batch_sizes)}
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_batched_gradients_match_loop_equal_batches(path: str) -> None:
+    """The uploads equal a per-device autograd loop on model copies (equal B_n, no freezing)."""
+    learner = tiny_learner([8, 8, 8, 8], **path_kwargs(path, [8]))
     learner.compute(0, np.array([3, 0, 2]))
     torch.testing.assert_close(learner.gradients, reference_grads(learner), rtol=1e-5, atol=1e-6)
 
 
-def test_batched_gradients_match_loop_unequal_batches() -> None:
-    """Padding to max B_n with zero weights gives each device its own mean gradient."""
-    learner = tiny_learner([2, 9, 5, 1, 30])
+@pytest.mark.parametrize("path", PATHS)
+def test_batched_gradients_match_loop_unequal_batches(path: str) -> None:
+    """Unequal B_n (padded with zero weights in the vmap) give each device its own mean gradient."""
+    learner = tiny_learner([2, 9, 5, 1, 30], **path_kwargs(path, [30]))
     learner.compute(0, np.arange(5))
     assert [b.size for b in learner.last_batches] == [2, 9, 5, 1, 30]
     torch.testing.assert_close(learner.gradients, reference_grads(learner), rtol=1e-5, atol=1e-6)
 
 
-def test_batched_gradients_match_loop_with_freezing() -> None:
+@pytest.mark.parametrize("path", PATHS)
+def test_batched_gradients_match_loop_with_freezing(path: str) -> None:
     """With per-device frozen parameters (and unequal B_n) the uploads still equal the loop."""
-    learner = with_freezing(tiny_learner([3, 7, 4, 6]), np.array([0.0, 0.3, 0.6, 0.9]))
+    learner = with_freezing(
+        tiny_learner([3, 7, 4, 6], **path_kwargs(path, [7])), np.array([0.0, 0.3, 0.6, 0.9])
+    )
     learner.compute(9, np.array([1, 2, 0, 3]))
     assert learner.masks.any()
     torch.testing.assert_close(learner.gradients, reference_grads(learner), rtol=1e-5, atol=1e-6)
@@ -148,6 +162,67 @@ def test_micro_batches_with_frozen_parameters_match_the_loop() -> None:
     learner.compute(3, np.arange(3))
     assert learner.masks.any()
     torch.testing.assert_close(learner.gradients, reference_grads(learner), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("batchnorm", [False, True])
+def test_vmap_and_per_device_paths_agree(batchnorm: bool) -> None:
+    """The vmap path and the per-device autograd path give the same uploads, losses and buffers."""
+    sizes = [5, 5, 5]
+    a = tiny_learner(sizes, batchnorm=batchnorm, vmap_chunk_samples=None)
+    b = tiny_learner(sizes, batchnorm=batchnorm, vmap_chunk_samples=5)
+    for learner in (a, b):
+        learner.compute(0, np.arange(3))
+    # atol 1e-5: the conv bias feeding BatchNorm has a true gradient of 0 (rounding noise only)
+    torch.testing.assert_close(a.gradients, b.gradients, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(a.last_train_loss, b.last_train_loss, rtol=1e-6)
+    for k, v in a._dev_buffers.items():
+        torch.testing.assert_close(v, b._dev_buffers[k])
+
+
+def test_per_device_path_taken_only_when_one_device_fills_a_chunk(monkeypatch) -> None:
+    """compute() uses plain autograd per device iff vmap_chunk_samples < 2 x the largest batch."""
+    calls: list[str] = []
+    for name in ("_vmap_grads", "_per_device_grads"):
+        orig = getattr(TorchLearner, name)
+
+        def spy(self, *a, _name=name, _orig=orig):
+            calls.append(_name)
+            return _orig(self, *a)
+
+        monkeypatch.setattr(TorchLearner, name, spy)
+    for chunk in (12, 11, None):
+        tiny_learner([6, 6, 3], vmap_chunk_samples=chunk).compute(0, np.arange(3))
+    assert calls == ["_vmap_grads", "_per_device_grads", "_vmap_grads"]
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_compact_images_give_the_same_uploads(path: str) -> None:
+    """A learner on uint8 CompactImages computes exactly the uploads of one on the float set."""
+    from models.data import CompactImages
+
+    g = torch.Generator().manual_seed(3)
+    raw = torch.randint(0, 256, (120, 1, 2, 2), dtype=torch.uint8, generator=g)
+    compact = CompactImages(raw, 0.3, 0.2)
+    ref = tiny_learner([6, 6, 6], **path_kwargs(path, [6]))
+    learners = []
+    for x in (compact, compact.materialise()):
+        lr = TorchLearner(
+            model=copy.deepcopy(ref.model),
+            x_train=x,
+            y_train=ref._y_train,
+            x_test=x[:50],
+            y_test=ref._y_train[:50],
+            parts=ref.parts,
+            batch_sizes=ref.batch_sizes,
+            lr=0.3,
+            sampling_rngs=[np.random.default_rng([0, n]) for n in range(3)],
+            **path_kwargs(path, [6]),
+        )
+        lr.compute(0, np.arange(3))
+        learners.append(lr)
+    assert isinstance(learners[0]._x_train, CompactImages)
+    assert torch.equal(learners[0].gradients, learners[1].gradients)
+    assert learners[0].evaluate() == learners[1].evaluate()
 
 
 def test_vmap_chunk_auto_resolves_per_device_type() -> None:
@@ -353,9 +428,10 @@ def test_unmoved_parameters_get_the_configured_score() -> None:
     assert np.all(learner.scores == 0.25)
 
 
-def test_batchnorm_model_grads_and_buffer_averaging() -> None:
+@pytest.mark.parametrize("path", PATHS)
+def test_batchnorm_model_grads_and_buffer_averaging(path: str) -> None:
     """BatchNorm: per-device grads equal the loop; running stats average over successful devices."""
-    learner = tiny_learner([3, 6, 4], batchnorm=True)
+    learner = tiny_learner([3, 6, 4], batchnorm=True, **path_kwargs(path, [6]))
     learner.compute(0, np.arange(3))
     # the conv bias feeding BatchNorm has a true gradient of 0: compare at rounding-noise level
     torch.testing.assert_close(learner.gradients, reference_grads(learner), rtol=1e-5, atol=1e-5)
