@@ -53,7 +53,10 @@ def _parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--quiet", action="store_true", help="no progress bar")
 
-    val = sub.add_parser("validate", help="check a scenario file without running it")
+    val = sub.add_parser(
+        "validate",
+        help="check a scenario file without running it (loads the data and builds the model)",
+    )
     _add_common(val)
 
     sw = sub.add_parser("sweep", help="run a scenario over a grid of values and seeds")
@@ -101,14 +104,22 @@ def _fail(message: str, code: int = EXIT_BAD_INPUT) -> int:
 
 
 def _validate(args: argparse.Namespace) -> int:
-    from sim.run import prepare
+    from sim.run import make_learner, prepare
 
     prep = prepare(args.scenario, args.overrides, args.seed, args.data_dir)
+    # Build the learner as `run` would (data, model, torch device), so that what only the learner
+    # can check (e.g. learning.device = "cuda" without a GPU) fails here too, not at run time.
+    learner = make_learner(prep)
     sc = prep.scenario
+    what = (
+        f"learning {sc.learning.dataset}/{sc.learning.model} on {sc.learning.device}"
+        if sc.learning.enabled
+        else "network only"
+    )
     print(
         f"{args.scenario}: ok — {sc.network.num_devices} devices, {sc.run.frames} frames x "
         f"{sc.run.slots_per_frame} slots, deadline {sc.run.deadline_s:g} s, scheme {sc.scheme.name}, "
-        f"{'learning ' + sc.learning.dataset + '/' + sc.learning.model if sc.learning.enabled else 'network only'}"
+        f"{what}, D = {learner.num_params:,} parameters"
     )
     return 0
 

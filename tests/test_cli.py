@@ -265,3 +265,14 @@ def test_cuda_without_gpu_is_a_one_line_error(tmp_path, capsys):
         pytest.skip("this machine has CUDA")
     err = _bad(tmp_path, capsys, [str(QUICK), "--set", "learning.device=cuda"])
     assert "learning.device" in err
+
+
+def test_validate_catches_cuda_without_gpu(capsys):
+    """`wflsim validate` builds the learner, so a missing GPU is reported before any run."""
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    assert main(["validate", str(QUICK), "--set", "learning.device=cuda"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "learning.device" in err and len(err.splitlines()) == 1
