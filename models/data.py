@@ -111,6 +111,10 @@ class CompactImages:
         return self[:].contiguous()
 
 
+#: ``(x_train, y_train, x_test, y_test)`` with compact images.
+CompactSet = tuple[CompactImages, torch.Tensor, CompactImages, torch.Tensor]
+
+
 def _normalise(
     raw: torch.Tensor, mean: float | torch.Tensor, std: float | torch.Tensor
 ) -> torch.Tensor:
@@ -144,7 +148,7 @@ def dataset_available(name: str, data_dir: str | os.PathLike[str] | None = None)
 
 def load_dataset(
     name: str, data_dir: str | os.PathLike[str] | None = None, *, compact: bool = False
-) -> Tensors:
+) -> Tensors | CompactSet:
     """Load dataset ``name`` as normalised tensors (see the module docstring for the table).
 
     Returns ``(x_train, y_train, x_test, y_test)``: ``x`` float32 ``(N, C, H, W)``, ``y`` int64
@@ -193,17 +197,17 @@ def _load_digits() -> Tensors:
     )
 
 
-def _load_mnist_like(name: str, root: Path) -> tuple:
+def _load_mnist_like(name: str, root: Path) -> CompactSet:
     from torchvision.datasets import MNIST, FashionMNIST
 
     cls = MNIST if name == "mnist" else FashionMNIST
     mean, std = _MNIST_STATS[name]
-    out: list = []
+    out: list[CompactImages | torch.Tensor] = []
     for train in (True, False):
         ds = cls(root=str(root), train=train, download=False)
         raw = ds.data.to(torch.uint8).unsqueeze(1).contiguous()
         out += [CompactImages(raw, mean, std), ds.targets.to(torch.int64)]
-    return tuple(out)
+    return out[0], out[1], out[2], out[3]  # type: ignore[return-value]
 
 
 def _cifar10_class() -> type:
@@ -230,11 +234,11 @@ def _cifar10_class() -> type:
     return _CIFAR10
 
 
-def _load_cifar10(root: Path) -> tuple:
+def _load_cifar10(root: Path) -> CompactSet:
     cls = _cifar10_class()
     mean = torch.tensor(_CIFAR_MEAN).view(1, 3, 1, 1)
     std = torch.tensor(_CIFAR_STD).view(1, 3, 1, 1)
-    out: list = []
+    out: list[CompactImages | torch.Tensor] = []
     for train in (True, False):
         ds = cls(root=str(root), train=train, download=False)
         raw = torch.from_numpy(np.ascontiguousarray(ds.data)).permute(0, 3, 1, 2)  # NHWC -> NCHW
@@ -242,7 +246,7 @@ def _load_cifar10(root: Path) -> tuple:
             CompactImages(raw.contiguous(), mean, std),
             torch.as_tensor(np.asarray(ds.targets), dtype=torch.int64),
         ]
-    return tuple(out)
+    return out[0], out[1], out[2], out[3]  # type: ignore[return-value]
 
 
 def partition(

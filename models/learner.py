@@ -611,15 +611,21 @@ class TorchLearner:
         new_bufs = {
             k: torch.empty(n, *v.shape, dtype=v.dtype, device=dev) for k, v in self._buffers.items()
         }
+        idx_t = torch.as_tensor(idx, device=dev)
+        shared = params.dim() == 1
+        if shared:  # nothing frozen: one leaf (and one parameter dict) serves every device
+            leaf = params.detach().requires_grad_(True)
+            pdict = {**self.param_dict(leaf), **fixed}
         model.train()
         for row in range(n):
-            leaf = (params[row] if params.dim() == 2 else params).detach().requires_grad_(True)
-            pdict = {**self.param_dict(leaf), **fixed}
+            if not shared:
+                leaf = params[row].detach().requires_grad_(True)
+                pdict = {**self.param_dict(leaf), **fixed}
             bufs = {k: v.clone() for k, v in self._buffers.items()}
             b_n = int(b[row])
             step = b_n if (self._has_bn or cap is None) else cap
             for start in range(0, b_n, step):
-                sel = torch.as_tensor(idx[row, start : min(b_n, start + step)], device=dev)
+                sel = idx_t[row, start : min(b_n, start + step)]
                 logits = functional_call(model, (pdict, bufs), (self._x_train[sel],))
                 loss = F.cross_entropy(logits, self._y_train[sel], reduction="sum") / b_n
                 (g,) = torch.autograd.grad(loss, leaf)
