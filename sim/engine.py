@@ -132,7 +132,8 @@ class Engine:
         self.tau0 = scenario.run.deadline_s
         self.noise_w = system.noise_w
         self.bandwidth_hz = system.bandwidth_hz
-        self._fading_rngs = streams.devices("fading", n) if net.fading == "rayleigh" else None
+        self._fading = streams.keyed("fading") if net.fading == "rayleigh" else None
+        self._ids = np.arange(n, dtype=np.int64)
         self.queue_j = np.zeros(n)
         self.stats.energy_per_device_j = np.zeros(n)
 
@@ -247,10 +248,6 @@ class Engine:
         self.compute_energy_plan_j = physics.compute_energy_j(
             gamma, dev.cycles_per_sample, dev.batch_size, dev.cpu_hz, dev.capacitance
         )
-        if self._fading_rngs is None:
-            self.fading = np.ones((self.N, self.T))
-        else:
-            self.fading = np.stack([r.standard_exponential(self.T) for r in self._fading_rngs])
 
     def _frame_end(self, k: int) -> None:
         self.learner.end_frame(k)
@@ -263,8 +260,14 @@ class Engine:
         now = self.env.now
         sysc = self.system
         dev = sysc.devices
-        j = t - k * self.T
-        h = physics.rayleigh_channel_gain(self.H, self.fading[:, j])
+        # Fading g ~ Exp(1), keyed by (device, slot): no generator state, the same draw for a
+        # device and slot whatever came before (sim.rng.KeyedStream).
+        g = (
+            np.ones(self.N)
+            if self._fading is None
+            else self._fading.standard_exponential(self._ids, t)
+        )
+        h = physics.rayleigh_channel_gain(self.H, g)
         p_min = physics.min_tx_power_w(
             self.payload_bits, h, self.bandwidth_hz, self.noise_w, self.tau0, self.compute_plan_s
         )

@@ -1,15 +1,18 @@
 """Named, per-device random streams derived from one seed (no global random state).
 
-Every random quantity of a run comes from a :class:`numpy.random.Generator` built from
-``SeedSequence(seed, spawn_key=(stream_id, device))``. A device's draws depend only on the run
-seed, the stream name and the device index, so adding a device never shifts the draws of the
-others, and two schemes run with the same seed see the same channels, positions and samples
-(common random numbers).
+Every random quantity of a run comes either from a :class:`numpy.random.Generator` built from
+``SeedSequence(seed, spawn_key=(stream_id, device, ...))`` or, for quantities drawn afresh every
+slot (fading), from a counter-based :class:`KeyedStream`: a pure function of
+``(seed, stream, device, slot, draw)``. A device's draws depend only on the run seed, the stream
+name and the device index (and the slot), so adding a device never shifts the draws of the
+others, two schemes run with the same seed see the same channels, positions and samples (common
+random numbers), and a keyed quantity needs no generator state to be saved or replayed.
 """
 
 from __future__ import annotations
 
 import numpy as np
+from numpy.typing import ArrayLike, NDArray
 
 #: Stable numeric ids of the named streams. Never renumber: traces of old runs depend on them.
 STREAM_IDS: dict[str, int] = {
@@ -68,3 +71,115 @@ class Streams:
         """A 63-bit integer seed for libraries with their own generators (torch)."""
         state = self._seq(name, index).generate_state(2, dtype=np.uint32)
         return int((int(state[0]) << 31) ^ int(state[1])) & (2**63 - 1)
+
+    def keyed(self, name: str) -> KeyedStream:
+        """The counter-based stream ``name``: draws keyed by ``(device, slot, draw)``."""
+        key = self._seq(name, _GLOBAL).generate_state(2, dtype=np.uint64)
+        return KeyedStream(key)
+
+
+# ---------------------------------------------------------------------------- keyed draws
+
+U64 = NDArray[np.uint64]
+
+# Philox4x64-10 constants (Salmon et al., "Parallel random numbers: as easy as 1, 2, 3", SC 2011;
+# the Random123 reference values, also used by numpy.random.Philox).
+_M0, _M1 = np.uint64(0xD2E7470EE14C6C93), np.uint64(0xCA5A826395121157)
+_W0, _W1 = np.uint64(0x9E3779B97F4A7C15), np.uint64(0xBB67AE8584CAA73B)
+_LO32, _S32 = np.uint64(0xFFFFFFFF), np.uint64(32)
+_ROUNDS = 10
+#: A counter block yields four 64-bit words: devices 4b .. 4b+3 share block b, one word each.
+_LANES = 4
+
+
+def _mulhilo(m: np.uint64, x: U64) -> tuple[U64, U64]:
+    """``(low, high)`` 64-bit halves of the 128-bit product ``m * x`` (elementwise)."""
+    m_lo, m_hi = m & _LO32, m >> _S32
+    x_lo, x_hi = x & _LO32, x >> _S32
+    p0, p1, p2, p3 = m_lo * x_lo, m_lo * x_hi, m_hi * x_lo, m_hi * x_hi
+    mid = (p0 >> _S32) + (p1 & _LO32) + (p2 & _LO32)
+    return m * x, p3 + (p1 >> _S32) + (p2 >> _S32) + (mid >> _S32)
+
+
+def philox4x64(counter: tuple[U64, U64, U64, U64], key: U64) -> tuple[U64, U64, U64, U64]:
+    """The Philox4x64-10 bijection of Random123: four 64-bit output words per counter.
+
+    Args:
+        counter: four ``uint64`` arrays of one shape (the counter words ``c0..c3``).
+        key: two ``uint64`` key words.
+
+    Returns:
+        four ``uint64`` arrays of the counter's shape. ``numpy.random.Philox(counter=c, key=k)``
+        outputs the words of counter ``c + 1`` (it increments before generating); the tests
+        check this function against it.
+    """
+    c0, c1, c2, c3 = (np.asarray(c, dtype=np.uint64) for c in counter)
+    k0, k1 = np.uint64(key[0]), np.uint64(key[1])
+    with np.errstate(over="ignore"):
+        for r in range(_ROUNDS):
+            if r:
+                k0, k1 = k0 + _W0, k1 + _W1
+            lo0, hi0 = _mulhilo(_M0, c0)
+            lo1, hi1 = _mulhilo(_M1, c2)
+            c0, c1, c2, c3 = hi1 ^ c1 ^ k0, lo1, hi0 ^ c3 ^ k1, lo0
+    return c0, c1, c2, c3
+
+
+class KeyedStream:
+    """Counter-based random draws: each value is a pure function of ``(key, device, slot, draw)``.
+
+    No state is kept, so a draw does not depend on which draws came before it: the same
+    ``(device, slot, draw)`` gives the same value in any run with the same seed and stream, in
+    any order, after a resume, and whatever the number of devices or slots per frame. Device
+    ``n``'s 64-bit word for ``(slot, draw)`` is word ``n mod 4`` of
+    ``philox4x64((n div 4, slot, draw, 0), key)``. Use a distinct ``draw`` index for every
+    distinct random quantity of a device in a slot (one index per variate).
+
+    Args:
+        key: two ``uint64`` words (from :meth:`Streams.keyed`).
+    """
+
+    def __init__(self, key: ArrayLike) -> None:
+        k = np.asarray(key, dtype=np.uint64).reshape(-1)
+        if k.shape != (2,):
+            raise ValueError(f"key must have two uint64 words, got shape {k.shape}")
+        self.key = k
+
+    def raw(self, devices: ArrayLike, slot: int, draw: int = 0) -> U64:
+        """The 64-bit words of ``devices`` (int array, ``>= 0``) for ``(slot, draw)``, ``(N,)``."""
+        dev = np.asarray(devices, dtype=np.int64).reshape(-1)
+        if dev.size and dev.min() < 0:
+            raise ValueError("device indices must be >= 0")
+        if slot < 0 or draw < 0:
+            raise ValueError("slot and draw must be >= 0")
+        n = dev.size
+        if n and dev[0] == 0 and dev[-1] == n - 1 and n == np.unique(dev).size:
+            blocks = np.arange((n + _LANES - 1) // _LANES, dtype=np.uint64)  # all devices
+            inverse = None
+        else:
+            blocks_i, inverse = np.unique(dev // _LANES, return_inverse=True)
+            blocks = blocks_i.astype(np.uint64)
+        shape = blocks.shape
+        words = philox4x64(
+            (
+                blocks,
+                np.full(shape, slot, dtype=np.uint64),
+                np.full(shape, draw, dtype=np.uint64),
+                np.zeros(shape, dtype=np.uint64),
+            ),
+            self.key,
+        )
+        table = np.stack(words, axis=1)  # (blocks, 4)
+        if inverse is None:
+            return table.reshape(-1)[:n]
+        return table[inverse, dev % _LANES]
+
+    def uniform(self, devices: ArrayLike, slot: int, draw: int = 0) -> NDArray[np.float64]:
+        """Uniform on ``[0, 1)`` with 53 random bits, ``(N,)``."""
+        return (self.raw(devices, slot, draw) >> np.uint64(11)).astype(np.float64) * 2.0**-53
+
+    def standard_exponential(
+        self, devices: ArrayLike, slot: int, draw: int = 0
+    ) -> NDArray[np.float64]:
+        """``Exp(1)`` by inversion, ``-log(1 - U)``, ``(N,)`` (finite: ``U < 1``)."""
+        return -np.log1p(-self.uniform(devices, slot, draw))
