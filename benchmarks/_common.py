@@ -148,3 +148,11 @@ def add_repo_to_path() -> None:
     root = str(REPO)
     if root not in sys.path:
         sys.path.insert(0, root)
+
+
+def frozen_counts(learner: object, n: int, gamma: float) -> dict[str, object]:
+    """The freezing rule's frame input for ``n`` devices that each freeze ``gamma`` of ``D``."""
+    import numpy as np
+
+    d = int(learner.num_params)  # type: ignore[attr-defined]
+    return {"frozen_count": np.full(n, int(round(gamma * d)), dtype=np.int64)}

@@ -154,8 +154,8 @@ def part_wflsim(args: argparse.Namespace) -> dict:
         import torch
 
         torch.set_num_threads(args.threads)
+    from sim.config.loading import read_scenario_file, validate_scenario
     from sim.run import execute, make_learner, prepare_scenario
-    from sim.scenario import read_scenario_file, validate_scenario
 
     text, data = read_scenario_file(SCENARIO)
     data["seed"] = args.seed

@@ -10,7 +10,7 @@ batch; ``--storage float32``: the whole set normalised up front, 737 MB), IID sh
 1. build data, model and ``TorchLearner`` (``vmap_chunk_samples = --chunk``);
 2. frame 0 (nothing frozen): ``--slots`` x (``compute(all)`` + ``apply(all)``);
 3. the frame boundary: ``evaluate()`` (as the engine does every 20 slots), ``end_frame(0)``,
-   ``begin_frame(1, gamma = --gamma)`` (every device freezes 30 % of its parameters, so each
+   ``begin_frame(1, frozen_count = rint(gamma D))`` with ``gamma = --gamma`` (every device freezes 30 % of its parameters, so each
    has its own parameter copy and the ``vmap`` runs over per-device parameters);
 4. frame 1: ``--slots`` x (``compute(all)`` + ``apply(all)``), ``end_frame(1)``.
 
@@ -172,7 +172,7 @@ def child(args: argparse.Namespace) -> None:
     frozen = 0.0
     if args.child == "run":
         t = 0
-        learner.begin_frame(0, np.zeros(n))
+        learner.begin_frame(0, {"frozen_count": np.zeros(n, dtype=np.int64)})
         for _ in range(args.slots):
             learner.compute(t, ids)
             learner.apply(t, ids)
@@ -180,8 +180,8 @@ def child(args: argparse.Namespace) -> None:
         mark("frame 0 slots (no freezing)")
         learner.evaluate()
         learner.end_frame(0)
-        learner.begin_frame(1, np.full(n, args.gamma))
-        frozen = float(learner.frozen_fraction().mean())
+        learner.begin_frame(1, _common.frozen_counts(learner, n, args.gamma))
+        frozen = float(learner.rule.frozen_fraction().mean())
         mark("frame boundary (evaluate, end_frame, begin_frame gamma)")
         for _ in range(args.slots):
             learner.compute(t, ids)

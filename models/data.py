@@ -36,30 +36,14 @@ from pathlib import Path
 import numpy as np
 import torch
 
-#: Dataset name -> per-sample input shape ``(C, H, W)``.
-INPUT_SHAPES: dict[str, tuple[int, int, int]] = {
-    "digits": (1, 8, 8),
-    "mnist": (1, 28, 28),
-    "fashion_mnist": (1, 28, 28),
-    "cifar10": (3, 32, 32),
-}
-NUM_CLASSES = 10
-DATASETS = tuple(INPUT_SHAPES)
+from sim.config.catalogue import DATASET_FILES, DATASETS, INPUT_SHAPES, NORMALISATION, NUM_CLASSES
 
-_MNIST_STATS = {"mnist": (0.1307, 0.3081), "fashion_mnist": (0.2860, 0.3530)}
-_CIFAR_MEAN = (0.4914, 0.4822, 0.4465)
-_CIFAR_STD = (0.2470, 0.2435, 0.2616)
-_RAW_FILES = (
-    "train-images-idx3-ubyte",
-    "train-labels-idx1-ubyte",
-    "t10k-images-idx3-ubyte",
-    "t10k-labels-idx1-ubyte",
-)
-_CIFAR_FILES = (
-    *(f"data_batch_{i}" for i in range(1, 6)),
-    "test_batch",
-    "batches.meta",
-)
+__all__ = ["DATASETS", "INPUT_SHAPES", "NUM_CLASSES"]
+
+_MNIST_STATS = {
+    k: (NORMALISATION[k][0][0], NORMALISATION[k][1][0]) for k in ("mnist", "fashion_mnist")
+}
+_CIFAR_MEAN, _CIFAR_STD = NORMALISATION["cifar10"]
 _FIX = (
     "point learning.data_dir / --data-dir / WFLSIM_DATA_DIR at a folder with "
     "MNIST/raw/..., FashionMNIST/raw/... or cifar-10-batches-py/... (torchvision's layout)"
@@ -136,14 +120,9 @@ def resolve_data_dir(data_dir: str | os.PathLike[str] | None) -> Path:
 def dataset_available(name: str, data_dir: str | os.PathLike[str] | None = None) -> bool:
     """Whether ``load_dataset(name, data_dir)`` would find its files (digits: always)."""
     root = resolve_data_dir(data_dir)
-    if name == "digits":
-        return True
-    if name in _MNIST_STATS:
-        folder = root / ("MNIST" if name == "mnist" else "FashionMNIST") / "raw"
-        return all((folder / f).is_file() for f in _RAW_FILES)
-    if name == "cifar10":
-        return all((root / "cifar-10-batches-py" / f).is_file() for f in _CIFAR_FILES)
-    raise ValueError(f"unknown dataset {name!r}; known: {list(DATASETS)}")
+    if name not in DATASETS:
+        raise ValueError(f"unknown dataset {name!r}; known: {list(DATASETS)}")
+    return all((root / f).is_file() for f in DATASET_FILES.get(name, ()))
 
 
 def load_dataset(

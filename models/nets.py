@@ -35,9 +35,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from models.data import INPUT_SHAPES, NUM_CLASSES
+from sim.config.catalogue import INPUT_SHAPES, MODELS, NUM_CLASSES
 
-MODELS = ("mlp", "cnn_mnist", "cnn_mnist_small", "mobilenet_v2", "resnet20")
+__all__ = ["MODELS", "build_model", "count_params", "input_shape", "num_params"]
 
 
 def input_shape(dataset: str) -> tuple[int, int, int]:

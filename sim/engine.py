@@ -1,20 +1,24 @@
-"""The SimPy engine: a server process and one process per device.
+"""The SimPy engine: a server process and one process per device. It orchestrates; it decides
+nothing itself.
 
-Per slot (DESIGN.md, "One slot, as data flows through it"):
+Per frame: mobility gives positions, the channel the large-scale gains, the scheme its frame plan
+(``gamma``, cost model, update-rule inputs), the learner opens the frame. Per slot
+(DESIGN.md, "One slot, as data flows through it"):
 
-1. the server draws the channels ``h = g H`` and asks the scheme for every device's decision
-   (vectorised); the learner computes the participating devices' gradients in one batched call
-   (virtual time does not advance);
+1. the channel draws the slot's gains; :func:`sim.slot.min_tx_power_w` gives ``p_min`` on the gain
+   the scheme sees; the scheme plans participation and power; :func:`sim.slot.resolve_slot` turns
+   plan and true gains into the outcome (success, upload times, energies, queues); the learner
+   computes the participating devices' uploads in one batched call (virtual time does not
+   advance);
 2. each participating device's process plays its slot out in virtual time: compute
-   (``tau_cmp``), then upload (``tau_com``);
-3. the server closes the slot at the deadline ``tau_0`` (uploads still running are cut there:
-   outages) or, for schemes that promise no outage, when the last upload arrives; it aggregates
-   the uploads that arrived in time, updates the queues and logs the energy.
+   (``tau_cmp``), then upload (``tau_com``, cut at the deadline if late);
+3. the server closes the slot at the deadline ``tau_0`` or, for schemes that promise no outage,
+   when the last upload arrives; the learner aggregates the uploads that arrived in time; the
+   scheme hears the outcome; the trace gets the slot's rows.
 
-Timing rule: an upload counts as in time iff ``tau_cmp + tau_com <= tau_0 (1 + 1e-9)``. The
-relative tolerance absorbs floating-point rounding of uploads sent at exactly ``p_min``, which
-land on the deadline by construction. The decision is made from these numbers, never from the
-order in which SimPy happens to process simultaneous events.
+The frame boundary is the cut for checkpoints: :meth:`Engine.state_dict` after frame ``k`` and
+:meth:`Engine.load_state_dict` into an engine built from the same scenario continue the run
+exactly (with the scheme's, channel's, mobility's and learner's own states: :mod:`sim.state`).
 """
 
 from __future__ import annotations
@@ -22,21 +26,20 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
+import pyarrow as pa
 import simpy
 
-from sim import physics
+from sim import slot as slots
 from sim.learner import Learner
-from sim.mobility import Mobility
-from sim.rng import Streams
-from sim.scenario import Scenario, SystemConstants
-from sim.schemes import FrameInputs, Scheme, SlotInputs
-from sim.trace import TraceBuffer, TraceWriter, event_code
-
-#: Relative tolerance of the deadline test (see the module docstring).
-DEADLINE_REL_TOL = 1e-9
+from sim.schemes.base import FrameContext, FramePlan, Scheme, SlotContext
+from sim.slot import FrameCosts, SlotOutcome, SlotRules
+from sim.trace import SCHEMA, TraceBuffer, TraceWriter, event_code
+from sim.world.channel import Channel, LargeScale
+from sim.world.mobility import Mobility
+from sim.world.system import SystemConstants
 
 _C_START, _C_END, _U_START, _U_END = (
     event_code("compute_start"),
@@ -44,6 +47,22 @@ _C_START, _C_END, _U_START, _U_END = (
     event_code("upload_start"),
     event_code("upload_end"),
 )
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    """The run's timing and logging settings (from the scenario's ``[run]``, ``[mobility]``,
+    ``[learning]`` and ``[trace]`` tables)."""
+
+    frames: int  #: ``K``
+    slots_per_frame: int  #: ``T``
+    deadline_s: float  #: ``tau_0``, s
+    #: positions at frame ``k`` are read at ``k T tau_0`` ("nominal") or at the frame's actual
+    #: start ("simulated")
+    mobility_clock: Literal["nominal", "simulated"] = "nominal"
+    eval_every_slots: int = 20
+    evaluate: bool = True
+    late_upload_energy: Literal["until_deadline", "full"] = "until_deadline"
 
 
 @dataclass
@@ -78,6 +97,7 @@ class RunStats:
         return 1.0 - self.participations / self.device_slots if self.device_slots else 0.0
 
     def as_dict(self) -> dict[str, Any]:
+        """The summary written to ``manifest.json``."""
         return {
             "slots": self.slots,
             "final_accuracy": self.last_accuracy,
@@ -94,269 +114,254 @@ class RunStats:
             "trace_rows": self.rows,
         }
 
+    def state_dict(self) -> dict[str, Any]:
+        """Every field (for checkpoints)."""
+        out: dict[str, Any] = {k: getattr(self, k) for k in self.__dataclass_fields__}
+        out["energy_per_device_j"] = self.energy_per_device_j.copy()
+        return out
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`state_dict`."""
+        for k in self.__dataclass_fields__:
+            v = state[k]
+            setattr(self, k, np.array(v, dtype=np.float64) if k == "energy_per_device_j" else v)
+
 
 ProgressFn = Callable[[int, RunStats], None]
 
 
+@dataclass(frozen=True)
+class FrameState:
+    """The frame in progress."""
+
+    frame: int
+    large: LargeScale  #: positions' distances and large-scale gains
+    queue_j: np.ndarray  #: queues at the frame start (the frame's price), J
+    plan: FramePlan  #: the scheme's frame decision
+    costs: FrameCosts  #: its cost plan in seconds and joules
+
+
+@dataclass(frozen=True)
+class SlotState:
+    """The slot in progress."""
+
+    slot: int
+    start_s: float
+    outcome: SlotOutcome
+    compute_s: list[float]  #: the outcome's compute times as Python floats (SimPy compares
+    upload_s: list[float]  #: times on its heap; Python floats compare faster than NumPy's)
+
+
 class Engine:
-    """One simulation run. Build it with every part resolved, then call :meth:`run`."""
+    """One simulation run. Build it with every part resolved, then call :meth:`run`.
+
+    Args:
+        config: timing and logging settings.
+        system: devices and radio constants.
+        mobility, channel, scheme, learner: the run's components.
+        writer: where the trace goes frame by frame (None: kept in memory, :meth:`table`).
+        progress: called after every slot with ``(slot, stats)``.
+    """
 
     def __init__(
         self,
-        scenario: Scenario,
+        config: EngineConfig,
         system: SystemConstants,
         mobility: Mobility,
+        channel: Channel,
         scheme: Scheme,
         learner: Learner,
-        streams: Streams,
+        *,
         writer: TraceWriter | None = None,
         progress: ProgressFn | None = None,
-        evaluate: bool = True,
     ) -> None:
-        self.scenario = scenario
+        self.config = config
         self.system = system
         self.mobility = mobility
+        self.channel = channel
         self.scheme = scheme
         self.learner = learner
         self.writer = writer
         self.progress = progress
-        self.evaluate_enabled = evaluate
-        self.buffer = TraceBuffer()
-        self.stats = RunStats()
+        learner.set_update_rule(scheme.update_rule)
+        self.rules = SlotRules(scheme.closes_at, config.late_upload_energy)
 
-        net = scenario.network
         n = system.num_devices
-        self.N = n
-        self.T = scenario.run.slots_per_frame
-        self.K = scenario.run.frames
-        self.tau0 = scenario.run.deadline_s
-        self.noise_w = system.noise_w
-        self.bandwidth_hz = system.bandwidth_hz
-        self._fading = streams.keyed("fading") if net.fading == "rayleigh" else None
-        self._ids = np.arange(n, dtype=np.int64)
+        self.num_devices = n
+        self._ids = np.arange(n, dtype=np.int32)
+        self.buffer = TraceBuffer()
+        self._tables: list[pa.Table] = []
+        # state at frame boundaries (state_dict)
+        self.next_frame = 0
+        self.now_s = 0.0
         self.queue_j = np.zeros(n)
-        self.stats.energy_per_device_j = np.zeros(n)
-
-        self.env = simpy.Environment()
+        self.stats = RunStats(energy_per_device_j=np.zeros(n))
+        # the frame and slot in progress, and what the device processes read
+        self._frame: FrameState | None = None
+        self._slot: SlotState | None = None
+        self._env = simpy.Environment()
         self._wake: list[simpy.Event | None] = [None] * n
         self._proc_log: list[tuple[float, int, int]] = []
         self._remaining = 0
         self._all_done: simpy.Event | None = None
-        # per-slot plan (read by the device processes)
-        self._compute_s = np.zeros(n)
-        self._upload_s = np.zeros(n)
-        # The same plan as Python floats for the device processes: SimPy's event heap compares
-        # times, and Python floats compare several times faster than NumPy scalars.
-        self._compute_list: list[float] = [0.0] * n
-        self._upload_list: list[float] = [0.0] * n
-        for d in range(n):
-            self.env.process(self._device(d))
 
     # ------------------------------------------------------------------ processes
 
-    def _device(self, d: int):
+    def _device(self, d: int) -> Any:
         """A device: wakes when it participates in a slot, computes, uploads, reports."""
-        env = self.env
+        env = self._env
         log = self._proc_log
         while True:
             wake = env.event()
             self._wake[d] = wake
             yield wake
+            assert self._slot is not None
             log.append((env.now, d, _C_START))
-            yield env.timeout(self._compute_list[d])
+            yield env.timeout(self._slot.compute_s[d])
             # compute_end; its upload_start (same instant, next) is added by _log_processes
             log.append((env.now, d, _C_END))
-            yield env.timeout(self._upload_list[d])
+            yield env.timeout(self._slot.upload_s[d])
             log.append((env.now, d, _U_END))
             self._remaining -= 1
             if self._remaining == 0:
+                assert self._all_done is not None
                 self._all_done.succeed()
 
-    def _server(self):
-        env = self.env
-        self._log_device_config()
-        if self.evaluate_enabled:
-            self._eval(frame=0, slot=-1)
-        for k in range(self.K):
+    def _server(self, stop_frame: int) -> Any:
+        env = self._env
+        cfg = self.config
+        if self.next_frame == 0:
+            self._log_device_config()
+            if cfg.evaluate:
+                self._eval(frame=0, slot=-1)
+        for k in range(self.next_frame, stop_frame):
             self._frame_start(k)
-            for j in range(self.T):
-                t = k * self.T + j
-                t0 = env.now
+            for j in range(cfg.slots_per_frame):
+                t = k * cfg.slots_per_frame + j
                 self._slot_start(k, t)
-                deadline = env.timeout(self.tau0)
+                deadline = env.timeout(cfg.deadline_s)
                 if self._remaining > 0:
+                    assert self._all_done is not None
                     yield env.all_of([deadline, self._all_done])
                 else:
                     yield deadline
-                self._slot_end(k, t, t0)
+                self._slot_end(k, t)
             self._frame_end(k)
 
     # ------------------------------------------------------------------ frame
 
     def _frame_start(self, k: int) -> None:
-        now = self.env.now
-        b = self.buffer
-        b.add("frame_start", now, k, k * self.T)
-        when = k * self.T * self.tau0 if self.scenario.mobility.clock == "nominal" else now
+        now = self._env.now
+        b, cfg, ids = self.buffer, self.config, self._ids
+        t0 = k * cfg.slots_per_frame
+        b.add("frame_start", now, k, t0)
+        when = t0 * cfg.deadline_s if cfg.mobility_clock == "nominal" else now
         pos = np.asarray(self.mobility.positions_m(when), dtype=np.float64)
-        dist = physics.distance_m(pos)
-        net = self.scenario.network
-        pl = physics.path_loss_db(
-            dist, net.min_distance_m, net.pathloss_intercept_db, net.pathloss_slope_db
-        )
-        self.H = physics.large_scale_gain(pl)
-        self.dist = dist
-        ids = np.arange(self.N, dtype=np.int32)
+        large = self.channel.large_scale(pos)
         b.add(
             "position",
             now,
             k,
-            k * self.T,
+            t0,
             ids,
             x_m=pos[:, 0],
             y_m=pos[:, 1],
-            distance_m=dist,
-            large_scale_gain=self.H,
+            distance_m=large.distance_m,
+            large_scale_gain=large.gain,
         )
-
-        self.queue_frame_j = self.queue_j.copy()
+        queue = self.queue_j.copy()
         plan = self.scheme.plan_frame(
-            FrameInputs(frame=k, large_scale_gain=self.H, queue_j=self.queue_frame_j)
+            FrameContext(frame=k, large_scale_gain=large.gain, queue_j=queue)
         )
-        self.learner.begin_frame(k, np.clip(np.asarray(plan.gamma, dtype=np.float64), 0.0, 1.0))
-        # Account with what the learner actually froze (rounded to whole parameters; frame 0).
-        gamma = np.asarray(self.learner.frozen_fraction(), dtype=np.float64)
-        self.gamma = gamma
-        b.add(
-            "freeze",
-            now,
-            k,
-            k * self.T,
-            ids,
-            gamma=gamma,
-            queue_j=self.queue_frame_j,
-            **plan.columns,
-        )
-
-        dev = self.system.devices
-        self.payload_bits = physics.payload_bits(
-            self.system.num_params, gamma, self.system.bits_per_param
-        )
-        self.compute_plan_s = physics.compute_time_s(
-            gamma, dev.cycles_per_sample, dev.batch_size, dev.cpu_hz
-        )
-        self.compute_energy_plan_j = physics.compute_energy_j(
-            gamma, dev.cycles_per_sample, dev.batch_size, dev.cpu_hz, dev.capacitance
-        )
+        self.learner.begin_frame(k, plan.update)
+        b.add("freeze", now, k, t0, ids, gamma=plan.gamma, queue_j=queue, **plan.columns)
+        costs = slots.frame_costs(plan.cost.payload_bits, plan.cost.compute_fraction, self.system)
+        self._frame = FrameState(frame=k, large=large, queue_j=queue, plan=plan, costs=costs)
 
     def _frame_end(self, k: int) -> None:
         self.learner.end_frame(k)
-        self.buffer.add("frame_end", self.env.now, k, (k + 1) * self.T - 1)
+        self.buffer.add("frame_end", self._env.now, k, (k + 1) * self.config.slots_per_frame - 1)
         self._flush()
+        self._frame = None
 
     # ------------------------------------------------------------------ slot
 
     def _slot_start(self, k: int, t: int) -> None:
-        now = self.env.now
-        sysc = self.system
-        dev = sysc.devices
-        # Fading g ~ Exp(1), keyed by (device, slot): no generator state, the same draw for a
-        # device and slot whatever came before (sim.rng.KeyedStream).
-        g = (
-            np.ones(self.N)
-            if self._fading is None
-            else self._fading.standard_exponential(self._ids, t)
-        )
-        h = physics.rayleigh_channel_gain(self.H, g)
-        p_min = physics.min_tx_power_w(
-            self.payload_bits, h, self.bandwidth_hz, self.noise_w, self.tau0, self.compute_plan_s
-        )
+        now = self._env.now
+        fr = self._frame
+        assert fr is not None
+        gains = self.channel.slot(t, fr.large)
+        p_min = slots.min_tx_power_w(fr.costs, gains.seen_gain, self.system)
         plan = self.scheme.plan_slot(
-            SlotInputs(
+            SlotContext(
                 slot=t,
                 frame=k,
-                channel_gain=h,
-                large_scale_gain=self.H,
-                gamma=self.gamma,
-                queue_j=self.queue_frame_j,
-                compute_s=self.compute_plan_s,
-                payload_bits=self.payload_bits,
+                channel_gain=gains.seen_gain,
+                large_scale_gain=fr.large.gain,
+                gamma=fr.plan.gamma,
+                queue_j=fr.queue_j,
+                compute_s=fr.costs.compute_s,
+                payload_bits=fr.costs.payload_bits,
                 min_tx_power_w=p_min,
             )
         )
-        # A device with nothing to send (gamma = 1) neither computes nor uploads.
-        part = np.asarray(plan.participate, dtype=bool) & (self.payload_bits > 0)
-        p = np.where(
-            part, np.minimum(np.asarray(plan.tx_power_w, dtype=np.float64), dev.peak_power_w), 0.0
+        out = slots.resolve_slot(
+            plan.participate,
+            plan.tx_power_w,
+            fr.costs,
+            gains.gain,
+            self.queue_j,
+            self.system,
+            self.rules,
         )
-        rate = physics.rate_bps(p, h, self.bandwidth_hz, self.noise_w)
-        upload_full_s = np.where(part, physics.upload_time_s(self.payload_bits, rate), 0.0)
-        compute_s = np.where(part, self.compute_plan_s, 0.0)
-        arrival_s = compute_s + upload_full_s
-        in_time = arrival_s <= self.tau0 * (1.0 + DEADLINE_REL_TOL)
-        if self.scheme.wait_for_all:
-            success = part & np.isfinite(arrival_s)
-        else:
-            success = part & in_time
-        cut_s = np.maximum(self.tau0 - compute_s, 0.0)
-        upload_s = np.where(
-            success, upload_full_s, np.where(part, np.minimum(upload_full_s, cut_s), 0.0)
+        self._slot = SlotState(
+            slot=t,
+            start_s=now,
+            outcome=out,
+            compute_s=out.compute_s.tolist(),
+            upload_s=out.upload_s.tolist(),
         )
-        if self.scenario.trace.late_upload_energy == "full":
-            charged_s = np.where(part & np.isfinite(upload_full_s), upload_full_s, upload_s)
-        else:
-            charged_s = upload_s
-
-        self.h, self.p, self.part, self.success = h, p, part, success
-        self.upload_s, self.energy_compute_j = (
-            upload_s,
-            np.where(part, self.compute_energy_plan_j, 0.0),
-        )
-        self.energy_upload_j = np.where(part, physics.upload_energy_j(p, charged_s), 0.0)
-        self._compute_s = compute_s
-        self._upload_s = upload_s
-        self._compute_list = compute_s.tolist()
-        self._upload_list = upload_s.tolist()
-
-        ids = np.arange(self.N, dtype=np.int32)
         self.buffer.add("slot_start", now, k, t)
         self.buffer.add(
             "decision",
             now,
             k,
             t,
-            ids,
-            distance_m=self.dist,
-            large_scale_gain=self.H,
-            channel_gain=h,
-            gamma=self.gamma,
-            payload_bits=self.payload_bits,
+            self._ids,
+            distance_m=fr.large.distance_m,
+            large_scale_gain=fr.large.gain,
+            channel_gain=gains.gain,
+            gamma=fr.plan.gamma,
+            payload_bits=fr.costs.payload_bits,
             min_tx_power_w=p_min,
-            tx_power_w=p,
-            participating=part,
-            compute_s=compute_s,
-            upload_s=upload_full_s,
+            tx_power_w=out.tx_power_w,
+            participating=out.participating,
+            compute_s=out.compute_s,
+            upload_s=out.upload_full_s,
             **plan.columns,
         )
-
-        who = np.flatnonzero(part)
+        who = np.flatnonzero(out.participating)
         self.learner.compute(t, who)
         self._remaining = len(who)
-        self._all_done = self.env.event()
+        self._all_done = self._env.event()
         self._proc_log.clear()
         for d in who:
-            self._wake[d].succeed()
+            wake = self._wake[d]
+            assert wake is not None
+            wake.succeed()
 
-    def _slot_end(self, k: int, t: int, t0: float) -> None:
-        now = self.env.now
-        b = self.buffer
-        self._log_processes(k, t)
-        if not self.scheme.wait_for_all:
-            b.add("deadline", t0 + self.tau0, k, t)
-        ok = np.flatnonzero(self.success)
+    def _slot_end(self, k: int, t: int) -> None:
+        now = self._env.now
+        b, fr, sl = self.buffer, self._frame, self._slot
+        assert fr is not None and sl is not None
+        out = sl.outcome
+        self._log_processes(k, t, out)
+        if self.rules.closes_at == "deadline":
+            b.add("deadline", sl.start_s + self.config.deadline_s, k, t)
+        ok = np.flatnonzero(out.success)
         self.learner.apply(t, ok)
-        n_part = int(self.part.sum())
-        stable = float(getattr(self.learner, "stable_fraction", float("nan")))
+        n_part = int(out.participating.sum())
+        stable = float(self.learner.stable_fraction)
         b.add(
             "aggregate",
             now,
@@ -364,53 +369,57 @@ class Engine:
             t,
             n_participants=n_part,
             n_success=len(ok),
-            slot_duration_s=now - t0,
+            slot_duration_s=now - sl.start_s,
             stable_fraction=None if np.isnan(stable) else stable,
         )
-
-        energy = self.energy_compute_j + self.energy_upload_j
-        dev = self.system.devices
-        self.queue_j = np.maximum(self.queue_j + energy - dev.energy_budget_j, 0.0)
+        self.queue_j = out.queue_j
         cols: dict[str, Any] = {}
         weights = self.scheme.cost_weights()
         if weights is not None:
-            v, lam = weights
-            x = lam * self.success * dev.batch_size * (self.gamma - 1.0)
-            cols = {"conv_error": x, "cost": v * x + self.queue_frame_j * energy}
+            x, z = slots.drift_plus_penalty(
+                out.success,
+                fr.plan.gamma,
+                self.system.devices.batch_size,
+                out.energy_j,
+                fr.queue_j,
+                *weights,
+            )
+            cols = {"conv_error": x, "cost": z}
         b.add(
             "energy",
             now,
             k,
             t,
-            np.arange(self.N, dtype=np.int32),
-            participating=self.part,
-            success=self.success,
-            tx_power_w=self.p,
-            upload_s=self.upload_s,
-            energy_compute_j=self.energy_compute_j,
-            energy_upload_j=self.energy_upload_j,
-            energy_j=energy,
+            self._ids,
+            participating=out.participating,
+            success=out.success,
+            tx_power_w=out.tx_power_w,
+            upload_s=out.upload_s,
+            energy_compute_j=out.energy_compute_j,
+            energy_upload_j=out.energy_upload_j,
+            energy_j=out.energy_j,
             queue_j=self.queue_j,
             **cols,
         )
+        self.scheme.observe(out)
+        self._slot = None
 
         st = self.stats
         st.slots += 1
-        st.device_slots += self.N
+        st.device_slots += self.num_devices
         st.participations += n_part
         st.successes += len(ok)
-        st.energy_j += float(energy.sum())
-        st.energy_per_device_j += energy
+        st.energy_j += float(out.energy_j.sum())
+        st.energy_per_device_j += out.energy_j
         st.simulated_time_s = now
-        last = t == self.K * self.T - 1
-        if self.evaluate_enabled and (
-            (t + 1) % self.scenario.learning.eval_every_slots == 0 or last
-        ):
+        cfg = self.config
+        last = t == cfg.frames * cfg.slots_per_frame - 1
+        if cfg.evaluate and ((t + 1) % cfg.eval_every_slots == 0 or last):
             self._eval(k, t)
         if self.progress is not None:
             self.progress(t, st)
 
-    def _log_processes(self, k: int, t: int) -> None:
+    def _log_processes(self, k: int, t: int, out: SlotOutcome) -> None:
         if not self._proc_log:
             return
         arr = np.array(self._proc_log, dtype=np.float64)
@@ -430,24 +439,24 @@ class Engine:
             k,
             t,
             devs.astype(np.int32),
-            compute_s=masked(self._compute_s, is_ce),
-            tx_power_w=masked(self.p, is_us | is_ue),
-            upload_s=masked(self.upload_s, is_ue),
-            success=masked(self.success, is_ue),
-            energy_upload_j=masked(self.energy_upload_j, is_ue),
+            compute_s=masked(out.compute_s, is_ce),
+            tx_power_w=masked(out.tx_power_w, is_us | is_ue),
+            upload_s=masked(out.upload_s, is_ue),
+            success=masked(out.success, is_ue),
+            energy_upload_j=masked(out.energy_upload_j, is_ue),
         )
 
     # ------------------------------------------------------------------ logging helpers
 
     def _log_device_config(self) -> None:
         dev = self.system.devices
-        num_samples = getattr(self.learner, "num_samples", None)
+        num_samples = self.learner.num_samples
         self.buffer.add(
             "device_config",
             0.0,
             0,
             -1,
-            np.arange(self.N, dtype=np.int32),
+            self._ids,
             cpu_hz=dev.cpu_hz,
             cycles_per_sample=dev.cycles_per_sample,
             capacitance=dev.capacitance,
@@ -459,7 +468,7 @@ class Engine:
 
     def _eval(self, frame: int, slot: int) -> None:
         loss, acc = self.learner.evaluate()
-        self.buffer.add("eval", self.env.now, frame, slot, loss=float(loss), accuracy=float(acc))
+        self.buffer.add("eval", self._env.now, frame, slot, loss=float(loss), accuracy=float(acc))
         st = self.stats
         if np.isnan(st.first_accuracy):
             st.first_accuracy = float(acc)
@@ -474,19 +483,57 @@ class Engine:
 
     # ------------------------------------------------------------------ run
 
-    def run(self) -> RunStats:
-        """Run all frames; returns the totals. The trace goes to the writer (or :meth:`table`)."""
-        self._tables: list = []
+    def run(self, stop_frame: int | None = None) -> RunStats:
+        """Run frames ``next_frame .. stop_frame - 1`` (default: to the end); returns the totals.
+
+        The trace goes to the writer (or :meth:`table`). Can be called again to go on.
+        """
+        stop = self.config.frames if stop_frame is None else int(stop_frame)
+        if not self.next_frame <= stop <= self.config.frames:
+            raise ValueError(f"stop_frame {stop} outside [{self.next_frame}, {self.config.frames}]")
         start = time.perf_counter()
-        self.env.process(self._server())
-        self.env.run()
-        self.stats.wall_time_s = time.perf_counter() - start
+        self._env = env = simpy.Environment(initial_time=self.now_s)
+        for d in range(self.num_devices):
+            env.process(self._device(d))
+        env.process(self._server(stop))
+        try:
+            env.run()
+        finally:
+            self.stats.wall_time_s += time.perf_counter() - start
+        self.now_s = float(env.now)
+        self.next_frame = stop
         return self.stats
 
-    def table(self):
-        """The whole trace as one Arrow table (runs without a writer only)."""
-        import pyarrow as pa
+    @property
+    def finished(self) -> bool:
+        """Whether every frame has run."""
+        return self.next_frame >= self.config.frames
 
-        from sim.trace import SCHEMA
-
+    def table(self) -> pa.Table:
+        """The trace so far as one Arrow table (runs without a writer only)."""
         return pa.concat_tables(self._tables) if self._tables else SCHEMA.empty_table()
+
+    # ------------------------------------------------------------------ state
+
+    def state_dict(self) -> dict[str, Any]:
+        """The engine's own state at a frame boundary: clock, next frame, queues, totals."""
+        if self._frame is not None or self._slot is not None:
+            raise RuntimeError("the engine's state can only be saved at a frame boundary")
+        return {
+            "next_frame": self.next_frame,
+            "now_s": self.now_s,
+            "queue_j": self.queue_j.copy(),
+            "stats": self.stats.state_dict(),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Continue from :meth:`state_dict` (an engine built from the same scenario)."""
+        queue = np.array(state["queue_j"], dtype=np.float64)
+        if queue.shape != (self.num_devices,):
+            raise ValueError(
+                f"engine state is for {queue.shape[0]} devices, this run has {self.num_devices}"
+            )
+        self.next_frame = int(state["next_frame"])
+        self.now_s = float(state["now_s"])
+        self.queue_j = queue
+        self.stats.load_state_dict(state["stats"])

@@ -1,46 +1,75 @@
-"""The engine's view of the learning side, and the learner that trains nothing.
+"""The engine's view of the learning side: the :class:`Learner` protocol and a network-only learner.
 
-The engine only talks to a learner through :class:`Learner`. The PyTorch implementation lives in
-:mod:`models.learner` and is imported lazily by :func:`build_learner`, so ``sim`` never imports
-torch and a network-only run does not need it.
+The real learner (:class:`models.learner.TorchLearner`) lives in :mod:`models` and is imported
+lazily by :func:`build_learner`, so ``sim`` never imports torch and a network-only run does not
+need it.
 
-Call order within a run (all device indices are 0-based ``int64`` numpy arrays):
+Call order within a run (device indices are 0-based ``int64`` numpy arrays):
 
-* ``begin_frame(frame, gamma)`` at every frame start, ``gamma`` of shape ``(N,)`` in ``[0, 1]``:
-  the fraction of parameters each device freezes for the frame (frame 0: all zeros).
+* ``set_update_rule(spec)`` once, before the first frame: the scheme's learner-side update rule
+  (:class:`UpdateRuleSpec`, e.g. ``freezing``) with its parameters.
+* ``begin_frame(frame, update)`` at every frame start; ``update`` maps names to per-device
+  arrays of shape ``(N,)``: the rule's inputs for the frame, decided by the scheme (for
+  ``freezing``: ``{"frozen_count": int64}``, the number of parameters each device freezes).
 * ``compute(slot, device_ids)`` once per slot with the devices that train in this slot (may be
-  empty). All their gradients are computed in one batched call; virtual time does not advance.
+  empty). All their uploads are computed in one batched call; virtual time does not advance.
 * ``apply(slot, success_ids)`` at the end of the slot with the subset whose uploads arrived in
-  time: aggregate (paper eq. 3, weights ``B_n``), take one SGD step, broadcast. With an empty
-  ``success_ids`` the global model does not move (but the slot still counts, e.g. for the
-  stability accumulators and learning-rate schedules).
-* ``evaluate()`` whenever the engine logs an evaluation; returns ``(loss, accuracy)`` of the
-  global model on the test split.
+  time: the rule aggregates them (paper eq. 3, weights ``B_n``), one SGD step, broadcast. With an
+  empty ``success_ids`` the global model does not move (but the slot still counts).
+* ``evaluate()`` whenever the engine logs an evaluation: ``(loss, accuracy)`` on the test split.
 * ``end_frame(frame)`` after the last slot of a frame.
-* ``frozen_fraction()`` after ``begin_frame``: the fraction ``(N,)`` each device actually froze
-  (``round(gamma D) / D``; zeros in frame 0, which has no stability scores). The engine charges
-  payload, compute time and energy with it, so accounting and learning never disagree.
-* optional attribute ``stable_fraction``: the fraction of the global model's parameters that are
-  stable by the paper's Fig. 1 rule after the last ``apply`` (NaN when unknown).
+* ``state_dict()`` / ``load_state_dict(state)`` at frame boundaries (checkpoint and resume): a
+  nested dict of numpy arrays and plain numbers, no torch objects.
+* attribute ``stable_fraction``: the fraction of the global model's parameters stable by the
+  paper's Fig. 1 rule after the last ``apply`` (NaN when unknown); ``num_samples``: each device's
+  local data size (None without data).
 """
 
 from __future__ import annotations
 
 import importlib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+#: Learner-side update rules (implemented in ``models.learner.rules``) and their parameters.
+UPDATE_RULES: dict[str, tuple[str, ...]] = {
+    # freeze frozen_count[n] parameters per device for the frame, chosen by the paper's stability
+    # criterion ("stability") or uniformly at random ("random", an ablation)
+    "freezing": ("selection",),
+}
+
+
+@dataclass(frozen=True)
+class UpdateRuleSpec:
+    """A learner-side update rule: its name (a key of :data:`UPDATE_RULES`) and parameters."""
+
+    name: str
+    params: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.name not in UPDATE_RULES:
+            raise ValueError(f"unknown update rule {self.name!r}; known: {sorted(UPDATE_RULES)}")
+        unknown = set(self.params) - set(UPDATE_RULES[self.name])
+        if unknown:
+            raise ValueError(f"update rule {self.name!r} has no parameter(s) {sorted(unknown)}")
+
 
 @runtime_checkable
 class Learner(Protocol):
-    """What the engine needs from a learner."""
+    """What the engine needs from a learner (see the module docstring)."""
 
-    #: Number of parameters counted in the upload payload ``S = bits_per_param * num_params``
-    #: (BatchNorm running statistics are not counted).
+    #: ``D``: parameters counted in the payload ``S = bits_per_param * D`` (BatchNorm statistics
+    #: are not counted).
     num_params: int
+    stable_fraction: float
+    num_samples: np.ndarray | None
 
-    def begin_frame(self, frame: int, gamma: np.ndarray) -> None: ...
+    def set_update_rule(self, rule: UpdateRuleSpec) -> None: ...
+
+    def begin_frame(self, frame: int, update: Mapping[str, np.ndarray]) -> None: ...
 
     def compute(self, slot: int, device_ids: np.ndarray) -> None: ...
 
@@ -50,47 +79,57 @@ class Learner(Protocol):
 
     def end_frame(self, frame: int) -> None: ...
 
-    def frozen_fraction(self) -> np.ndarray: ...
+    def state_dict(self) -> dict[str, Any]: ...
+
+    def load_state_dict(self, state: dict[str, Any]) -> None: ...
 
 
 class NullLearner:
     """A learner that trains nothing: the network-only mode (channels, controller, energy).
 
-    It freezes exactly what :class:`models.learner.TorchLearner` would (``round(gamma D)``
-    parameters, nothing in frame 0), so a network-only run accounts payloads and energy exactly as
-    the same run with training.
+    The scheme decides what each device freezes (or sends) and the engine charges it, so a
+    network-only run accounts payloads and energy exactly as the same run with training.
     """
 
     stable_fraction = float("nan")
+    num_samples = None
 
     def __init__(self, num_params: int) -> None:
         if num_params <= 0:
             raise ValueError("num_params must be > 0")
         self.num_params = int(num_params)
-        self._frozen = np.zeros(0)
+        self.rule: UpdateRuleSpec | None = None
 
-    def begin_frame(self, frame: int, gamma: np.ndarray) -> None:
-        gamma = np.asarray(gamma, dtype=np.float64)
-        counts = np.rint(gamma * self.num_params)
-        self._frozen = np.zeros_like(gamma) if frame == 0 else counts / self.num_params
+    def set_update_rule(self, rule: UpdateRuleSpec) -> None:
+        """Remember the rule (nothing is trained)."""
+        self.rule = rule
 
-    def frozen_fraction(self) -> np.ndarray:
-        return self._frozen.copy()
+    def begin_frame(self, frame: int, update: Mapping[str, np.ndarray]) -> None:
+        """Nothing to do."""
 
     def compute(self, slot: int, device_ids: np.ndarray) -> None:
-        return None
+        """Nothing to do."""
 
     def apply(self, slot: int, success_ids: np.ndarray) -> None:
-        return None
+        """Nothing to do."""
 
     def evaluate(self) -> tuple[float, float]:
+        """``(nan, nan)``: there is no model."""
         return (float("nan"), float("nan"))
 
     def end_frame(self, frame: int) -> None:
-        return None
+        """Nothing to do."""
+
+    def state_dict(self) -> dict[str, Any]:
+        """No state."""
+        return {}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Nothing to restore."""
 
 
 def build_learner(**kwargs: Any) -> Learner:
     """Build the PyTorch learner (imports :mod:`models` lazily; see ``models.learner``)."""
     module = importlib.import_module("models.learner")
-    return module.TorchLearner.from_config(**kwargs)
+    learner: Learner = module.TorchLearner.from_config(**kwargs)
+    return learner

@@ -18,25 +18,26 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sim import __version__, physics
-from sim.engine import Engine, ProgressFn, RunStats
-from sim.errors import ScenarioError
-from sim.learner import Learner, NullLearner, build_learner
-from sim.mobility import Mobility, build_mobility
-from sim.rng import Streams
-from sim.scenario import (
-    DeviceArrays,
-    Scenario,
-    SystemConstants,
+from sim import __version__
+from sim.config.loading import load_scenario
+from sim.config.resolve import (
     check_data_dir,
     check_deadline,
-    load_scenario,
     payload_num_params,
     resolve_data_dir,
     resolve_devices,
 )
+from sim.config.schema import Scenario
+from sim.engine import Engine, EngineConfig, ProgressFn, RunStats
+from sim.errors import ScenarioError
+from sim.learner import Learner, NullLearner, build_learner
+from sim.rng import Streams
 from sim.schemes import build_scheme
 from sim.trace import TraceWriter, write_json_atomic
+from sim.world import physics
+from sim.world.channel import Channel, build_channel
+from sim.world.mobility import Mobility, build_mobility
+from sim.world.system import DeviceArrays, SystemConstants
 
 
 @dataclass
@@ -50,6 +51,7 @@ class Prepared:
     streams: Streams
     devices: DeviceArrays
     mobility: Mobility
+    channel: Channel
     data_dir: Path
 
 
@@ -101,12 +103,20 @@ def prepare_scenario(
         streams=streams,
         base_dir=base_dir,
     )
+    channel = build_channel(
+        scenario.channel,
+        num_devices=n,
+        min_distance_m=scenario.network.min_distance_m,
+        streams=streams,
+    )
     ddir = resolve_data_dir(data_dir, scenario, base_dir)
     if scenario.learning.enabled:
         check_data_dir(scenario.learning.dataset, ddir)
     else:
         payload_num_params(scenario.learning)
-    return Prepared(scenario, text, path, list(overrides or []), streams, devices, mobility, ddir)
+    return Prepared(
+        scenario, text, path, list(overrides or []), streams, devices, mobility, channel, ddir
+    )
 
 
 def make_learner(prep: Prepared) -> Learner:
@@ -153,6 +163,42 @@ def make_system(prep: Prepared, learner: Learner) -> SystemConstants:
         deadline_s=prep.scenario.run.deadline_s,
         num_params=int(learner.num_params),
         bits_per_param=prep.scenario.learning.bits_per_param,
+    )
+
+
+def engine_config(scenario: Scenario) -> EngineConfig:
+    """The engine's timing and logging settings of a scenario."""
+    return EngineConfig(
+        frames=scenario.run.frames,
+        slots_per_frame=scenario.run.slots_per_frame,
+        deadline_s=scenario.run.deadline_s,
+        mobility_clock=scenario.mobility.clock,
+        eval_every_slots=scenario.learning.eval_every_slots,
+        evaluate=scenario.learning.enabled,
+        late_upload_energy=scenario.trace.late_upload_energy,
+    )
+
+
+def build_engine(
+    prep: Prepared,
+    learner: Learner,
+    *,
+    writer: TraceWriter | None = None,
+    progress: ProgressFn | None = None,
+) -> Engine:
+    """The engine of a prepared scenario: system constants, scheme, and every component."""
+    system = make_system(prep, learner)
+    sc = prep.scenario
+    scheme = build_scheme(sc.scheme.name, sc.scheme.params, system)
+    return Engine(
+        engine_config(sc),
+        system,
+        prep.mobility,
+        prep.channel,
+        scheme,
+        learner,
+        writer=writer,
+        progress=progress,
     )
 
 
@@ -231,7 +277,6 @@ def execute(
     check_out_dir(out, overwrite)
     system = make_system(prep, learner)
     sc = prep.scenario
-    scheme = build_scheme(sc.scheme.name, sc.scheme.params, system)
     if out.exists() and overwrite:
         for name in RUN_FILES:
             (out / name).unlink(missing_ok=True)
@@ -249,6 +294,7 @@ def execute(
         "data_dir": str(prep.data_dir) if sc.learning.enabled else None,
         "num_params": system.num_params,
         "payload_bits": system.full_payload_bits,
+        "channel": prep.channel.describe(),
         "versions": package_versions(),
         "command": sys.argv,
         "started_at": _now(),
@@ -263,19 +309,10 @@ def execute(
         "wflsim.seed": str(sc.seed),
         "wflsim.versions": json.dumps(manifest["versions"]),
         "wflsim.num_params": str(system.num_params),
+        "wflsim.channel": json.dumps(manifest["channel"]),
     }
     writer = TraceWriter(out / "events.parquet", metadata)
-    engine = Engine(
-        sc,
-        system,
-        prep.mobility,
-        scheme,
-        learner,
-        prep.streams,
-        writer=writer,
-        progress=progress,
-        evaluate=sc.learning.enabled,
-    )
+    engine = build_engine(prep, learner, writer=writer, progress=progress)
     try:
         stats = engine.run()
     except BaseException as err:

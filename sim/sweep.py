@@ -138,8 +138,8 @@ def plan_sweep(
         ScenarioError: a malformed grid, or a grid point whose scenario is invalid (the message
             names the point).
     """
+    from sim.config.loading import read_scenario_file
     from sim.run import prepare
-    from sim.scenario import read_scenario_file
 
     path = Path(scenario)
     _, table = read_scenario_file(path)

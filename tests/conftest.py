@@ -53,21 +53,13 @@ def base_scenario(**sections: dict[str, Any]) -> dict[str, Any]:
 
 def run_in_memory(data: dict[str, Any], learner=None) -> tuple[pa.Table, Any]:
     """Validate, prepare and run a scenario table without writing files: (trace, stats)."""
-    from sim.engine import Engine
-    from sim.run import make_learner, make_system, prepare_scenario
-    from sim.scenario import validate_scenario
-    from sim.schemes import build_scheme
+    from sim.config.loading import validate_scenario
+    from sim.run import build_engine, make_learner, prepare_scenario
 
-    sc = validate_scenario(data)
-    prep = prepare_scenario(sc)
-    learner = learner if learner is not None else make_learner(prep)
-    system = make_system(prep, learner)
-    scheme = build_scheme(sc.scheme.name, sc.scheme.params, system)
-    eng = Engine(
-        sc, system, prep.mobility, scheme, learner, prep.streams, evaluate=sc.learning.enabled
-    )
-    stats = eng.run()
-    return eng.table(), stats
+    prep = prepare_scenario(validate_scenario(data))
+    engine = build_engine(prep, learner if learner is not None else make_learner(prep))
+    stats = engine.run()
+    return engine.table(), stats
 
 
 def events(table: pa.Table, name: str):

@@ -7,8 +7,8 @@ import pytest
 
 from analysis import load_events, load_manifest, read_metadata
 from conftest import base_scenario
+from sim.config.loading import validate_scenario
 from sim.run import execute, make_learner, prepare_scenario
-from sim.scenario import validate_scenario
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""Tests of the Lyapunov controller (sim/controller.py) against direct numerical solutions.
+"""Tests of the Lyapunov controller (sim/schemes/controller.py) against direct numerical solutions.
 
 Instances are centred on the paper's MNIST setting (Sec. VI): S = 32 * 440812 bits, W = 10 MHz,
 N0 = -104 dBm, H from 128.1 + 37.6 log10(d[km]) with d in [10, 1000] m, tau0 = 0.8 s, c = 2e6,
@@ -18,8 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.special import exp1, expn
 
-from sim import physics as ph
-from sim.controller import (
+from sim.schemes.controller import (
     ControllerParams,
     default_lambda,
     expected_cost,
@@ -27,13 +26,26 @@ from sim.controller import (
     lambda_from_constants,
     max_tx_power_w,
     paper_curvature_bound,
-    queue_update_j,
     slot_power_decision,
     solve_gamma,
     truncation_gamma,
 )
+from sim.slot import queue_update_j
+from sim.world import physics as ph
 
 FIELDS = tuple(f.name for f in dataclasses.fields(ControllerParams))
+
+
+def prop1(h, gamma, p_max, params: ControllerParams):
+    """Proposition 1 for channel gains ``h``: p_min from the physics formula, then the decision."""
+    u = 1.0 - np.asarray(gamma)
+    tau_cmp = ph.compute_time_s(u, params.cycles_per_sample, params.batch_size, params.cpu_hz)
+    p_min = ph.min_tx_power_w(
+        u * params.model_bits, h, params.bandwidth_hz, params.noise_w, params.deadline_s, tau_cmp
+    )
+    return slot_power_decision(p_min, p_max, u * params.model_bits)
+
+
 MNIST = {
     "model_bits": 32.0 * 440812.0,
     "bandwidth_hz": 10e6,
@@ -332,7 +344,9 @@ def _x_and_c(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Independent ``x = h_min / H``, ``C = Q Dt p_max`` and ``u`` from physics + Prop. 1."""
     u = 1.0 - gamma
-    tau_cmp = ph.compute_time_s(gamma, params.cycles_per_sample, params.batch_size, params.cpu_hz)
+    tau_cmp = ph.compute_time_s(
+        1.0 - gamma, params.cycles_per_sample, params.batch_size, params.cpu_hz
+    )
     n0_a = ph.min_tx_power_w(
         u * params.model_bits, 1.0, params.bandwidth_hz, params.noise_w, params.deadline_s, tau_cmp
     )
@@ -366,16 +380,16 @@ def test_expected_cost_matches_monte_carlo():
         params.queue_j, params.net_value, u, params.deadline_s, params.theta_s, params.peak_power_w
     )
     h = params.mean_gain * rng.exponential(1.0, (n_slots, params.n_devices))
-    dec = slot_power_decision(
-        h, np.broadcast_to(gamma, h.shape), np.broadcast_to(p_max, h.shape), params
-    )
+    dec = prop1(h, np.broadcast_to(gamma, h.shape), np.broadcast_to(p_max, h.shape), params)
     with np.errstate(divide="ignore", invalid="ignore"):
         rate = ph.rate_bps(dec.tx_power_w, h, params.bandwidth_hz, params.noise_w)
         t_com = ph.upload_time_s(u * params.model_bits, rate)
         e_com = ph.upload_energy_j(dec.tx_power_w, np.where(dec.transmit, t_com, 0.0))
-    t_cmp = ph.compute_time_s(gamma, params.cycles_per_sample, params.batch_size, params.cpu_hz)
+    t_cmp = ph.compute_time_s(
+        1.0 - gamma, params.cycles_per_sample, params.batch_size, params.cpu_hz
+    )
     e_cmp = ph.compute_energy_j(
-        gamma, params.cycles_per_sample, params.batch_size, params.cpu_hz, params.capacitance
+        1.0 - gamma, params.cycles_per_sample, params.batch_size, params.cpu_hz, params.capacitance
     )
     in_time = dec.transmit & (t_cmp + t_com <= params.deadline_s * (1.0 + 1e-9))
     assert np.array_equal(in_time, dec.transmit)  # p_min meets the deadline (to rounding)
@@ -485,7 +499,9 @@ def test_q_zero_cost_and_solution():
     params = _concat(_mnist(rng, 100, queue_j=np.zeros(100)))
     gamma = rng.uniform(0.0, 1.0, 100)
     u = 1.0 - gamma
-    tau_cmp = ph.compute_time_s(gamma, params.cycles_per_sample, params.batch_size, params.cpu_hz)
+    tau_cmp = ph.compute_time_s(
+        1.0 - gamma, params.cycles_per_sample, params.batch_size, params.cpu_hz
+    )
     x = (
         ph.min_tx_power_w(
             u * params.model_bits,
@@ -576,10 +592,12 @@ def test_proposition1_matches_dense_power_grid():
     p_max = max_tx_power_w(
         params.queue_j, params.net_value, u, params.deadline_s, params.theta_s, params.peak_power_w
     )
-    dec = slot_power_decision(h, gamma, p_max, params)
-    t_cmp = ph.compute_time_s(gamma, params.cycles_per_sample, params.batch_size, params.cpu_hz)
+    dec = prop1(h, gamma, p_max, params)
+    t_cmp = ph.compute_time_s(
+        1.0 - gamma, params.cycles_per_sample, params.batch_size, params.cpu_hz
+    )
     e_cmp = ph.compute_energy_j(
-        gamma, params.cycles_per_sample, params.batch_size, params.cpu_hz, params.capacitance
+        1.0 - gamma, params.cycles_per_sample, params.batch_size, params.cpu_hz, params.capacitance
     )
     x_ok = params.lam * params.batch_size * (gamma - 1.0)
 
@@ -616,7 +634,7 @@ def test_slot_decision_transmits_at_min_power_and_meets_deadline():
         params.queue_j, params.net_value, u, params.deadline_s, params.theta_s, params.peak_power_w
     )
     h = params.mean_gain * rng.exponential(1.0, 400)
-    dec = slot_power_decision(h, gamma, p_max, params)
+    dec = prop1(h, gamma, p_max, params)
     t = dec.transmit
     assert t.any() and (~t).any()
     np.testing.assert_array_equal(dec.tx_power_w[~t], 0.0)
@@ -722,12 +740,10 @@ def test_with_queue_replaces_only_the_queue():
             "gamma",
         ),
         (lambda: max_tx_power_w(1.0, 1.0, -0.1, 0.8, 0.5, 1.0), "u"),
-        (
-            lambda: slot_power_decision(
-                -1.0, 0.5, 1.0, ControllerParams(**MNIST, mean_gain=1e-9, queue_j=0.0, v=1.0)
-            ),
-            "channel_gain",
-        ),
+        (lambda: slot_power_decision(-1.0, 1.0, 1e6), "min_tx_power_w"),
+        (lambda: slot_power_decision(np.nan, 1.0, 1e6), "min_tx_power_w"),
+        (lambda: slot_power_decision(0.5, -1.0, 1e6), "p_max_w"),
+        (lambda: slot_power_decision(0.5, 1.0, -1.0), "payload_bits"),
     ],
 )
 def test_bad_inputs_raise_value_error_naming_field(call, field):

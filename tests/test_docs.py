@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from conftest import REPO
-from sim.scenario import Scenario
+from sim.config.schema import Scenario
 from sim.trace import COLUMNS, EVENTS, markdown_doc
 
 
@@ -50,3 +50,15 @@ def test_readme_commands_name_existing_scenarios():
     readme = (REPO / "README.md").read_text()
     for path in re.findall(r"scenarios/[\w/]+\.toml", readme):
         assert (REPO / path).is_file(), path
+
+
+def test_channel_models_are_documented():
+    """Every channel model and each of its parameters appears in docs/scenario.md."""
+    from sim.world.channel import config
+
+    doc = (REPO / "docs" / "scenario.md").read_text()
+    for cls in (config.LogDistanceConfig, config.RayleighConfig, config.NoFadingConfig):
+        assert f'"{cls.model_fields["model"].default}"' in doc, cls.__name__
+        for field in cls.model_fields:
+            if field != "model":
+                assert f"| `{field}` |" in doc, (cls.__name__, field)

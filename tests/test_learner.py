@@ -12,7 +12,8 @@ from torch import nn
 from torch.nn.utils import parameters_to_vector, vector_to_parameters
 
 from models.data import partition
-from models.learner import TorchLearner, freeze_masks, stability_scores
+from models.learner import Freezing, TorchLearner, freeze_masks, stability_scores
+from models.learner.gradients import GradientPaths
 from sim.learner import Learner, build_learner
 from sim.rng import Streams
 
@@ -27,9 +28,11 @@ def tiny_learner(
     batchnorm: bool = False,
     n_samples: int = 120,
     lr: float = 0.3,
+    sampling_streams: Streams | None = None,
     **kwargs,
 ) -> TorchLearner:
-    """A learner on random 1x2x2 'images' with 3 classes and a tiny model (D = 43 or 15)."""
+    """A learner on random 1x2x2 'images' with 3 classes and a tiny model (D = 43 or 15); batches
+    from per-device generators, or from ``sampling_streams`` when given."""
     b = np.asarray(batch_sizes, dtype=np.int64)
     g = torch.Generator().manual_seed(seed)
     x = torch.randn(n_samples, 1, 2, 2, generator=g)
@@ -56,22 +59,37 @@ def tiny_learner(
         parts=parts,
         batch_sizes=b,
         lr=lr,
-        sampling_rngs=[np.random.default_rng([seed, n]) for n in range(b.size)],
+        sampling_rngs=None
+        if sampling_streams is not None
+        else [np.random.default_rng([seed, n]) for n in range(b.size)],
+        sampling_streams=sampling_streams,
         **kwargs,
     )
+
+
+def rule(learner: TorchLearner) -> Freezing:
+    """The learner's freezing rule (its default update rule)."""
+    assert isinstance(learner.rule, Freezing)
+    return learner.rule
+
+
+def freeze(learner: TorchLearner, gamma) -> dict[str, np.ndarray]:
+    """The freezing rule's frame input: rint(gamma_n D) parameters per device."""
+    counts = np.rint(np.asarray(gamma, dtype=np.float64) * learner.num_params)
+    return {"frozen_count": counts.astype(np.int64)}
 
 
 def reference_grads(learner: TorchLearner) -> torch.Tensor:
     """Per-device loop with plain autograd on a copy of the model: the uploads of the last compute."""
     ids = learner.computed_ids
     local = learner.local_params(ids)
-    masks = learner.masks[torch.as_tensor(ids)]
+    masks = rule(learner).masks()[torch.as_tensor(ids)]
     out = []
     for row in range(ids.size):
         net = copy.deepcopy(learner.model).train()
         vector_to_parameters(local[row].clone(), net.parameters())
         batch = torch.as_tensor(learner.last_batches[row])
-        loss = F.cross_entropy(net(learner._x_train[batch]), learner._y_train[batch])
+        loss = F.cross_entropy(net(learner.data.x_train[batch]), learner.data.y_train[batch])
         grads = torch.autograd.grad(loss, list(net.parameters()))
         flat = torch.cat([gr.reshape(-1) for gr in grads])
         out.append(flat.masked_fill(masks[row], 0.0))
@@ -81,7 +99,7 @@ def reference_grads(learner: TorchLearner) -> torch.Tensor:
 def run_frame(learner: TorchLearner, frame: int, gamma: np.ndarray, slots: int) -> None:
     """One frame in which every device computes and succeeds every slot."""
     ids = np.arange(learner.num_devices)
-    learner.begin_frame(frame, gamma)
+    learner.begin_frame(frame, freeze(learner, gamma))
     for t in range(slots):
         learner.compute(frame * slots + t, ids)
         learner.apply(frame * slots + t, ids)
@@ -91,7 +109,7 @@ def run_frame(learner: TorchLearner, frame: int, gamma: np.ndarray, slots: int) 
 def with_freezing(learner: TorchLearner, gamma: np.ndarray, slots: int = 3) -> TorchLearner:
     """Run frame 0 (no freezing) and open frame 1 with ``gamma``."""
     run_frame(learner, 0, np.zeros(learner.num_devices), slots)
-    learner.begin_frame(1, gamma)
+    learner.begin_frame(1, freeze(learner, gamma))
     return learner
 
 
@@ -131,7 +149,7 @@ def test_batched_gradients_match_loop_with_freezing(path: str) -> None:
         tiny_learner([3, 7, 4, 6], **path_kwargs(path, [7])), np.array([0.0, 0.3, 0.6, 0.9])
     )
     learner.compute(9, np.array([1, 2, 0, 3]))
-    assert learner.masks.any()
+    assert rule(learner).masks().any()
     torch.testing.assert_close(learner.gradients, reference_grads(learner), rtol=1e-5, atol=1e-6)
 
 
@@ -160,7 +178,7 @@ def test_micro_batches_with_frozen_parameters_match_the_loop() -> None:
         tiny_learner([8, 8, 8], vmap_chunk_samples=3), np.array([0.2, 0.5, 0.7])
     )
     learner.compute(3, np.arange(3))
-    assert learner.masks.any()
+    assert rule(learner).masks().any()
     torch.testing.assert_close(learner.gradients, reference_grads(learner), rtol=1e-5, atol=1e-6)
 
 
@@ -175,24 +193,24 @@ def test_vmap_and_per_device_paths_agree(batchnorm: bool) -> None:
     # atol 1e-5: the conv bias feeding BatchNorm has a true gradient of 0 (rounding noise only)
     torch.testing.assert_close(a.gradients, b.gradients, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(a.last_train_loss, b.last_train_loss, rtol=1e-6)
-    for k, v in a._dev_buffers.items():
-        torch.testing.assert_close(v, b._dev_buffers[k])
+    for k, v in a.device_buffers.items():
+        torch.testing.assert_close(v, b.device_buffers[k])
 
 
 def test_per_device_path_taken_only_when_one_device_fills_a_chunk(monkeypatch) -> None:
     """compute() uses plain autograd per device iff vmap_chunk_samples < 2 x the largest batch."""
     calls: list[str] = []
-    for name in ("_vmap_grads", "_per_device_grads"):
-        orig = getattr(TorchLearner, name)
+    for name in ("vmap_grads", "per_device_grads"):
+        orig = getattr(GradientPaths, name)
 
         def spy(self, *a, _name=name, _orig=orig):
             calls.append(_name)
             return _orig(self, *a)
 
-        monkeypatch.setattr(TorchLearner, name, spy)
+        monkeypatch.setattr(GradientPaths, name, spy)
     for chunk in (12, 11, None):
         tiny_learner([6, 6, 3], vmap_chunk_samples=chunk).compute(0, np.arange(3))
-    assert calls == ["_vmap_grads", "_per_device_grads", "_vmap_grads"]
+    assert calls == ["vmap_grads", "per_device_grads", "vmap_grads"]
 
 
 @pytest.mark.parametrize("path", PATHS)
@@ -209,9 +227,9 @@ def test_compact_images_give_the_same_uploads(path: str) -> None:
         lr = TorchLearner(
             model=copy.deepcopy(ref.model),
             x_train=x,
-            y_train=ref._y_train,
+            y_train=ref.data.y_train,
             x_test=x[:50],
-            y_test=ref._y_train[:50],
+            y_test=ref.data.y_train[:50],
             parts=ref.parts,
             batch_sizes=ref.batch_sizes,
             lr=0.3,
@@ -220,7 +238,7 @@ def test_compact_images_give_the_same_uploads(path: str) -> None:
         )
         lr.compute(0, np.arange(3))
         learners.append(lr)
-    assert isinstance(learners[0]._x_train, CompactImages)
+    assert isinstance(learners[0].data.x_train, CompactImages)
     assert torch.equal(learners[0].gradients, learners[1].gradients)
     assert learners[0].evaluate() == learners[1].evaluate()
 
@@ -257,7 +275,7 @@ def test_fedsgd_step_equals_sgd_on_the_union_batch() -> None:
 
     net = copy.deepcopy(learner.model)
     vector_to_parameters(w0.clone(), net.parameters())
-    loss = F.cross_entropy(net(learner._x_train[union]), learner._y_train[union])
+    loss = F.cross_entropy(net(learner.data.x_train[union]), learner.data.y_train[union])
     loss.backward()
     expected = w0 - 0.7 * torch.cat([p.grad.reshape(-1) for p in net.parameters()])
     torch.testing.assert_close(learner.global_params(), expected, rtol=1e-5, atol=1e-6)
@@ -313,7 +331,7 @@ def test_per_coordinate_aggregation_divides_by_uploaders() -> None:
     )
     w0 = learner.global_params()
     learner.compute(3, np.arange(3))
-    grads, masks = learner.gradients.clone(), learner.masks
+    grads, masks = learner.gradients.clone(), rule(learner).masks()
     learner.apply(3, np.array([0, 2]))
     active = (~masks[[0, 2]]).float()
     bw = torch.tensor([3.0, 2.0])
@@ -351,14 +369,15 @@ def test_freeze_masks_pick_the_smallest_scores() -> None:
     assert shared.tolist() == [[False] * 4, [False, True, False, False], [True] * 4]
 
 
-def test_frame_zero_freezes_nothing() -> None:
-    """Frame 0 has no scores: gamma > 0 freezes nothing."""
+def test_freezing_by_stability_without_scores_is_refused() -> None:
+    """Before a frame has ended there are no scores: asking to freeze is a ValueError, not a
+    silent no-op (the schemes' cost model freezes nothing in frame 0)."""
     learner = tiny_learner([4, 4])
-    learner.begin_frame(0, np.array([0.5, 1.0]))
-    assert not learner.masks.any()
-    assert learner.frozen_fraction().tolist() == [0.0, 0.0]
-    learner.compute(0, np.arange(2))
-    assert (learner.gradients != 0).float().mean() > 0.5
+    with pytest.raises(ValueError, match="scores"):
+        learner.begin_frame(0, freeze(learner, [0.5, 1.0]))
+    learner.begin_frame(0, freeze(learner, [0.0, 0.0]))
+    assert not rule(learner).masks().any()
+    assert rule(learner).frozen_fraction().tolist() == [0.0, 0.0]
 
 
 def test_freezing_counts_follow_gamma_and_scores() -> None:
@@ -367,9 +386,9 @@ def test_freezing_counts_follow_gamma_and_scores() -> None:
     gamma = np.array([0.0, 0.25, 0.6])
     with_freezing(learner, gamma)
     d = learner.num_params
-    masks, scores = learner.masks.numpy(), learner.scores
+    masks, scores = rule(learner).masks().numpy(), rule(learner).score_array()
     assert masks.sum(axis=1).tolist() == np.rint(gamma * d).astype(int).tolist()
-    assert learner.frozen_fraction() == pytest.approx(np.rint(gamma * d) / d)
+    assert rule(learner).frozen_fraction() == pytest.approx(np.rint(gamma * d) / d)
     for n in (1, 2):
         assert scores[n][masks[n]].max() <= scores[n][~masks[n]].min()
 
@@ -377,7 +396,7 @@ def test_freezing_counts_follow_gamma_and_scores() -> None:
 def test_frozen_entries_hold_frame_start_values_and_are_not_uploaded() -> None:
     """Within a frame frozen entries keep their frame-start value, upload 0; active ones follow w."""
     learner = with_freezing(tiny_learner([4, 6, 5]), np.array([0.4, 0.0, 0.7]))
-    w_frame, masks = learner.global_params(), learner.masks
+    w_frame, masks = learner.global_params(), rule(learner).masks()
     ids = np.arange(3)
     for t in range(3, 7):
         learner.compute(t, ids)
@@ -397,7 +416,7 @@ def test_stability_recursion_matches_hand_computation() -> None:
     succeeding = [np.array([0, 2, 3]), np.array([1]), np.array([], dtype=np.int64), np.array([2])]
     gammas = [np.full(n_dev, 0.5), np.array([0.0, 0.2, 0.5, 1.0])]
     for frame, gamma in enumerate(gammas):
-        learner.begin_frame(frame, gamma)
+        learner.begin_frame(frame, freeze(learner, gamma if frame else np.zeros(n_dev)))
         du = np.zeros((n_dev, learner.num_params))
         du_abs = np.zeros_like(du)
         for t in range(slots):
@@ -407,25 +426,26 @@ def test_stability_recursion_matches_hand_computation() -> None:
             diff = w_tilde - learner.global_params().numpy().astype(np.float64)
             du += diff
             du_abs += np.abs(diff)
-        got_du, got_abs = learner.stability_accumulators
+        got_du, got_abs = rule(learner).accumulators()
         np.testing.assert_allclose(got_du, du, rtol=1e-5, atol=1e-6)
         np.testing.assert_allclose(got_abs, du_abs, rtol=1e-5, atol=1e-6)
         learner.end_frame(frame)
         expected = np.where(du_abs > 0, np.abs(du) / np.where(du_abs > 0, du_abs, 1.0), 1.0)
-        np.testing.assert_allclose(learner.scores, expected, rtol=1e-4, atol=1e-6)
+        scores = rule(learner).score_array()
+        np.testing.assert_allclose(scores, expected, rtol=1e-4, atol=1e-6)
         if frame == 0:
-            assert np.allclose(learner.scores, learner.scores[0])  # nothing frozen in frame 0
-    assert learner.masks[3].all()  # gamma = 1: everything frozen, still accumulated
+            assert np.allclose(scores, scores[0])  # nothing frozen in frame 0
+    assert rule(learner).masks()[3].all()  # gamma = 1: everything frozen, still accumulated
 
 
 def test_unmoved_parameters_get_the_configured_score() -> None:
     """A frame without any step gives every parameter s = unmoved_stability (0/0)."""
     learner = tiny_learner([4, 4], unmoved_stability=0.25)
-    learner.begin_frame(0, np.zeros(2))
+    learner.begin_frame(0, freeze(learner, np.zeros(2)))
     learner.compute(0, np.arange(2))
     learner.apply(0, np.array([], dtype=np.int64))
     learner.end_frame(0)
-    assert np.all(learner.scores == 0.25)
+    assert np.all(rule(learner).score_array() == 0.25)
 
 
 @pytest.mark.parametrize("path", PATHS)
@@ -439,11 +459,11 @@ def test_batchnorm_model_grads_and_buffer_averaging(path: str) -> None:
     for row in (0, 2):
         net = copy.deepcopy(learner.model).train()
         batch = torch.as_tensor(learner.last_batches[row])
-        net(learner._x_train[batch])
+        net(learner.data.x_train[batch])
         stats.append(net[1].running_mean.clone())
     learner.apply(0, np.array([0, 2]))
     assert learner.num_params == sum(p.numel() for p in learner.model.parameters())
-    torch.testing.assert_close(learner._buffers["1.running_mean"], (stats[0] + stats[1]) / 2)
+    torch.testing.assert_close(learner.buffers["1.running_mean"], (stats[0] + stats[1]) / 2)
 
 
 # ----------------------------------------------------------------------------- whole learner
@@ -496,7 +516,7 @@ def test_same_seed_same_parameters_different_seed_different() -> None:
         learner = digits_learner(seed, batch_sizes=np.array([8, 16, 4, 12, 8, 8]))
         rng = np.random.default_rng(0)
         for frame in range(3):
-            learner.begin_frame(frame, np.full(6, 0.3))
+            learner.begin_frame(frame, freeze(learner, np.full(6, 0.3 if frame else 0.0)))
             for t in range(2):
                 ids = np.flatnonzero(rng.random(6) < 0.7)
                 learner.compute(2 * frame + t, ids)
@@ -517,10 +537,10 @@ def test_evaluate_matches_a_manual_pass_and_caps_samples() -> None:
     net = copy.deepcopy(learner.model)
     vector_to_parameters(learner.global_params(), net.parameters())
     with torch.no_grad():
-        logits = net(learner._x_test[:20])
+        logits = net(learner.x_test[:20])
     loss, acc = learner.evaluate()
-    assert loss == pytest.approx(float(F.cross_entropy(logits, learner._y_test[:20])), rel=1e-5)
-    assert acc == pytest.approx(float((logits.argmax(1) == learner._y_test[:20]).float().mean()))
+    assert loss == pytest.approx(float(F.cross_entropy(logits, learner.y_test[:20])), rel=1e-5)
+    assert acc == pytest.approx(float((logits.argmax(1) == learner.y_test[:20]).float().mean()))
 
 
 def test_sync_model_copies_the_global_parameters() -> None:
@@ -537,7 +557,7 @@ def test_digits_fedsgd_reaches_85_percent() -> None:
     """Digits, 30 IID devices, B=32, lr=0.5, 150 FedSGD steps: test accuracy > 0.85 (measured ~0.96)."""
     learner = digits_learner(0)
     ids = np.arange(30)
-    learner.begin_frame(0, np.zeros(30))
+    learner.begin_frame(0, freeze(learner, np.zeros(30)))
     for t in range(150):
         learner.compute(t, ids)
         learner.apply(t, ids)
@@ -550,9 +570,8 @@ def test_sampling_streams_make_batches_independent_of_history():
     """With sampling_streams, a device's batch in slot t does not depend on its earlier participation."""
     a = tiny_learner([8, 8], sampling_streams=Streams(4))
     b = tiny_learner([8, 8], sampling_streams=Streams(4))
-    a._rngs = b._rngs = None  # use the per-(device, slot) streams only
-    a.begin_frame(0, np.zeros(2))
-    b.begin_frame(0, np.zeros(2))
+    a.begin_frame(0, freeze(a, np.zeros(2)))
+    b.begin_frame(0, freeze(b, np.zeros(2)))
     a.compute(0, np.array([0, 1]))  # device 0 takes part in slot 0 in a only
     a.apply(0, np.array([0, 1]))
     b.compute(0, np.array([1]))
@@ -565,7 +584,7 @@ def test_sampling_streams_make_batches_independent_of_history():
 def test_stable_fraction_follows_the_papers_rule():
     """stable_fraction = share of parameters whose |update| over the last 10 slots < 0.5 % of the total."""
     learner = tiny_learner([8, 8, 8], lr=0.5)
-    learner.begin_frame(0, np.zeros(3))
+    learner.begin_frame(0, freeze(learner, np.zeros(3)))
     weights = [learner.global_params().clone()]
     for t in range(22):
         if t == 12:

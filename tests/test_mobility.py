@@ -14,7 +14,8 @@ from pydantic import ValidationError
 from scipy import stats
 
 from sim.errors import ScenarioError
-from sim.mobility import (
+from sim.rng import Streams
+from sim.world.mobility import (
     MobilityConfig,
     RandomWaypoint,
     StaticMobility,
@@ -22,7 +23,6 @@ from sim.mobility import (
     build_mobility,
     uniform_disc_positions_m,
 )
-from sim.rng import Streams
 
 R = 500.0  # cell radius, m
 RMIN = 10.0  # minimum distance, m

@@ -10,8 +10,8 @@ import pytest
 from analysis.io import load_events
 from analysis.report import FIGURES, write_report
 from conftest import base_scenario
+from sim.config.loading import validate_scenario
 from sim.run import execute, make_learner, prepare_scenario
-from sim.scenario import validate_scenario
 from test_tidy import write_synthetic_run
 
 

@@ -8,18 +8,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import REPO, base_scenario
+from sim.config.catalogue import model_num_params
+from sim.config.loading import apply_overrides, load_scenario, parse_override, validate_scenario
+from sim.config.resolve import check_deadline, resolve_devices
+from sim.config.schema import DevicesConfig
 from sim.errors import ScenarioError
 from sim.rng import Streams
-from sim.scenario import (
-    DevicesConfig,
-    apply_overrides,
-    check_deadline,
-    load_scenario,
-    model_num_params,
-    parse_override,
-    resolve_devices,
-    validate_scenario,
-)
 
 
 def _field_of(data: dict) -> str:
@@ -147,16 +141,30 @@ def test_override_through_a_value_is_rejected():
         apply_overrides(base_scenario(), ["seed.x=1"])
 
 
-def test_static_parameter_counts_match_the_networks():
-    """The torch-free parameter table equals the real networks' counts."""
+def test_catalogue_parameter_counts_match_the_networks():
+    """The torch-free catalogue's D equals the real network's count for every model and dataset."""
     nets = pytest.importorskip("models.nets")
-    for model, dataset in [
-        ("mlp", "digits"),
-        ("mlp", "mnist"),
-        ("cnn_mnist", "mnist"),
-        ("cnn_mnist_small", "mnist"),
-    ]:
-        assert model_num_params(model, dataset) == nets.num_params(model, dataset)
+    from sim.config.catalogue import MODEL_DATASETS
+
+    for model, datasets in MODEL_DATASETS.items():
+        for dataset in datasets:
+            assert model_num_params(model, dataset) == nets.num_params(model, dataset)
+
+
+def test_moved_network_fields_name_their_new_place():
+    """network.fading (moved to [channel]) is refused with a message that says where it went."""
+    with pytest.raises(ScenarioError, match=r"\[channel\]") as info:
+        validate_scenario(base_scenario(network={"fading": "none"}))
+    assert info.value.field == "network"
+
+
+def test_channel_table_accepts_a_bare_model_name():
+    """channel.fading = "none" is the table {model = "none"}; an unknown model names the field."""
+    sc = validate_scenario(base_scenario(channel={"fading": "none"}))
+    assert sc.channel.fading.model == "none"
+    with pytest.raises(ScenarioError) as info:
+        validate_scenario(base_scenario(channel={"fading": "nakagami"}))
+    assert info.value.field.startswith("channel.fading")
 
 
 _junk = st.one_of(

@@ -54,7 +54,7 @@ def write_synthetic_run(
     extra: dict | None = None,
 ) -> Path:
     """Write the hand-built trace above (energies times ``scale``) with its scenario metadata."""
-    from sim.scenario import validate_scenario
+    from sim.config.loading import validate_scenario
     from sim.trace import TraceBuffer, TraceWriter
 
     sections: dict = {

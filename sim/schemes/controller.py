@@ -60,7 +60,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy.special import exp1
 
-from sim.physics import compute_energy_j, compute_time_s, min_tx_power_w
+from sim.world.physics import compute_energy_j, compute_time_s
 
 F64 = NDArray[np.float64]
 
@@ -74,7 +74,6 @@ __all__ = [
     "lambda_from_constants",
     "max_tx_power_w",
     "paper_curvature_bound",
-    "queue_update_j",
     "slot_power_decision",
     "solve_gamma",
     "truncation_gamma",
@@ -120,28 +119,8 @@ def _checked_gamma(gamma: ArrayLike, name: str = "gamma") -> F64:
 
 
 # --------------------------------------------------------------------------------------------
-# queue and multiplier
+# multiplier (the queue update is sim.slot.queue_update_j: one source for every scheme)
 # --------------------------------------------------------------------------------------------
-
-
-def queue_update_j(queue_j: ArrayLike, energy_j: ArrayLike, budget_j: ArrayLike) -> F64:
-    """Energy-deficit virtual queue update ``Q <- max(Q + E - E_bar, 0)`` (eq. "queue update").
-
-    Args:
-        queue_j: current queue ``Q``, shape ``(N,)``, J, ``>= 0``.
-        energy_j: energy spent this slot ``E`` (compute + upload), same shape, J, ``>= 0``.
-        budget_j: per-slot energy budget ``E_bar``, same shape (or scalar), J, ``>= 0``.
-
-    Returns:
-        the next queue, shape ``(N,)``, J (``>= 0``).
-
-    Raises:
-        ValueError: on negative or non-finite inputs.
-    """
-    q = _checked("queue_j", queue_j, nonneg=True)
-    e = _checked("energy_j", energy_j, nonneg=True)
-    b = _checked("budget_j", budget_j, nonneg=True)
-    return np.maximum(q + e - b, 0.0)
 
 
 def default_lambda(batch_sizes: ArrayLike) -> float:
@@ -269,13 +248,13 @@ class ControllerParams:
     @property
     def theta_s(self) -> F64:
         """``theta = c B / f``: full-model computation time, eq. (cmp_time) at ``u = 1``, s."""
-        return compute_time_s(0.0, self.cycles_per_sample, self.batch_size, self.cpu_hz)
+        return compute_time_s(1.0, self.cycles_per_sample, self.batch_size, self.cpu_hz)
 
     @property
     def e_cmp_j(self) -> F64:
         """``e_cmp = (alpha/2) c B f^2``: full-model computation energy, eq. (cmp_energy), J."""
         return compute_energy_j(
-            0.0, self.cycles_per_sample, self.batch_size, self.cpu_hz, self.capacitance
+            1.0, self.cycles_per_sample, self.batch_size, self.cpu_hz, self.capacitance
         )
 
     @property
@@ -394,39 +373,29 @@ class SlotDecision(NamedTuple):
 
 
 def slot_power_decision(
-    channel_gain: ArrayLike, gamma: ArrayLike, p_max_w: ArrayLike, params: ControllerParams
+    min_tx_power_w: ArrayLike, p_max_w: ArrayLike, payload_bits: ArrayLike
 ) -> SlotDecision:
     """Optimal per-slot power, Proposition 1 (eq. "optimal power").
 
-    ``p_min = N0 / h (2^(u S / (W (tau0 - tau_cmp))) - 1)`` (eq. "min transmit power", via
-    :func:`sim.physics.min_tx_power_w`); transmit at ``p_min`` iff ``p_max > 0`` and
-    ``p_min <= p_max``, else ``p = 0`` and the device drops out (no compute, no energy).
+    Transmit at ``p_min`` iff ``p_max > 0``, there is something to send and ``p_min <= p_max``;
+    else ``p = 0`` and the device drops out (no compute, no energy).
 
     Args:
-        channel_gain: this slot's ``h``, linear, shape ``(N,)``, ``>= 0``.
-        gamma: the frame's freezing percentage, shape ``(N,)``, in ``[0, 1]``.
+        min_tx_power_w: this slot's ``p_min = N0 / h (2^(u S / (W (tau0 - tau_cmp))) - 1)``
+            (eq. "min transmit power"), W, shape ``(N,)``, ``>= 0``, ``inf`` where no power meets
+            the deadline; computed once per slot by :func:`sim.slot.min_tx_power_w`.
         p_max_w: the frame's threshold (e.g. :attr:`GammaResult.p_max_w`), W, ``>= 0``.
-        params: the devices' parameters (only the physical fields are used).
+        payload_bits: the upload payload ``u S``, bits, ``>= 0`` (0: nothing to send).
 
     Returns:
-        :class:`SlotDecision` ``(tx_power_w, transmit)``. With ``u = 0`` nothing is sent.
+        :class:`SlotDecision` ``(tx_power_w, transmit)``.
     """
-    h = _checked("channel_gain", channel_gain, nonneg=True)
-    g = _checked_gamma(gamma)
+    p_min = np.asarray(min_tx_power_w, dtype=np.float64)
+    if np.any(np.isnan(p_min)) or np.any(p_min < 0.0):
+        raise ValueError("min_tx_power_w must be >= 0 (inf allowed), not NaN")
     pmax = _checked("p_max_w", p_max_w, nonneg=True)
-    u = 1.0 - g
-    tau_cmp = compute_time_s(g, params.cycles_per_sample, params.batch_size, params.cpu_hz)
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        p_min = min_tx_power_w(
-            u * params.model_bits,
-            h,
-            params.bandwidth_hz,
-            params.noise_w,
-            params.deadline_s,
-            tau_cmp,
-        )
-    p_min = np.where(np.isnan(p_min), np.inf, p_min)
-    transmit = (pmax > 0.0) & (u > 0.0) & (p_min <= pmax)
+    bits = _checked("payload_bits", payload_bits, nonneg=True)
+    transmit = (pmax > 0.0) & (bits > 0.0) & (p_min <= pmax)
     return SlotDecision(np.where(transmit, p_min, 0.0), transmit)
 
 

@@ -53,20 +53,28 @@ def path_loss_db(
     min_distance_m: float = 10.0,
     intercept_db: float = PATHLOSS_INTERCEPT_DB,
     slope_db: float = PATHLOSS_SLOPE_DB,
+    reference_distance_m: float = 1000.0,
 ) -> F64:
-    """Path loss ``PL[dB] = intercept + slope * log10(d[km])`` (paper, Sec. VI; d in km).
+    """Log-distance path loss ``PL[dB] = intercept + slope * log10(d / d_ref)``.
+
+    With the defaults it is the paper's ``128.1 + 37.6 log10(d[km])`` (Sec. VI; ``d_ref`` = 1 km).
 
     Args:
         distance_m: device-server distances, any shape, metres. Values below ``min_distance_m``
             are clipped to it (the formula diverges at 0).
         min_distance_m: minimum distance, metres.
-        intercept_db, slope_db: the model's constants (defaults: 128.1 dB, 37.6 dB/decade).
+        intercept_db: path loss at the reference distance, dB (default 128.1).
+        slope_db: dB per decade of distance, ``10 n`` for a path-loss exponent ``n``
+            (default 37.6).
+        reference_distance_m: ``d_ref``, metres (default 1000).
 
     Returns:
         path loss, same shape, dB (positive: a loss).
     """
-    d_km = np.maximum(np.asarray(distance_m, dtype=np.float64), min_distance_m) / 1000.0
-    return intercept_db + slope_db * np.log10(d_km)
+    d_rel = (
+        np.maximum(np.asarray(distance_m, dtype=np.float64), min_distance_m) / reference_distance_m
+    )
+    return intercept_db + slope_db * np.log10(d_rel)
 
 
 def large_scale_gain(path_loss_db: ArrayLike) -> F64:
@@ -112,7 +120,11 @@ def rate_bps(
 
 
 def payload_bits(num_params: int, gamma: ArrayLike, bits_per_param: int = 32) -> F64:
-    """Upload payload ``(1 - gamma) S`` with ``S = bits_per_param * num_params`` (eq. 10), bits."""
+    """Upload payload of a freezing scheme, ``(1 - gamma) S`` with ``S = bits_per_param * D``.
+
+    Paper eq. 10. Args: ``num_params`` ``D``; ``gamma`` the frozen fraction in ``[0, 1]``;
+    ``bits_per_param`` bits per value. Returns bits (shape of ``gamma``).
+    """
     return (1.0 - np.asarray(gamma, dtype=np.float64)) * float(bits_per_param) * float(num_params)
 
 
@@ -137,10 +149,24 @@ def upload_energy_j(tx_power_w: ArrayLike, upload_time_s: ArrayLike) -> F64:
 
 
 def compute_time_s(
-    gamma: ArrayLike, cycles_per_sample: ArrayLike, batch_size: ArrayLike, cpu_hz: ArrayLike
+    compute_fraction: ArrayLike,
+    cycles_per_sample: ArrayLike,
+    batch_size: ArrayLike,
+    cpu_hz: ArrayLike,
 ) -> F64:
-    """Computation latency ``tau_cmp = (1 - gamma) c B / f`` (paper eq. 12), seconds."""
-    u = 1.0 - np.asarray(gamma, dtype=np.float64)
+    """Computation latency ``tau_cmp = u c B / f``, seconds (paper eq. 12 with ``u = 1 - gamma``).
+
+    Args:
+        compute_fraction: ``u``, the share of a full local gradient's ``c B`` cycles the device
+            runs, in ``[0, 1]`` (``1 - gamma`` under freezing; a scheme's cost model gives it).
+        cycles_per_sample: ``c``, cycles per sample.
+        batch_size: ``B``, samples.
+        cpu_hz: ``f``, cycles per second.
+
+    Returns:
+        ``tau_cmp``, seconds (broadcast shape, typically ``(N,)``).
+    """
+    u = np.asarray(compute_fraction, dtype=np.float64)
     return (
         u
         * np.asarray(cycles_per_sample, dtype=np.float64)
@@ -150,14 +176,23 @@ def compute_time_s(
 
 
 def compute_energy_j(
-    gamma: ArrayLike,
+    compute_fraction: ArrayLike,
     cycles_per_sample: ArrayLike,
     batch_size: ArrayLike,
     cpu_hz: ArrayLike,
     capacitance: ArrayLike,
 ) -> F64:
-    """Computation energy ``E_cmp = (alpha / 2) (1 - gamma) c B f^2`` (paper eq. 13), joules."""
-    u = 1.0 - np.asarray(gamma, dtype=np.float64)
+    """Computation energy ``E_cmp = (alpha / 2) u c B f^2``, joules (paper eq. 13, ``u = 1 - gamma``).
+
+    Args:
+        compute_fraction: ``u`` in ``[0, 1]`` (see :func:`compute_time_s`).
+        cycles_per_sample, batch_size, cpu_hz: ``c``, ``B`` (samples), ``f`` (cycles/s).
+        capacitance: ``alpha``, the effective switched capacitance.
+
+    Returns:
+        ``E_cmp``, joules.
+    """
+    u = np.asarray(compute_fraction, dtype=np.float64)
     f = np.asarray(cpu_hz, dtype=np.float64)
     return (
         0.5

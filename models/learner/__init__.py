@@ -1,0 +1,26 @@
+"""The federated learner (PyTorch), split along its concerns.
+
+* :mod:`models.learner.core` -- :class:`TorchLearner`, which composes the parts below and
+  implements :class:`sim.learner.Learner`.
+* :mod:`models.learner.sampling` -- local data on the torch device, per-slot minibatches.
+* :mod:`models.learner.flat` -- a network seen as one flat parameter vector.
+* :mod:`models.learner.gradients` -- the vmap and per-device gradient paths.
+* :mod:`models.learner.rules` -- update rules with per-device state (freezing).
+* :mod:`models.learner.aggregate` -- aggregation as pure functions.
+* :mod:`models.learner.evaluation`, :mod:`models.learner.stable_fraction` -- test accuracy and
+  the paper's Fig. 1 metric.
+"""
+
+from models.learner.core import AUTO_CHUNK_SAMPLES, LR_SCHEDULES, TorchLearner, resolve_device
+from models.learner.rules import Freezing, UpdateRule, freeze_masks, stability_scores
+
+__all__ = [
+    "AUTO_CHUNK_SAMPLES",
+    "LR_SCHEDULES",
+    "Freezing",
+    "TorchLearner",
+    "UpdateRule",
+    "freeze_masks",
+    "resolve_device",
+    "stability_scores",
+]

@@ -1,0 +1,418 @@
+"""The federated learner: FedSGD over ``N`` simulated devices (paper eqs. 1-6).
+
+:class:`TorchLearner` implements :class:`sim.learner.Learner` by composing one part per concern:
+
+* :class:`~models.learner.sampling.LocalData` -- the training set on the torch device, its
+  partition and each device's minibatch of a slot;
+* :class:`~models.learner.gradients.GradientPaths` -- every participating device's gradient in
+  batched ``vmap`` calls or plain autograd per device;
+* an update rule (:mod:`models.learner.rules`, named by the scheme) -- where devices train, what
+  they upload, how the server aggregates (:mod:`models.learner.aggregate`), per-device state;
+* :func:`~models.learner.evaluation.evaluate` and the Fig. 1 metric
+  (:class:`~models.learner.stable_fraction.StableFraction`).
+
+Notation: ``D`` trainable parameters (flattened in ``model.named_parameters()`` order), ``n``
+devices in one call, ``B_n`` the batch size of device ``n``. Global state on the torch device:
+the model ``w`` ``(D,)`` and the buffers (BatchNorm running statistics, not counted in ``D``).
+
+One slot: ``compute(t, ids)`` draws the devices' batches, computes their gradients at the rule's
+local parameters and turns them into uploads; ``apply(t, ok)`` aggregates the uploads of the
+devices that made the deadline, steps ``w <- w - lr_t g`` (eq. 4; no step when ``ok`` is empty),
+averages their BatchNorm statistics, and lets the rule account the move (eq. 5).
+
+Randomness: the partition uses ``streams.global_("partition")``, device ``n``'s minibatch of slot
+``t`` comes from ``streams.device("sampling", n, t)``, the initial weights from the CPU generator
+seeded with ``streams.int_seed("torch_init")`` inside ``torch.random.fork_rng`` (the global torch
+RNG is left untouched). Same seed, same hardware and thread count => bit-identical results.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from models import data as _data
+from models.learner import aggregate
+from models.learner.evaluation import evaluate
+from models.learner.flat import FlatModel
+from models.learner.gradients import GradientPaths
+from models.learner.rules import AGGREGATIONS, Freezing, UpdateRule, build_rule
+from models.learner.sampling import DeviceStreams, LocalData, images_on
+from models.learner.stable_fraction import StableFraction
+from models.nets import build_model
+
+LR_SCHEDULES = ("constant", "half_life")
+#: ``vmap_chunk_samples="auto"`` per torch device type. On a CPU, 512 samples at a time keep the
+#: activations of the paper's CNNs in cache: one vmap over 30 x 512 samples ran at half the
+#: speed of 30 chunks of 512 (``benchmarks/learner_overhead.py --chunk``). A GPU wants large
+#: batches; 16,384 bounds its memory.
+AUTO_CHUNK_SAMPLES: dict[str, int] = {"cpu": 512, "cuda": 16384}
+
+
+def resolve_device(device: str | torch.device) -> torch.device:
+    """``"cpu"`` | ``"cuda"`` | ``"cuda:i"`` | ``"auto"`` (CUDA when available) -> a device."""
+    if str(device) == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    dev = torch.device(device)
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"learning device {str(device)!r} requested but CUDA is not available")
+    return dev
+
+
+class TorchLearner:
+    """FedSGD over ``N`` simulated devices with a scheme's update rule (see the module doc).
+
+    Use :meth:`from_config` (what ``sim.learner.build_learner`` calls); the constructor takes
+    ready tensors, a model and a partition, which the tests use with tiny synthetic models. The
+    update rule is per-device freezing by stability until :meth:`set_update_rule` names another.
+
+    Args (shapes): ``x_*`` ``(M, ...)`` float (or :class:`models.data.CompactImages`, normalised
+    when indexed), ``y_*`` ``(M,)`` int64 class labels, ``parts`` ``N`` index arrays into the
+    training set, ``batch_sizes`` ``(N,)`` ints >= 1, ``sampling_rngs`` ``N`` generators (device
+    ``n``'s minibatch draws, in order) or ``sampling_streams`` the run's streams (device ``n``'s
+    batch of slot ``t`` from ``streams.device("sampling", n, t)``). ``vmap_chunk_samples``: at
+    most about this many samples (devices x padded batch) go through the network at once; fewer
+    than two devices in a chunk selects the per-device path (:mod:`models.learner.gradients`);
+    ``None`` = no bound; ``"auto"`` (default) = :data:`AUTO_CHUNK_SAMPLES` of the device type.
+    ``aggregation``: ``"weighted"`` (eq. 3) or ``"per_coordinate"``. ``unmoved_stability``: the
+    stability score of a parameter that did not move in a frame.
+    """
+
+    def __init__(
+        self,
+        *,
+        model: nn.Module,
+        x_train: torch.Tensor | _data.CompactImages,
+        y_train: torch.Tensor,
+        x_test: torch.Tensor | _data.CompactImages,
+        y_test: torch.Tensor,
+        parts: Sequence[np.ndarray],
+        batch_sizes: np.ndarray | Sequence[int],
+        lr: float,
+        sampling_rngs: Sequence[np.random.Generator] | None = None,
+        sampling_streams: DeviceStreams | None = None,
+        lr_schedule: str = "constant",
+        total_slots: int | None = None,
+        device: str | torch.device = "cpu",
+        eval_max_samples: int | None = None,
+        unmoved_stability: float = 1.0,
+        aggregation: str = "weighted",
+        vmap_chunk_samples: int | str | None = "auto",
+        eval_batch_size: int = 2048,
+    ) -> None:
+        self.device = resolve_device(device)
+        b = np.asarray(batch_sizes)
+        if b.ndim != 1 or b.size == 0 or not np.issubdtype(b.dtype, np.integer) or (b < 1).any():
+            raise ValueError("batch_sizes must be a non-empty 1-D integer array of values >= 1")
+        if not (np.isfinite(lr) and lr > 0):
+            raise ValueError(f"lr must be a finite number > 0, got {lr}")
+        if lr_schedule not in LR_SCHEDULES:
+            raise ValueError(f"unknown lr_schedule {lr_schedule!r}; known: {list(LR_SCHEDULES)}")
+        if lr_schedule == "half_life" and not (total_slots and total_slots > 0):
+            raise ValueError("lr_schedule 'half_life' needs total_slots > 0")
+        if aggregation not in AGGREGATIONS:
+            raise ValueError(f"unknown aggregation {aggregation!r}; known: {list(AGGREGATIONS)}")
+        if eval_max_samples is not None and eval_max_samples < 1:
+            raise ValueError("eval_max_samples must be None or >= 1")
+        if vmap_chunk_samples == "auto":
+            vmap_chunk_samples = AUTO_CHUNK_SAMPLES.get(self.device.type, 8192)
+        if vmap_chunk_samples is not None and (
+            isinstance(vmap_chunk_samples, str | bool) or vmap_chunk_samples < 1
+        ):
+            raise ValueError(
+                f"vmap_chunk_samples must be 'auto', None or >= 1, got {vmap_chunk_samples!r}"
+            )
+        self.num_devices = b.size
+        self.batch_sizes = b.astype(np.int64)
+        self.lr = float(lr)
+        self.lr_schedule = lr_schedule
+        self.total_slots = total_slots
+        self.aggregation = aggregation
+        self.unmoved_stability = float(unmoved_stability)
+        self.eval_max_samples = eval_max_samples
+        self.vmap_chunk_samples: int | None = vmap_chunk_samples
+        self.eval_batch_size = int(eval_batch_size)
+        self.streams = sampling_streams
+
+        dev = self.device
+        self.data = LocalData(
+            x_train, y_train, parts, self.batch_sizes, dev, sampling_rngs, sampling_streams
+        )
+        self.x_test = images_on(x_test, dev)
+        self.y_test = y_test.to(dev, torch.int64)
+        self.model = model.to(dev)
+        self.net = FlatModel(self.model)
+        self.num_params = self.net.num_params
+        self.paths = GradientPaths(
+            self.net, self.data.x_train, self.data.y_train, vmap_chunk_samples, dev
+        )
+        self._w = self.net.initial_params()
+        self.buffers: dict[str, torch.Tensor] = self.net.initial_buffers()
+        self.stability = StableFraction(self.num_params, dev)
+        self.rule: UpdateRule = Freezing(
+            self.num_devices,
+            self.num_params,
+            dev,
+            aggregation=aggregation,
+            unmoved_stability=unmoved_stability,
+            streams=sampling_streams,
+        )
+        self._started = False
+        #: the devices' BatchNorm buffers after the last compute, ``{name: (n, ...)}``
+        self.device_buffers: dict[str, torch.Tensor] = {}
+        #: the learner has no per-device data-size attribute in this version (trace: null)
+        self.num_samples: np.ndarray | None = None
+        self._clear_slot()
+
+    # ------------------------------------------------------------------ construction
+    @classmethod
+    def from_config(
+        cls,
+        *,
+        dataset: str,
+        data_dir: str | os.PathLike[str] | None,
+        model: str,
+        partition: str,
+        dirichlet_alpha: float | None,
+        batch_sizes: np.ndarray | Sequence[int],
+        lr: float,
+        lr_schedule: str = "constant",
+        total_slots: int | None,
+        streams: DeviceStreams,
+        device: str = "cpu",
+        eval_max_samples: int | None = None,
+        unmoved_stability: float = 1.0,
+        aggregation: str = "weighted",
+        vmap_chunk_samples: int | str | None = "auto",
+    ) -> TorchLearner:
+        """Build data, partition, model and learner from scenario values.
+
+        ``streams`` is the run's :class:`sim.rng.Streams` (or anything with its ``device``,
+        ``global_`` and ``int_seed`` methods); ``partition`` is ``"iid"`` or ``"dirichlet"``
+        (then ``dirichlet_alpha > 0``); ``batch_sizes`` ``(N,)`` gives ``N``.
+        """
+        if partition == "dirichlet" and dirichlet_alpha is None:
+            raise ValueError("partition 'dirichlet' needs dirichlet_alpha > 0")
+        b = np.asarray(batch_sizes)
+        x_tr, y_tr, x_te, y_te = _data.load_dataset(dataset, data_dir, compact=True)
+        parts = _data.partition(
+            y_tr.numpy(),
+            b.size,
+            partition,
+            1.0 if dirichlet_alpha is None else float(dirichlet_alpha),
+            streams.global_("partition"),
+        )
+        with torch.random.fork_rng(devices=[]):
+            torch.default_generator.manual_seed(streams.int_seed("torch_init"))
+            net = build_model(model, dataset)
+        return cls(
+            model=net,
+            x_train=x_tr,
+            y_train=y_tr,
+            x_test=x_te,
+            y_test=y_te,
+            parts=parts,
+            batch_sizes=b,
+            lr=lr,
+            sampling_streams=streams,
+            lr_schedule=lr_schedule,
+            total_slots=total_slots,
+            device=device,
+            eval_max_samples=eval_max_samples,
+            unmoved_stability=unmoved_stability,
+            aggregation=aggregation,
+            vmap_chunk_samples=vmap_chunk_samples,
+        )
+
+    def set_update_rule(self, rule: Any) -> None:
+        """Use the scheme's update rule (a ``sim.learner.UpdateRuleSpec``: name and parameters).
+
+        Raises:
+            RuntimeError: after the first frame began (the rule owns per-device state).
+        """
+        if self._started:
+            raise RuntimeError("the update rule can only be set before the first frame")
+        self.rule = build_rule(
+            rule.name,
+            rule.params,
+            num_devices=self.num_devices,
+            num_params=self.num_params,
+            device=self.device,
+            aggregation=self.aggregation,
+            unmoved_stability=self.unmoved_stability,
+            streams=self.streams,
+        )
+
+    # ------------------------------------------------------------------ views
+    @property
+    def parts(self) -> list[np.ndarray]:
+        """The partition: device ``n``'s training-sample indices (sorted, int64)."""
+        return list(self.data.parts)
+
+    @property
+    def stable_fraction(self) -> float:
+        """Fig. 1's stable fraction of the global model after the last ``apply`` (NaN before
+        ten slots)."""
+        return self.stability.value
+
+    @property
+    def gradients(self) -> torch.Tensor:
+        """``(n, D)`` uploads of the last ``compute`` (rows in ``computed_ids`` order)."""
+        return self._uploads
+
+    @property
+    def computed_ids(self) -> np.ndarray:
+        """Devices of the last ``compute`` (the rows of :attr:`gradients`)."""
+        return self._ids.copy()
+
+    @property
+    def last_batches(self) -> list[np.ndarray]:
+        """Training-set indices each device of the last ``compute`` drew (length ``B_n`` each)."""
+        return list(self._batches)
+
+    @property
+    def last_train_loss(self) -> np.ndarray:
+        """``(n,)`` minibatch losses of the last ``compute`` (at each device's local model)."""
+        return self._losses.copy()
+
+    def global_params(self) -> torch.Tensor:
+        """A copy of the global model ``w^t``, flat ``(D,)``."""
+        return self._w.clone()
+
+    def set_global_params(self, w: torch.Tensor) -> None:
+        """Overwrite the global model with a flat ``(D,)`` vector (tests, checkpoints)."""
+        if tuple(w.shape) != (self.num_params,):
+            raise ValueError(f"expected shape ({self.num_params},), got {tuple(w.shape)}")
+        self._w = w.detach().to(self.device, torch.float32).clone()
+
+    def sync_model(self) -> nn.Module:
+        """Copy the global parameters and buffers into :attr:`model` (which the learner itself
+        never reads) and return it, e.g. to save a checkpoint with ``model.state_dict()``."""
+        with torch.no_grad():
+            for k, v in self.net.param_dict(self._w).items():
+                self.model.get_parameter(k).copy_(v)
+            for k, v in self.buffers.items():
+                self.model.get_buffer(k).copy_(v)
+        return self.model
+
+    def local_params(self, device_ids: np.ndarray | Sequence[int]) -> torch.Tensor:
+        """``(n, D)`` local models of ``device_ids`` in this slot (eq. 1 under freezing)."""
+        ids = self._check_ids(device_ids)
+        p = self.rule.local_params(self._w, ids)
+        return p.expand(ids.size, -1).clone() if p.dim() == 1 else p
+
+    def param_dict(self, flat: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Split a flat ``(..., D)`` vector into ``{name: (..., *shape)}`` views."""
+        return self.net.param_dict(flat)
+
+    def lr_at(self, slot: int) -> float:
+        """Learning rate of slot ``t``: ``lr`` or ``lr * 0.5 ** (t / total_slots)``."""
+        if self.lr_schedule == "half_life":
+            assert self.total_slots is not None
+            return self.lr * 0.5 ** (slot / self.total_slots)
+        return self.lr
+
+    # ------------------------------------------------------------------ protocol
+    def begin_frame(self, frame: int, update: Mapping[str, np.ndarray]) -> None:
+        """Open frame ``frame``: the rule takes the scheme's per-device inputs."""
+        self._started = True
+        self.rule.begin_frame(frame, self._w, update)
+
+    def compute(self, slot: int, device_ids: np.ndarray) -> None:
+        """Draw minibatches and compute the uploads of ``device_ids`` (batched)."""
+        ids = self._check_ids(device_ids)
+        self._clear_slot()
+        self._ids = ids
+        if ids.size == 0:
+            return
+        batch = self.data.draw(slot, ids)
+        self._batches = batch.samples
+        params = self.rule.local_params(self._w, ids)
+        grads, losses, new_bufs = self.paths.compute(params, batch, self.buffers)
+        self._uploads = self.rule.uploads(grads, ids)
+        self._losses = losses.cpu().numpy()
+        self.device_buffers = new_bufs
+
+    def apply(self, slot: int, success_ids: np.ndarray) -> None:
+        """Aggregate the uploads that arrived (eq. 3), step (eq. 4), let the rule account it."""
+        ok = self._check_ids(success_ids)
+        w_t = self._w
+        if ok.size:
+            pos = {int(n): r for r, n in enumerate(self._ids)}
+            missing = [int(n) for n in ok if int(n) not in pos]
+            if missing:
+                raise ValueError(f"devices {missing} succeeded but computed nothing in this slot")
+            rows = torch.as_tensor([pos[int(n)] for n in ok], device=self.device)
+            bw = torch.as_tensor(self.batch_sizes[ok], dtype=torch.float32, device=self.device)
+            g = self.rule.aggregate(self._uploads[rows], ok, bw)
+            w_next = w_t - self.lr_at(slot) * g
+            self.buffers.update(aggregate.average_buffers(self.device_buffers, rows))
+        else:
+            w_next = w_t
+        self.rule.after_step(w_t, w_next)
+        self.stability.track(w_t, w_next)
+        self._w = w_next
+        self._clear_slot()
+
+    def evaluate(self) -> tuple[float, float]:
+        """``(mean cross-entropy, accuracy)`` of the global model on the test split."""
+        return evaluate(
+            self.net,
+            self._w,
+            self.buffers,
+            self.x_test,
+            self.y_test,
+            max_samples=self.eval_max_samples,
+            batch_size=self.eval_batch_size,
+        )
+
+    def end_frame(self, frame: int) -> None:
+        """Close the frame (the rule computes what the next frame needs)."""
+        self.rule.end_frame()
+
+    # ------------------------------------------------------------------ state
+    def state_dict(self) -> dict[str, Any]:
+        """Global model, buffers, the Fig. 1 metric and the rule's state (numpy, no torch)."""
+        return {
+            "w": self._w.cpu().numpy(),
+            "buffers": {k: v.cpu().numpy() for k, v in self.buffers.items()},
+            "stable_fraction": self.stability.state_dict(),
+            "rule": self.rule.state_dict(),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`state_dict` (a learner built from the same scenario and seed)."""
+        w = np.asarray(state["w"])
+        if w.shape != (self.num_params,):
+            raise ValueError(f"saved model has {w.shape} parameters, this one ({self.num_params},)")
+        self._w = torch.as_tensor(w, dtype=torch.float32, device=self.device).clone()
+        bufs = state["buffers"]
+        if set(bufs) != set(self.buffers):
+            raise ValueError("saved buffers do not match the model's")
+        self.buffers = {
+            k: torch.as_tensor(np.asarray(v), device=self.device).clone() for k, v in bufs.items()
+        }
+        self.stability.load_state_dict(state["stable_fraction"])
+        self.rule.load_state_dict(state["rule"])
+        self._started = True
+
+    # ------------------------------------------------------------------ internals
+    def _check_ids(self, device_ids: np.ndarray | Sequence[int]) -> np.ndarray:
+        ids = np.asarray(device_ids, dtype=np.int64).reshape(-1)
+        if ids.size and (ids.min() < 0 or ids.max() >= self.num_devices):
+            raise ValueError(f"device ids must lie in [0, {self.num_devices}), got {ids}")
+        if np.unique(ids).size != ids.size:
+            raise ValueError(f"duplicate device ids: {ids}")
+        return ids
+
+    def _clear_slot(self) -> None:
+        self._ids = np.empty(0, dtype=np.int64)
+        self._uploads = torch.empty(0, self.num_params, device=self.device)
+        self._losses = np.empty(0)
+        self._batches: list[np.ndarray] = []
+        self.device_buffers = {}

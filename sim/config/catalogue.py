@@ -1,0 +1,78 @@
+"""The catalogue of datasets and models, without torch: the one place that names them.
+
+The scenario schema validates against it, a network-only run takes the model size ``D`` from it,
+and :mod:`models.data` / :mod:`models.nets` build what it lists (``tests/test_scenario.py`` checks
+every parameter count against the real networks).
+"""
+
+from __future__ import annotations
+
+#: Dataset name -> per-sample input shape ``(C, H, W)``.
+INPUT_SHAPES: dict[str, tuple[int, int, int]] = {
+    "digits": (1, 8, 8),
+    "mnist": (1, 28, 28),
+    "fashion_mnist": (1, 28, 28),
+    "cifar10": (3, 32, 32),
+}
+DATASETS: tuple[str, ...] = tuple(INPUT_SHAPES)
+NUM_CLASSES = 10
+
+MODELS: tuple[str, ...] = ("mlp", "cnn_mnist", "cnn_mnist_small", "mobilenet_v2", "resnet20")
+
+#: The datasets each model is built for.
+MODEL_DATASETS: dict[str, tuple[str, ...]] = {
+    "mlp": DATASETS,
+    "cnn_mnist": ("mnist", "fashion_mnist"),
+    "cnn_mnist_small": ("mnist", "fashion_mnist"),
+    "mobilenet_v2": ("cifar10",),
+    "resnet20": ("cifar10",),
+}
+
+_MNIST_RAW = (
+    "train-images-idx3-ubyte",
+    "train-labels-idx1-ubyte",
+    "t10k-images-idx3-ubyte",
+    "t10k-labels-idx1-ubyte",
+)
+
+#: Files each file-based dataset needs below the data directory (torchvision's layout).
+DATASET_FILES: dict[str, tuple[str, ...]] = {
+    "mnist": tuple(f"MNIST/raw/{f}" for f in _MNIST_RAW),
+    "fashion_mnist": tuple(f"FashionMNIST/raw/{f}" for f in _MNIST_RAW),
+    "cifar10": tuple(
+        f"cifar-10-batches-py/{f}"
+        for f in (*(f"data_batch_{i}" for i in range(1, 6)), "test_batch", "batches.meta")
+    ),
+}
+
+#: Per-channel normalisation ``(mean, std)`` of each image dataset, in ``[0, 1]`` pixel units
+#: (``digits`` is scaled to ``[0, 1]`` only). MNIST / Fashion-MNIST: the usual constants;
+#: CIFAR-10: the training set's per-channel statistics.
+NORMALISATION: dict[str, tuple[tuple[float, ...], tuple[float, ...]]] = {
+    "mnist": ((0.1307,), (0.3081,)),
+    "fashion_mnist": ((0.2860,), (0.3530,)),
+    "cifar10": ((0.4914, 0.4822, 0.4465), (0.2470, 0.2435, 0.2616)),
+}
+
+_FIXED_COUNTS = {
+    "cnn_mnist": 440_812,
+    "cnn_mnist_small": 421_642,
+    "mobilenet_v2": 502_538,
+    "resnet20": 269_722,
+}
+
+
+def model_num_params(model: str, dataset: str) -> int:
+    """Trainable parameters ``D`` of ``model`` built for ``dataset``.
+
+    Raises:
+        ValueError: an unknown model or dataset, or a model that does not fit the dataset.
+    """
+    if model not in MODEL_DATASETS:
+        raise ValueError(f"unknown model {model!r}; known: {', '.join(MODELS)}")
+    if dataset not in MODEL_DATASETS[model]:
+        raise ValueError(f"model {model!r} does not fit dataset {dataset!r}")
+    if model == "mlp":
+        c, h, w = INPUT_SHAPES[dataset]
+        return c * h * w * 128 + 128 + 128 * NUM_CLASSES + NUM_CLASSES
+    return _FIXED_COUNTS[model]

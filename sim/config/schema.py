@@ -1,0 +1,182 @@
+"""The scenario schema: one pydantic model per table of a scenario file.
+
+Types, ranges, unknown fields and combinations are validated here; what needs the resolved
+devices, the data directory or the scheme registry is checked by :mod:`sim.config.resolve` and
+:mod:`sim.config.loading`. ``docs/scenario.md`` documents every field (a test keeps it complete).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+
+from sim.config.catalogue import DATASETS, MODEL_DATASETS, MODELS
+from sim.config.distributions import PerDevice, PositiveFloat, Strict, Uniform
+from sim.world.channel.config import ChannelConfig
+from sim.world.mobility.config import MobilityConfig
+
+#: Fields of ``[network]`` that moved to ``[channel]`` (version 0.2): old name -> where now.
+_MOVED_TO_CHANNEL = {
+    "fading": 'fading = "rayleigh" (or "none")',
+    "pathloss_intercept_db": "pathloss = { intercept_db = ... }",
+    "pathloss_slope_db": "pathloss = { slope_db = ... }",
+}
+
+
+class RunConfig(Strict):
+    """Run length and the per-round latency deadline."""
+
+    frames: int = Field(20, ge=1, description="number of frames K")
+    slots_per_frame: int = Field(20, ge=1, description="slots per frame T")
+    deadline_s: PositiveFloat = Field(0.8, description="per-round latency tau_0, seconds")
+
+
+class NetworkConfig(Strict):
+    """Cell, radio and channel model."""
+
+    num_devices: int = Field(30, ge=1, le=1_000_000)
+    cell_radius_m: PositiveFloat = 1000.0
+    min_distance_m: PositiveFloat = 10.0
+    bandwidth_hz: PositiveFloat = 10e6
+    noise_dbm: float = Field(-104.0, allow_inf_nan=False, description="total noise power over W")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _moved_fields(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            for old, new in _MOVED_TO_CHANNEL.items():
+                if old in data:
+                    raise ValueError(
+                        f"{old} has moved to the [channel] table: write {new} there "
+                        "(docs/scenario.md, [channel])"
+                    )
+        return data
+
+    @model_validator(mode="after")
+    def _radius(self) -> NetworkConfig:
+        if self.min_distance_m >= self.cell_radius_m:
+            raise ValueError(
+                f"min_distance_m ({self.min_distance_m}) must be below cell_radius_m ({self.cell_radius_m})"
+            )
+        return self
+
+
+class DevicesConfig(Strict):
+    """Per-device hardware and budgets: a value, a list of num_devices values, or a distribution."""
+
+    cpu_hz: PerDevice = 2e9
+    cycles_per_sample: PerDevice = 2e6
+    capacitance: PerDevice = 2e-28
+    batch_size: PerDevice = 512
+    peak_power_w: PerDevice = 1.0
+    energy_budget_j: PerDevice = Field(
+        default_factory=lambda: Uniform(dist="uniform", low=0.30, high=0.45)
+    )
+
+
+class LearningConfig(Strict):
+    """The learning side: data, model, FedSGD."""
+
+    enabled: bool = Field(
+        True, description="false: network-only run (a learner that trains nothing)"
+    )
+    dataset: str = Field("digits", description="a dataset of sim.config.catalogue")
+    data_dir: str | None = None
+    partition: Literal["iid", "dirichlet"] = "iid"
+    dirichlet_alpha: PositiveFloat = 0.3
+    model: str = Field("mlp", description="a model of sim.config.catalogue")
+    lr: PositiveFloat = 0.05
+    lr_schedule: Literal["constant", "half_life"] = "constant"
+    aggregation: Literal["weighted", "per_coordinate"] = "weighted"
+    eval_every_slots: int = Field(20, ge=1)
+    eval_max_samples: int | None = Field(None, ge=1)
+    device: Literal["cpu", "cuda", "auto"] = "cpu"
+    num_params: int | None = Field(None, ge=1, description="payload size D for network-only runs")
+    bits_per_param: int = Field(32, ge=1)
+    unmoved_stability: float = Field(1.0, ge=0, le=1)
+
+    @field_validator("dataset", "model")
+    @classmethod
+    def _in_catalogue(cls, v: str, info: ValidationInfo) -> str:
+        known = DATASETS if info.field_name == "dataset" else MODELS
+        if v not in known:
+            raise ValueError(f"unknown {info.field_name} {v!r}; known: {', '.join(known)}")
+        return v
+
+    @model_validator(mode="after")
+    def _model_fits_dataset(self) -> LearningConfig:
+        if self.enabled and self.num_params is not None:
+            raise ValueError(
+                "num_params is only for network-only runs (enabled = false); "
+                "with training the payload is the model's own parameter count"
+            )
+        if self.dataset not in MODEL_DATASETS[self.model]:
+            raise ValueError(
+                f"model {self.model!r} does not fit dataset {self.dataset!r}; "
+                f"it takes {', '.join(MODEL_DATASETS[self.model])}"
+            )
+        return self
+
+
+class TraceConfig(Strict):
+    """What the trace records and how late uploads are charged."""
+
+    late_upload_energy: Literal["until_deadline", "full"] = Field(
+        "until_deadline",
+        description=(
+            "energy of an upload that misses the deadline: 'until_deadline' = the device transmits until "
+            "the deadline and stops; 'full' = p * tau_com for the whole payload (the paper's eq. 11)"
+        ),
+    )
+
+
+class SchemeConfig(BaseModel):
+    """``name`` plus the scheme's own parameters (both validated against the scheme registry by
+    :func:`sim.config.loading.validate_scenario`)."""
+
+    model_config = ConfigDict(extra="allow")
+    name: str = "ideal"
+
+    @property
+    def params(self) -> dict[str, Any]:
+        """The scheme parameters (everything but ``name``)."""
+        return dict(self.model_extra or {})
+
+
+class SweepConfig(Strict):
+    """Default grid and seeds of ``wflsim sweep`` (ignored by ``wflsim run``)."""
+
+    grid: dict[str, list[Any]] = Field(default_factory=dict, description="field -> values")
+    seeds: list[int] = Field(default_factory=list)
+
+
+class Scenario(Strict):
+    """A whole scenario file."""
+
+    name: str = "scenario"
+    description: str = ""
+    seed: int = Field(0, ge=0)
+    run: RunConfig = Field(default_factory=RunConfig)
+    network: NetworkConfig = Field(default_factory=NetworkConfig)
+    channel: ChannelConfig = Field(default_factory=ChannelConfig)
+    mobility: MobilityConfig = Field(default_factory=MobilityConfig)
+    devices: DevicesConfig = Field(default_factory=DevicesConfig)
+    learning: LearningConfig = Field(default_factory=LearningConfig)
+    scheme: SchemeConfig = Field(default_factory=SchemeConfig)
+    trace: TraceConfig = Field(default_factory=TraceConfig)
+    sweep: SweepConfig = Field(default_factory=SweepConfig)
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not v.strip():
+            raise ValueError("must not be empty")
+        return v

@@ -1,0 +1,19 @@
+"""Schemes: the seam that decides freezing (or compression), participation and power.
+
+* :mod:`sim.schemes.base` -- the seam: contexts, plans, the :class:`~sim.schemes.base.Scheme`
+  protocol.
+* :mod:`sim.schemes.common` -- building blocks: parameters, the paper's frame controller, the
+  Proposition-1 and no-outage slot rules, the freezing cost model.
+* :mod:`sim.schemes.controller` -- the Lyapunov / MM controller's mathematics (Theorem 2).
+* one module per scheme, registered by name in :data:`SCHEMES`:
+  ``two_timescale`` (the paper's), ``only_pc``, ``only_pf``, ``ideal`` (its baselines) and
+  ``fixed_power`` (the validation scheme).
+"""
+
+from __future__ import annotations
+
+from sim.schemes import fixed_power, ideal, only_pc, only_pf, two_timescale  # noqa: F401 (register)
+from sim.schemes.base import Scheme
+from sim.schemes.registry import SCHEMES, build_scheme, register
+
+__all__ = ["SCHEMES", "Scheme", "build_scheme", "register"]

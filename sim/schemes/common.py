@@ -1,0 +1,298 @@
+"""Building blocks that schemes compose: parameters, the paper's frame controller, the two slot
+rules (Proposition 1 and "no outage"), and the freezing cost model.
+
+Nothing here is a base class that reads a subclass's fields: a scheme holds what it uses
+(:class:`LyapunovWeights`, :class:`FrameController`) and calls the functions it needs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+from sim.learner import UpdateRuleSpec
+from sim.schemes import controller
+from sim.schemes.base import (
+    F64,
+    ClosesAt,
+    CostPlan,
+    FrameContext,
+    FramePlan,
+    SlotContext,
+    SlotPlan,
+)
+from sim.slot import SlotOutcome
+from sim.world import physics
+from sim.world.system import SystemConstants
+
+#: The learner-side rule of the paper's schemes: device ``n`` freezes its ``frozen_count[n]``
+#: most stable parameters (smallest stability score of the previous frame, eq. 6).
+FREEZING = UpdateRuleSpec("freezing", {"selection": "stability"})
+
+
+class CostParams(BaseModel):
+    """The Lyapunov weights. Schemes that do not optimise use them only to log ``X`` and ``z``.
+
+    ``V`` trades convergence error against energy (paper, drift-plus-penalty); ``lam`` is the
+    ``lambda`` of the convergence-error term ``X = lam 1{success} B (gamma - 1)``; only ``V lam``
+    matters to the decisions. Default ``lam = 1 / sum_n B_n``.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+    V: float = Field(100.0, ge=0, allow_inf_nan=False)
+    lam: float | None = Field(None, gt=0, allow_inf_nan=False)
+
+
+class ControllerOptions(CostParams):
+    """Parameters of schemes that run the paper's MM controller."""
+
+    tol: float = Field(1e-9, gt=0, lt=1, description="relative (scale-free) MM stopping tolerance")
+    max_iter: int = Field(200, ge=1, description="MM iteration cap per piece")
+
+
+@dataclass(frozen=True)
+class LyapunovWeights:
+    """``V`` and ``lambda`` of a run (``lambda`` resolved to its default ``1 / sum B_n``)."""
+
+    v: float
+    lam: float
+
+    def as_tuple(self) -> tuple[float, float]:
+        """``(V, lam)``."""
+        return (self.v, self.lam)
+
+    @classmethod
+    def from_params(cls, params: CostParams, system: SystemConstants) -> LyapunovWeights:
+        """``V`` from the parameters; ``lam`` from them or ``1 / sum_n B_n``."""
+        lam = (
+            float(params.lam)
+            if params.lam is not None
+            else controller.default_lambda(system.devices.batch_size)
+        )
+        return cls(v=float(params.V), lam=lam)
+
+
+@dataclass(frozen=True)
+class ControllerDecision:
+    """The frame controller's output: the raw ``gamma`` (before rounding to whole parameters),
+    the Proposition-1 threshold ``p_max`` of the frame and the columns logged on ``freeze`` rows."""
+
+    gamma: F64
+    p_max_w: F64
+    columns: dict[str, np.ndarray] = field(default_factory=dict)
+
+
+class FrameController:
+    """The paper's per-frame decision (Theorem 2 + MM), vectorised over devices.
+
+    Args:
+        system: the devices and radio constants (full payload ``S``, compute ``c B / f``, ...).
+        weights: ``V`` and ``lambda``.
+        tol, max_iter: the MM solver's relative tolerance and iteration cap.
+    """
+
+    def __init__(
+        self, system: SystemConstants, weights: LyapunovWeights, tol: float, max_iter: int
+    ) -> None:
+        self.system = system
+        self.weights = weights
+        self.tol = float(tol)
+        self.max_iter = int(max_iter)
+
+    def params(self, ctx: FrameContext) -> controller.ControllerParams:
+        """The per-device inputs of the per-frame problem (P4) for this frame."""
+        s, d = self.system, self.system.devices
+        return controller.ControllerParams(
+            model_bits=s.full_payload_bits,
+            bandwidth_hz=s.bandwidth_hz,
+            noise_w=s.noise_w,
+            mean_gain=ctx.large_scale_gain,
+            deadline_s=s.deadline_s,
+            cycles_per_sample=d.cycles_per_sample,
+            batch_size=d.batch_size,
+            cpu_hz=d.cpu_hz,
+            capacitance=d.capacitance,
+            peak_power_w=d.peak_power_w,
+            queue_j=ctx.queue_j,
+            v=self.weights.v,
+            lam=self.weights.lam,
+        )
+
+    def no_freezing(self, ctx: FrameContext) -> ControllerDecision:
+        """``gamma = 0`` with the Proposition-1 threshold ``p_max`` at ``u = 1``."""
+        params = self.params(ctx)
+        n = params.n_devices
+        gamma = np.zeros(n)
+        p_max = controller.max_tx_power_w(
+            params.queue_j,
+            params.net_value,
+            1.0,
+            params.deadline_s,
+            params.theta_s,
+            params.peak_power_w,
+        )
+        return ControllerDecision(
+            gamma,
+            p_max,
+            {
+                "max_tx_power_w": p_max,
+                "expected_cost": controller.expected_cost(gamma, params),
+                "iterations": np.zeros(n, dtype=np.int32),
+            },
+        )
+
+    def solve(self, ctx: FrameContext) -> ControllerDecision:
+        """The MM solution of (P4) on both pieces; frame 0 freezes nothing (the stability
+        scores that freezing needs exist only after a frame)."""
+        if ctx.frame == 0:
+            return self.no_freezing(ctx)
+        res = controller.solve_gamma(self.params(ctx), tol=self.tol, max_iter=self.max_iter)
+        return ControllerDecision(
+            res.gamma,
+            res.p_max_w,
+            {
+                "max_tx_power_w": res.p_max_w,
+                "expected_cost": res.cost,
+                "iterations": res.iterations.astype(np.int32),
+            },
+        )
+
+
+def freezing_plan(
+    gamma: np.ndarray, frame: int, system: SystemConstants, columns: dict[str, np.ndarray]
+) -> FramePlan:
+    """The cost model of freezing schemes: device ``n`` freezes ``rint(gamma_n D)`` parameters,
+    uploads the rest and computes only their gradients.
+
+    ``gamma`` is clipped to ``[0, 1]``; frame 0 freezes nothing (no stability scores yet: the
+    documented warm-up). The plan's ``gamma`` is what is really frozen, ``count / D``; payload
+    ``(1 - gamma) S`` (eq. 10), compute fraction ``1 - gamma`` (eqs. 12-13). Update-rule input:
+    ``{"frozen_count": (N,) int64}``.
+    """
+    d = system.num_params
+    g = np.clip(np.asarray(gamma, dtype=np.float64), 0.0, 1.0)
+    counts = np.rint(g * d).astype(np.int64)
+    if frame == 0:
+        counts = np.zeros_like(counts)
+    frozen = counts / d
+    return FramePlan(
+        gamma=frozen,
+        cost=CostPlan(
+            payload_bits=physics.payload_bits(d, frozen, system.bits_per_param),
+            compute_fraction=1.0 - frozen,
+        ),
+        update={"frozen_count": counts},
+        columns=columns,
+    )
+
+
+def threshold_slot_plan(ctx: SlotContext, p_max_w: F64) -> SlotPlan:
+    """Proposition 1: transmit at ``p_min`` iff ``p_min <= p_max``, else drop out."""
+    dec = controller.slot_power_decision(ctx.min_tx_power_w, p_max_w, ctx.payload_bits)
+    return SlotPlan(
+        participate=dec.transmit, tx_power_w=dec.tx_power_w, columns={"max_tx_power_w": p_max_w}
+    )
+
+
+def no_outage_slot_plan(ctx: SlotContext, peak_power_w: F64) -> SlotPlan:
+    """ "No outage": everyone with something to send transmits at ``min(p_min, P_bar)`` (the
+    server waits for the last upload; where ``p_min > P_bar`` the upload arrives late)."""
+    return SlotPlan(
+        participate=np.ones(ctx.channel_gain.shape[0], dtype=bool),
+        tx_power_w=np.minimum(ctx.min_tx_power_w, peak_power_w),
+    )
+
+
+class Memoryless:
+    """Mixin of schemes whose decisions depend on nothing but the current frame and slot: no
+    state crosses a frame boundary (a frame's threshold is recomputed at the next frame start),
+    and the slot outcome changes nothing."""
+
+    def observe(self, outcome: SlotOutcome) -> None:
+        """Nothing to remember."""
+
+    def state_dict(self) -> dict[str, Any]:
+        """No state."""
+        return {}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Check that the saved state is empty."""
+        if state:
+            raise ValueError(f"a memoryless scheme got a state with keys {sorted(state)}")
+
+
+#: How a :class:`FreezingScheme` chooses ``gamma`` per frame: not at all (``gamma = 0``) or by
+#: the paper's frame controller.
+Freezing = Literal["none", "controller"]
+#: How it chooses power per slot: Proposition 1 against the frame's threshold (deadline
+#: enforced), "no outage" (``min(p_min, P_bar)``, the server waits), or everyone at peak power
+#: (deadline enforced).
+Power = Literal["threshold", "no_outage", "peak"]
+
+
+class FreezingScheme(Memoryless):
+    """A scheme of the paper's family: freezing as the update rule, ``gamma`` from nowhere or
+    from the frame controller, power by one of the three slot rules.
+
+    The registered schemes are one-line specialisations: ``two_timescale`` (controller,
+    threshold), ``only_pc`` (none, threshold), ``only_pf`` (controller, no outage), ``ideal``
+    (none, no outage), ``fixed_power`` (none, peak).
+
+    Args:
+        params: the scheme's parameters (``ControllerOptions`` when the controller is used).
+        system: devices and radio constants.
+        freezing, power: the two choices (see :data:`Freezing`, :data:`Power`).
+        update_rule: the learner-side rule (default: freezing by stability).
+    """
+
+    def __init__(
+        self,
+        params: CostParams,
+        system: SystemConstants,
+        *,
+        freezing: Freezing,
+        power: Power,
+        update_rule: UpdateRuleSpec = FREEZING,
+    ) -> None:
+        self.system = system
+        self.weights = LyapunovWeights.from_params(params, system)
+        self.freezing = freezing
+        self.power = power
+        self.update_rule = update_rule
+        self.closes_at: ClosesAt = "last_upload" if power == "no_outage" else "deadline"
+        self.controller: FrameController | None = None
+        if freezing == "controller" or power == "threshold":
+            if not isinstance(params, ControllerOptions):
+                raise TypeError("the frame controller needs ControllerOptions parameters")
+            self.controller = FrameController(system, self.weights, params.tol, params.max_iter)
+        #: the current frame's Proposition-1 threshold, W (recomputed every frame)
+        self.p_max_w: F64 = np.zeros(system.num_devices)
+
+    def plan_frame(self, ctx: FrameContext) -> FramePlan:
+        """``gamma`` (and the frame's threshold), rounded to whole parameters."""
+        if self.controller is None:
+            return freezing_plan(np.zeros(self.system.num_devices), ctx.frame, self.system, {})
+        if self.freezing == "controller":
+            dec = self.controller.solve(ctx)
+        else:
+            dec = self.controller.no_freezing(ctx)
+        self.p_max_w = dec.p_max_w
+        return freezing_plan(dec.gamma, ctx.frame, self.system, dec.columns)
+
+    def plan_slot(self, ctx: SlotContext) -> SlotPlan:
+        """Proposition 1, no outage, or peak power."""
+        if self.power == "threshold":
+            return threshold_slot_plan(ctx, self.p_max_w)
+        if self.power == "no_outage":
+            return no_outage_slot_plan(ctx, self.system.devices.peak_power_w)
+        return SlotPlan(
+            participate=np.ones(self.system.num_devices, dtype=bool),
+            tx_power_w=self.system.devices.peak_power_w.copy(),
+        )
+
+    def cost_weights(self) -> tuple[float, float]:
+        """``(V, lam)`` with which ``X`` and ``z`` are logged."""
+        return self.weights.as_tuple()

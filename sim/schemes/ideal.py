@@ -1,0 +1,24 @@
+"""Ideal FL: no freezing, every device uploads, no outage (the paper's upper baseline)."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from sim.schemes.common import CostParams, FreezingScheme
+from sim.schemes.registry import register
+from sim.world.system import SystemConstants
+
+
+@register
+class Ideal(FreezingScheme):
+    """Ideal FL: ``gamma = 0``, everyone transmits at ``min(p_min, P_bar)``, no outage.
+
+    At ``p_min`` an upload lands exactly on the deadline; where ``p_min`` exceeds the peak power
+    the device transmits at ``P_bar`` and arrives late, and the server waits for it (the slot
+    lasts until the last upload arrives; the latency is logged)."""
+
+    name: ClassVar[str] = "ideal"
+    Params = CostParams
+
+    def __init__(self, params: CostParams, system: SystemConstants) -> None:
+        super().__init__(params, system, freezing="none", power="no_outage")

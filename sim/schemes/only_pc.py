@@ -1,0 +1,20 @@
+"""Only power control (the paper's Only-PC baseline): no freezing, Proposition-1 power."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from sim.schemes.common import ControllerOptions, FreezingScheme
+from sim.schemes.registry import register
+from sim.world.system import SystemConstants
+
+
+@register
+class OnlyPC(FreezingScheme):
+    """``gamma = 0`` every frame; per slot Proposition 1 with ``p_max`` at ``u = 1``."""
+
+    name: ClassVar[str] = "only_pc"
+    Params = ControllerOptions
+
+    def __init__(self, params: ControllerOptions, system: SystemConstants) -> None:
+        super().__init__(params, system, freezing="none", power="threshold")

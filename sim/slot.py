@@ -1,0 +1,224 @@
+"""Slot resolution: plans + channel gains + system constants -> the slot's outcome.
+
+Pure, vectorised functions over devices (arrays of shape ``(N,)``), the same for every scheme:
+
+* :func:`frame_costs` -- a scheme's cost plan in seconds and joules for the frame;
+* :func:`min_tx_power_w` -- THE ``p_min`` of a slot (what a scheme sees in its slot context);
+* :func:`resolve_slot` -- participation, power, upload times, success, energies and queues;
+* :func:`queue_update_j` -- THE energy-deficit queue update;
+* :func:`drift_plus_penalty` -- the paper's per-slot ``X`` and ``z = V X + Q E``.
+
+The engine plays the resolved timing out as SimPy events and decides nothing itself.
+
+Timing rule: an upload counts as in time iff ``tau_cmp + tau_com <= tau_0 (1 + 1e-9)``. The
+relative tolerance absorbs floating-point rounding of uploads sent at exactly ``p_min``, which
+land on the deadline by construction. The decision is made from these numbers, never from the
+order in which SimPy happens to process simultaneous events.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from sim.world import physics
+from sim.world.system import SystemConstants
+
+F64 = NDArray[np.float64]
+B8 = NDArray[np.bool_]
+
+#: Relative tolerance of the deadline test (see the module docstring).
+DEADLINE_REL_TOL = 1e-9
+
+
+@dataclass(frozen=True)
+class FrameCosts:
+    """A frame's cost plan in physical units, ``(N,)`` each, for a device that participates."""
+
+    payload_bits: F64  #: upload payload, bits
+    compute_s: F64  #: local computation latency ``tau_cmp``, s (eq. 12)
+    compute_energy_j: F64  #: local computation energy, J (eq. 13)
+
+
+@dataclass(frozen=True)
+class SlotRules:
+    """How a slot ends and how late uploads are charged.
+
+    ``closes_at``: ``"deadline"`` (the server closes at ``tau_0``; uploads not finished are
+    outages, cut at the deadline) or ``"last_upload"`` (the server waits for every upload that
+    can finish). ``late_upload_energy``: ``"until_deadline"`` (a late device transmits until the
+    deadline and stops) or ``"full"`` (charged ``p tau_com`` for the whole payload, eq. 11).
+    """
+
+    closes_at: Literal["deadline", "last_upload"]
+    late_upload_energy: Literal["until_deadline", "full"]
+
+
+@dataclass(frozen=True)
+class SlotOutcome:
+    """What happened in a slot, per device, ``(N,)`` each."""
+
+    participating: B8  #: computed and uploaded
+    tx_power_w: F64  #: transmit power, W (0 when not participating)
+    success: B8  #: the upload arrived in time and is aggregated
+    compute_s: F64  #: computation latency, s (0 when not participating)
+    upload_full_s: F64  #: time the whole payload needs at this power, s (``inf``: never)
+    upload_s: F64  #: time actually transmitted, s (cut at the deadline for late uploads)
+    energy_compute_j: F64  #: J
+    energy_upload_j: F64  #: J
+    energy_j: F64  #: compute + upload, J
+    queue_j: F64  #: energy-deficit queue after this slot's update, J
+
+
+def frame_costs(
+    payload_bits: ArrayLike, compute_fraction: ArrayLike, system: SystemConstants
+) -> FrameCosts:
+    """Payload, compute time (eq. 12) and compute energy (eq. 13) of a cost plan.
+
+    Args:
+        payload_bits: bits per device, ``(N,)``.
+        compute_fraction: share ``u`` of a full gradient's ``c B`` cycles, ``(N,)``.
+        system: the devices' hardware.
+    """
+    dev = system.devices
+    u = np.asarray(compute_fraction, dtype=np.float64)
+    return FrameCosts(
+        payload_bits=np.asarray(payload_bits, dtype=np.float64),
+        compute_s=physics.compute_time_s(u, dev.cycles_per_sample, dev.batch_size, dev.cpu_hz),
+        compute_energy_j=physics.compute_energy_j(
+            u, dev.cycles_per_sample, dev.batch_size, dev.cpu_hz, dev.capacitance
+        ),
+    )
+
+
+def min_tx_power_w(costs: FrameCosts, channel_gain: ArrayLike, system: SystemConstants) -> F64:
+    """``p_min``: the power that lands each upload exactly on the deadline (Proposition 1).
+
+    ``p_min = N0 / h (2^(payload / (W (tau0 - tau_cmp))) - 1)`` (paper eq. "min transmit
+    power"), W, ``(N,)``; 0 for an empty payload; ``inf`` when no power meets the deadline (and
+    where the formula would give NaN).
+    """
+    with np.errstate(invalid="ignore"):
+        p = physics.min_tx_power_w(
+            costs.payload_bits,
+            channel_gain,
+            system.bandwidth_hz,
+            system.noise_w,
+            system.deadline_s,
+            costs.compute_s,
+        )
+    return np.where(np.isnan(p), np.inf, p)
+
+
+def queue_update_j(queue_j: ArrayLike, energy_j: ArrayLike, budget_j: ArrayLike) -> F64:
+    """Energy-deficit virtual queue update ``Q <- max(Q + E - E_bar, 0)`` (eq. "queue update").
+
+    Args:
+        queue_j: current queue ``Q``, ``(N,)``, J, ``>= 0``.
+        energy_j: energy spent this slot ``E`` (compute + upload), ``(N,)``, J, ``>= 0``.
+        budget_j: per-slot energy budget ``E_bar``, ``(N,)`` or scalar, J, ``>= 0``.
+
+    Returns:
+        the next queue, ``(N,)``, J (``>= 0``).
+
+    Raises:
+        ValueError: on negative or non-finite inputs.
+    """
+    q = np.asarray(queue_j, dtype=np.float64)
+    e = np.asarray(energy_j, dtype=np.float64)
+    b = np.asarray(budget_j, dtype=np.float64)
+    for name, arr in (("queue_j", q), ("energy_j", e), ("budget_j", b)):
+        if not np.all(np.isfinite(arr)) or np.any(arr < 0.0):
+            raise ValueError(f"{name} must be finite and >= 0")
+    return np.maximum(q + e - b, 0.0)
+
+
+def resolve_slot(
+    participate: ArrayLike,
+    tx_power_w: ArrayLike,
+    costs: FrameCosts,
+    channel_gain: ArrayLike,
+    queue_j: ArrayLike,
+    system: SystemConstants,
+    rules: SlotRules,
+) -> SlotOutcome:
+    """The outcome of a slot from the scheme's plan and the channel the world applies.
+
+    A device participates iff the scheme says so and it has something to send; its power is
+    capped at its peak ``P_bar``. Rate ``r = W log2(1 + p h / N0)`` (eq. 9), upload time
+    ``payload / r`` (eq. 10), arrival ``tau_cmp + tau_com``. Under ``closes_at = "deadline"`` an
+    upload succeeds iff it arrives by ``tau_0`` (relative tolerance :data:`DEADLINE_REL_TOL`);
+    under ``"last_upload"`` iff it ever arrives. A late upload transmits until the deadline.
+    Energy: compute energy plus ``p`` times the time charged (eq. 11; see :class:`SlotRules`);
+    queues: :func:`queue_update_j`.
+
+    Args:
+        participate: ``(N,)`` bool, the scheme's choice.
+        tx_power_w: ``(N,)`` W, the scheme's power.
+        costs: the frame's :class:`FrameCosts`.
+        channel_gain: ``h`` the world applies, ``(N,)``, linear.
+        queue_j: queues before the slot, ``(N,)``, J.
+        system: devices and radio constants.
+        rules: :class:`SlotRules`.
+    """
+    dev = system.devices
+    tau0 = system.deadline_s
+    part = np.asarray(participate, dtype=bool) & (costs.payload_bits > 0)
+    p = np.where(part, np.minimum(np.asarray(tx_power_w, dtype=np.float64), dev.peak_power_w), 0.0)
+    rate = physics.rate_bps(p, channel_gain, system.bandwidth_hz, system.noise_w)
+    upload_full_s = np.where(part, physics.upload_time_s(costs.payload_bits, rate), 0.0)
+    compute_s = np.where(part, costs.compute_s, 0.0)
+    arrival_s = compute_s + upload_full_s
+    if rules.closes_at == "last_upload":
+        success = part & np.isfinite(arrival_s)
+    else:
+        success = part & (arrival_s <= tau0 * (1.0 + DEADLINE_REL_TOL))
+    cut_s = np.maximum(tau0 - compute_s, 0.0)
+    upload_s = np.where(
+        success, upload_full_s, np.where(part, np.minimum(upload_full_s, cut_s), 0.0)
+    )
+    if rules.late_upload_energy == "full":
+        charged_s = np.where(part & np.isfinite(upload_full_s), upload_full_s, upload_s)
+    else:
+        charged_s = upload_s
+    energy_compute_j = np.where(part, costs.compute_energy_j, 0.0)
+    energy_upload_j = np.where(part, physics.upload_energy_j(p, charged_s), 0.0)
+    energy_j = energy_compute_j + energy_upload_j
+    return SlotOutcome(
+        participating=part,
+        tx_power_w=p,
+        success=success,
+        compute_s=compute_s,
+        upload_full_s=upload_full_s,
+        upload_s=upload_s,
+        energy_compute_j=energy_compute_j,
+        energy_upload_j=energy_upload_j,
+        energy_j=energy_j,
+        queue_j=queue_update_j(queue_j, energy_j, dev.energy_budget_j),
+    )
+
+
+def drift_plus_penalty(
+    success: ArrayLike,
+    gamma: ArrayLike,
+    batch_size: ArrayLike,
+    energy_j: ArrayLike,
+    queue_frame_j: ArrayLike,
+    v: float,
+    lam: float,
+) -> tuple[F64, F64]:
+    """The paper's per-slot ``X = lam 1{success} B (gamma - 1)`` and ``z = V X + Q E``.
+
+    Args:
+        success: ``(N,)`` bool; gamma: ``(N,)``; batch_size: ``B``, ``(N,)``; energy_j: ``E``,
+        ``(N,)`` J; queue_frame_j: ``Q`` at the frame start, ``(N,)`` J; v, lam: ``V``,
+        ``lambda``.
+
+    Returns:
+        ``(X, z)``, each ``(N,)``.
+    """
+    x = lam * np.asarray(success) * batch_size * (np.asarray(gamma) - 1.0)
+    return x, v * x + np.asarray(queue_frame_j) * np.asarray(energy_j)

@@ -1,0 +1,8 @@
+"""The world: physics (pure functions), mobility, the radio channel and the resolved system.
+
+* :mod:`sim.world.physics` -- rate, latency, energy, path loss: vectorised, SI units in names.
+* :mod:`sim.world.mobility` -- where every device is at a given time.
+* :mod:`sim.world.channel` -- path loss and fading: the channel the world applies and the one a
+  scheme sees.
+* :mod:`sim.world.system` -- the resolved per-device hardware and radio constants of a run.
+"""

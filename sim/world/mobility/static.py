@@ -1,0 +1,34 @@
+"""Devices that never move."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from numpy.typing import ArrayLike
+
+from sim.world.mobility.base import F64, Mobility, as_positions, check_time
+
+
+class StaticMobility(Mobility):
+    """Devices that never move.
+
+    Args:
+        positions_m: shape ``(N, 2)``, metres.
+    """
+
+    def __init__(self, positions_m: ArrayLike) -> None:
+        self._pos = as_positions(positions_m)
+        self._pos.setflags(write=False)
+        self.num_devices = int(self._pos.shape[0])
+
+    def positions_m(self, time_s: float) -> F64:
+        """The fixed positions, shape ``(N, 2)``, metres (``time_s`` is ignored)."""
+        check_time(time_s)
+        return self._pos.copy()
+
+    def state_dict(self) -> dict[str, Any]:
+        """Nothing changes over time: no state."""
+        return {}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Nothing to restore."""

@@ -1,0 +1,234 @@
+"""Positions replayed from a recorded trace file (CSV or Parquet)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from numpy.typing import ArrayLike
+
+from sim.errors import ScenarioError
+from sim.world.mobility.base import (
+    CELL_EDGE_RTOL,
+    F64,
+    Mobility,
+    as_positions,
+    check_time,
+    id_list,
+)
+
+#: Columns a trace file must have.
+TRACE_COLUMNS: tuple[str, ...] = ("time_s", "device", "x_m", "y_m")
+
+
+class TraceMobility(Mobility):
+    """Positions replayed from a recorded trace.
+
+    Between two samples of a device its position is linearly interpolated in time. Outside the
+    recorded range of a device it is **clamped**: before its first sample the device stands at its
+    first position, after its last sample at its last position. A device with a single sample
+    never moves. Devices may be sampled at different times.
+
+    Args:
+        times_s: per device, sample times, shape ``(K_n,)``, seconds, strictly increasing.
+        positions_m: per device, positions at those times, shape ``(K_n, 2)``, metres.
+    """
+
+    def __init__(self, times_s: Sequence[ArrayLike], positions_m: Sequence[ArrayLike]) -> None:
+        if len(times_s) != len(positions_m) or len(times_s) < 1:
+            raise ValueError("times_s and positions_m need one entry per device (N >= 1)")
+        self._t: list[F64] = []
+        self._p: list[F64] = []
+        for d, (t, p) in enumerate(zip(times_s, positions_m, strict=True)):
+            t = np.asarray(t, dtype=np.float64).reshape(-1)
+            p = as_positions(p, f"positions_m[{d}]")
+            if t.shape[0] != p.shape[0] or t.shape[0] < 1:
+                raise ValueError(f"device {d}: {t.shape[0]} times but {p.shape[0]} positions")
+            if not np.isfinite(t).all() or (np.diff(t) <= 0.0).any():
+                raise ValueError(f"device {d}: sample times must be finite and strictly increasing")
+            self._t.append(t)
+            self._p.append(p)
+        self.num_devices = len(self._t)
+
+    @classmethod
+    def from_file(
+        cls,
+        path: str | Path,
+        *,
+        num_devices: int,
+        cell_radius_m: float | None = None,
+        field: str = "mobility.file",
+    ) -> TraceMobility:
+        """Read and validate a trace file (see :func:`read_trace`, :meth:`from_frame`)."""
+        return cls.from_frame(
+            read_trace(path, field=field),
+            num_devices=num_devices,
+            cell_radius_m=cell_radius_m,
+            field=field,
+            source=str(path),
+        )
+
+    @classmethod
+    def from_frame(
+        cls,
+        frame: pd.DataFrame,
+        *,
+        num_devices: int,
+        cell_radius_m: float | None = None,
+        field: str = "mobility.file",
+        source: str = "trace",
+    ) -> TraceMobility:
+        """Validate a trace table and build the model.
+
+        Args:
+            frame: columns ``time_s`` (s), ``device`` (integer id in ``0..N-1``), ``x_m``, ``y_m``
+                (m); extra columns are ignored; rows in any order.
+            num_devices: ``N``; every device ``0..N-1`` must have at least one sample and no
+                other id may appear.
+            cell_radius_m: if given, every sample must lie within this distance of the server.
+            field: dotted scenario field named in errors.
+            source: how errors name the trace (its path).
+
+        Raises:
+            ScenarioError: missing columns, non-numeric / non-finite values, non-integer or
+                unknown device ids, devices without samples, two samples of a device at the same
+                time, or samples outside the cell.
+        """
+        missing = [c for c in TRACE_COLUMNS if c not in frame.columns]
+        if missing:
+            raise ScenarioError(
+                field,
+                f"trace {source} lacks column(s) {', '.join(missing)}; "
+                f"found {', '.join(map(str, frame.columns)) or 'none'}",
+                f"give the trace the columns {', '.join(TRACE_COLUMNS)}",
+            )
+        if len(frame) == 0:
+            raise ScenarioError(field, f"trace {source} has no rows")
+        cols: dict[str, F64] = {}
+        for c in TRACE_COLUMNS:
+            values = pd.to_numeric(frame[c], errors="coerce").to_numpy(
+                dtype=np.float64, na_value=np.nan
+            )
+            bad = np.flatnonzero(~np.isfinite(values))
+            if bad.size:
+                raise ScenarioError(
+                    field,
+                    f"trace {source}: column {c} has a missing, non-numeric or infinite value "
+                    f"in row {int(bad[0])} ({frame[c].iloc[int(bad[0])]!r})",
+                )
+            cols[c] = values
+        dev_f = cols["device"]
+        nonint = np.flatnonzero(dev_f != np.round(dev_f))
+        if nonint.size:
+            raise ScenarioError(
+                field,
+                f"trace {source}: device ids must be integers; row {int(nonint[0])} has "
+                f"{dev_f[nonint[0]]}",
+            )
+        dev = dev_f.astype(np.int64)
+        present = np.unique(dev)
+        unknown = present[(present < 0) | (present >= num_devices)]
+        if unknown.size:
+            raise ScenarioError(
+                field,
+                f"trace {source} has device(s) {id_list(unknown)} but the scenario has "
+                f"{num_devices} devices, numbered 0..{num_devices - 1}",
+                "renumber the trace's devices 0..N-1 or change the number of devices",
+            )
+        absent = np.setdiff1d(np.arange(num_devices), present)
+        if absent.size:
+            raise ScenarioError(
+                field,
+                f"trace {source} has no samples for device(s) {id_list(absent)} "
+                f"(the scenario has {num_devices} devices, numbered 0..{num_devices - 1})",
+                "add at least one row per device or reduce the number of devices",
+            )
+        t, x, y = cols["time_s"], cols["x_m"], cols["y_m"]
+        if cell_radius_m is not None:
+            outside = np.flatnonzero(np.hypot(x, y) > cell_radius_m * (1.0 + CELL_EDGE_RTOL))
+            if outside.size:
+                i = int(outside[0])
+                raise ScenarioError(
+                    field,
+                    f"trace {source}: device {dev[i]} at t = {t[i]} s is at ({x[i]}, {y[i]}) m, "
+                    f"{math.hypot(x[i], y[i]):.6g} m from the server, outside the cell of radius "
+                    f"{cell_radius_m} m ({outside.size} sample(s) outside)",
+                    "increase the cell radius or fix the trace",
+                )
+        order = np.lexsort((t, dev))
+        dev, t, x, y = dev[order], t[order], x[order], y[order]
+        dup = np.flatnonzero((np.diff(dev) == 0) & (np.diff(t) == 0.0))
+        if dup.size:
+            i = int(dup[0])
+            raise ScenarioError(
+                field,
+                f"trace {source}: device {dev[i]} has two samples at t = {t[i]} s",
+                "keep one sample per device and time",
+            )
+        bounds = np.searchsorted(dev, np.arange(num_devices + 1))
+        times = [t[bounds[d] : bounds[d + 1]] for d in range(num_devices)]
+        pos = [
+            np.column_stack((x[bounds[d] : bounds[d + 1]], y[bounds[d] : bounds[d + 1]]))
+            for d in range(num_devices)
+        ]
+        return cls(times, pos)
+
+    def positions_m(self, time_s: float) -> F64:
+        """Interpolated (clamped outside each device's range) positions, shape ``(N, 2)``, m.
+
+        Cost: ``O(N log K)`` per query (one ``np.interp`` pair per device).
+        """
+        t = check_time(time_s)
+        out = np.empty((self.num_devices, 2))
+        for d, (td, pd_) in enumerate(zip(self._t, self._p, strict=True)):
+            out[d, 0] = np.interp(t, td, pd_[:, 0])
+            out[d, 1] = np.interp(t, td, pd_[:, 1])
+        return out
+
+    def state_dict(self) -> dict[str, Any]:
+        """Positions are a function of time only: no state."""
+        return {}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Nothing to restore."""
+
+
+def read_trace(path: str | Path, *, field: str = "mobility.file") -> pd.DataFrame:
+    """Read a trace file (``.csv`` or ``.parquet``) into a DataFrame, unvalidated.
+
+    CSV headers may have spaces after the commas (``time_s, device, x_m, y_m``).
+
+    Raises:
+        ScenarioError: the file does not exist, is not a regular file, has another suffix, or
+            cannot be parsed.
+    """
+    p = Path(path)
+    if not p.exists():
+        raise ScenarioError(
+            field,
+            f"trace file {p} does not exist",
+            "give a path relative to the scenario file's folder, or an absolute path",
+        )
+    if not p.is_file():
+        raise ScenarioError(field, f"trace path {p} is not a file")
+    suffix = p.suffix.lower()
+    try:
+        if suffix == ".csv":
+            return pd.read_csv(p, skipinitialspace=True)
+        if suffix == ".parquet":
+            return pd.read_parquet(p)
+    except Exception as exc:  # any parser failure is the user's file
+        raise ScenarioError(
+            field,
+            f"cannot read trace file {p}: {type(exc).__name__}: {exc}",
+            "give a valid CSV or Parquet file with columns time_s, device, x_m, y_m",
+        ) from exc
+    raise ScenarioError(
+        field,
+        f"trace file {p} has suffix {p.suffix!r}; expected .csv or .parquet",
+        "convert the trace to CSV or Parquet",
+    )
