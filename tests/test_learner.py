@@ -600,3 +600,10 @@ def test_stable_fraction_follows_the_papers_rule():
     expected = float(((total > 0) & (recent < 0.005 * total)).double().mean())
     assert expected > 0.5  # the scenario exercises the rule
     assert learner.stable_fraction == pytest.approx(expected)
+
+
+def test_num_samples_are_the_partition_sizes():
+    """num_samples[n] is the size of device n's local data (the trace's device_config column)."""
+    learner = tiny_learner([4, 4, 4], n_samples=100)
+    assert learner.num_samples.tolist() == [p.size for p in learner.parts]
+    assert learner.num_samples.sum() == 100

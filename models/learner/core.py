@@ -165,8 +165,8 @@ class TorchLearner:
         self._started = False
         #: the devices' BatchNorm buffers after the last compute, ``{name: (n, ...)}``
         self.device_buffers: dict[str, torch.Tensor] = {}
-        #: the learner has no per-device data-size attribute in this version (trace: null)
-        self.num_samples: np.ndarray | None = None
+        #: ``(N,)`` each device's local data size (the trace's ``device_config.num_samples``)
+        self.num_samples: np.ndarray | None = self.data.num_samples
         self._clear_slot()
 
     # ------------------------------------------------------------------ construction
