@@ -14,7 +14,7 @@ from torch.nn.utils import parameters_to_vector, vector_to_parameters
 from models.data import partition
 from models.learner import Freezing, TorchLearner, freeze_masks, stability_scores
 from models.learner.gradients import GradientPaths
-from sim.learner import Learner, build_learner
+from sim.learner import Learner, UpdateRuleSpec, build_learner
 from sim.rng import Streams
 
 # ----------------------------------------------------------------------------- helpers
@@ -607,3 +607,43 @@ def test_num_samples_are_the_partition_sizes():
     learner = tiny_learner([4, 4, 4], n_samples=100)
     assert learner.num_samples.tolist() == [p.size for p in learner.parts]
     assert learner.num_samples.sum() == 100
+
+
+def test_random_selection_freezes_exact_counts_reproducibly():
+    """selection='random': rint(gamma D) parameters per device, the same for the same seed and
+    frame, another draw in another frame, and no scores needed."""
+    masks = []
+    for _ in range(2):
+        learner = tiny_learner([4, 4, 4], sampling_streams=Streams(5))
+        learner.set_update_rule(UpdateRuleSpec("freezing", {"selection": "random"}))
+        learner.begin_frame(1, freeze(learner, [0.0, 0.3, 0.7]))
+        masks.append(rule(learner).masks().numpy())
+    d = masks[0].shape[1]
+    assert masks[0].sum(axis=1).tolist() == np.rint(np.array([0.0, 0.3, 0.7]) * d).tolist()
+    np.testing.assert_array_equal(masks[0], masks[1])
+    learner.begin_frame(2, freeze(learner, [0.0, 0.3, 0.7]))
+    assert not np.array_equal(rule(learner).masks().numpy(), masks[0])
+
+
+def test_random_selection_ignores_the_scores():
+    """Random masks are independent of stability: over many draws each parameter is frozen with
+    probability gamma whatever its score (chi-square on frozen counts per parameter, p > 0.001)."""
+    from scipy import stats
+
+    learner = tiny_learner([4] * 40, sampling_streams=Streams(6), hidden=None)  # D = 15
+    learner.set_update_rule(UpdateRuleSpec("freezing", {"selection": "random"}))
+    d, gamma = learner.num_params, 0.4
+    counts = np.zeros(d)
+    for frame in range(25):
+        learner.begin_frame(frame, freeze(learner, np.full(40, gamma)))
+        counts += rule(learner).masks().numpy().sum(axis=0)
+    expected = np.full(d, counts.sum() / d)
+    assert stats.chisquare(counts, expected).pvalue > 1e-3
+
+
+def test_update_rule_cannot_change_after_the_first_frame():
+    """The rule owns per-device state: set_update_rule after begin_frame is a RuntimeError."""
+    learner = tiny_learner([4, 4])
+    learner.begin_frame(0, freeze(learner, [0.0, 0.0]))
+    with pytest.raises(RuntimeError, match="before the first frame"):
+        learner.set_update_rule(UpdateRuleSpec("freezing", {"selection": "random"}))

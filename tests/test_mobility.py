@@ -225,6 +225,31 @@ def test_rwp_block_size_does_not_change_paths():
         np.testing.assert_array_equal(a.positions_m(t), b.positions_m(t))
 
 
+def test_rwp_state_rewinds_a_model_that_ran_ahead():
+    """Loading a saved state into a model already queried far later continues from the save."""
+    kw = dict(seed=9, n=5, radius_m=30.0, pause_s=0.3, legs_per_block=2)  # many blocks
+    saved, other = rwp(**kw), rwp(**kw)
+    saved.positions_m(150.0)
+    state = saved.state_dict()
+    other.positions_m(4000.0)  # far ahead: later blocks drawn, generator advanced
+    other.load_state_dict(state)
+    for t in (150.0, 151.0, 600.0, 2500.0):
+        np.testing.assert_array_equal(other.positions_m(t), saved.positions_m(t))
+
+
+def test_rwp_state_of_another_size_is_refused():
+    """A 5-device state does not load into a 4-device model."""
+    with pytest.raises(ValueError, match="devices"):
+        rwp(n=4).load_state_dict(rwp(n=5).state_dict())
+
+
+def test_static_and_trace_models_have_no_state(tmp_path):
+    """Static and trace positions are functions of time: empty states."""
+    assert rwp(n=2, pause_s=0.0).state_dict()["leg"].shape == (2,)
+    assert StaticMobility(np.zeros((2, 2))).state_dict() == {}
+    assert build_trace(write_trace(tmp_path / "t.csv", trace_frame())).state_dict() == {}
+
+
 @settings(max_examples=60, deadline=None)
 @given(
     seed=st.integers(0, 2**32 - 1),
