@@ -6,13 +6,21 @@
   Proposition-1 and no-outage slot rules, the freezing cost model.
 * :mod:`sim.schemes.controller` -- the Lyapunov / MM controller's mathematics (Theorem 2).
 * one module per scheme, registered by name in :data:`SCHEMES`:
-  ``two_timescale`` (the paper's), ``only_pc``, ``only_pf``, ``ideal`` (its baselines) and
-  ``fixed_power`` (the validation scheme).
+  ``two_timescale`` (the paper's), ``only_pc``, ``only_pf``, ``ideal`` (its baselines),
+  ``random_freezing`` (the ablation of the stability criterion) and ``fixed_power`` (the
+  validation scheme).
 """
 
 from __future__ import annotations
 
-from sim.schemes import fixed_power, ideal, only_pc, only_pf, two_timescale  # noqa: F401 (register)
+from sim.schemes import (  # noqa: F401 (each module registers its scheme)
+    fixed_power,
+    ideal,
+    only_pc,
+    only_pf,
+    random_freezing,
+    two_timescale,
+)
 from sim.schemes.base import Scheme
 from sim.schemes.registry import SCHEMES, build_scheme, register
 

@@ -1,0 +1,34 @@
+"""Random freezing: the ablation that measures what the stability criterion is worth."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from sim.learner import UpdateRuleSpec
+from sim.schemes.common import ControllerOptions, FreezingScheme
+from sim.schemes.registry import register
+from sim.world.system import SystemConstants
+
+
+@register
+class RandomFreezing(FreezingScheme):
+    """The paper's two-timescale control (the controller's ``gamma`` per frame, Proposition-1
+    power per slot), but each device freezes a uniformly random ``gamma`` fraction of its
+    parameters instead of its most stable ones.
+
+    Its network side (``gamma``, power, energy, queues, outages) is exactly ``two_timescale``'s
+    on the same seed: only which parameters are frozen differs, so the accuracy gap between the
+    two is what the stability criterion buys.
+    """
+
+    name: ClassVar[str] = "random_freezing"
+    Params = ControllerOptions
+
+    def __init__(self, params: ControllerOptions, system: SystemConstants) -> None:
+        super().__init__(
+            params,
+            system,
+            freezing="controller",
+            power="threshold",
+            update_rule=UpdateRuleSpec("freezing", {"selection": "random"}),
+        )
