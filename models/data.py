@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -81,7 +82,7 @@ class CompactImages:
     def __len__(self) -> int:
         return self.raw.shape[0]
 
-    def __getitem__(self, idx: object) -> torch.Tensor:
+    def __getitem__(self, idx: Any) -> torch.Tensor:
         """Normalised ``float32`` images ``raw[idx]`` (any index ``torch`` accepts)."""
         return _normalise(self.raw[idx], self.mean, self.std)
 
@@ -152,12 +153,12 @@ def load_dataset(
             f"dataset {name!r} not found: no complete set of files in {where} "
             f"(searched data directory {root.resolve()}); {_FIX}"
         )
-    x_tr, y_tr, x_te, y_te = (
+    c_tr, y_tr, c_te, y_te = (
         _load_cifar10(root) if name == "cifar10" else _load_mnist_like(name, root)
     )
     if not compact:
-        x_tr, x_te = x_tr.materialise(), x_te.materialise()
-    return x_tr, y_tr, x_te, y_te
+        return c_tr.materialise(), y_tr, c_te.materialise(), y_te
+    return c_tr, y_tr, c_te, y_te
 
 
 def _load_digits() -> Tensors:
@@ -280,13 +281,13 @@ def partition(
             for n, piece in enumerate(np.split(idx, np.clip(cuts, 0, idx.size))):
                 buckets[n].append(piece)
         parts = [np.concatenate(b) if b else np.empty(0, np.int64) for b in buckets]
-        sizes = np.array([p.size for p in parts])
-        for n in np.flatnonzero(sizes == 0):
+        sizes = np.array([p.size for p in parts], dtype=np.int64)
+        for empty in np.flatnonzero(sizes == 0):
             donor = int(np.argmax(sizes))
             j = int(rng.integers(sizes[donor]))
-            parts[n] = parts[donor][j : j + 1]
+            parts[empty] = parts[donor][j : j + 1]
             parts[donor] = np.delete(parts[donor], j)
-            sizes[n], sizes[donor] = 1, sizes[donor] - 1
+            sizes[empty], sizes[donor] = 1, sizes[donor] - 1
     else:
         raise ValueError(f"unknown partition kind {kind!r}; known: 'iid', 'dirichlet'")
     return [np.sort(np.asarray(p, dtype=np.int64)) for p in parts]

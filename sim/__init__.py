@@ -1,7 +1,11 @@
-"""wflsim.sim: the world and its clock (scenario schema, physics, SimPy engine, schemes, trace, CLI).
+"""wflsim.sim: the world and its clock.
 
-Nothing in this package imports torch: the learning side lives in :mod:`models` and is reached
-through the :class:`sim.learner.Learner` protocol only.
+``config`` (scenario schema, catalogue, loading), ``world`` (physics, mobility, channel),
+``schemes`` (the scheme seam and the controller), ``slot`` (pure slot resolution), ``engine``
+(SimPy orchestration), ``trace``, ``state`` (checkpoints), ``rng``, and the application
+(``run``, ``sweep``, ``cli``). Nothing in this package imports torch: the learning side lives in
+:mod:`models` and is reached through the :class:`sim.learner.Learner` protocol only
+(``docs/architecture.md``).
 """
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"

@@ -11,9 +11,13 @@ import argparse
 import signal
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from sim import __version__
 from sim.errors import ScenarioError
+
+if TYPE_CHECKING:
+    from sim.engine import RunStats
 
 EXIT_BAD_INPUT = 2
 
@@ -137,7 +141,7 @@ def _run(args: argparse.Namespace) -> int:
     total = sc.run.frames * sc.run.slots_per_frame
     bar = tqdm(total=total, unit="slot", disable=args.quiet, dynamic_ncols=True, file=sys.stderr)
 
-    def progress(t: int, st) -> None:
+    def progress(t: int, st: RunStats) -> None:
         bar.update(1)
         if t % 5 == 0 or t == total - 1:
             bar.set_postfix(

@@ -91,8 +91,8 @@ class NullLearner:
     network-only run accounts payloads and energy exactly as the same run with training.
     """
 
-    stable_fraction = float("nan")
-    num_samples = None
+    stable_fraction: float = float("nan")
+    num_samples: np.ndarray | None = None
 
     def __init__(self, num_params: int) -> None:
         if num_params <= 0:

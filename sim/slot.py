@@ -220,5 +220,6 @@ def drift_plus_penalty(
     Returns:
         ``(X, z)``, each ``(N,)``.
     """
-    x = lam * np.asarray(success) * batch_size * (np.asarray(gamma) - 1.0)
-    return x, v * x + np.asarray(queue_frame_j) * np.asarray(energy_j)
+    x: F64 = lam * np.asarray(success) * np.asarray(batch_size) * (np.asarray(gamma) - 1.0)
+    z: F64 = v * x + np.asarray(queue_frame_j) * np.asarray(energy_j)
+    return x, z

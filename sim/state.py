@@ -106,8 +106,9 @@ def save(path: str | Path, state: dict[str, Any]) -> None:
     doc = json.dumps(tree, allow_nan=False).encode()
     members = {k.lstrip("/"): v for k, v in arrays.items()}
     tmp = path.with_name(path.name + ".tmp")
+    payload: dict[str, Any] = {_TREE: np.frombuffer(doc, dtype=np.uint8), **members}
     with open(tmp, "wb") as f:
-        np.savez(f, **{_TREE: np.frombuffer(doc, dtype=np.uint8)}, **members)
+        np.savez(f, **payload)
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)

@@ -114,7 +114,7 @@ def parse_seeds(text: str) -> list[int]:
 def expand(grid: list[tuple[str, list[str]]], seeds: list[int]) -> list[GridPoint]:
     """The Cartesian product of the grid values and the seeds (seed varies fastest)."""
     keys = [k for k, _ in grid]
-    points = []
+    points: list[GridPoint] = []
     for combo in itertools.product(*(v for _, v in grid)):
         overrides = tuple(f"{k}={v}" for k, v in zip(keys, combo, strict=True))
         points.extend(GridPoint(overrides, s) for s in seeds)

@@ -31,7 +31,7 @@ SCHEMES = ("ideal", "fixed_power", "only_pc", "only_pf", "two_timescale")
 SEEDS = (0, 1)
 
 
-def _paper_network(scheme: str, seed: int) -> dict[str, Any]:
+def paper_network(scheme: str, seed: int) -> dict[str, Any]:
     """The paper's MNIST setting (30 devices, 1000 m, tau_0 = 0.8 s), network only, 3 frames."""
     return {
         "name": "golden_network",
@@ -48,7 +48,7 @@ def _paper_network(scheme: str, seed: int) -> dict[str, Any]:
     }
 
 
-def _digits(scheme: str, seed: int) -> dict[str, Any]:
+def digits(scheme: str, seed: int) -> dict[str, Any]:
     """Digits MLP with training, moving devices, small batches (the vmap gradient path); a 1 MHz
     band makes the upload cost enough for the controller to freeze."""
     return {
@@ -71,7 +71,7 @@ def _digits(scheme: str, seed: int) -> dict[str, Any]:
     }
 
 
-def _digits_per_device(scheme: str, seed: int) -> dict[str, Any]:
+def digits_per_device(scheme: str, seed: int) -> dict[str, Any]:
     """Digits MLP with batches of 300 (> 256: the per-device autograd path), unequal budgets."""
     return {
         "name": "golden_digits_b300",
@@ -86,7 +86,7 @@ def _digits_per_device(scheme: str, seed: int) -> dict[str, Any]:
     }
 
 
-def _mnist(scheme: str, seed: int) -> dict[str, Any]:
+def mnist_cnn(scheme: str, seed: int) -> dict[str, Any]:
     """The paper's CNN on non-IID MNIST with training, 8 devices x 64 samples, 3 frames x 3 slots."""
     return {
         "name": "golden_mnist",
@@ -116,11 +116,11 @@ def golden_runs() -> dict[str, tuple[dict[str, Any], bool]]:
     runs: dict[str, tuple[dict[str, Any], bool]] = {}
     for scheme in SCHEMES:
         for seed in SEEDS:
-            runs[f"network-{scheme}-s{seed}"] = (_paper_network(scheme, seed), False)
-            runs[f"digits-{scheme}-s{seed}"] = (_digits(scheme, seed), False)
-            runs[f"mnist-{scheme}-s{seed}"] = (_mnist(scheme, seed), True)
+            runs[f"network-{scheme}-s{seed}"] = (paper_network(scheme, seed), False)
+            runs[f"digits-{scheme}-s{seed}"] = (digits(scheme, seed), False)
+            runs[f"mnist-{scheme}-s{seed}"] = (mnist_cnn(scheme, seed), True)
     for scheme in ("two_timescale", "only_pf"):
-        runs[f"digits_b300-{scheme}-s0"] = (_digits_per_device(scheme, 0), False)
+        runs[f"digits_b300-{scheme}-s0"] = (digits_per_device(scheme, 0), False)
     return runs
 
 

@@ -133,18 +133,16 @@ def test_same_seed_gives_identical_events_with_training(tmp_path):
 
 def test_failed_run_keeps_a_readable_trace(tmp_path, monkeypatch):
     """A crash mid-run leaves a readable trace of the frames done and a 'failed' manifest."""
-    import sim.engine
+    from sim.schemes.ideal import Ideal
 
-    calls = {"n": 0}
-    original = sim.engine.Engine._frame_start
+    original = Ideal.plan_frame
 
-    def boom(self, k):
-        calls["n"] += 1
-        if k == 1:
+    def boom(self, ctx):
+        if ctx.frame == 1:
             raise RuntimeError("injected failure")
-        return original(self, k)
+        return original(self, ctx)
 
-    monkeypatch.setattr(sim.engine.Engine, "_frame_start", boom)
+    monkeypatch.setattr(Ideal, "plan_frame", boom)  # the quick start's scheme fails in frame 1
     out = tmp_path / "run"
     assert main(["run", str(QUICK), "--out", str(out), *SHORT]) == 1
     manifest = json.loads((out / "manifest.json").read_text())

@@ -296,7 +296,7 @@ def test_simulated_clock_moves_devices_during_long_slots():
     assert not np.allclose(a.loc[a.frame == 2, "distance_m"], b.loc[b.frame == 2, "distance_m"])
 
 
-def test_trace_writer_keeps_row_group_order_and_reports_a_failed_write(tmp_path):
+def test_trace_writer_keeps_row_group_order_and_reports_a_failed_write(tmp_path, monkeypatch):
     """Background row-group writes land in order; a failed write is raised, not lost."""
     import pyarrow.parquet as pq
 
@@ -312,10 +312,10 @@ def test_trace_writer_keeps_row_group_order_and_reports_a_failed_write(tmp_path)
 
     bad = TraceWriter(tmp_path / "bad.parquet", {})
 
-    def boom(table):
+    def boom(self, table, *args, **kwargs):
         raise OSError("disk full")
 
-    bad._writer.write_table = boom
+    monkeypatch.setattr(pq.ParquetWriter, "write_table", boom)
     buf = TraceBuffer()
     buf.add("frame_start", 0.0, 0, 0)
     bad.write(buf)

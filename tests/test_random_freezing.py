@@ -6,7 +6,7 @@ import numpy as np
 import torch
 
 from conftest import events, run_in_memory
-from golden_runs import _digits, _paper_network
+from golden_runs import digits, paper_network
 from models.learner import Freezing
 from sim.config.loading import validate_scenario
 from sim.run import build_engine, make_learner, prepare_scenario
@@ -14,14 +14,14 @@ from sim.run import build_engine, make_learner, prepare_scenario
 
 def test_network_side_equals_two_timescale():
     """Network only: every event (gamma, power, energy, queues, outages) equals two_timescale's."""
-    ours, _ = run_in_memory(_paper_network("random_freezing", 0))
-    theirs, _ = run_in_memory(_paper_network("two_timescale", 0))
+    ours, _ = run_in_memory(paper_network("random_freezing", 0))
+    theirs, _ = run_in_memory(paper_network("two_timescale", 0))
     assert ours.equals(theirs)
     assert (events(ours, "freeze")["gamma"] > 0).any()  # the controller does freeze
 
 
 def _engine(scheme: str):
-    prep = prepare_scenario(validate_scenario(_digits(scheme, 0)))
+    prep = prepare_scenario(validate_scenario(digits(scheme, 0)))
     return build_engine(prep, make_learner(prep))
 
 

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from conftest import base_scenario
-from golden_runs import _digits
+from golden_runs import digits
 from sim import state
 from sim.config.loading import validate_scenario
 from sim.run import build_engine, make_learner, prepare_scenario
@@ -37,7 +37,7 @@ def _split_run(data: dict, k: int, tmp_path) -> tuple[pa.Table, object]:
 @pytest.mark.parametrize("scheme", sorted(SCHEMES))
 def test_save_and_continue_with_training_equals_the_uninterrupted_run(scheme, tmp_path):
     """Digits with training, moving devices, freezing: events and final model are identical."""
-    data = _digits(scheme, seed=3)
+    data = digits(scheme, seed=3)
     whole = _engine(data)
     whole.run()
     split, resumed = _split_run(data, 2, tmp_path)

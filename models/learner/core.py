@@ -163,6 +163,10 @@ class TorchLearner:
             streams=sampling_streams,
         )
         self._started = False
+        self._ids = np.empty(0, dtype=np.int64)
+        self._uploads = torch.empty(0, self.num_params, device=dev)
+        self._losses = np.empty(0)
+        self._batches: list[np.ndarray] = []
         #: the devices' BatchNorm buffers after the last compute, ``{name: (n, ...)}``
         self.device_buffers: dict[str, torch.Tensor] = {}
         #: ``(N,)`` each device's local data size (the trace's ``device_config.num_samples``)
@@ -414,5 +418,5 @@ class TorchLearner:
         self._ids = np.empty(0, dtype=np.int64)
         self._uploads = torch.empty(0, self.num_params, device=self.device)
         self._losses = np.empty(0)
-        self._batches: list[np.ndarray] = []
+        self._batches = []
         self.device_buffers = {}

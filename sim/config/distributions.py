@@ -88,9 +88,9 @@ class Choice(Strict):
 
 
 Distribution = Annotated[Uniform | LogUniform | Normal | Choice, Field(discriminator="dist")]
-_DIST = TypeAdapter(Distribution)
+_DIST: TypeAdapter[Any] = TypeAdapter(Distribution)
 _FLOATS = TypeAdapter(list[Annotated[float, Field(allow_inf_nan=False)]])
-_FLOAT = TypeAdapter(Annotated[float, Field(allow_inf_nan=False)])
+_FLOAT: TypeAdapter[float] = TypeAdapter(Annotated[float, Field(allow_inf_nan=False)])
 
 
 def _per_device(value: Any) -> Any:

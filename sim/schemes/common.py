@@ -106,19 +106,19 @@ class FrameController:
         """The per-device inputs of the per-frame problem (P4) for this frame."""
         s, d = self.system, self.system.devices
         return controller.ControllerParams(
-            model_bits=s.full_payload_bits,
-            bandwidth_hz=s.bandwidth_hz,
-            noise_w=s.noise_w,
+            model_bits=np.asarray(s.full_payload_bits, dtype=np.float64),
+            bandwidth_hz=np.asarray(s.bandwidth_hz, dtype=np.float64),
+            noise_w=np.asarray(s.noise_w, dtype=np.float64),
             mean_gain=ctx.large_scale_gain,
-            deadline_s=s.deadline_s,
+            deadline_s=np.asarray(s.deadline_s, dtype=np.float64),
             cycles_per_sample=d.cycles_per_sample,
             batch_size=d.batch_size,
             cpu_hz=d.cpu_hz,
             capacitance=d.capacitance,
             peak_power_w=d.peak_power_w,
             queue_j=ctx.queue_j,
-            v=self.weights.v,
-            lam=self.weights.lam,
+            v=np.asarray(self.weights.v, dtype=np.float64),
+            lam=np.asarray(self.weights.lam, dtype=np.float64),
         )
 
     def no_freezing(self, ctx: FrameContext) -> ControllerDecision:

@@ -284,10 +284,10 @@ class _Derived(NamedTuple):
     participating: NDArray[np.bool_]  # I > 0
 
     def take(self, idx: NDArray[np.intp]) -> _Derived:
-        return _Derived(*(a[idx] for a in self))
+        return _Derived._make(a[idx] for a in self)
 
     def tile(self, reps: int) -> _Derived:
-        return _Derived(*(np.tile(a, reps) for a in self))
+        return _Derived._make(np.tile(a, reps) for a in self)
 
 
 def _derive(p: ControllerParams) -> _Derived:
@@ -794,7 +794,7 @@ def solve_gamma(
     gamma = np.where(part, g2[pick, idx], 1.0)
     cost = np.where(part, z2[pick, idx], 0.0)
     it = iters.reshape(2, n).sum(axis=0)
-    converged = conv.reshape(2, n).all(axis=0)
+    converged = np.asarray(conv.reshape(2, n).all(axis=0), dtype=bool)
     u = 1.0 - gamma
     pmax = max_tx_power_w(d.queue_j, d.net_value, u, d.deadline_s, d.theta_s, d.peak_power_w)
     return GammaResult(gamma, cost, it, pmax, np.where(part, gam_c, 0.0), converged)

@@ -45,7 +45,8 @@ def distance_m(positions_m: ArrayLike, server_m: ArrayLike = (0.0, 0.0)) -> F64:
         distances, shape ``(N,)``, metres.
     """
     pos = np.asarray(positions_m, dtype=np.float64)
-    return np.hypot(pos[..., 0] - server_m[0], pos[..., 1] - server_m[1])
+    srv = np.asarray(server_m, dtype=np.float64)
+    return np.hypot(pos[..., 0] - srv[0], pos[..., 1] - srv[1])
 
 
 def path_loss_db(
@@ -114,7 +115,7 @@ def rate_bps(
     snr = (
         np.asarray(tx_power_w, dtype=np.float64)
         * np.asarray(channel_gain, dtype=np.float64)
-        / noise_w
+        / np.asarray(noise_w, dtype=np.float64)
     )
     return np.asarray(bandwidth_hz, dtype=np.float64) * np.log1p(snr) / np.log(2.0)
 

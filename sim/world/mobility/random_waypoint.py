@@ -101,7 +101,7 @@ class RandomWaypoint(Mobility):
 
     def _new_block(self, device: int, start_m: F64, start_time_s: float) -> dict[str, F64]:
         """The next ``K`` legs of ``device``, starting at ``start_m`` at ``start_time_s``."""
-        self._block_rng[device] = self._rngs[device].bit_generator.state
+        self._block_rng[device] = dict(self._rngs[device].bit_generator.state)
         self._block_start_m[device] = start_m
         self._block_start_s[device] = start_time_s
         u = self._rngs[device].random((self._k, 3))
