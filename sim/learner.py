@@ -39,6 +39,12 @@ UPDATE_RULES: dict[str, tuple[str, ...]] = {
     # freeze frozen_count[n] parameters per device for the frame, chosen by the paper's stability
     # criterion ("stability") or uniformly at random ("random", an ablation)
     "freezing": ("selection",),
+    # Top-K with error accumulation: send the k[n] entries of largest |residual + gradient|
+    "topk_ef": (),
+    # importance pruning: train and send the kept[n] entries of largest (g_prev w)^2
+    "pruning": ("aggregation",),
+    # unbiased stochastic uniform quantisation at bits[n] per coordinate, error-weighted average
+    "quantisation": (),
 }
 
 

@@ -25,6 +25,7 @@ STREAM_IDS: dict[str, int] = {
     "torch_init": 7,  # model initialisation (one integer seed for torch)
     "scheme": 8,  # randomness a scheme may need (e.g. stochastic quantisation)
     "freeze_choice": 9,  # which parameters a device freezes when chosen at random, per frame
+    "quantise": 10,  # stochastic rounding of a device's quantised upload, per slot
 }
 
 _GLOBAL = 2**31 - 1  # spawn-key slot used for streams that are not per device

@@ -53,6 +53,7 @@ class Prepared:
     mobility: Mobility
     channel: Channel
     data_dir: Path
+    system: SystemConstants
 
 
 def prepare(
@@ -112,10 +113,21 @@ def prepare_scenario(
     ddir = resolve_data_dir(data_dir, scenario, base_dir)
     if scenario.learning.enabled:
         check_data_dir(scenario.learning.dataset, ddir)
-    else:
-        payload_num_params(scenario.learning)
+    system = resolve_system(scenario, devices)
+    # Build the scheme once: what only a scheme can check (e.g. that its cost model knows the
+    # model's architecture) fails here, before anything is written.
+    build_scheme(scenario.scheme.name, scenario.scheme.params, system)
     return Prepared(
-        scenario, text, path, list(overrides or []), streams, devices, mobility, channel, ddir
+        scenario,
+        text,
+        path,
+        list(overrides or []),
+        streams,
+        devices,
+        mobility,
+        channel,
+        ddir,
+        system,
     )
 
 
@@ -153,16 +165,18 @@ def make_learner(prep: Prepared) -> Learner:
         raise
 
 
-def make_system(prep: Prepared, learner: Learner) -> SystemConstants:
-    """The physical constants of the run; ``D`` is the learner's parameter count."""
-    net = prep.scenario.network
+def resolve_system(scenario: Scenario, devices: DeviceArrays) -> SystemConstants:
+    """The physical constants of a run: devices, radio, ``D`` (the model's, from the catalogue,
+    or ``learning.num_params``) and the architecture behind ``D`` when it is the model's."""
+    net, lc = scenario.network, scenario.learning
     return SystemConstants(
-        devices=prep.devices,
+        devices=devices,
         bandwidth_hz=net.bandwidth_hz,
         noise_w=float(physics.dbm_to_w(net.noise_dbm)),
-        deadline_s=prep.scenario.run.deadline_s,
-        num_params=int(learner.num_params),
-        bits_per_param=prep.scenario.learning.bits_per_param,
+        deadline_s=scenario.run.deadline_s,
+        num_params=payload_num_params(lc),
+        bits_per_param=lc.bits_per_param,
+        architecture=(lc.model, lc.dataset) if lc.num_params is None else None,
     )
 
 
@@ -186,8 +200,18 @@ def build_engine(
     writer: TraceWriter | None = None,
     progress: ProgressFn | None = None,
 ) -> Engine:
-    """The engine of a prepared scenario: system constants, scheme, and every component."""
-    system = make_system(prep, learner)
+    """The engine of a prepared scenario with a fresh scheme, on ``learner``.
+
+    Raises:
+        ValueError: the learner's ``D`` differs from the scenario's (a custom learner that does
+            not fit the scenario).
+    """
+    system = prep.system
+    if int(learner.num_params) != system.num_params:
+        raise ValueError(
+            f"the learner has {learner.num_params} parameters but the scenario's D is "
+            f"{system.num_params} (learning.model / learning.num_params)"
+        )
     sc = prep.scenario
     scheme = build_scheme(sc.scheme.name, sc.scheme.params, system)
     return Engine(
@@ -275,7 +299,7 @@ def execute(
 ) -> RunStats:
     """Run a prepared scenario and write ``out/events.parquet`` and ``out/manifest.json``."""
     check_out_dir(out, overwrite)
-    system = make_system(prep, learner)
+    system = prep.system
     sc = prep.scenario
     if out.exists() and overwrite:
         for name in RUN_FILES:

@@ -56,7 +56,31 @@ COLUMNS: dict[str, tuple[pa.DataType, str, str]] = {
         "fraction",
         "fraction of parameters the device froze in the frame (the scheme's choice rounded to whole parameters; 0 in frame 0)",
     ),
-    "payload_bits": (pa.float64(), "bit", "upload payload (1 - gamma) S"),
+    "payload_bits": (
+        pa.float64(),
+        "bit",
+        "upload payload of the scheme's cost model ((1 - gamma) S under freezing)",
+    ),
+    "compute_fraction": (
+        pa.float64(),
+        "fraction",
+        "freeze rows: share of a full local gradient's c B cycles the device runs in the frame (1 - gamma under freezing and pruning, 1 for Top-K and FedHQ-like, the sub-model's FLOP share for FjORD)",
+    ),
+    "sent_values": (
+        pa.int64(),
+        "value",
+        "freeze rows: values in one upload (unfrozen parameters; Top-K's K; pruning's kept parameters; FedHQ-like's D; FjORD's sub-model parameters)",
+    ),
+    "bits_per_value": (
+        pa.float64(),
+        "bit",
+        "freeze rows: bits per uploaded value, indices included (Top-K: 32 + index bits; FedHQ-like: b_n, plus 64 bits per upload for the norm and the error)",
+    ),
+    "width": (
+        pa.float64(),
+        "fraction",
+        "freeze rows, FjORD: width p of the device's sub-model (null for other schemes)",
+    ),
     "min_tx_power_w": (
         pa.float64(),
         "W",

@@ -24,6 +24,7 @@ from sim.schemes.controller import (
     expected_cost,
     expected_cost_derivative,
     lambda_from_constants,
+    max_tx_power_for_cost_w,
     max_tx_power_w,
     paper_curvature_bound,
     slot_power_decision,
@@ -750,3 +751,69 @@ def test_bad_inputs_raise_value_error_naming_field(call, field):
     """Invalid inputs raise ValueError whose message names the offending field."""
     with pytest.raises(ValueError, match=field):
         call()
+
+
+def test_threshold_for_a_cost_model_equals_the_papers_under_freezing():
+    """With compute fraction u (freezing), the cost-model threshold equals I u / (Q Dt) clipped."""
+    rng = np.random.default_rng(81)
+    params = _concat(_mnist(rng, 300), _randomised(rng, 300))
+    u = rng.uniform(0.0, 1.0, params.n_devices)
+    u[:5] = 0.0
+    ref = max_tx_power_w(
+        params.queue_j, params.net_value, u, params.deadline_s, params.theta_s, params.peak_power_w
+    )
+    got = max_tx_power_for_cost_w(
+        params.queue_j,
+        params.v * params.lam * params.batch_size * u,
+        params.e_cmp_j * u,
+        params.deadline_s - params.theta_s * u,
+        params.peak_power_w,
+    )
+    np.testing.assert_allclose(got, ref, rtol=1e-12, atol=1e-300)
+
+
+@pytest.mark.parametrize("compute", ["full", "half_of_u"])
+def test_threshold_for_a_cost_model_minimises_the_slot_cost(compute):
+    """For a baseline's own cost model (full compute, or a sub-model computing u/2), transmitting
+    at p_min iff p_min <= p_max gives the minimum of V X + Q E over a dense power grid."""
+    rng = np.random.default_rng(83 if compute == "full" else 84)
+    params = _concat(_mnist(rng, 200), _randomised(rng, 200))
+    n = params.n_devices
+    u = rng.uniform(0.05, 1.0, n)  # value (payload) fraction
+    c = np.ones(n) if compute == "full" else 0.5 * u  # compute fraction
+    t_cmp = params.theta_s * c
+    e_cmp = params.e_cmp_j * c
+    dt = params.deadline_s - t_cmp
+    bits = u * params.model_bits
+    h = params.mean_gain * rng.exponential(1.0, n)
+    p_max = max_tx_power_for_cost_w(
+        params.queue_j,
+        params.v * params.lam * params.batch_size * u,
+        e_cmp,
+        dt,
+        params.peak_power_w,
+    )
+    p_min = ph.min_tx_power_w(
+        bits, h, params.bandwidth_hz, params.noise_w, params.deadline_s, t_cmp
+    )
+    dec = slot_power_decision(p_min, p_max, bits)
+    x_ok = params.lam * params.batch_size * (-u)
+
+    def slot_cost(p: np.ndarray) -> np.ndarray:
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            t_com = ph.upload_time_s(bits, ph.rate_bps(p, h, params.bandwidth_hz, params.noise_w))
+            energy = np.where(p > 0.0, e_cmp + p * t_com, 0.0)
+        success = (p > 0.0) & (t_cmp + t_com <= params.deadline_s * (1.0 + 1e-12))
+        return params.v * np.where(success, x_ok, 0.0) + params.queue_j * energy
+
+    n_grid = 20001
+    p_grid = np.linspace(0.0, 1.0, n_grid)[:, None] * params.peak_power_w
+    grid_min = slot_cost(p_grid).min(axis=0)
+    prop = np.where(dec.transmit, slot_cost(dec.tx_power_w), 0.0)
+    scale = params.v * params.lam * params.batch_size + params.queue_j * (
+        params.e_cmp_j + params.peak_power_w * params.deadline_s
+    )
+    slack = params.queue_j * params.deadline_s * 2.0 * params.peak_power_w / (n_grid - 1)
+    assert np.all(prop <= grid_min + 1e-12 * scale)
+    assert np.all(grid_min <= prop + slack + 1e-12 * scale)
+    assert 20 <= dec.transmit.sum() <= n - 20  # both decisions occur

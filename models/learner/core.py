@@ -37,7 +37,6 @@ import torch
 from torch import nn
 
 from models import data as _data
-from models.learner import aggregate
 from models.learner.evaluation import evaluate
 from models.learner.flat import FlatModel
 from models.learner.gradients import GradientPaths
@@ -338,7 +337,7 @@ class TorchLearner:
         self._batches = batch.samples
         params = self.rule.local_params(self._w, ids)
         grads, losses, new_bufs = self.paths.compute(params, batch, self.buffers)
-        self._uploads = self.rule.uploads(grads, ids)
+        self._uploads = self.rule.uploads(grads, ids, slot)
         self._losses = losses.cpu().numpy()
         self.device_buffers = new_bufs
 
@@ -355,9 +354,10 @@ class TorchLearner:
             bw = torch.as_tensor(self.batch_sizes[ok], dtype=torch.float32, device=self.device)
             g = self.rule.aggregate(self._uploads[rows], ok, bw)
             w_next = w_t - self.lr_at(slot) * g
-            self.buffers.update(aggregate.average_buffers(self.device_buffers, rows))
+            self.buffers = self.rule.aggregate_buffers(self.buffers, self.device_buffers, rows)
         else:
             w_next = w_t
+        self.rule.settle(ok)
         self.rule.after_step(w_t, w_next)
         self.stability.track(w_t, w_next)
         self._w = w_next

@@ -14,11 +14,14 @@
 from __future__ import annotations
 
 from sim.schemes import (  # noqa: F401 (each module registers its scheme)
+    fedhq,
     fixed_power,
     ideal,
     only_pc,
     only_pf,
+    pruning,
     random_freezing,
+    topk_ef,
     two_timescale,
 )
 from sim.schemes.base import Scheme

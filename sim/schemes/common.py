@@ -7,6 +7,7 @@ Nothing here is a base class that reads a subclass's fields: a scheme holds what
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -24,7 +25,7 @@ from sim.schemes.base import (
     SlotContext,
     SlotPlan,
 )
-from sim.slot import SlotOutcome
+from sim.slot import SlotOutcome, frame_costs
 from sim.world import physics
 from sim.world.system import SystemConstants
 
@@ -178,14 +179,20 @@ def freezing_plan(
     if frame == 0:
         counts = np.zeros_like(counts)
     frozen = counts / d
+    compute_fraction = 1.0 - frozen
     return FramePlan(
         gamma=frozen,
         cost=CostPlan(
             payload_bits=physics.payload_bits(d, frozen, system.bits_per_param),
-            compute_fraction=1.0 - frozen,
+            compute_fraction=compute_fraction,
         ),
         update={"frozen_count": counts},
-        columns=columns,
+        columns={
+            **columns,
+            "compute_fraction": compute_fraction,
+            "sent_values": d - counts,
+            "bits_per_value": np.full(counts.shape, float(system.bits_per_param)),
+        },
     )
 
 
@@ -295,4 +302,85 @@ class FreezingScheme(Memoryless):
 
     def cost_weights(self) -> tuple[float, float]:
         """``(V, lam)`` with which ``X`` and ``z`` are logged."""
+        return self.weights.as_tuple()
+
+
+@dataclass(frozen=True)
+class Compression:
+    """A baseline's cost model for one frame: what each device sends and computes at the
+    controller's ``gamma``, the inputs of the learner's update rule, and the logged columns
+    (``compute_fraction``, ``sent_values``, ``bits_per_value``, and e.g. ``width``)."""
+
+    cost: CostPlan
+    update: dict[str, np.ndarray]
+    columns: dict[str, np.ndarray]
+
+
+#: ``(gamma, frame) -> Compression``: a baseline's cost model.
+CostModel = Callable[[F64, int], Compression]
+
+
+class CompressionScheme(Memoryless):
+    """A state-of-the-art baseline run at the proposed scheme's ``gamma``.
+
+    The paper's frame controller picks ``gamma`` (same inputs, same MM solver: Theorem 2 under the
+    freezing cost model; frame 0: ``gamma = 0``); the baseline's cost model turns it into its own
+    payload, compute fraction and update-rule inputs; per slot, Proposition 1 on the baseline's
+    own payload and compute (:func:`controller.max_tx_power_for_cost_w`): a method with full
+    compute has less time left to upload. The deadline is enforced (late uploads are outages).
+    The logged ``gamma`` is the controller's (the convergence-error term ``X`` counts it).
+
+    Args:
+        params: the controller's parameters.
+        system: devices and radio constants.
+        cost_model: the baseline's :data:`CostModel`.
+        update_rule: its learner-side rule.
+    """
+
+    closes_at: ClosesAt = "deadline"
+
+    def __init__(
+        self,
+        params: ControllerOptions,
+        system: SystemConstants,
+        *,
+        cost_model: CostModel,
+        update_rule: UpdateRuleSpec,
+    ) -> None:
+        self.system = system
+        self.weights = LyapunovWeights.from_params(params, system)
+        self.controller = FrameController(system, self.weights, params.tol, params.max_iter)
+        self.cost_model = cost_model
+        self.update_rule = update_rule
+        #: the current frame's Proposition-1 threshold, W (recomputed every frame)
+        self.p_max_w: F64 = np.zeros(system.num_devices)
+
+    def plan_frame(self, ctx: FrameContext) -> FramePlan:
+        """The controller's ``gamma``, the baseline's cost model, the threshold on that cost."""
+        dec = self.controller.solve(ctx)
+        gamma = np.clip(dec.gamma, 0.0, 1.0)
+        comp = self.cost_model(gamma, ctx.frame)
+        costs = frame_costs(comp.cost.payload_bits, comp.cost.compute_fraction, self.system)
+        dev = self.system.devices
+        value = np.where(
+            costs.payload_bits > 0.0,
+            self.weights.v * self.weights.lam * dev.batch_size * (1.0 - gamma),
+            0.0,
+        )
+        self.p_max_w = controller.max_tx_power_for_cost_w(
+            ctx.queue_j,
+            value,
+            costs.compute_energy_j,
+            self.system.deadline_s - costs.compute_s,
+            dev.peak_power_w,
+        )
+        columns = {**dec.columns, **comp.columns, "max_tx_power_w": self.p_max_w}
+        return FramePlan(gamma=gamma, cost=comp.cost, update=comp.update, columns=columns)
+
+    def plan_slot(self, ctx: SlotContext) -> SlotPlan:
+        """Proposition 1 against the frame's threshold on the baseline's own cost."""
+        return threshold_slot_plan(ctx, self.p_max_w)
+
+    def cost_weights(self) -> tuple[float, float]:
+        """``(V, lam)``."""
         return self.weights.as_tuple()

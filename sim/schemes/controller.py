@@ -72,6 +72,7 @@ __all__ = [
     "expected_cost",
     "expected_cost_derivative",
     "lambda_from_constants",
+    "max_tx_power_for_cost_w",
     "max_tx_power_w",
     "paper_curvature_bound",
     "slot_power_decision",
@@ -363,6 +364,47 @@ def max_tx_power_w(
         )
     p = np.where(q > 0.0, np.clip(raw, 0.0, pbar), np.where(i_val > 0.0, pbar, 0.0))
     return np.where((uu <= 0.0) | (dt <= 0.0), 0.0, p).astype(np.float64)
+
+
+def max_tx_power_for_cost_w(
+    queue_j: ArrayLike,
+    value: ArrayLike,
+    compute_energy_j: ArrayLike,
+    upload_window_s: ArrayLike,
+    peak_power_w: ArrayLike,
+) -> F64:
+    """Proposition 1's threshold for any cost model: transmit at ``p_min`` iff ``p_min <= p_max``.
+
+    A device that participates costs ``z = -value + Q (E_cmp + p_min Dt)`` (drift-plus-penalty
+    with ``X = lam B (gamma - 1)``, its upload landing at the deadline after ``Dt`` seconds of
+    transmission); dropping out costs 0. So it participates iff
+    ``p_min < (value - Q E_cmp) / (Q Dt)``, clipped to ``[0, P_bar]``. For freezing (compute
+    fraction ``u = 1 - gamma``: ``value = V lam B u``, ``E_cmp = u e_cmp``, ``Dt = tau0 - theta u``)
+    this is :func:`max_tx_power_w`'s ``I u / (Q Dt)``; a baseline with another cost model (full
+    compute, a sub-model's FLOPs) passes its own energy and upload window.
+
+    Args:
+        queue_j: frame-start queue ``Q``, J, ``>= 0``, shape ``(N,)``.
+        value: ``V lam B u``, the drift-plus-penalty value of an arrived upload, cost, ``>= 0``.
+        compute_energy_j: the device's compute energy in this frame ``E_cmp``, J, ``>= 0``.
+        upload_window_s: ``Dt = tau0 - tau_cmp``, s (``<= 0``: the deadline cannot be met).
+        peak_power_w: ``P_bar``, W, ``>= 0``.
+
+    Returns:
+        ``p_max`` in W, shape ``(N,)``: ``Q = 0`` gives ``P_bar`` if ``value > 0`` else 0;
+        ``value = 0`` (nothing to send) or ``Dt <= 0`` give 0.
+    """
+    q = _checked("queue_j", queue_j, nonneg=True)
+    val = _checked("value", value, nonneg=True)
+    e_cmp = _checked("compute_energy_j", compute_energy_j, nonneg=True)
+    dt = _checked("upload_window_s", upload_window_s)
+    pbar = _checked("peak_power_w", peak_power_w, nonneg=True)
+    net = val - q * e_cmp
+    qdt = q * dt
+    with np.errstate(over="ignore"):
+        raw = np.where(qdt > 0.0, net / np.where(qdt > 0.0, qdt, 1.0), 0.0)
+    p = np.where(q > 0.0, np.clip(raw, 0.0, pbar), np.where(net > 0.0, pbar, 0.0))
+    return np.where((val <= 0.0) | (dt <= 0.0), 0.0, p).astype(np.float64)
 
 
 class SlotDecision(NamedTuple):

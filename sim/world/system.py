@@ -1,7 +1,7 @@
 """The resolved physical system: per-device hardware and the radio constants of a run.
 
 :func:`sim.config.resolve.resolve_devices` turns a scenario's ``[devices]`` table into
-:class:`DeviceArrays`; :func:`sim.run.make_system` adds the radio constants and the model size.
+:class:`DeviceArrays`; :func:`sim.run.resolve_system` adds the radio constants and the model size.
 Schemes, the slot resolution and the engine read these records and never the scenario.
 """
 
@@ -50,6 +50,10 @@ class SystemConstants:
     deadline_s: float  # tau_0, s
     num_params: int  # D
     bits_per_param: int
+    #: ``(model, dataset)`` of the catalogue network whose ``D`` this is (None: ``D`` was given
+    #: directly, e.g. ``learning.num_params`` in a network-only run); cost models that depend on
+    #: the architecture (FjORD's sub-models) need it
+    architecture: tuple[str, str] | None = None
 
     @property
     def num_devices(self) -> int:

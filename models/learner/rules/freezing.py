@@ -1,11 +1,6 @@
-"""Learner-side update rules: what each device trains on, what it uploads, how the server
-aggregates, and the per-device state that carries across slots and frames.
+"""Per-device parameter freezing, the paper's update rule (eqs. 1, 5, 6).
 
-A rule (:class:`UpdateRule`) is named by the scheme (``sim.learner.UpdateRuleSpec``) and gets
-its per-frame inputs from the scheme's frame plan. Notation: ``N`` devices, ``D`` parameters,
-``w`` the global model ``(D,)``, ``ids`` the devices of a call (``int64`` numpy).
-
-* :class:`Freezing` (rule ``"freezing"``, paper eqs. 1, 5, 6): device ``n`` freezes
+* :class:`Freezing` (rule ``"freezing"``): device ``n`` freezes
   ``frozen_count[n]`` parameters for the frame. A frozen parameter holds its frame-start value on
   that device, gets no gradient and is not uploaded; active ones follow the broadcast. Which
   parameters: the smallest stability scores of the previous frame (``selection = "stability"``,
@@ -16,15 +11,15 @@ its per-frame inputs from the scheme's frame plan. Notation: ``N`` devices, ``D`
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 import torch
 
 from models.learner import aggregate
+from models.learner.rules.base import AGGREGATIONS, PlainRule, check_counts, frame_input
 
 SELECTIONS = ("stability", "random")
-AGGREGATIONS = ("weighted", "per_coordinate")
 
 
 def stability_scores(
@@ -61,46 +56,7 @@ def freeze_masks(scores: torch.Tensor, counts: np.ndarray) -> torch.Tensor:
     return ranks < k  # broadcasts (1, D) ranks against (N, 1) counts
 
 
-class UpdateRule(Protocol):
-    """The learner-side part of a scheme (see the module docstring)."""
-
-    def begin_frame(self, frame: int, w: torch.Tensor, update: Mapping[str, np.ndarray]) -> None:
-        """Open frame ``frame`` at global model ``w`` with the scheme's per-device inputs."""
-        ...
-
-    def local_params(self, w: torch.Tensor, ids: np.ndarray) -> torch.Tensor:
-        """Where devices ``ids`` compute their gradients: ``(D,)`` shared or ``(n, D)``."""
-        ...
-
-    def uploads(self, grads: torch.Tensor, ids: np.ndarray) -> torch.Tensor:
-        """What devices ``ids`` send, from their gradients ``(n, D)``; ``(n, D)``."""
-        ...
-
-    def aggregate(
-        self, uploads: torch.Tensor, ok: np.ndarray, weights: torch.Tensor
-    ) -> torch.Tensor:
-        """The server's gradient estimate ``(D,)`` from the uploads ``(k, D)`` that arrived
-        (devices ``ok``, weights ``B_n``)."""
-        ...
-
-    def after_step(self, w_t: torch.Tensor, w_next: torch.Tensor) -> None:
-        """The global model moved from ``w_t`` to ``w_next`` (every slot, also without a step)."""
-        ...
-
-    def end_frame(self) -> None:
-        """Close the frame."""
-        ...
-
-    def state_dict(self) -> dict[str, Any]:
-        """The rule's state at a frame boundary (numpy arrays, numbers)."""
-        ...
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore :meth:`state_dict`."""
-        ...
-
-
-class Freezing:
+class Freezing(PlainRule):
     """Per-device parameter freezing (paper eqs. 1, 5, 6; see the module docstring).
 
     State (on the torch device): ``w_frame`` ``(D,)`` the frame-start model; ``mask`` ``(N, D)``
@@ -153,11 +109,12 @@ class Freezing:
     # ------------------------------------------------------------------ frame
     def begin_frame(self, frame: int, w: torch.Tensor, update: Mapping[str, np.ndarray]) -> None:
         """Fix the frame's masks (``update["frozen_count"]`` ``(N,)`` ints in ``[0, D]``)."""
-        counts = np.asarray(update["frozen_count"])
-        if counts.shape != (self.num_devices,) or not np.issubdtype(counts.dtype, np.integer):
-            raise ValueError(f"frozen_count must be ({self.num_devices},) integers")
-        if (counts < 0).any() or (counts > self.num_params).any():
-            raise ValueError(f"frozen_count must lie in [0, {self.num_params}]")
+        counts = check_counts(
+            "frozen_count",
+            frame_input(update, "frozen_count"),
+            self.num_devices,
+            self.num_params,
+        )
         self.frame = int(frame)
         self.w_frame = w.clone()
         if not counts.any():
@@ -201,7 +158,7 @@ class Freezing:
         rows = self._frozen_rows(ids)
         return w if rows is None else torch.where(rows, self.w_frame, w)
 
-    def uploads(self, grads: torch.Tensor, ids: np.ndarray) -> torch.Tensor:
+    def uploads(self, grads: torch.Tensor, ids: np.ndarray, slot: int) -> torch.Tensor:
         """The gradients with frozen entries set to 0 (not trained, not uploaded)."""
         rows = self._frozen_rows(ids)
         return grads if rows is None else grads.masked_fill(rows, 0.0)
@@ -268,28 +225,3 @@ class Freezing:
         if arr.ndim != 2 or arr.shape[1] != self.num_params:
             raise ValueError(f"saved scores have shape {arr.shape}, D is {self.num_params}")
         self.scores = torch.as_tensor(arr, device=self.device)
-
-
-def build_rule(
-    name: str,
-    params: Mapping[str, Any],
-    *,
-    num_devices: int,
-    num_params: int,
-    device: torch.device,
-    aggregation: str,
-    unmoved_stability: float,
-    streams: Any,
-) -> UpdateRule:
-    """The rule ``name`` with the scheme's ``params`` and the learner's settings."""
-    if name == "freezing":
-        return Freezing(
-            num_devices,
-            num_params,
-            device,
-            selection=str(params.get("selection", "stability")),
-            aggregation=aggregation,
-            unmoved_stability=unmoved_stability,
-            streams=streams,
-        )
-    raise ValueError(f"unknown update rule {name!r}")

@@ -1,0 +1,69 @@
+"""Learner-side update rules: what each device trains on, what it uploads, how the server
+aggregates, and the per-device state that carries across slots and frames.
+
+One module per rule, named by the schemes through ``sim.learner.UpdateRuleSpec``:
+
+* ``freezing`` -- :class:`Freezing` (the paper's; selection by stability or at random);
+* ``topk_ef`` -- :class:`TopKResidual` (Top-K with error accumulation);
+* ``pruning`` -- :class:`ImportancePruning` (``(g w)^2`` importance);
+* ``quantisation`` -- :class:`StochasticQuantisation` (FedHQ-like).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+
+from models.learner.rules.base import AGGREGATIONS, PlainRule, UpdateRule
+from models.learner.rules.freezing import Freezing, freeze_masks, stability_scores
+from models.learner.rules.pruning import ImportancePruning
+from models.learner.rules.quantisation import StochasticQuantisation
+from models.learner.rules.topk import TopKResidual
+
+__all__ = [
+    "AGGREGATIONS",
+    "Freezing",
+    "ImportancePruning",
+    "PlainRule",
+    "StochasticQuantisation",
+    "TopKResidual",
+    "UpdateRule",
+    "build_rule",
+    "freeze_masks",
+    "stability_scores",
+]
+
+
+def build_rule(
+    name: str,
+    params: Mapping[str, Any],
+    *,
+    num_devices: int,
+    num_params: int,
+    device: torch.device,
+    aggregation: str,
+    unmoved_stability: float,
+    streams: Any,
+) -> UpdateRule:
+    """The rule ``name`` with the scheme's ``params`` and the learner's settings."""
+    if name == "freezing":
+        return Freezing(
+            num_devices,
+            num_params,
+            device,
+            selection=str(params.get("selection", "stability")),
+            aggregation=aggregation,
+            unmoved_stability=unmoved_stability,
+            streams=streams,
+        )
+    if name == "topk_ef":
+        return TopKResidual(num_devices, num_params, device)
+    if name == "pruning":
+        return ImportancePruning(
+            num_devices, num_params, device, str(params.get("aggregation", "zeros"))
+        )
+    if name == "quantisation":
+        return StochasticQuantisation(num_devices, num_params, device, streams)
+    raise ValueError(f"unknown update rule {name!r}")

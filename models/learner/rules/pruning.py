@@ -1,0 +1,116 @@
+"""Importance pruning (Liu et al., IEEE Trans. Commun. 2022, "Joint model pruning and device
+selection"): rule ``pruning``.
+
+Importance of parameter ``j``: ``(g_j w_j)^2`` with ``g`` the last aggregated global gradient and
+``w`` the current global model (first-order Taylor saliency). Each slot, device ``n`` keeps its
+``kept_n`` most important parameters (ties: the lower index; the masks of different devices are
+nested because they share the ranking), trains the pruned model (pruned weights are 0 in the
+forward pass) and uploads its gradient on the kept coordinates; the server can recompute the
+masks from broadcast quantities, so no indices are sent, and the global model stays dense.
+Before any global gradient exists, the importance is ``w_j^2`` (magnitude), so a device always
+keeps exactly ``kept_n`` parameters and the trace's payload is what was trained.
+
+Aggregation: ``"zeros"`` (pruned coordinates count as 0, eq. 3) or ``"per_coordinate"`` (each
+coordinate averaged over the devices that kept it). A coordinate that no device keeps gets no
+gradient; its importance stays 0 until the ranking moves: the method's own behaviour.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import torch
+
+from models.learner import aggregate
+from models.learner.rules.base import PlainRule, check_counts, frame_input
+
+PRUNING_AGGREGATIONS = ("zeros", "per_coordinate")
+
+
+def importance_ranks(w: torch.Tensor, g: torch.Tensor | None) -> torch.Tensor:
+    """Rank of each parameter by importance ``(g w)^2`` (``w^2`` without ``g``), 0 = most
+    important, ties by the lower index; ``(D,)`` int64."""
+    imp = (w * w) if g is None else (g * w) ** 2
+    order = torch.argsort(imp, descending=True, stable=True)
+    ranks = torch.empty_like(order)
+    ranks[order] = torch.arange(order.shape[0], device=order.device)
+    return ranks
+
+
+class ImportancePruning(PlainRule):
+    """Importance pruning (see the module docstring). Frame input ``{"kept": (N,) int64}``;
+    state: the last aggregated global gradient ``g`` ``(D,)`` (None before the first)."""
+
+    def __init__(
+        self, num_devices: int, num_params: int, device: torch.device, aggregation: str = "zeros"
+    ) -> None:
+        if aggregation not in PRUNING_AGGREGATIONS:
+            raise ValueError(
+                f"unknown aggregation {aggregation!r}; known: {list(PRUNING_AGGREGATIONS)}"
+            )
+        self.num_devices = num_devices
+        self.num_params = num_params
+        self.device = device
+        self.aggregation = aggregation
+        self.kept = np.full(num_devices, num_params, dtype=np.int64)
+        self.g_prev: torch.Tensor | None = None
+        self._ids = np.empty(0, dtype=np.int64)
+        self._masks: torch.Tensor | None = None
+
+    def begin_frame(self, frame: int, w: torch.Tensor, update: Mapping[str, np.ndarray]) -> None:
+        """Take the frame's kept counts."""
+        self.kept = check_counts(
+            "kept", frame_input(update, "kept"), self.num_devices, self.num_params
+        )
+
+    def masks_for(self, w: torch.Tensor, ids: np.ndarray) -> torch.Tensor | None:
+        """``(n, D)`` bool masks of the kept parameters of ``ids`` (None: nothing pruned)."""
+        kk = self.kept[ids]
+        if (kk >= self.num_params).all():
+            return None
+        ranks = importance_ranks(w, self.g_prev)
+        k = torch.as_tensor(kk, device=self.device).view(-1, 1)
+        return ranks.view(1, -1) < k
+
+    def local_params(self, w: torch.Tensor, ids: np.ndarray) -> torch.Tensor:
+        """The pruned models ``w * m_n`` ``(n, D)`` (``w`` when nothing is pruned)."""
+        self._ids = ids
+        self._masks = self.masks_for(w, ids)
+        return w if self._masks is None else w * self._masks
+
+    def uploads(self, grads: torch.Tensor, ids: np.ndarray, slot: int) -> torch.Tensor:
+        """The gradients on the kept coordinates."""
+        if not np.array_equal(ids, self._ids):
+            raise RuntimeError("uploads() must follow local_params() for the same devices")
+        return grads if self._masks is None else grads.masked_fill(~self._masks, 0.0)
+
+    def aggregate(
+        self, uploads: torch.Tensor, ok: np.ndarray, weights: torch.Tensor
+    ) -> torch.Tensor:
+        """``zeros`` (eq. 3) or ``per_coordinate``; remembers the result as ``g``."""
+        if self.aggregation == "per_coordinate" and self._masks is not None:
+            pos = {int(n): r for r, n in enumerate(self._ids)}
+            rows = torch.as_tensor([pos[int(n)] for n in ok], device=self.device)
+            g = aggregate.per_coordinate_mean(uploads, weights, self._masks[rows])
+        else:
+            g = aggregate.weighted_mean(uploads, weights)
+        self.g_prev = g.detach().clone()
+        return g
+
+    def settle(self, ok: np.ndarray) -> None:
+        """Forget the slot's masks."""
+        self._masks = None
+        self._ids = np.empty(0, dtype=np.int64)
+
+    def state_dict(self) -> dict[str, Any]:
+        """The last aggregated global gradient (None before the first)."""
+        return {"g_prev": None if self.g_prev is None else self.g_prev.cpu().numpy()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore it."""
+        g = state["g_prev"]
+        self.g_prev = (
+            None if g is None else torch.as_tensor(np.asarray(g, np.float32), device=self.device)
+        )
