@@ -53,6 +53,12 @@ SCHEME_LABELS: dict[str, str] = {
     "only_pc": "Only-PC",
     "ideal": "Ideal FL",
     "fixed_power": "Fixed power",
+    # the paper's state-of-the-art baselines (its labels; FedHQ-like: the weights are a stand-in)
+    "topk_ef": "Top-K sparsification",
+    "pruning": "Model pruning",
+    "fedhq": "FedHQ-like",
+    "fjord": "FjORD",
+    "random_freezing": "Random freezing (ablation)",
 }
 
 # Flattened scenario fields never used to tell configurations apart (they do not change results,

@@ -647,3 +647,35 @@ def test_update_rule_cannot_change_after_the_first_frame():
     learner.begin_frame(0, freeze(learner, [0.0, 0.0]))
     with pytest.raises(RuntimeError, match="before the first frame"):
         learner.set_update_rule(UpdateRuleSpec("freezing", {"selection": "random"}))
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_per_device_starting_buffers_update_each_devices_statistics(path: str) -> None:
+    """Given per-device BatchNorm statistics, each device's new running statistics are its own
+    start moved by its batch (reference: a model copy per device with those statistics)."""
+    from models.learner.sampling import Batch
+
+    learner = tiny_learner([4, 6, 5], batchnorm=True, **path_kwargs(path, [6]))
+    learner.compute(0, np.arange(3))  # draws the batches used below
+    batches = learner.last_batches
+    starts = {
+        k: torch.stack([v + float(n) for n in range(3)])
+        if v.is_floating_point()
+        else torch.stack([v + n for n in range(3)])
+        for k, v in learner.buffers.items()
+    }
+    b = np.array([4, 6, 5])
+    idx = np.zeros((3, 6), dtype=np.int64)
+    wts = np.zeros((3, 6), dtype=np.float32)
+    for row, s in enumerate(batches):
+        idx[row, : s.size], idx[row, s.size :], wts[row, : s.size] = s, s[0], 1.0 / s.size
+    batch = Batch(ids=np.arange(3), sizes=b, idx=idx, weights=wts, samples=batches)
+    _, _, new = learner.paths.compute(learner.global_params(), batch, learner.buffers, starts)
+    for row in range(3):
+        net = copy.deepcopy(learner.model).train()
+        vector_to_parameters(learner.global_params(), net.parameters())
+        net[1].running_mean.copy_(starts["1.running_mean"][row])
+        net[1].running_var.copy_(starts["1.running_var"][row])
+        net(learner.data.x_train[torch.as_tensor(batches[row])])
+        torch.testing.assert_close(new["1.running_mean"][row], net[1].running_mean)
+        torch.testing.assert_close(new["1.running_var"][row], net[1].running_var)

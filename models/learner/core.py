@@ -336,7 +336,8 @@ class TorchLearner:
         batch = self.data.draw(slot, ids)
         self._batches = batch.samples
         params = self.rule.local_params(self._w, ids)
-        grads, losses, new_bufs = self.paths.compute(params, batch, self.buffers)
+        local_bufs = self.rule.local_buffers(self.buffers, ids) if self.buffers else None
+        grads, losses, new_bufs = self.paths.compute(params, batch, self.buffers, local_bufs)
         self._uploads = self.rule.uploads(grads, ids, slot)
         self._losses = losses.cpu().numpy()
         self.device_buffers = new_bufs

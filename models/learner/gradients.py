@@ -54,14 +54,22 @@ class GradientPaths:
         self.device = device
 
     def compute(
-        self, params: torch.Tensor, batch: Batch, buffers: dict[str, torch.Tensor]
+        self,
+        params: torch.Tensor,
+        batch: Batch,
+        buffers: dict[str, torch.Tensor],
+        device_buffers: dict[str, torch.Tensor] | None = None,
     ) -> Grads:
-        """The devices' gradients at ``params`` (``(D,)`` shared or ``(n, D)`` per device)."""
+        """The devices' gradients at ``params`` (``(D,)`` shared or ``(n, D)`` per device).
+
+        Each device starts from a copy of ``buffers`` (BatchNorm running statistics), or from
+        its own row of ``device_buffers`` ``{name: (n, ...)}`` when given.
+        """
         cap = self.chunk_samples
         b = batch.sizes
         if cap is not None and cap < 2 * int(b.max()):
-            return self.per_device_grads(params, batch.idx, b, buffers)
-        return self.vmap_grads(params, batch.idx, batch.weights, b, buffers)
+            return self.per_device_grads(params, batch.idx, b, buffers, device_buffers)
+        return self.vmap_grads(params, batch.idx, batch.weights, b, buffers, device_buffers)
 
     def vmap_grads(
         self,
@@ -70,6 +78,7 @@ class GradientPaths:
         wts: np.ndarray,
         b: np.ndarray,
         buffers: dict[str, torch.Tensor],
+        device_buffers: dict[str, torch.Tensor] | None = None,
     ) -> Grads:
         """Uploads of ``n`` devices by :meth:`batched_grads` (one call per distinct ``B_n`` for a
         BatchNorm model with unequal batches, where padding would leak into the batch statistics).
@@ -98,6 +107,7 @@ class GradientPaths:
                 self.y_train[sel],
                 wts_t[g_t, :width],
                 buffers,
+                None if device_buffers is None else {k: v[g_t] for k, v in device_buffers.items()},
             )
             grads[g_t] = gr
             losses[g_t] = ls
@@ -113,6 +123,7 @@ class GradientPaths:
         idx: np.ndarray,
         b: np.ndarray,
         buffers: dict[str, torch.Tensor],
+        device_buffers: dict[str, torch.Tensor] | None = None,
     ) -> Grads:
         """Uploads of ``n`` devices, one plain autograd pass per device (same maths as
         :meth:`batched_grads`). A model without BatchNorm splits a batch larger than
@@ -138,7 +149,10 @@ class GradientPaths:
             if not shared:
                 leaf = params[row].detach().requires_grad_(True)
                 pdict = {**net.param_dict(leaf), **fixed}
-            bufs = {k: v.clone() for k, v in buffers.items()}
+            if device_buffers is None:
+                bufs = {k: v.clone() for k, v in buffers.items()}
+            else:
+                bufs = {k: v[row].clone() for k, v in device_buffers.items()}
             b_n = int(b[row])
             step = b_n if (net.has_batchnorm or cap is None) else cap
             for start in range(0, b_n, step):
@@ -162,6 +176,7 @@ class GradientPaths:
         y: torch.Tensor,
         wts: torch.Tensor,
         buffers: dict[str, torch.Tensor],
+        device_buffers: dict[str, torch.Tensor] | None = None,
     ) -> Grads:
         """One ``vmap(grad)`` call over devices.
 
@@ -174,7 +189,10 @@ class GradientPaths:
         n, width = x.shape[0], x.shape[1]
         p_dim = 0 if params.dim() == 2 else None
         pdict = net.param_dict(params)
-        bufs = {k: v.expand(n, *v.shape).clone() for k, v in buffers.items()}
+        if device_buffers is None:
+            bufs = {k: v.expand(n, *v.shape).clone() for k, v in buffers.items()}
+        else:
+            bufs = {k: v.clone() for k, v in device_buffers.items()}
 
         def loss_fn(p: Any, b: Any, xb: Any, yb: Any, wb: Any) -> Any:
             logits = functional_call(model, ({**p, **fixed}, b), (xb,))

@@ -45,6 +45,13 @@ class UpdateRule(Protocol):
         others' uploads are lost: outages)."""
         ...
 
+    def local_buffers(
+        self, buffers: dict[str, torch.Tensor], ids: np.ndarray
+    ) -> dict[str, torch.Tensor] | None:
+        """Per-device starting buffers ``{name: (n, ...)}`` of ``ids`` (None: each device starts
+        from a copy of the global ``buffers``)."""
+        ...
+
     def aggregate_buffers(
         self,
         buffers: dict[str, torch.Tensor],
@@ -78,6 +85,12 @@ class PlainRule:
 
     def settle(self, ok: np.ndarray) -> None:
         """Nothing to do."""
+
+    def local_buffers(
+        self, buffers: dict[str, torch.Tensor], ids: np.ndarray
+    ) -> dict[str, torch.Tensor] | None:
+        """Every device starts from the global buffers."""
+        return None
 
     def after_step(self, w_t: torch.Tensor, w_next: torch.Tensor) -> None:
         """Nothing to do."""
