@@ -81,7 +81,7 @@ def net() -> Net:
             with torch.device("meta"):
                 built = build_model(model, dataset)
             built = built.to_empty(device="cpu")
-            _randomise(built, seed=len(cache))
+            _randomise(built, seed=PAIRS.index((model, dataset)))
             cache[model, dataset] = built
         return copy.deepcopy(cache[model, dataset])
 
@@ -152,8 +152,7 @@ def _torch_layers(model: nn.Module) -> list[tuple[str, str, int, int, int, int, 
 
 @pytest.mark.parametrize(("model", "dataset"), PAIRS)
 def test_table_lists_the_torch_layers(model: str, dataset: str) -> None:
-    """The table has the torch model's conv/linear/BN layers: names, kinds, channels, kernel,
-    groups, bias, in order."""
+    """The table lists the torch conv/linear/BN layers (name, kind, channels, kernel, groups)."""
     with torch.device("meta"):
         torch_model = build_model(model, dataset)
     table = [
@@ -193,8 +192,7 @@ def test_table_out_pixels_are_the_torch_output_sizes(model: str, dataset: str) -
 def test_only_the_first_layer_reads_data_and_only_the_classifier_keeps_its_width(
     model: str, dataset: str
 ) -> None:
-    """scales_in is False only for the first layer (it reads the data's channels), scales_out
-    only for the last (the classes)."""
+    """Only the first layer (the data's channels) and the classifier (the classes) do not scale."""
     table = layers(model, dataset)
     c, h, w = INPUT_SHAPES[dataset]
     first = table[0]
@@ -217,16 +215,19 @@ def test_full_width_params_equal_the_catalogue_and_torch(model: str, dataset: st
 
 
 def test_flop_counter_counts_two_per_mac_of_convolutions_and_matmuls_only() -> None:
-    """FlopCounterMode counts 2 x MACs of conv (full kernel at every output pixel, no bias) and
-    addmm (no bias), and nothing for BN, activations, pooling, pad, add or mean."""
-    x = torch.randn(2, 4, 6, 6)
-    conv = nn.Conv2d(4, 5, 3, padding=1, bias=True)  # 36 output pixels, padded taps included
+    """FlopCounterMode counts 2 per MAC of conv and addmm, and nothing else these networks run."""
+    # conv: the full kernel at every output pixel (zero-padded taps included), bias not counted;
+    # addmm (Linear): 2 m n k, bias not counted; BN, ReLU6, pooling, pad, add, mean: 0.
+    with torch.random.fork_rng():  # module initialisation draws from the global generator
+        torch.manual_seed(0)
+        x, v = torch.randn(2, 4, 6, 6), torch.randn(2, 7)
+        conv = nn.Conv2d(4, 5, 3, padding=1, bias=True)  # 36 output pixels, padded taps included
+        depthwise = nn.Conv2d(4, 4, 3, stride=2, groups=4, bias=False)  # 2x2 output
+        linear = nn.Linear(7, 3)
+        free = nn.Sequential(nn.BatchNorm2d(4), nn.ReLU6(), nn.MaxPool2d(2), nn.Flatten())
     assert _flops(conv, x) == 2 * 2 * 36 * 5 * 4 * 9
-    depthwise = nn.Conv2d(4, 4, 3, stride=2, groups=4, bias=False)  # 2x2 output
     assert _flops(depthwise, x) == 2 * 2 * 4 * 4 * 1 * 9
-    linear = nn.Linear(7, 3)
-    assert _flops(linear, torch.randn(2, 7)) == 2 * 2 * 7 * 3
-    free = nn.Sequential(nn.BatchNorm2d(4), nn.ReLU6(), nn.MaxPool2d(2), nn.Flatten())
+    assert _flops(linear, v) == 2 * 2 * 7 * 3
     assert _flops(free, x) == 0
     with FlopCounterMode(display=False) as counter:
         F.pad(x, (0, 0, 0, 0, 1, 1)).mean(dim=(2, 3)) + 1.0
@@ -236,8 +237,9 @@ def test_flop_counter_counts_two_per_mac_of_convolutions_and_matmuls_only() -> N
 @pytest.mark.parametrize(("model", "dataset"), PAIRS)
 def test_full_width_macs_are_half_the_flop_counter(model: str, dataset: str) -> None:
     """submodel_macs(m, d, 1) x 2 x batch is FlopCounterMode's total on the torch model."""
-    torch_model = build_model(model, dataset).eval()
-    x = torch.zeros((2, *INPUT_SHAPES[dataset]))
+    with torch.device("meta"):  # shapes are all the counter needs
+        torch_model = build_model(model, dataset).eval()
+        x = torch.empty((2, *INPUT_SHAPES[dataset]))
     assert _flops(torch_model, x) == 2 * 2 * submodel_macs(model, dataset, 1.0)
 
 
@@ -280,8 +282,7 @@ def test_narrow_model_outputs_equal_the_masked_full_model(
 def test_narrow_model_gradients_are_the_masked_models_kept_gradients(
     net: Net, model: str, dataset: str, width: float
 ) -> None:
-    """Training the narrow copy and training the masked full model give the same gradient on
-    the kept coordinates (train mode, batch statistics)."""
+    """The narrow copy's gradient is the masked full model's gradient on the kept coordinates."""
     full, table, x = net(model, dataset).double(), layers(model, dataset), _inputs(dataset).double()
     masks = width_masks(full, table, width)
     g_masked = _loss_grads(_masked(full, table, width), x)
@@ -322,8 +323,7 @@ def test_narrow_model_copies_running_statistics_and_leaves_the_model_alone(net: 
 
 
 def test_cnn_mnist_half_width_by_hand() -> None:
-    """cnn_mnist at p = 0.5: conv 20 -> 10, conv 50 -> 25, flatten 4*4*25, FC 512 -> 256,
-    FC 10 keeps 10; parameters and MACs counted by hand."""
+    """cnn_mnist at p = 0.5 (conv 20 -> 10, conv 50 -> 25, FC 512 -> 256, FC 10) by hand."""
     # conv1: 1 -> 10 channels, 5x5, 24x24 outputs
     p1, m1 = 10 * 1 * 25 + 10, 24 * 24 * 10 * 1 * 25
     # conv2: 10 -> 25 channels, 5x5, 8x8 outputs (12x12 after pooling, minus 4)
@@ -359,8 +359,8 @@ def _resnet20_live(width: float) -> tuple[dict[str, torch.Tensor], dict[str, tor
     name: (the weights that read leaked activations, p < 1/2; the BN scales and shifts that
     write dropped channels which the shortcuts carry into kept ones, p > 1/2)."""
     k = {c: kept(c, width) for c in (16, 32, 64)}
-    full = build_model("resnet20", "cifar10").to("meta")
-    shapes = {n: p.shape for n, p in full.named_parameters()}
+    with torch.device("meta"):
+        shapes = {n: p.shape for n, p in build_model("resnet20", "cifar10").named_parameters()}
     # channels of each stage's stream that are non-zero in the masked model (offsets 8, 16)
     s1 = set(range(k[16]))
     s2 = set(range(k[32])) | {c + 8 for c in s1}
@@ -401,9 +401,9 @@ def _no_exceptions(model: nn.Module) -> dict[str, torch.Tensor]:
 def test_dropped_parameters_do_not_change_outputs(
     net: Net, model: str, dataset: str, width: float, mode: str
 ) -> None:
-    """Perturbing all dropped parameters that read dropped inputs, or all others, leaves the
-    masked model's outputs unchanged (ResNet-20: but for its live coordinates)."""
-    # Both groups at once do change outputs (a dropped unit's output read by a dropped weight).
+    """Perturbing dropped parameters that read dropped inputs, or the others, changes nothing."""
+    # Both groups at once do change outputs: a dropped unit's output read by a dropped weight.
+    # ResNet-20: but for the coordinates its full-offset shortcuts make live (_resnet20_live).
     full, table, x = net(model, dataset), layers(model, dataset), _inputs(dataset)
     masked = _masked(full, table, width)
     masks = width_masks(full, table, width)
@@ -431,8 +431,8 @@ def test_dropped_parameters_do_not_change_outputs(
 def test_dropped_gradients_are_exactly_zero(
     net: Net, model: str, dataset: str, width: float
 ) -> None:
-    """The loss gradient of the masked model is exactly 0 on every dropped coordinate
-    (ResNet-20: but for those that read leaked activations)."""
+    """The masked model's loss gradient is exactly 0 on dropped coordinates (see ResNet-20)."""
+    # ResNet-20 below width 1/2: not on the dropped weights that read leaked activations.
     full, table, x = net(model, dataset), layers(model, dataset), _inputs(dataset)
     masks = width_masks(full, table, width)
     reads = _resnet20_live(width)[0] if model == "resnet20" else _no_exceptions(full)
@@ -443,8 +443,7 @@ def test_dropped_gradients_are_exactly_zero(
 
 
 def test_resnet20_leaked_activations_give_dropped_weights_gradients(net: Net) -> None:
-    """At p = 1/4 the shortcut's full offsets leak kept channels into dropped ones, and the
-    dropped weights that read them get non-zero gradients."""
+    """At p = 1/4 shortcuts leak kept channels into dropped ones, whose readers get gradients."""
     full, table, x = net("resnet20", "cifar10"), layers("resnet20", "cifar10"), _inputs("cifar10")
     reads, _ = _resnet20_live(0.25)
     assert int(reads["fc.weight"].sum()) == 10 * 12  # channels 16..27 of 64 (k = 16)
@@ -454,8 +453,9 @@ def test_resnet20_leaked_activations_give_dropped_weights_gradients(net: Net) ->
 
 
 def test_resnet20_dropped_shifts_before_a_transition_reach_the_output(net: Net) -> None:
-    """At p = 0.77 the shortcut carries dropped stage-1 channels into kept stage-2 channels: a
-    positive dropped BN shift there changes the outputs (its torch gradient is 0 by relu'(0))."""
+    """At p = 0.77 a positive dropped BN shift before a transition reaches the output."""
+    # The shortcut carries dropped stage-1 channels 13..15 into kept stage-2 channels 21..23;
+    # torch's gradient of those shifts is 0 only by its convention relu'(0) = 0.
     full, table, x = net("resnet20", "cifar10"), layers("resnet20", "cifar10"), _inputs("cifar10")
     _, writes = _resnet20_live(0.77)
     assert writes["blocks.2.bn2.bias"].nonzero().flatten().tolist() == [13, 14, 15]
@@ -510,6 +510,8 @@ def test_a_table_of_another_model_is_refused(net: Net) -> None:
         width_masks(full, layers("cnn_mnist_small", "mnist"), 0.5)
     with pytest.raises(ValueError, match="table"):
         narrow_model(full, layers("mlp", "mnist"), 0.5)
+    with pytest.raises(ValueError, match="table"):  # the right layers in the wrong order
+        flat_width_mask(full, tuple(reversed(layers("cnn_mnist", "mnist"))), 0.5)
 
 
 # --- width_costs, kept, validation ---------------------------------------------------------------
@@ -527,6 +529,8 @@ def test_width_costs_equal_the_scalar_functions(model: str, dataset: str) -> Non
     for p, n, f in zip(widths[1:], params[1:], fraction[1:], strict=True):
         assert n == submodel_params(model, dataset, float(p))
         assert f == submodel_macs(model, dataset, float(p)) / full
+    alone = width_costs(model, dataset, widths[3:4])  # the fraction is of the full model's MACs
+    assert (alone[0][0], alone[1][0]) == (params[3], fraction[3])
 
 
 def test_width_costs_of_no_devices_are_empty() -> None:
@@ -575,8 +579,7 @@ def test_width_costs_refuses_a_matrix() -> None:
 
 
 def test_bad_model_dataset_and_channels_raise() -> None:
-    """Unknown model or dataset, a pair the catalogue does not list, and a channel count below 1
-    are ValueErrors that name the argument."""
+    """Unknown model or dataset, an unlisted pair, channels < 1: ValueErrors naming the argument."""
     with pytest.raises(ValueError, match="model"):
         layers("vgg", "mnist")
     with pytest.raises(ValueError, match="dataset"):

@@ -95,7 +95,7 @@ class Layer:
         in_pixels: input features per input channel: ``H * W`` for a ``Linear`` fed by a
             flattened ``(C, H, W)`` map (``in_channels == C * H * W``), else 1. The sub-model
             keeps ``kept(in_channels // in_pixels, p) * in_pixels`` inputs of a scaled layer.
-            (An addition to the agreed fields, with a default so that it stays optional.)
+            The last field, with a default, so that ``Layer(...)`` calls without it still work.
     """
 
     name: str
