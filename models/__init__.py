@@ -3,6 +3,8 @@
 * :mod:`models.data` -- ``load_dataset`` (digits, MNIST, Fashion-MNIST, CIFAR-10) and
   ``partition`` (IID / Dirichlet label skew, pure numpy).
 * :mod:`models.nets` -- ``build_model`` / ``num_params`` for the paper's networks.
+* :mod:`models.submodels` -- FjORD sub-models: ``width_masks`` / ``flat_width_mask`` (which
+  parameters a width keeps) and ``narrow_model`` (a sliced copy).
 * :mod:`models.learner` -- ``TorchLearner``: FedSGD with per-device parameter freezing, all
   participating devices' gradients in one ``torch.func.vmap`` call (implements
   :class:`sim.learner.Learner`).
