@@ -45,6 +45,8 @@ UPDATE_RULES: dict[str, tuple[str, ...]] = {
     "pruning": ("aggregation",),
     # unbiased stochastic uniform quantisation at bits[n] per coordinate, error-weighted average
     "quantisation": (),
+    # FjORD ordered dropout: train the sub-model of width[n]; BatchNorm statistics per width tier
+    "ordered_dropout": ("bn_tiers",),
 }
 
 

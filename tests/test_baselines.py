@@ -14,15 +14,24 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_learner import tiny_learner
 
-from conftest import base_scenario, events, run_in_memory
-from models.learner.rules import ImportancePruning, StochasticQuantisation, TopKResidual
+from conftest import base_scenario, events, run_in_memory, write_fake_cifar
+from models.learner import TorchLearner
+from models.learner.rules import (
+    ImportancePruning,
+    OrderedDropout,
+    StochasticQuantisation,
+    TopKResidual,
+)
 from models.learner.rules.pruning import importance_ranks
 from models.learner.rules.quantisation import quantise
 from models.learner.rules.topk import top_k_mask
+from models.submodels import flat_width_mask
+from sim.config.architectures import kept, layers, width_costs
+from sim.errors import ScenarioError
 from sim.learner import UpdateRuleSpec
 from sim.rng import Streams
 
-BASELINES = ("topk_ef", "pruning", "fedhq")
+BASELINES = ("topk_ef", "pruning", "fedhq", "fjord")
 
 
 def full_grads(learner, params: torch.Tensor) -> torch.Tensor:
@@ -231,6 +240,100 @@ def test_quantised_uploads_are_weighted_by_their_error():
     torch.testing.assert_close(learner.global_params(), w0 - 0.4 * g.float(), rtol=1e-5, atol=1e-6)
 
 
+# ----------------------------------------------------------------------------- FjORD
+
+
+def _catalogue_learner(n: int, **kw) -> TorchLearner:
+    """A digits MLP learner built as a run builds it (so it knows its architecture)."""
+    return TorchLearner.from_config(
+        dataset="digits",
+        data_dir=None,
+        model="mlp",
+        partition="iid",
+        dirichlet_alpha=None,
+        batch_sizes=np.full(n, 8),
+        lr=0.4,
+        total_slots=20,
+        streams=Streams(9),
+        **kw,
+    )
+
+
+def test_fjord_trains_and_uploads_the_width_p_submodels():
+    """Device n trains the full model with the dropped parameters at 0 and uploads its gradient
+    on the sub-model's coordinates only (reference: model copies at w * m_n, then masked)."""
+    learner = _catalogue_learner(3)
+    learner.set_update_rule(UpdateRuleSpec("ordered_dropout"))
+    learner.begin_frame(0, {"width": np.ones(3)})
+    widths = np.array([1.0, 0.6, 0.3])
+    learner.begin_frame(1, {"width": widths})
+    w = learner.global_params()
+    learner.compute(0, np.arange(3))
+    for n, p in enumerate(widths):
+        mask = flat_width_mask(learner.model, layers("mlp", "digits"), float(p))
+        assert int(mask.sum()) == width_costs("mlp", "digits", np.array([p]))[0][0]
+        ref = full_grads(learner, w * mask)[n].masked_fill(~mask, 0.0)
+        torch.testing.assert_close(learner.gradients[n], ref, rtol=1e-5, atol=1e-6)
+        assert not learner.gradients[n][~mask].any()
+
+
+def test_fjord_aggregation_averages_each_coordinate_over_its_holders():
+    """Nested aggregation: each coordinate is the B-weighted mean over exactly the successful
+    devices whose sub-model holds it; coordinates none holds keep their value."""
+    learner = _catalogue_learner(3)
+    learner.set_update_rule(UpdateRuleSpec("ordered_dropout"))
+    widths = np.array([0.8, 0.5, 0.2])
+    learner.begin_frame(0, {"width": widths})
+    w0 = learner.global_params()
+    learner.compute(0, np.arange(3))
+    up = learner.gradients.clone()
+    learner.apply(0, np.array([1, 2]))
+    masks = torch.stack(
+        [flat_width_mask(learner.model, layers("mlp", "digits"), float(p)) for p in widths]
+    )
+    bw = torch.tensor([8.0, 8.0])
+    denom = bw @ masks[[1, 2]].float()
+    g = torch.where(denom > 0, (bw @ up[[1, 2]]) / denom.clamp_min(1e-30), 0.0)
+    assert (denom == 16).any() and (denom == 8).any() and (denom == 0).any()
+    torch.testing.assert_close(learner.global_params(), w0 - 0.4 * g, rtol=1e-6, atol=1e-7)
+    untouched = denom == 0
+    assert torch.equal(learner.global_params()[untouched], w0[untouched])
+
+
+def test_fjord_keeps_batchnorm_statistics_per_width_tier(tmp_path):
+    """ResNet-20: each tier's running statistics become the channel-wise mean over the tier's
+    devices that kept the channel; the global (evaluation) statistics are the full width's."""
+    write_fake_cifar(tmp_path, 12, np.random.default_rng(0))
+    learner = TorchLearner.from_config(
+        dataset="cifar10",
+        data_dir=tmp_path,
+        model="resnet20",
+        partition="iid",
+        dirichlet_alpha=None,
+        batch_sizes=np.full(4, 4),
+        lr=0.05,
+        total_slots=4,
+        streams=Streams(2),
+    )
+    learner.set_update_rule(UpdateRuleSpec("ordered_dropout", {"bn_tiers": 10}))
+    rule = learner.rule
+    assert isinstance(rule, OrderedDropout)
+    widths = np.array([1.0, 0.5, 0.45, 0.55])  # tiers 10, 5, 5, 6
+    learner.begin_frame(0, {"width": widths})
+    before = {k: v.clone() for k, v in learner.buffers.items()}
+    learner.compute(0, np.arange(4))
+    dev = {k: v.clone() for k, v in learner.device_buffers.items()}
+    learner.apply(0, np.arange(4))
+    key, channels = "bn.running_mean", 16
+    tier5 = rule.tiers[5][key]
+    k1, k2 = kept(channels, 0.5), kept(channels, 0.45)  # 8, 8
+    torch.testing.assert_close(tier5[:k2], (dev[key][1][:k2] + dev[key][2][:k2]) / 2)
+    torch.testing.assert_close(tier5[k1:], before[key][k1:])  # no tier-5 device kept them
+    torch.testing.assert_close(rule.tiers[6][key][: kept(channels, 0.55)], dev[key][3][:9])
+    torch.testing.assert_close(learner.buffers[key], dev[key][0])  # full width = device 0
+    assert set(rule.tiers) == {5, 6, 10}
+
+
 # ----------------------------------------------------------------------------- schemes in runs
 
 
@@ -255,12 +358,22 @@ def _network(scheme: str, **params):
         ("topk_ef", {"index_bits": "log2"}),
         ("pruning", {}),
         ("fedhq", {}),
+        ("fjord", {}),
+        ("fjord", {"width_rule": "linear"}),
     ],
 )
 def test_trace_payload_and_compute_equal_the_cost_model(scheme, params):
     """Network only: every decision row's payload and compute time equal the baseline's cost
     model at the logged gamma (computed here from the formulas), and the controller froze."""
-    table, _ = run_in_memory(_network(scheme, **params))
+    data = _network(scheme, **params)
+    if scheme == "fjord":  # FjORD needs the model's architecture, not a bare D
+        data["learning"] = {
+            "enabled": False,
+            "num_params": None,
+            "model": "cnn_mnist",
+            "dataset": "mnist",
+        }
+    table, _ = run_in_memory(data)
     fr, dec = events(table, "freeze"), events(table, "decision")
     assert (fr["gamma"] > 0.05).any()
     d, b = 440_812, 32
@@ -272,8 +385,20 @@ def test_trace_payload_and_compute_equal_the_cost_model(scheme, params):
         k = np.clip(np.rint(u * b * d / (b + ib)), 0, d)
         payload, comp = k * (b + ib), np.ones_like(u)
     elif scheme == "pruning":
-        kept = np.rint(u * d)
-        payload, comp = kept * b, kept / d
+        kept_n = np.rint(u * d)
+        payload, comp = kept_n * b, kept_n / d
+    elif scheme == "fjord":
+        p = np.sqrt(u) if params.get("width_rule", "sqrt") == "sqrt" else u
+        full_macs = 20 * 25 * 24 * 24 + 50 * 20 * 25 * 8 * 8 + 512 * 800 + 10 * 512
+        sub_params, sub_macs = [], []
+        for x in p:  # cnn_mnist by hand: conv5x5 20, conv5x5 50, FC 512, FC 10
+            c1, c2, h = kept(20, x), kept(50, x), kept(512, x)
+            sub_params.append(
+                (c1 * 25 + c1) + (c2 * c1 * 25 + c2) + (h * c2 * 16 + h) + (10 * h + 10)
+            )
+            sub_macs.append(c1 * 25 * 576 + c2 * c1 * 25 * 64 + h * c2 * 16 + 10 * h)
+        payload = np.array(sub_params) * b
+        comp = np.array(sub_macs) / full_macs
     else:
         bits = np.floor(b * u + 1e-9)
         bits = np.where(bits >= 2, bits, 0)
@@ -288,7 +413,15 @@ def test_trace_payload_and_compute_equal_the_cost_model(scheme, params):
 def test_baseline_slot_physics_is_the_shared_code(scheme):
     """Energy = compute + p x time transmitted; an upload succeeds iff it arrives by the
     deadline; queues follow max(Q + E - E_bar, 0): the same checks as every other scheme."""
-    table, _ = run_in_memory(_network(scheme))
+    data = _network(scheme)
+    if scheme == "fjord":
+        data["learning"] = {
+            "enabled": False,
+            "num_params": None,
+            "model": "cnn_mnist",
+            "dataset": "mnist",
+        }
+    table, _ = run_in_memory(data)
     e, dec = events(table, "energy"), events(table, "decision")
     np.testing.assert_allclose(e["energy_j"], e["energy_compute_j"] + e["energy_upload_j"])
     np.testing.assert_allclose(e["energy_upload_j"], e["tx_power_w"] * e["upload_s"], rtol=1e-12)
@@ -334,3 +467,10 @@ def test_baselines_learn_digits(scheme):
     print(f"{scheme}: accuracy {stats.last_accuracy:.3f}")
     assert stats.last_accuracy > 0.7
     assert (events(table, "freeze")["gamma"] > 0.1).any()
+
+
+def test_fjord_refuses_a_bare_parameter_count():
+    """fjord with learning.num_params (no architecture) is a ScenarioError naming the field."""
+    with pytest.raises(ScenarioError, match="architecture") as info:
+        run_in_memory(_network("fjord"))
+    assert info.value.field == "learning.num_params"

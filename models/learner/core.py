@@ -103,6 +103,7 @@ class TorchLearner:
         aggregation: str = "weighted",
         vmap_chunk_samples: int | str | None = "auto",
         eval_batch_size: int = 2048,
+        architecture: tuple[str, str] | None = None,
     ) -> None:
         self.device = resolve_device(device)
         b = np.asarray(batch_sizes)
@@ -137,6 +138,8 @@ class TorchLearner:
         self.vmap_chunk_samples: int | None = vmap_chunk_samples
         self.eval_batch_size = int(eval_batch_size)
         self.streams = sampling_streams
+        #: ``(model, dataset)`` of the catalogue network, for rules that need its layer table
+        self.architecture = architecture
 
         dev = self.device
         self.data = LocalData(
@@ -230,6 +233,7 @@ class TorchLearner:
             unmoved_stability=unmoved_stability,
             aggregation=aggregation,
             vmap_chunk_samples=vmap_chunk_samples,
+            architecture=(model, dataset),
         )
 
     def set_update_rule(self, rule: Any) -> None:
@@ -249,6 +253,8 @@ class TorchLearner:
             aggregation=self.aggregation,
             unmoved_stability=self.unmoved_stability,
             streams=self.streams,
+            model=self.model,
+            architecture=self.architecture,
         )
 
     # ------------------------------------------------------------------ views

@@ -16,6 +16,7 @@ from __future__ import annotations
 from sim.schemes import (  # noqa: F401 (each module registers its scheme)
     fedhq,
     fixed_power,
+    fjord,
     ideal,
     only_pc,
     only_pf,

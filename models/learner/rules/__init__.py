@@ -6,7 +6,8 @@ One module per rule, named by the schemes through ``sim.learner.UpdateRuleSpec``
 * ``freezing`` -- :class:`Freezing` (the paper's; selection by stability or at random);
 * ``topk_ef`` -- :class:`TopKResidual` (Top-K with error accumulation);
 * ``pruning`` -- :class:`ImportancePruning` (``(g w)^2`` importance);
-* ``quantisation`` -- :class:`StochasticQuantisation` (FedHQ-like).
+* ``quantisation`` -- :class:`StochasticQuantisation` (FedHQ-like);
+* ``ordered_dropout`` -- :class:`OrderedDropout` (FjORD's width-p sub-models).
 """
 
 from __future__ import annotations
@@ -15,9 +16,11 @@ from collections.abc import Mapping
 from typing import Any
 
 import torch
+from torch import nn
 
 from models.learner.rules.base import AGGREGATIONS, PlainRule, UpdateRule
 from models.learner.rules.freezing import Freezing, freeze_masks, stability_scores
+from models.learner.rules.ordered_dropout import OrderedDropout
 from models.learner.rules.pruning import ImportancePruning
 from models.learner.rules.quantisation import StochasticQuantisation
 from models.learner.rules.topk import TopKResidual
@@ -26,6 +29,7 @@ __all__ = [
     "AGGREGATIONS",
     "Freezing",
     "ImportancePruning",
+    "OrderedDropout",
     "PlainRule",
     "StochasticQuantisation",
     "TopKResidual",
@@ -46,8 +50,11 @@ def build_rule(
     aggregation: str,
     unmoved_stability: float,
     streams: Any,
+    model: nn.Module | None = None,
+    architecture: tuple[str, str] | None = None,
 ) -> UpdateRule:
-    """The rule ``name`` with the scheme's ``params`` and the learner's settings."""
+    """The rule ``name`` with the scheme's ``params`` and the learner's settings (``model`` and
+    its catalogue ``architecture`` for the rules that need the network's structure)."""
     if name == "freezing":
         return Freezing(
             num_devices,
@@ -66,4 +73,20 @@ def build_rule(
         )
     if name == "quantisation":
         return StochasticQuantisation(num_devices, num_params, device, streams)
+    if name == "ordered_dropout":
+        if model is None or architecture is None:
+            raise ValueError(
+                "ordered_dropout needs a catalogue model (TorchLearner.from_config, or "
+                "architecture=(model, dataset))"
+            )
+        from sim.config.architectures import layers
+
+        return OrderedDropout(
+            num_devices,
+            num_params,
+            device,
+            model,
+            layers(*architecture),
+            int(params.get("bn_tiers", 10)),
+        )
     raise ValueError(f"unknown update rule {name!r}")
