@@ -86,6 +86,16 @@ def write_fake_cifar(root: Path, per_batch: int, rng: np.random.Generator) -> No
         pickle.dump({"label_names": [f"c{j}" for j in range(10)], "num_vis": 3072}, f)
 
 
+def write_legacy_trace(path: Path, buffer: Any, metadata: dict[str, str]) -> None:
+    """Write a trace buffer as one ``events.parquet`` file (the layout of wflsim before 0.3)."""
+    import pyarrow.parquet as pq
+
+    from sim.trace import trace_metadata
+
+    table = buffer.to_table().replace_schema_metadata(trace_metadata(metadata))
+    pq.write_table(table, path)
+
+
 @pytest.fixture
 def rng() -> np.random.Generator:
     """A fixed-seed generator for test data."""

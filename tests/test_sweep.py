@@ -93,13 +93,13 @@ def test_sweep_writes_one_run_per_point_and_a_manifest(sweep_dir):
 
 def test_repeating_a_sweep_runs_nothing_new(sweep_dir):
     """A second identical sweep skips every completed run (files untouched)."""
-    before = {p: p.stat().st_mtime_ns for p in sweep_dir.glob("*/events.parquet")}
+    before = {p: p.stat().st_mtime_ns for p in sweep_dir.glob("*/events/*.parquet")}
     plan = plan_sweep(
         SCENARIO, ["scheme=two_timescale,ideal"], "0-1", extra_overrides=NET_OVERRIDES
     )
     manifest = run_sweep(plan, sweep_dir, extra_overrides=NET_OVERRIDES)
     assert all(p["status"].startswith("skipped") for p in manifest["points"].values())
-    assert before == {p: p.stat().st_mtime_ns for p in sweep_dir.glob("*/events.parquet")}
+    assert before == {p: p.stat().st_mtime_ns for p in sweep_dir.glob("*/events/*.parquet")}
 
 
 def test_repeating_a_sweep_keeps_the_earlier_records(sweep_dir):
@@ -135,7 +135,7 @@ def test_same_seed_different_schemes_see_the_same_channels(sweep_dir):
     """Common random numbers: the logged positions and fading draws agree across schemes for a seed."""
 
     def channels(name):
-        df = pd.read_parquet(sweep_dir / name / "events.parquet")
+        df = pd.read_parquet(sweep_dir / name / "events")
         dec = df[df.event == "decision"]
         return dec["channel_gain"].to_numpy(), df[df.event == "position"]["distance_m"].to_numpy()
 
@@ -156,8 +156,8 @@ def test_local_executor_with_two_workers(tmp_path):
     ser = run_sweep(plan, tmp_path / "ser", workers=1, extra_overrides=NET_OVERRIDES)
     assert all(p["status"] == "completed" for p in par["points"].values())
     for name in ser["points"]:
-        a = pd.read_parquet(tmp_path / "par" / name / "events.parquet")
-        b = pd.read_parquet(tmp_path / "ser" / name / "events.parquet")
+        a = pd.read_parquet(tmp_path / "par" / name / "events")
+        b = pd.read_parquet(tmp_path / "ser" / name / "events")
         pd.testing.assert_frame_equal(a, b)
 
 
