@@ -9,6 +9,7 @@ after it started (the manifest records the error; ``--resume`` continues it); 13
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 from pathlib import Path
@@ -356,7 +357,12 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of the ``wflsim`` console command."""
+    """Entry point of the ``wflsim`` console command.
+
+    Every failure ends in one line on stderr and an exit code (see the module docstring); an
+    unexpected exception is a bug, reported as ``internal error`` with exit code 1 (its
+    traceback with ``WFLSIM_TRACEBACK=1``).
+    """
     args = _parser().parse_args(argv)
     try:
         if args.command == "validate":
@@ -368,6 +374,16 @@ def main(argv: list[str] | None = None) -> int:
         return _run(args)
     except ScenarioError as err:
         return _fail(err.one_line())
+    except KeyboardInterrupt:
+        return _fail("interrupted", 130)
+    except Exception as err:
+        if os.environ.get("WFLSIM_TRACEBACK"):
+            raise
+        return _fail(
+            f"internal error: {type(err).__name__}: {_one_line(str(err))[:300]} (a bug in "
+            "wflsim: please report it with the command; WFLSIM_TRACEBACK=1 shows where)",
+            1,
+        )
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -33,6 +33,7 @@ import pyarrow as pa
 import simpy
 
 from sim import slot as slots
+from sim.errors import RunDiverged
 from sim.learner import Learner
 from sim.schemes.base import FrameContext, FramePlan, Scheme, SlotContext
 from sim.slot import FrameCosts, SlotOutcome, SlotRules
@@ -376,6 +377,8 @@ class Engine:
             b.add("deadline", sl.start_s + self.config.deadline_s, k, t)
         ok = np.flatnonzero(out.success)
         self.learner.apply(t, ok)
+        if not self.learner.is_finite():
+            raise RunDiverged.at(t, "the global model has non-finite weights")
         n_part = int(out.participating.sum())
         stable = float(self.learner.stable_fraction)
         b.add(
@@ -484,6 +487,8 @@ class Engine:
 
     def _eval(self, frame: int, slot: int) -> None:
         loss, acc = self.learner.evaluate()
+        if self.config.evaluate and not np.isfinite(loss):
+            raise RunDiverged.at(slot, "the test loss is not finite")
         self.buffer.add("eval", self._env.now, frame, slot, loss=float(loss), accuracy=float(acc))
         st = self.stats
         if np.isnan(st.first_accuracy):

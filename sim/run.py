@@ -22,6 +22,8 @@ from typing import Any
 
 from sim import __version__, rundir
 from sim import state as checkpoints
+from sim.config.catalogue import DatasetError
+from sim.config.derived import check_derived
 from sim.config.loading import (
     apply_overrides,
     load_scenario,
@@ -121,11 +123,10 @@ def prepare_scenario(
         min_distance_m=scenario.network.min_distance_m,
         streams=streams,
     )
+    check_derived(scenario, devices, channel, payload_num_params(scenario.learning))
     ddir = resolve_data_dir(data_dir, scenario, base_dir)
     if scenario.learning.enabled:
         check_data_dir(scenario.learning.dataset, ddir)
-    else:
-        payload_num_params(scenario.learning)
     return Prepared(
         scenario,
         text,
@@ -195,6 +196,8 @@ def make_learner(prep: Prepared) -> Learner:
         raise ScenarioError(
             "learning.data_dir", str(err).splitlines()[0], "see docs/scenario.md, [learning]"
         ) from None
+    except DatasetError as err:
+        raise ScenarioError(err.field, err.problem, err.fix) from None
     except ValueError as err:
         if lc.device != "cpu" and "cuda" in str(err).lower():
             raise ScenarioError(

@@ -322,7 +322,7 @@ def markdown_doc() -> str:
         "event are null. A run folder holds the trace as one Parquet file per completed frame,",
         "`events/part-000000.parquet`, `events/part-000001.parquet`, ... (each written to a hidden",
         "temporary name, fsynced and renamed, so a file that is there is complete); together they are",
-        "one table, rows in frame order: `pd.read_parquet(run / \"events\")`, DuckDB's",
+        'one table, rows in frame order: `pd.read_parquet(run / "events")`, DuckDB\'s',
         "`read_parquet('run/events/*.parquet')` or `analysis.load_events(run)`. Runs of wflsim before",
         "0.3 wrote one file, `events.parquet`, with the same schema (`analysis` reads both). Each file's",
         "key-value metadata holds the scenario (as given and as resolved), the seed, the package",
