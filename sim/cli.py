@@ -172,9 +172,10 @@ def _run(args: argparse.Namespace) -> int:
 
 def _resume(args: argparse.Namespace) -> int:
     from sim.run import make_learner, prepare, prepare_from_manifest, resume
-    from sim.rundir import read_manifest
+    from sim.rundir import read_manifest, require_run_folder
 
     out = Path(args.resume)
+    require_run_folder(out)
     if args.out is not None and Path(args.out).resolve() != out.resolve():
         raise ScenarioError("--out", "differs from --resume", "give only --resume RUN_DIR")
     if args.overwrite:

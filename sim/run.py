@@ -322,7 +322,8 @@ def fingerprint_difference(made: Any, now: dict[str, Any]) -> str | None:
     in words; None when they agree."""
     if not isinstance(made, dict):
         return "the run records no fingerprint (made by an older wflsim)"
-    for key in now.keys() | made.keys():
+    keys = [*_FINGERPRINT_WORDS, *sorted((now.keys() | made.keys()) - _FINGERPRINT_WORDS.keys())]
+    for key in keys:
         if made.get(key) != now.get(key):
             what = _FINGERPRINT_WORDS.get(key, key)
             if key == "wflsim_version":
@@ -459,11 +460,8 @@ def execute(
 
 
 def check_out_dir_locked(out: Path, overwrite: bool) -> None:
-    """:func:`sim.rundir.check_out_dir` once this process holds the folder's lock (the lock
-    file itself does not count as content)."""
-    others = [p for p in out.iterdir() if p.name != rundir.LOCK]
-    if not others:
-        return
+    """:func:`sim.rundir.check_out_dir` again once this process holds the folder's lock
+    (another run may have written the folder meanwhile)."""
     check_out_dir(out, overwrite)
 
 
@@ -491,12 +489,7 @@ def resume(
             or trace (the message says which, and the fix).
     """
     out = Path(out)
-    if not rundir.is_run_folder(out):
-        raise ScenarioError(
-            "--resume",
-            f"{str(out)!r} is not a wflsim run folder (no {rundir.MARKER} marker)",
-            "give the --out folder of a run made by this wflsim version",
-        )
+    rundir.require_run_folder(out)
     with rundir.RunLock(out, option="--resume"):
         manifest = rundir.read_manifest(out)
         if manifest is None:

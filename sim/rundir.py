@@ -243,6 +243,16 @@ def is_run_folder(folder: Path) -> bool:
     return (Path(folder) / MARKER).is_file()
 
 
+def require_run_folder(folder: Path, option: str = "--resume") -> None:
+    """Raise :class:`ScenarioError` unless ``folder`` carries a wflsim run's marker."""
+    if not is_run_folder(folder):
+        raise ScenarioError(
+            option,
+            f"{str(folder)!r} is not a wflsim run folder (no {MARKER} marker)",
+            "give the --out folder of a run made by wflsim 0.3 or later",
+        )
+
+
 def write_marker(folder: Path, version: str) -> None:
     """Mark ``folder`` as a wflsim run's (what ``--overwrite`` looks for)."""
     from sim.trace import write_json_atomic
@@ -267,8 +277,8 @@ def check_out_dir(out: Path, overwrite: bool) -> None:
         raise ScenarioError(
             "--out", f"{str(out)!r} exists and is not a directory", "choose another --out"
         )
-    if not any(out.iterdir()):
-        return
+    if not [p for p in out.iterdir() if p.name != LOCK]:
+        return  # empty, or only the lock of a run killed before it wrote anything
     if not overwrite:
         raise ScenarioError(
             "--out",

@@ -276,7 +276,10 @@ def _worker_init(parent_pid: int) -> None:
         while os.getppid() == parent_pid:
             time.sleep(1.0)
         os.kill(os.getpid(), signal.SIGTERM)  # interrupts the run in progress
-        time.sleep(30.0)  # time to record it; then leave whatever happens
+        for _ in range(300):  # up to 30 s to record it as interrupted, then leave
+            time.sleep(0.1)
+            if not _IN_RUN.is_set():
+                break
         os._exit(130)
 
     threading.Thread(target=watchdog, name="wflsim-parent-watchdog", daemon=True).start()
@@ -323,6 +326,8 @@ def run_point(
                 stats = execute(prep, learner, Path(out), overwrite=mode == "overwrite")
         finally:
             _IN_RUN.clear()
+            if in_worker and _PARENT and os.getppid() != _PARENT[0]:
+                os._exit(130)  # the sweep is gone: nobody will read a result
     except KeyboardInterrupt:
         if not in_worker:
             raise
@@ -542,6 +547,7 @@ def _run_pool(
                     os.kill(proc.pid, signal.SIGTERM)
                 except ProcessLookupError:
                     pass
+        pool.shutdown(wait=False, cancel_futures=True)  # idle workers leave
         deadline = time.monotonic() + 60.0
         for proc in procs:  # the runs in flight write their 'interrupted' manifests
             proc.join(timeout=max(0.0, deadline - time.monotonic()))
@@ -553,7 +559,6 @@ def _run_pool(
                     continue
                 if result.get("status") in ("completed", "failed"):
                     record(name, result)
-        pool.shutdown(wait=False, cancel_futures=True)
         raise
     pool.shutdown(wait=True)
 
