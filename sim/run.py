@@ -446,8 +446,14 @@ def execute(
             _remove_empty(out)
         raise
     try:
-        system = make_system(prep, learner)
-        engine = build_engine(prep, learner, progress=progress)
+        try:
+            system = make_system(prep, learner)
+            engine = build_engine(prep, learner, progress=progress)
+        except BaseException:
+            lock.release()
+            if created:
+                _remove_empty(out)
+            raise
         # the new run has started cleanly: now the previous run's files go
         rundir.clear_run_files(out)
         rundir.write_marker(out, __version__)

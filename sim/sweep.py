@@ -220,8 +220,9 @@ def _toml_text(value: Any) -> str:
 
 def point_state(run_dir: Path, wanted: dict[str, Any]) -> str:
     """What a point's folder holds: ``new`` (nothing), ``completed`` / ``resume`` (a run of
-    this fingerprint, finished or not), ``other`` (a run of another fingerprint), ``foreign``
-    (files not made by a wflsim run)."""
+    this fingerprint, finished or not), ``other`` (a run of another fingerprint), ``stale`` (a
+    run killed before it wrote its manifest: nothing to keep), ``foreign`` (files not made by a
+    wflsim run)."""
     if not run_dir.exists() or (run_dir.is_dir() and not any(run_dir.iterdir())):
         return "new"
     if not rundir.is_run_folder(run_dir):
@@ -230,7 +231,7 @@ def point_state(run_dir: Path, wanted: dict[str, Any]) -> str:
 
     manifest = rundir.read_manifest(run_dir)
     if manifest is None:
-        return "resume"  # killed before its manifest was written: nothing to keep
+        return "stale"  # killed before its manifest was written: nothing to keep
     if fingerprint_difference(manifest.get("fingerprint"), wanted):
         return "other"
     return "completed" if manifest.get("status") == "completed" else "resume"
@@ -386,6 +387,7 @@ def check_points(plan: SweepPlan, out: Path, overwrite: bool) -> dict[str, str]:
             "new": "new",
             "resume": "resume",
             "other": "overwrite",
+            "stale": "overwrite",
         }[st]
     return modes
 

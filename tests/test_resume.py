@@ -8,11 +8,13 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 
 from analysis.io import events_files, load_events
 from conftest import run_in_memory
 from golden_runs import column_hashes
 from sim.cli import main
+from sim.schemes import SCHEMES
 
 #: A network-only scenario with moving devices and the paper's controller: 6 frames x 4 slots.
 NETWORK = """
@@ -236,5 +238,28 @@ def test_diverging_training_fails_with_a_clear_message(tmp_path, capsys):
     assert run(str(quick), *args, "--out", str(out)) == 1
     manifest = strict(out / "manifest.json")
     assert manifest["status"] == "failed" and "diverged" in manifest["error"]
+    assert "non-finite weights" in manifest["error"] and manifest["summary"] is None
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "learning.lr" in err
+
+
+@pytest.mark.parametrize("scheme", sorted(SCHEMES))
+def test_every_scheme_resumes_to_the_uninterrupted_events(tmp_path, monkeypatch, scheme):
+    """For every scheme, a run that failed in frame 4 and was resumed from the command line
+    has the uninterrupted run's events."""
+    from sim.engine import Engine
+
+    path, out = scenario(tmp_path), tmp_path / "run"
+    path.write_text(path.read_text().replace('name = "two_timescale"', f'name = "{scheme}"'))
+    original = Engine._frame_start
+
+    def boom(self, k):
+        if k == 4:
+            raise RuntimeError("injected")
+        return original(self, k)
+
+    with monkeypatch.context() as m:
+        m.setattr(Engine, "_frame_start", boom)
+        assert run(str(path), "--out", str(out)) == 1
+    assert run("--resume", str(out)) == 0
+    assert disk_hashes(out) == reference(path)

@@ -176,3 +176,52 @@ def test_sweep_table_in_the_scenario_file(tmp_path):
     path.write_text(text)
     plan = plan_sweep(path, [], None, extra_overrides=NET_OVERRIDES)
     assert [p.name for p in plan.points] == ["scheme.V=10__seed=3", "scheme.V=1000__seed=3"]
+
+
+@pytest.mark.parametrize("spec", ["scheme.name=a b,a_b", "scheme.V=10,10"])
+def test_points_sharing_a_folder_are_refused(spec):
+    """Two grid points that would share a run folder are refused, naming both."""
+    with pytest.raises(ScenarioError) as info:
+        expand(parse_grid([spec]), [0])
+    assert info.value.field == "--grid" and "share the run folder" in info.value.problem
+
+
+def test_long_point_names_are_cut_with_a_hash():
+    """A point name over 160 characters is cut and ends with a hash: unique and deterministic."""
+    a = GridPoint(("learning.data_dir=" + "x" * 300 + "a",), 0)
+    b = GridPoint(("learning.data_dir=" + "x" * 300 + "b",), 0)
+    assert len(a.name) <= 160 and a.name != b.name and a.name == GridPoint(a.overrides, 0).name
+
+
+def _tiny_sweep(tmp_path, text_extra: str = "") -> tuple:
+    path = tmp_path / "s.toml"
+    path.write_text(SCENARIO.read_text() + text_extra)
+    return path, tmp_path / "sw"
+
+
+def test_repeat_with_other_overrides_is_refused_naming_the_point(tmp_path, capsys):
+    """A repeat into the same --out with another --set exits 2 naming a point and --overwrite;
+    with --overwrite the points are recomputed."""
+    path, out = _tiny_sweep(tmp_path)
+    args = ["sweep", str(path), "--grid", "scheme=only_pc", "--seeds", "0", *NET, "--out", str(out)]
+    assert main([*args, "--quiet"]) == 0
+    before = json.loads((out / "scheme.name=only_pc__seed=0" / "manifest.json").read_text())
+    capsys.readouterr()
+    assert main([*args, "--set", "scheme.V=7", "--quiet"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1
+    assert "scheme.name=only_pc__seed=0" in err and "--overwrite" in err
+    assert main([*args, "--set", "scheme.V=7", "--overwrite", "--quiet"]) == 0
+    after = json.loads((out / "scheme.name=only_pc__seed=0" / "manifest.json").read_text())
+    assert after["overrides"] != before["overrides"] and after["status"] == "completed"
+
+
+def test_repeat_after_editing_the_scenario_is_refused(tmp_path, capsys):
+    """Editing the scenario file between two runs of a sweep makes its repeat refuse."""
+    path, out = _tiny_sweep(tmp_path)
+    args = ["sweep", str(path), "--grid", "scheme=only_pc", "--seeds", "0", *NET, "--out", str(out)]
+    assert main([*args, "--quiet"]) == 0
+    path.write_text(path.read_text() + "\n# edited\n")
+    capsys.readouterr()
+    assert main([*args, "--quiet"]) == 2
+    assert "scenario file's text" in capsys.readouterr().err
