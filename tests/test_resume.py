@@ -103,14 +103,18 @@ def test_failed_run_resumes_to_the_uninterrupted_events(tmp_path, monkeypatch):
 
 def test_parts_after_the_checkpoint_are_recomputed(tmp_path, monkeypatch):
     """With checkpoints every 2 frames, a run failed in frame 3 resumes from frame 2: frame 2's
-    part is written again and the events equal the uninterrupted run's."""
+    part is written again, a temporary file left by a cut write is removed, and the events equal
+    the uninterrupted run's."""
     path, out = scenario(tmp_path, every=2), tmp_path / "run"
     with monkeypatch.context() as m:
         fail_at_frame(m, 3)
         assert run(str(path), "--out", str(out)) == 1
     assert len(events_files(out)) == 3
     before = (out / "events" / "part-000002.parquet").stat().st_mtime_ns
+    stray = out / "events" / ".part-000003.parquet.4242.tmp"  # a write cut by a kill
+    stray.write_bytes(b"half a file")
     assert run("--resume", str(out)) == 0
+    assert not stray.exists()
     assert strict(out / "manifest.json")["resumed"][0]["from_frame"] == 2
     assert (out / "events" / "part-000002.parquet").stat().st_mtime_ns != before
     assert disk_hashes(out) == reference(path)
