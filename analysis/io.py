@@ -1,4 +1,11 @@
-"""Load a run's trace and manifest."""
+"""Load a run's trace and manifest.
+
+A run folder written by wflsim 0.3 or later holds its trace as one Parquet file per completed
+frame in ``events/`` (``events/part-000000.parquet``, ...); earlier versions wrote one file,
+``events.parquet``. Both read as one table here, rows in frame order:
+``pd.read_parquet(run / "events")`` and DuckDB's ``read_parquet('run/events/*.parquet')`` do
+the same for the new layout.
+"""
 
 from __future__ import annotations
 
@@ -10,10 +17,52 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+#: The trace inside a run folder: a folder of parts (current) or one file (before 0.3).
+EVENTS_DIR = "events"
+LEGACY_EVENTS = "events.parquet"
 
-def _events_path(run: str | Path) -> Path:
+
+def events_files(run: str | Path) -> list[Path]:
+    """The Parquet files of a run's trace, in frame order.
+
+    ``run`` is a run folder, its ``events/`` folder, or a single Parquet file. A run killed
+    before its first frame completed has none.
+
+    Raises:
+        FileNotFoundError: ``run`` holds no trace.
+    """
     p = Path(run)
-    return p / "events.parquet" if p.is_dir() else p
+    if p.is_file():
+        return [p]
+    folder = p if p.name == EVENTS_DIR and not (p / EVENTS_DIR).exists() else p / EVENTS_DIR
+    if folder.is_dir():
+        return sorted(
+            q for q in folder.iterdir() if q.name.startswith("part-") and q.suffix == ".parquet"
+        )
+    if (p / LEGACY_EVENTS).is_file():
+        return [p / LEGACY_EVENTS]
+    raise FileNotFoundError(f"no trace in {p} (neither {EVENTS_DIR}/ nor {LEGACY_EVENTS})")
+
+
+def events_glob(run: str | Path) -> str:
+    """A path or glob naming the run's trace files, for DuckDB's ``read_parquet``."""
+    p = Path(run)
+    if (p / EVENTS_DIR).is_dir():
+        return (p / EVENTS_DIR / "*.parquet").as_posix()
+    return (p / LEGACY_EVENTS).as_posix()
+
+
+def has_trace(run: str | Path) -> bool:
+    """Whether ``run`` is a run folder with a trace (of either layout)."""
+    p = Path(run)
+    return (p / EVENTS_DIR).is_dir() or (p / LEGACY_EVENTS).is_file()
+
+
+def _first_file(run: str | Path) -> Path:
+    files = events_files(run)
+    if not files:
+        raise FileNotFoundError(f"the trace of {run} has no completed frame yet")
+    return files[0]
 
 
 def load_events(
@@ -22,21 +71,24 @@ def load_events(
     """The events of a run as a DataFrame with nullable dtypes (nulls stay nulls).
 
     Args:
-        run: a run directory (holding ``events.parquet``) or the Parquet file itself.
+        run: a run directory (holding ``events/`` or ``events.parquet``) or a Parquet file.
         events: keep only these event names (filtered while reading).
         columns: read only these columns (``event`` is always read). A column the file does not
             have (a trace written by an older wflsim) comes back as all-null ``float64``.
     """
-    path = _events_path(run)
+    files = events_files(run)
+    if not files:
+        raise FileNotFoundError(f"the trace of {run} has no completed frame yet")
     missing: list[str] = []
     cols = None
     if columns is not None:
-        have = set(pq.read_schema(path).names)
+        have = set(pq.read_schema(files[0]).names)
         wanted = list(dict.fromkeys(["event", *columns]))
         cols = [c for c in wanted if c in have]
         missing = [c for c in wanted if c not in have]
     filters = None if events is None else [("event", "in", list(events))]
-    table = pq.read_table(path, columns=cols, filters=filters)
+    tables = [pq.read_table(f, columns=cols, filters=filters) for f in files]
+    table = pa.concat_tables(tables, promote_options="permissive") if len(tables) > 1 else tables[0]
     df = table.to_pandas(types_mapper=pd.ArrowDtype)
     df["event"] = df["event"].astype(str).astype("category")
     for c in missing:
@@ -50,6 +102,6 @@ def load_manifest(run: str | Path) -> dict[str, Any]:
 
 
 def read_metadata(run: str | Path) -> dict[str, str]:
-    """The key-value metadata stored in ``events.parquet`` (scenario, seed, versions)."""
-    meta = pq.read_schema(_events_path(run)).metadata or {}
+    """The key-value metadata stored in the trace (scenario, seed, versions)."""
+    meta = pq.read_schema(_first_file(run)).metadata or {}
     return {k.decode(): v.decode() for k, v in meta.items()}

@@ -174,7 +174,7 @@ def _readable(dirs: list[Path]) -> tuple[list[Path], list[str]]:
         except Exception as err:  # any unreadable trace is skipped with a note
             status = tidy.run_status(d)
             why = "still running" if status == "running" else f"manifest status: {status}"
-            notes.append(f"run {d}: skipped, events.parquet is not readable ({why}; {err})")
+            notes.append(f"run {d}: skipped, its trace is not readable ({why}; {err})")
     return ok, notes
 
 
@@ -183,7 +183,7 @@ def write_report(
 ) -> Path:
     """Write the report of a run or a sweep into ``out_dir``; returns the path of ``report.html``.
 
-    ``run_or_sweep_dir`` is a run directory (``events.parquet`` inside), a sweep directory (run
+    ``run_or_sweep_dir`` is a run directory (``events/`` or ``events.parquet`` inside), a sweep directory (run
     directories anywhere below it) or a glob. ``out_dir`` receives ``report.html`` (everything
     embedded), ``report.md``, ``figures/*.png`` and the tables ``runs``, ``summary``,
     ``by_config`` (mean over seeds, when a configuration has several runs) and
@@ -199,7 +199,9 @@ def write_report(
     dirs = tidy.find_runs(run_or_sweep_dir)
     dirs, notes = _readable(dirs)
     if not dirs:
-        raise FileNotFoundError(f"no readable runs (events.parquet) under {source}")
+        raise FileNotFoundError(
+            f"no readable runs (a trace in events/ or events.parquet) under {source}"
+        )
     data = tidy.load(dirs)
     summary = stats.summary(data.device_slots, data.slots, data.evaluations, runs=data.runs)
     runs = data.runs[

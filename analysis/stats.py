@@ -293,7 +293,9 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     try:
         if not find_runs(args.runs):
-            raise FileNotFoundError(f"no run (events.parquet) found under {args.runs}")
+            raise FileNotFoundError(
+                f"no run (a trace in events/ or events.parquet) found under {args.runs}"
+            )
         t = load(args.runs, tables=("device_slots", "slots", "evaluations"))
     except (FileNotFoundError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)

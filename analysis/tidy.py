@@ -2,13 +2,13 @@
 
 Every table has a ``run`` column (the run directory's name, or its path relative to the runs'
 common folder when names repeat) and the run's identifying fields (:data:`ID_COLUMNS`), read from
-the scenario stored in ``events.parquet`` (``wflsim.scenario_resolved``), so that many runs (a
-sweep) concatenate into one table that groups by scheme, ``V``, seed, dataset, partition or
-energy budget.
+the scenario stored in the trace (``wflsim.scenario_resolved``), so that many runs (a sweep)
+concatenate into one table that groups by scheme, ``V``, seed, dataset, partition or energy
+budget.
 
-``runs`` arguments everywhere accept a run directory (holding ``events.parquet``), a sweep
-directory (run directories anywhere below it), a glob pattern (``"runs/sweep/*"``,
-``"runs/**/events.parquet"``), an ``events.parquet`` path, or a list of any of these.
+``runs`` arguments everywhere accept a run directory (holding ``events/``, or ``events.parquet``
+for runs of wflsim before 0.3), a sweep directory (run directories anywhere below it), a glob
+pattern (``"runs/sweep/*"``), an ``events.parquet`` path, or a list of any of these.
 
 For traces too large for memory, :func:`duckdb_view` puts a DuckDB view over many runs' Parquet
 files instead.
@@ -29,7 +29,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from analysis.io import load_events, read_metadata
+from analysis.io import events_glob, has_trace, load_events, read_metadata
+from sim.rundir import liveness
 
 RunsArg = str | os.PathLike | Iterable[str | os.PathLike]
 
@@ -69,6 +70,7 @@ _NOT_VARIANT = {
     "seed",
     "learning.data_dir",
     "learning.device",
+    "run.checkpoint_every_frames",
     "scheme.name",
     "scheme.V",
     "learning.dataset",
@@ -105,10 +107,14 @@ def find_runs(runs: RunsArg) -> list[Path]:
         for p in paths:
             if p.is_file() and p.name == "events.parquet":
                 found.append(p.parent)
-            elif (p / "events.parquet").is_file():
+            elif p.is_dir() and p.name == "events" and has_trace(p.parent):
+                found.append(p.parent)
+            elif has_trace(p):
                 found.append(p)
             elif p.is_dir():
-                found.extend(sorted(q.parent for q in p.rglob("events.parquet")))
+                below = {q.parent for q in p.rglob("events.parquet") if q.is_file()}
+                below |= {q.parent for q in p.rglob("events") if q.is_dir()}
+                found.extend(sorted(below))
     out = list(dict.fromkeys(p.resolve() for p in found))
     return sorted(out)
 
@@ -201,15 +207,18 @@ def _resolved_scenario(run: Path) -> dict[str, Any]:
 
 
 def run_status(run: str | os.PathLike) -> str:
-    """The run's ``manifest.json`` status (``completed``, ``running``, ``failed``,
-    ``interrupted``), or ``unknown`` without a readable manifest."""
+    """The run's status: ``completed``, ``failed`` or ``interrupted`` from its ``manifest.json``;
+    ``running`` while its writer is alive; ``crashed`` when the manifest says running but the
+    writing process is dead (killed: ``wflsim run --resume`` continues it); ``unknown`` without
+    a readable manifest."""
     manifest = Path(run) / "manifest.json"
     if not manifest.is_file():
         return "unknown"
     try:
-        return str(json.loads(manifest.read_text(encoding="utf-8")).get("status", "unknown"))
+        m = json.loads(manifest.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError):
         return "unknown"
+    return liveness(m) if isinstance(m, dict) else "unknown"
 
 
 def partition_label(partition: str | None, alpha: float | None) -> str:
@@ -255,7 +264,8 @@ def runs_table(runs: RunsArg) -> pd.DataFrame:
                 "energy_budget": describe_budget(budget),
                 "energy_budget_mean_j": nominal_budget_j(budget),
                 "run_dir": str(d),
-                "events_path": (d / "events.parquet").as_posix(),
+                "run_dir_posix": d.as_posix(),
+                "events_path": events_glob(d),
                 "name": sc.get("name", d.name),
                 "status": run_status(d),
                 "learning": bool(learning.get("enabled", True)),
@@ -665,7 +675,7 @@ _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 def duckdb_view(con: Any, runs: RunsArg, name: str = "events") -> pd.DataFrame:
-    """Create (or replace) a DuckDB view ``name`` over the runs' ``events.parquet`` files.
+    """Create (or replace) a DuckDB view ``name`` over the runs' trace files.
 
     The view has every trace column plus :data:`ID_COLUMNS` (``run``, ``scheme``, ``V``, ...),
     read lazily with ``read_parquet([...], filename = true)``: queries stream over the files and
@@ -692,10 +702,12 @@ def duckdb_view(con: Any, runs: RunsArg, name: str = "events") -> pd.DataFrame:
         con.unregister(tmp)
     files = ", ".join("'" + p.replace("'", "''") + "'" for p in info["events_path"])
     ids = ", ".join(f'r."{c}"' for c in ID_COLUMNS)
+    # a part events/part-N.parquet or a file events.parquet belongs to the folder above it
+    run_of = "regexp_replace(e.filename, '/events(/[^/]*|[.]parquet)$', '')"
     con.execute(
         f"create or replace view {name} as "
         f"select {ids}, e.* exclude (filename) "
         f"from read_parquet([{files}], filename = true, union_by_name = true) e "
-        f"join {name}_runs r on e.filename = r.events_path"
+        f"join {name}_runs r on {run_of} = r.run_dir_posix"
     )
     return info

@@ -9,9 +9,11 @@ every slot).
 
 * ``wflsim``: ``sim.run.execute`` on the prepared scenario: channels, the scheme's decisions
   (for ``two_timescale`` the per-frame MM controller, vectorised over devices), the SimPy server
-  and device processes, queues, energy, and the FULL trace written to a real Parquet file in a
-  temporary folder (plus ``manifest.json``). Timed from ``execute`` to its return; the scenario
-  is prepared (devices resolved, positions drawn) before the clock starts.
+  and device processes, queues, energy, and the FULL trace written to a real run folder in a
+  temporary folder: one fsynced Parquet part per frame, a checkpoint per frame (the default
+  ``run.checkpoint_every_frames = 1``) and ``manifest.json`` after each frame. Timed from
+  ``execute`` to its return; the scenario is prepared (devices resolved, positions drawn)
+  before the clock starts.
 * ``bare``: SimPy alone, scheduling exactly what the wflsim run scheduled and nothing else: one
   server process looping over the slots, waking the slot's participants and yielding the deadline
   timeout (together with an all-done event while uploads are out, as the engine does); one
@@ -42,6 +44,7 @@ import _common  # noqa: E402
 _common.add_repo_to_path()
 
 import numpy as np  # noqa: E402
+import pyarrow as pa  # noqa: E402
 import pyarrow.compute as pc  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 import simpy  # noqa: E402
@@ -114,9 +117,11 @@ def run_wflsim(args: argparse.Namespace, scheme: str, root: Path, tag: str) -> t
 
 
 def plan_from_trace(path: Path, n: int, slots: int) -> dict:
-    """Per-slot participants, compute and upload durations the engine scheduled (from the trace)."""
+    """Per-slot participants, compute and upload durations the engine scheduled (from the trace:
+    a run folder's ``events/`` parts, or an ``events.parquet`` file of wflsim before 0.3)."""
     cols = ["event", "slot", "device", "participating", "compute_s", "upload_s"]
-    tab = pq.read_table(path, columns=cols)
+    files = sorted(path.glob("part-*.parquet")) if path.is_dir() else [path]
+    tab = pa.concat_tables([pq.read_table(f, columns=cols) for f in files])
     ev = pc.cast(tab["event"], "string")
 
     def grid(event: str, col: str) -> np.ndarray:
@@ -198,9 +203,10 @@ def main(argv: list[str] | None = None) -> None:
         for scheme in args.schemes:
             print(f"-- scheme {scheme}")
             t_warm, out = run_wflsim(args, scheme, root, f"{scheme}-plan")
-            trace = out / "events.parquet"
+            trace = out / "events" if (out / "events").is_dir() else out / "events.parquet"
             plan = plan_from_trace(trace, n, slots)
-            size_mb = trace.stat().st_size / 1e6
+            files = sorted(trace.glob("*.parquet")) if trace.is_dir() else [trace]
+            size_mb = sum(f.stat().st_size for f in files) / 1e6
             tau0 = prepared(args, scheme).scenario.run.deadline_s
             shutil.rmtree(out)
             n_part = int(plan["part"].sum())

@@ -17,7 +17,8 @@ name                shape         train/test   source and normalisation
                                                ``(x/255 - 0.1307) / 0.3081``
 ``fashion_mnist``   (1, 28, 28)   60000/10000  torchvision ``FashionMNIST`` raw files;
                                                ``(x/255 - 0.2860) / 0.3530``
-``cifar10``         (3, 32, 32)   50000/10000  torchvision ``CIFAR10`` (``cifar-10-batches-py``);
+``cifar10``         (3, 32, 32)   50000/10000  ``cifar-10-batches-py`` (torchvision's layout),
+                                               read by :func:`read_cifar_batch` (no code runs);
                                                per-channel mean/std of the training set
 ==================  ============  ===========  ==============================================
 
@@ -26,18 +27,37 @@ The data directory is the folder that *contains* ``MNIST/raw/``, ``FashionMNIST/
 ``WFLSIM_DATA_DIR``, else ``./data``. Nothing is ever downloaded.
 
 ``partition`` is pure numpy so that it is cheap to test.
+
+Dataset files are input like any other: a damaged or foreign file is a
+:class:`sim.config.catalogue.DatasetError` naming ``learning.data_dir`` (exit 2 on the command
+line), never a traceback, and no message quotes a file's contents. CIFAR-10's files are Python
+pickles; they are read by a restricted unpickler that builds only the plain data the format holds
+(dicts, lists, strings, numbers and numpy arrays), so a crafted file cannot run code.
 """
 
 from __future__ import annotations
 
 import os
+import pickle
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 import torch
 
-from sim.config.catalogue import DATASET_FILES, DATASETS, INPUT_SHAPES, NORMALISATION, NUM_CLASSES
+from sim.config.catalogue import (
+    DATASET_FILES,
+    DATASETS,
+    INPUT_SHAPES,
+    NORMALISATION,
+    NUM_CLASSES,
+    DatasetError,
+)
+
+try:  # numpy >= 2 (pickles written by numpy 2 name numpy._core; older ones numpy.core)
+    from numpy._core.multiarray import _reconstruct
+except ImportError:  # pragma: no cover - numpy 1.x
+    from numpy.core.multiarray import _reconstruct  # type: ignore[no-redef]
 
 __all__ = ["DATASETS", "INPUT_SHAPES", "NUM_CLASSES"]
 
@@ -184,48 +204,131 @@ def _load_mnist_like(name: str, root: Path) -> CompactSet:
     mean, std = _MNIST_STATS[name]
     out: list[CompactImages | torch.Tensor] = []
     for train in (True, False):
-        ds = cls(root=str(root), train=train, download=False)
-        raw = ds.data.to(torch.uint8).unsqueeze(1).contiguous()
-        out += [CompactImages(raw, mean, std), ds.targets.to(torch.int64)]
+        try:  # torchvision parses the IDX files (no pickle); a damaged file fails here
+            ds = cls(root=str(root), train=train, download=False)
+            raw = ds.data.to(torch.uint8).unsqueeze(1).contiguous()
+            targets = ds.targets.to(torch.int64)
+        except Exception as err:  # any parser failure: the file is not what it should be
+            raise DatasetError(
+                "learning.data_dir",
+                f"the {name} files in {str(root)!r} are damaged or not {name} "
+                f"({type(err).__name__})",
+                "replace them with the original files",
+            ) from None
+        if raw.shape[1:] != (1, 28, 28) or targets.shape != (raw.shape[0],):
+            raise DatasetError(
+                "learning.data_dir",
+                f"the {name} files in {str(root)!r} do not hold 28x28 images with one label each",
+                "replace them with the original files",
+            )
+        if targets.numel() and (int(targets.min()) < 0 or int(targets.max()) >= NUM_CLASSES):
+            raise DatasetError(
+                "learning.data_dir",
+                f"the {name} labels in {str(root)!r} are not in 0..{NUM_CLASSES - 1}",
+                "replace them with the original files",
+            )
+        out += [CompactImages(raw, mean, std), targets]
     return out[0], out[1], out[2], out[3]  # type: ignore[return-value]
 
 
-def _cifar10_class() -> type:
-    from torchvision.datasets import CIFAR10
+#: The only globals a CIFAR-10 batch file may name: what pickled numpy arrays are made of.
+_CIFAR_GLOBALS: dict[tuple[str, str], Any] = {
+    ("numpy.core.multiarray", "_reconstruct"): _reconstruct,
+    ("numpy._core.multiarray", "_reconstruct"): _reconstruct,
+    ("numpy", "ndarray"): np.ndarray,
+    ("numpy", "dtype"): np.dtype,
+}
+_CIFAR_TRAIN = tuple(f"data_batch_{i}" for i in range(1, 6))
+_CIFAR_TEST = ("test_batch",)
 
-    class _CIFAR10(CIFAR10):
-        """torchvision's reader with a presence check instead of the md5 check.
 
-        The pickle layout and the parsing are torchvision's; only the checksums are skipped, so a
-        re-packed copy (or the tiny file set the tests write) loads too.
-        """
+class _RefusedGlobal(pickle.UnpicklingError):
+    """A pickle named a global that is not on the list."""
 
-        def _check_integrity(self) -> bool:
-            base = Path(self.root) / self.base_folder
-            return all((base / f).is_file() for f, _ in self.train_list + self.test_list)
 
-        def _load_meta(self) -> None:
-            import pickle
+class _PlainDataUnpickler(pickle.Unpickler):
+    """An unpickler that builds plain data only: dicts, lists, tuples, strings, bytes, numbers
+    and numpy arrays (:data:`_CIFAR_GLOBALS`). Any other global a pickle names (a function to
+    call, a class to build) is refused before anything of it runs."""
 
-            with open(Path(self.root) / self.base_folder / self.meta["filename"], "rb") as f:
-                self.classes = pickle.load(f, encoding="latin1")[self.meta["key"]]
-            self.class_to_idx = {c: i for i, c in enumerate(self.classes)}
+    def find_class(self, module: str, name: str) -> Any:
+        """Admit exactly the numpy array constructors; refuse everything else."""
+        obj = _CIFAR_GLOBALS.get((module, name))
+        if obj is None:
+            raise _RefusedGlobal("the file names a Python object that is not plain data")
+        return obj
 
-    return _CIFAR10
+
+def _unpickle_plain(f: BinaryIO) -> Any:
+    """Load a pickle with :class:`_PlainDataUnpickler` (Python 2 strings read as latin-1, as
+    CIFAR-10's files need)."""
+    return _PlainDataUnpickler(f, encoding="latin1").load()
+
+
+def read_cifar_batch(path: Path) -> tuple[np.ndarray, np.ndarray]:
+    """One ``cifar-10-batches-py`` batch file: ``(images uint8 (M, 3, 32, 32), labels int64 (M,))``.
+
+    The file is a pickle of ``{"data": uint8 (M, 3072), "labels": [M ints], ...}`` (CIFAR-100's
+    ``fine_labels`` is accepted too), as torchvision reads it, but loaded by a restricted
+    unpickler (:class:`_PlainDataUnpickler`): no code in the file runs.
+
+    Raises:
+        DatasetError: the file cannot be read, is not plain data, or is not a CIFAR-10 batch
+            (on ``learning.data_dir``; the message names the file, never its contents).
+    """
+    fix = "replace it with the original cifar-10-batches-py file"
+    try:
+        with open(path, "rb") as f:
+            entry = _unpickle_plain(f)
+    except _RefusedGlobal as err:
+        raise DatasetError(
+            "learning.data_dir", f"refused {str(path)!r}: {err}; nothing in it was run", fix
+        ) from None
+    except Exception as err:  # truncated, garbage, unreadable: the file is not a batch
+        raise DatasetError(
+            "learning.data_dir",
+            f"{str(path)!r} is not a readable CIFAR-10 batch ({type(err).__name__})",
+            fix,
+        ) from None
+    data = entry.get("data") if isinstance(entry, dict) else None
+    labels = entry.get("labels", entry.get("fine_labels")) if isinstance(entry, dict) else None
+    if (
+        not isinstance(data, np.ndarray)
+        or data.dtype != np.uint8
+        or data.ndim != 2
+        or data.shape[1] != 3 * 32 * 32
+        or not isinstance(labels, list | np.ndarray)
+        or len(labels) != data.shape[0]
+    ):
+        raise DatasetError(
+            "learning.data_dir",
+            f"{str(path)!r} is not a CIFAR-10 batch (a dict with uint8 data of shape (M, 3072) "
+            "and M labels)",
+            fix,
+        )
+    try:
+        y = np.asarray(labels, dtype=np.int64)
+    except (TypeError, ValueError, OverflowError):
+        y = np.full(1, -1, dtype=np.int64)
+    if y.ndim != 1 or (y.size and (y.min() < 0 or y.max() >= NUM_CLASSES)):
+        raise DatasetError(
+            "learning.data_dir",
+            f"{str(path)!r} has labels outside 0..{NUM_CLASSES - 1}",
+            fix,
+        )
+    return data.reshape(-1, 3, 32, 32), y
 
 
 def _load_cifar10(root: Path) -> CompactSet:
-    cls = _cifar10_class()
+    base = root / "cifar-10-batches-py"
     mean = torch.tensor(_CIFAR_MEAN).view(1, 3, 1, 1)
     std = torch.tensor(_CIFAR_STD).view(1, 3, 1, 1)
     out: list[CompactImages | torch.Tensor] = []
-    for train in (True, False):
-        ds = cls(root=str(root), train=train, download=False)
-        raw = torch.from_numpy(np.ascontiguousarray(ds.data)).permute(0, 3, 1, 2)  # NHWC -> NCHW
-        out += [
-            CompactImages(raw.contiguous(), mean, std),
-            torch.as_tensor(np.asarray(ds.targets), dtype=torch.int64),
-        ]
+    for names in (_CIFAR_TRAIN, _CIFAR_TEST):
+        batches = [read_cifar_batch(base / n) for n in names]
+        x = np.ascontiguousarray(np.concatenate([b[0] for b in batches]))
+        y = np.concatenate([b[1] for b in batches])
+        out += [CompactImages(torch.from_numpy(x), mean, std), torch.from_numpy(y)]
     return out[0], out[1], out[2], out[3]  # type: ignore[return-value]
 
 

@@ -1,13 +1,15 @@
 """The ``wflsim`` command.
 
-Exit codes: 0 success; 2 bad input (scenario, data directory, output directory), reported on one
-line without a traceback; 1 the run failed after it started (the manifest records the error);
-130 interrupted (Ctrl-C or SIGTERM; the frames written so far stay readable).
+Exit codes: 0 success; 2 bad input (scenario, data directory, output directory, a run folder in
+use or made by another scenario), reported on one line without a traceback; 1 the run failed
+after it started (the manifest records the error; ``--resume`` continues it); 130 interrupted
+(Ctrl-C or SIGTERM; the frames completed stay readable and ``--resume`` continues the run).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 from pathlib import Path
@@ -17,13 +19,21 @@ from sim import __version__
 from sim.errors import ScenarioError
 
 if TYPE_CHECKING:
-    from sim.engine import RunStats
+    from collections.abc import Callable
+
+    from sim.engine import ProgressFn, RunStats
+    from sim.run import Prepared
 
 EXIT_BAD_INPUT = 2
 
 
-def _add_common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("scenario", help="scenario file (TOML)")
+def _add_common(p: argparse.ArgumentParser, optional: bool = False) -> None:
+    if optional:
+        p.add_argument(
+            "scenario", nargs="?", default=None, help="scenario file (TOML); optional with --resume"
+        )
+    else:
+        p.add_argument("scenario", help="scenario file (TOML)")
     p.add_argument(
         "--set",
         dest="overrides",
@@ -48,12 +58,20 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     run = sub.add_parser("run", help="run a scenario and write its event trace")
-    _add_common(run)
+    _add_common(run, optional=True)
     run.add_argument(
         "--out", default=None, help="output directory (default: runs/<name>-<time>-s<seed>)"
     )
     run.add_argument(
-        "--overwrite", action="store_true", help="replace an existing output directory"
+        "--overwrite",
+        action="store_true",
+        help="replace a previous run's folder (only a folder a wflsim run made)",
+    )
+    run.add_argument(
+        "--resume",
+        default=None,
+        metavar="RUN_DIR",
+        help="continue a killed, failed or interrupted run from its last checkpoint",
     )
     run.add_argument("--quiet", action="store_true", help="no progress bar")
 
@@ -94,6 +112,11 @@ def _parser() -> argparse.ArgumentParser:
     sw.add_argument(
         "--ray-address", default=None, help="an existing Ray cluster (default: a local one)"
     )
+    sw.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="recompute the points whose folders hold runs of another scenario, --set or version",
+    )
     sw.add_argument("--quiet", action="store_true", help="no progress bar")
 
     rep = sub.add_parser("report", help="figures, tables and report.html for a run or a sweep")
@@ -129,19 +152,73 @@ def _validate(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from tqdm import tqdm
-
     from sim.run import check_out_dir, default_out_dir, execute, make_learner, prepare
 
+    if args.resume is not None:
+        return _resume(args)
+    if args.scenario is None:
+        raise ScenarioError("SCENARIO", "missing", "give a scenario file, or --resume RUN_DIR")
     prep = prepare(args.scenario, args.overrides, args.seed, args.data_dir)
     out = Path(args.out) if args.out else default_out_dir(prep)
     check_out_dir(out, args.overwrite)
     learner = make_learner(prep)
+    return _execute(
+        args,
+        prep,
+        out,
+        lambda progress: execute(prep, learner, out, overwrite=args.overwrite, progress=progress),
+    )
+
+
+def _resume(args: argparse.Namespace) -> int:
+    from sim.run import make_learner, prepare, prepare_from_manifest, resume
+    from sim.rundir import read_manifest, require_run_folder
+
+    out = Path(args.resume)
+    require_run_folder(out)
+    if args.out is not None and Path(args.out).resolve() != out.resolve():
+        raise ScenarioError("--out", "differs from --resume", "give only --resume RUN_DIR")
+    if args.overwrite:
+        raise ScenarioError(
+            "--overwrite", "cannot be combined with --resume", "use one or the other"
+        )
+    if args.scenario is not None:
+        prep = prepare(args.scenario, args.overrides, args.seed, args.data_dir)
+    else:
+        if args.overrides or args.seed is not None:
+            raise ScenarioError(
+                "--set/--seed",
+                "without SCENARIO they would be ignored by --resume",
+                "give the run's scenario file with them, or neither",
+            )
+        manifest = read_manifest(out)
+        if manifest is None:
+            raise ScenarioError(
+                "--resume",
+                f"{str(out)!r} holds no readable manifest.json of a wflsim run",
+                "give the --out folder of a run",
+            )
+        prep = prepare_from_manifest(manifest, args.data_dir)
+    learner = make_learner(prep)
+    return _execute(args, prep, out, lambda progress: resume(prep, learner, out, progress=progress))
+
+
+def _execute(
+    args: argparse.Namespace,
+    prep: Prepared,
+    out: Path,
+    start: Callable[[ProgressFn], RunStats | None],
+) -> int:
+    """Run ``start(progress)`` with a progress bar, SIGTERM as Ctrl-C, and print the outcome."""
+    from tqdm import tqdm
+
     sc = prep.scenario
     total = sc.run.frames * sc.run.slots_per_frame
     bar = tqdm(total=total, unit="slot", disable=args.quiet, dynamic_ncols=True, file=sys.stderr)
 
     def progress(t: int, st: RunStats) -> None:
+        if bar.n == 0 and t > 0:  # a resumed run starts at its checkpoint
+            bar.update(t)
         bar.update(1)
         if t % 5 == 0 or t == total - 1:
             bar.set_postfix(
@@ -155,16 +232,29 @@ def _run(args: argparse.Namespace) -> int:
     def _terminate(signum: int, frame: object) -> None:  # SIGTERM: stop like Ctrl-C, keep the trace
         raise KeyboardInterrupt
 
-    signal.signal(signal.SIGTERM, _terminate)
+    previous = signal.signal(signal.SIGTERM, _terminate)
     try:
-        stats = execute(prep, learner, out, overwrite=args.overwrite, progress=progress)
+        stats = start(progress)
     except KeyboardInterrupt:
         bar.close()
-        return _fail(f"interrupted; partial trace in {out}", 130)
+        return _fail(
+            f"interrupted; the completed frames are in {out} (continue with --resume {out})", 130
+        )
+    except ScenarioError:
+        bar.close()
+        raise
     except Exception as err:  # the manifest has the details
         bar.close()
-        return _fail(f"run failed: {type(err).__name__}: {err} (see {out / 'manifest.json'})", 1)
+        return _fail(
+            f"run failed: {type(err).__name__}: {_one_line(str(err))} (see {out / 'manifest.json'})",
+            1,
+        )
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     bar.close()
+    if stats is None:
+        print(f"wflsim: {out} is already completed; nothing to resume")
+        return 0
     s = stats.as_dict()
     print(
         "\n".join(
@@ -182,10 +272,14 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
 def _sweep(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
-    from sim.sweep import plan_sweep, run_sweep
+    from sim.sweep import SweepInterrupted, plan_sweep, run_sweep
 
     if args.workers < 1:
         raise ScenarioError("--workers", "must be >= 1")
@@ -199,16 +293,35 @@ def _sweep(args: argparse.Namespace) -> int:
         bar.update(1)
         bar.set_postfix_str(f"{name}: {result['status']}", refresh=False)
 
-    manifest = run_sweep(
-        plan,
-        out,
-        workers=args.workers,
-        executor=args.executor,
-        data_dir=args.data_dir,
-        extra_overrides=args.overrides,
-        ray_address=args.ray_address,
-        progress=progress,
-    )
+    def _terminate(signum: int, frame: object) -> None:  # SIGTERM: stop like Ctrl-C
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, _terminate)
+    try:
+        manifest = run_sweep(
+            plan,
+            out,
+            workers=args.workers,
+            executor=args.executor,
+            data_dir=args.data_dir,
+            extra_overrides=args.overrides,
+            ray_address=args.ray_address,
+            progress=progress,
+            overwrite=args.overwrite,
+        )
+    except SweepInterrupted as stop:
+        bar.close()
+        c = stop.counts
+        return _fail(
+            f"sweep interrupted: {c['completed']} runs completed, {c['interrupted']} interrupted, "
+            f"{c['not started']} not started (repeat the command to resume) -> {out}",
+            130,
+        )
+    except KeyboardInterrupt:  # before any point was recorded
+        bar.close()
+        return _fail(f"sweep interrupted (repeat the command to resume) -> {out}", 130)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     bar.close()
     statuses = [p["status"] for p in manifest["points"].values()]
     done = sum(s == "completed" for s in statuses)
@@ -218,7 +331,8 @@ def _sweep(args: argparse.Namespace) -> int:
         f"wflsim: sweep of {len(statuses)} runs -> {out}: {done} run, {skipped} already complete, {len(failed)} failed"
     )
     for name in failed:
-        print(f"  failed: {name}: {manifest['points'][name].get('error')}", file=sys.stderr)
+        err = _one_line(str(manifest["points"][name].get("error")))
+        print(f"  failed: {name}: {err}", file=sys.stderr)
     return 1 if failed else 0
 
 
@@ -237,14 +351,19 @@ def _report(args: argparse.Namespace) -> int:
         raise ScenarioError(
             "DIRECTORY",
             str(err).splitlines()[0],
-            "give a run directory (with events.parquet) or a sweep directory",
+            "give a run directory (with its events/ trace) or a sweep directory",
         ) from None
     print(f"wflsim: report -> {path}")
     return 0
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of the ``wflsim`` console command."""
+    """Entry point of the ``wflsim`` console command.
+
+    Every failure ends in one line on stderr and an exit code (see the module docstring); an
+    unexpected exception is a bug, reported as ``internal error`` with exit code 1 (its
+    traceback with ``WFLSIM_TRACEBACK=1``).
+    """
     args = _parser().parse_args(argv)
     try:
         if args.command == "validate":
@@ -256,6 +375,16 @@ def main(argv: list[str] | None = None) -> int:
         return _run(args)
     except ScenarioError as err:
         return _fail(err.one_line())
+    except KeyboardInterrupt:
+        return _fail("interrupted", 130)
+    except Exception as err:
+        if os.environ.get("WFLSIM_TRACEBACK"):
+            raise
+        return _fail(
+            f"internal error: {type(err).__name__}: {_one_line(str(err))[:300]} (a bug in "
+            "wflsim: please report it with the command; WFLSIM_TRACEBACK=1 shows where)",
+            1,
+        )
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -26,17 +26,18 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import numpy as np
 import pyarrow as pa
 import simpy
 
 from sim import slot as slots
+from sim.errors import RunDiverged
 from sim.learner import Learner
 from sim.schemes.base import FrameContext, FramePlan, Scheme, SlotContext
 from sim.slot import FrameCosts, SlotOutcome, SlotRules
-from sim.trace import SCHEMA, TraceBuffer, TraceWriter, event_code
+from sim.trace import SCHEMA, TraceBuffer, event_code
 from sim.world.channel import Channel, LargeScale
 from sim.world.mobility import Mobility
 from sim.world.system import SystemConstants
@@ -130,6 +131,15 @@ class RunStats:
 ProgressFn = Callable[[int, RunStats], None]
 
 
+class FrameSink(Protocol):
+    """Where a run's trace goes, frame by frame (:class:`sim.recorder.RunRecorder`)."""
+
+    def frame_done(self, engine: Engine, frame: int, buffer: TraceBuffer) -> None:
+        """Frame ``frame`` is complete; ``engine`` is at the boundary after it (its state can be
+        saved); ``buffer`` holds the frame's rows (the sink empties it)."""
+        ...
+
+
 @dataclass(frozen=True)
 class FrameState:
     """The frame in progress."""
@@ -160,6 +170,7 @@ class Engine:
         system: devices and radio constants.
         mobility, channel, scheme, learner: the run's components.
         writer: where the trace goes frame by frame (None: kept in memory, :meth:`table`).
+            It is called at each frame boundary, with the engine's state saveable.
         progress: called after every slot with ``(slot, stats)``.
     """
 
@@ -172,7 +183,7 @@ class Engine:
         scheme: Scheme,
         learner: Learner,
         *,
-        writer: TraceWriter | None = None,
+        writer: FrameSink | None = None,
         progress: ProgressFn | None = None,
     ) -> None:
         self.config = config
@@ -204,6 +215,8 @@ class Engine:
         self._proc_log: list[tuple[float, int, int]] = []
         self._remaining = 0
         self._all_done: simpy.Event | None = None
+        self._wall_start = 0.0  # perf_counter at the start of run(), and the wall time before it
+        self._wall_before = 0.0
 
     # ------------------------------------------------------------------ processes
 
@@ -247,6 +260,11 @@ class Engine:
                     yield deadline
                 self._slot_end(k, t)
             self._frame_end(k)
+            # the boundary after frame k: the state is saveable, the frame's rows are complete
+            self.next_frame = k + 1
+            self.now_s = float(env.now)
+            self.stats.wall_time_s = self._wall_before + time.perf_counter() - self._wall_start
+            self._flush(k)
 
     # ------------------------------------------------------------------ frame
 
@@ -281,7 +299,6 @@ class Engine:
     def _frame_end(self, k: int) -> None:
         self.learner.end_frame(k)
         self.buffer.add("frame_end", self._env.now, k, (k + 1) * self.config.slots_per_frame - 1)
-        self._flush()
         self._frame = None
 
     # ------------------------------------------------------------------ slot
@@ -360,6 +377,8 @@ class Engine:
             b.add("deadline", sl.start_s + self.config.deadline_s, k, t)
         ok = np.flatnonzero(out.success)
         self.learner.apply(t, ok)
+        if not self.learner.is_finite():
+            raise RunDiverged.at(t, "the global model has non-finite weights")
         n_part = int(out.participating.sum())
         stable = float(self.learner.stable_fraction)
         b.add(
@@ -468,16 +487,18 @@ class Engine:
 
     def _eval(self, frame: int, slot: int) -> None:
         loss, acc = self.learner.evaluate()
+        if self.config.evaluate and not np.isfinite(loss):
+            raise RunDiverged.at(slot, "the test loss is not finite")
         self.buffer.add("eval", self._env.now, frame, slot, loss=float(loss), accuracy=float(acc))
         st = self.stats
         if np.isnan(st.first_accuracy):
             st.first_accuracy = float(acc)
         st.last_loss, st.last_accuracy = float(loss), float(acc)
 
-    def _flush(self) -> None:
+    def _flush(self, k: int) -> None:
         self.stats.rows += self.buffer.num_rows
         if self.writer is not None:
-            self.writer.write(self.buffer)
+            self.writer.frame_done(self, k, self.buffer)
         else:
             self._tables.append(self.buffer.to_table())
 
@@ -491,7 +512,8 @@ class Engine:
         stop = self.config.frames if stop_frame is None else int(stop_frame)
         if not self.next_frame <= stop <= self.config.frames:
             raise ValueError(f"stop_frame {stop} outside [{self.next_frame}, {self.config.frames}]")
-        start = time.perf_counter()
+        self._wall_before = self.stats.wall_time_s
+        self._wall_start = time.perf_counter()
         self._env = env = simpy.Environment(initial_time=self.now_s)
         for d in range(self.num_devices):
             env.process(self._device(d))
@@ -499,7 +521,7 @@ class Engine:
         try:
             env.run()
         finally:
-            self.stats.wall_time_s += time.perf_counter() - start
+            self.stats.wall_time_s = self._wall_before + time.perf_counter() - self._wall_start
         self.now_s = float(env.now)
         self.next_frame = stop
         return self.stats

@@ -24,3 +24,19 @@ class ScenarioError(ValueError):
         if self.fix:
             text += f" (fix: {self.fix})"
         return " ".join(text.split())
+
+
+class RunDiverged(RuntimeError):
+    """Training diverged: the global model's loss or weights are no longer finite. The run stops
+    (status ``failed``, exit code 1); the frames before stay in the trace.
+
+    Built from one message (SimPy re-creates exceptions from their ``args``): use :meth:`at`.
+    """
+
+    @classmethod
+    def at(cls, slot: int, what: str) -> RunDiverged:
+        """The error for slot ``slot``: ``what`` is not finite."""
+        return cls(
+            f"training diverged in slot {slot}: {what} (fix: lower learning.lr, or use "
+            'learning.lr_schedule = "half_life")'
+        )

@@ -17,6 +17,8 @@ Call order within a run (device indices are 0-based ``int64`` numpy arrays):
   time: the rule aggregates them (paper eq. 3, weights ``B_n``), one SGD step, broadcast. With an
   empty ``success_ids`` the global model does not move (but the slot still counts).
 * ``evaluate()`` whenever the engine logs an evaluation: ``(loss, accuracy)`` on the test split.
+* ``is_finite()`` after every ``apply``: False once a parameter or buffer of the global model is
+  NaN or infinite (the engine then stops the run: training diverged).
 * ``end_frame(frame)`` after the last slot of a frame.
 * ``state_dict()`` / ``load_state_dict(state)`` at frame boundaries (checkpoint and resume): a
   nested dict of numpy arrays and plain numbers, no torch objects.
@@ -85,6 +87,8 @@ class Learner(Protocol):
 
     def evaluate(self) -> tuple[float, float]: ...
 
+    def is_finite(self) -> bool: ...
+
     def end_frame(self, frame: int) -> None: ...
 
     def state_dict(self) -> dict[str, Any]: ...
@@ -124,6 +128,10 @@ class NullLearner:
     def evaluate(self) -> tuple[float, float]:
         """``(nan, nan)``: there is no model."""
         return (float("nan"), float("nan"))
+
+    def is_finite(self) -> bool:
+        """True: there is no model to diverge."""
+        return True
 
     def end_frame(self, frame: int) -> None:
         """Nothing to do."""

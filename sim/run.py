@@ -1,10 +1,12 @@
-"""Orchestration of one run: validate everything, then open the output, simulate, close.
+"""Orchestration of one run: validate everything, then lock the output, simulate, record.
 
-Nothing is written before the scenario, the data directory, the mobility trace and the learner
-have all been checked, so a bad input leaves no output directory behind. Once the run has
-started, the trace is written frame by frame; if the run fails or is interrupted, the Parquet file
-is closed properly (every frame written so far stays readable) and ``manifest.json`` records the
-status (``failed`` / ``interrupted``) and the error.
+Nothing is written before the scenario, the data directory, the mobility trace, the derived
+constants and the learner have all been checked, so a bad input leaves no output folder behind.
+Once the run has started, each completed frame is a complete Parquet file and every
+``run.checkpoint_every_frames`` frames the state of every component is saved
+(:mod:`sim.recorder`); a run killed at any instant loses at most the frame in flight, and
+:func:`resume` continues it so that its events equal the uninterrupted run's. The run folder's
+layout, lock and marker are in :mod:`sim.rundir`.
 """
 
 from __future__ import annotations
@@ -14,12 +16,20 @@ import importlib.metadata
 import json
 import platform
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sim import __version__
-from sim.config.loading import load_scenario
+from sim import __version__, rundir
+from sim import state as checkpoints
+from sim.config.catalogue import DatasetError
+from sim.config.derived import check_derived
+from sim.config.loading import (
+    apply_overrides,
+    load_scenario,
+    parse_scenario_text,
+    validate_scenario,
+)
 from sim.config.resolve import (
     check_data_dir,
     check_deadline,
@@ -28,12 +38,14 @@ from sim.config.resolve import (
     resolve_devices,
 )
 from sim.config.schema import Scenario
-from sim.engine import Engine, EngineConfig, ProgressFn, RunStats
+from sim.engine import Engine, EngineConfig, FrameSink, ProgressFn, RunStats
 from sim.errors import ScenarioError
 from sim.learner import Learner, NullLearner, build_learner
+from sim.recorder import RunRecorder
 from sim.rng import Streams
+from sim.rundir import check_out_dir
 from sim.schemes import build_scheme
-from sim.trace import TraceWriter, write_json_atomic
+from sim.trace import EVENTS_DIR, list_parts
 from sim.world import physics
 from sim.world.channel import Channel, build_channel
 from sim.world.mobility import Mobility, build_mobility
@@ -54,6 +66,8 @@ class Prepared:
     channel: Channel
     data_dir: Path
     system: SystemConstants
+    #: the folder relative paths of the scenario are resolved against (its file's folder)
+    base_dir: Path | None = field(default=None)
 
 
 def prepare(
@@ -110,6 +124,7 @@ def prepare_scenario(
         min_distance_m=scenario.network.min_distance_m,
         streams=streams,
     )
+    check_derived(scenario, devices, channel, payload_num_params(scenario.learning))
     ddir = resolve_data_dir(data_dir, scenario, base_dir)
     if scenario.learning.enabled:
         check_data_dir(scenario.learning.dataset, ddir)
@@ -128,6 +143,36 @@ def prepare_scenario(
         channel,
         ddir,
         system,
+        base_dir,
+    )
+
+
+def prepare_from_manifest(manifest: dict[str, Any], data_dir: str | None = None) -> Prepared:
+    """The prepared scenario of a run folder's manifest: its scenario text, overrides and the
+    folder its scenario file was in (``data_dir``: where the data is now, if it moved).
+
+    Raises:
+        ScenarioError: the manifest lacks the scenario, or it no longer validates.
+    """
+    text = manifest.get("scenario_text")
+    overrides = manifest.get("overrides")
+    if not isinstance(text, str) or not isinstance(overrides, list):
+        raise ScenarioError(
+            "--resume", "the run's manifest.json holds no scenario", "start a new run instead"
+        )
+    table = parse_scenario_text(text, "manifest.json scenario_text")
+    scenario = validate_scenario(apply_overrides(table, [str(o) for o in overrides]))
+    base = manifest.get("scenario_dir")
+    if data_dir is None and manifest.get("data_dir"):
+        data_dir = str(manifest["data_dir"])
+    file = manifest.get("scenario_file")
+    return prepare_scenario(
+        scenario,
+        text=text,
+        path=Path(file) if isinstance(file, str) else None,
+        overrides=[str(o) for o in overrides],
+        data_dir=data_dir,
+        base_dir=Path(base) if isinstance(base, str) else None,
     )
 
 
@@ -157,6 +202,8 @@ def make_learner(prep: Prepared) -> Learner:
         raise ScenarioError(
             "learning.data_dir", str(err).splitlines()[0], "see docs/scenario.md, [learning]"
         ) from None
+    except DatasetError as err:
+        raise ScenarioError(err.field, err.problem, err.fix) from None
     except ValueError as err:
         if lc.device != "cpu" and "cuda" in str(err).lower():
             raise ScenarioError(
@@ -197,7 +244,7 @@ def build_engine(
     prep: Prepared,
     learner: Learner,
     *,
-    writer: TraceWriter | None = None,
+    writer: FrameSink | None = None,
     progress: ProgressFn | None = None,
 ) -> Engine:
     """The engine of a prepared scenario with a fresh scheme, on ``learner``.
@@ -247,10 +294,6 @@ def package_versions() -> dict[str, str]:
     return out
 
 
-def _now() -> str:
-    return _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
-
-
 def default_out_dir(prep: Prepared) -> Path:
     """``runs/<scenario name>-<UTC timestamp>-s<seed>``."""
     stamp = _dt.datetime.now(_dt.UTC).strftime("%Y%m%dT%H%M%S")
@@ -258,35 +301,139 @@ def default_out_dir(prep: Prepared) -> Path:
     return Path("runs") / f"{safe}-{stamp}-s{prep.scenario.seed}"
 
 
-#: What a run directory holds; ``--overwrite`` deletes nothing else.
-RUN_FILES = frozenset({"events.parquet", "manifest.json", "manifest.json.tmp"})
+# ---------------------------------------------------------------------- fingerprint
+
+#: What each fingerprint entry means, for the one-line refusal of a mismatch.
+_FINGERPRINT_WORDS = {
+    "wflsim_version": "the wflsim version",
+    "scenario_text_sha256": "the scenario file's text",
+    "overrides": "the --set overrides",
+    "seed": "the seed",
+    "scenario_sha256": "the resolved scenario",
+    "mobility_file_sha256": "the mobility trace file",
+}
 
 
-def check_out_dir(out: Path, overwrite: bool) -> None:
-    """An existing non-empty output directory is an error unless ``overwrite``; even then, only
-    a directory that holds nothing but a previous run's files is replaced."""
-    if not out.exists():
-        return
-    if not out.is_dir():
-        raise ScenarioError(
-            "--out", f"{str(out)!r} exists and is not a directory", "choose another --out"
-        )
-    content = {p.name for p in out.iterdir()}
-    if not content:
-        return
-    if not overwrite:
-        raise ScenarioError(
-            "--out",
-            f"{str(out)!r} already exists and is not empty",
-            "choose another --out or pass --overwrite",
-        )
-    if not content <= RUN_FILES:
-        extra = ", ".join(sorted(content - RUN_FILES)[:3])
-        raise ScenarioError(
-            "--out",
-            f"{str(out)!r} holds more than a wflsim run (e.g. {extra}); --overwrite only replaces run folders",
-            "choose another --out",
-        )
+def fingerprint(prep: Prepared) -> dict[str, Any]:
+    """What produced a run: wflsim version, scenario text, overrides, seed, the resolved
+    scenario and the content of the input files it names (the mobility trace). A run folder is
+    only continued (``--resume``, a sweep's repeat) by a run with the same fingerprint."""
+    sc = prep.scenario
+    resolved = json.dumps(sc.model_dump(mode="json"), sort_keys=True)
+    fp: dict[str, Any] = {
+        "wflsim_version": __version__,
+        "scenario_text_sha256": rundir.sha256_text(prep.text),
+        "overrides": list(prep.overrides),
+        "seed": sc.seed,
+        "scenario_sha256": rundir.sha256_text(resolved),
+    }
+    if sc.mobility.model == "trace" and sc.mobility.file:
+        path = Path(sc.mobility.file).expanduser()
+        if not path.is_absolute() and prep.base_dir is not None:
+            path = prep.base_dir / path
+        fp["mobility_file_sha256"] = rundir.sha256_file(path)
+    return fp
+
+
+def fingerprint_difference(made: Any, now: dict[str, Any]) -> str | None:
+    """The first entry in which fingerprint ``made`` (from a manifest) differs from ``now``,
+    in words; None when they agree."""
+    if not isinstance(made, dict):
+        return "the run records no fingerprint (made by an older wflsim)"
+    keys = [*_FINGERPRINT_WORDS, *sorted((now.keys() | made.keys()) - _FINGERPRINT_WORDS.keys())]
+    for key in keys:
+        if made.get(key) != now.get(key):
+            what = _FINGERPRINT_WORDS.get(key, key)
+            if key == "wflsim_version":
+                return (
+                    f"{what} differs (the run was made by {made.get(key)}, this is {now.get(key)})"
+                )
+            if key in ("overrides", "seed"):
+                return f"{what} differ (the run had {made.get(key)!r}, now {now.get(key)!r})"
+            return f"{what} differs"
+    return None
+
+
+# ---------------------------------------------------------------------- running
+
+
+def _manifest(prep: Prepared, system: SystemConstants) -> dict[str, Any]:
+    sc = prep.scenario
+    return {
+        "wflsim_version": __version__,
+        "layout": 2,
+        "status": "running",
+        "writer": rundir.writer_identity(),
+        "scenario_file": str(prep.path) if prep.path else None,
+        "scenario_dir": str(prep.base_dir.resolve()) if prep.base_dir else None,
+        "scenario_text": prep.text,
+        "scenario_resolved": sc.model_dump(mode="json"),
+        "overrides": prep.overrides,
+        "seed": sc.seed,
+        "fingerprint": fingerprint(prep),
+        "data_dir": str(prep.data_dir.resolve()) if sc.learning.enabled else None,
+        "num_params": system.num_params,
+        "payload_bits": system.full_payload_bits,
+        "channel": prep.channel.describe(),
+        "versions": package_versions(),
+        "command": sys.argv,
+        "started_at": rundir.now_iso(),
+        "heartbeat_at": None,
+        "finished_at": None,
+        "frames": sc.run.frames,
+        "checkpoint_every_frames": sc.run.checkpoint_every_frames,
+        "frames_completed": 0,
+        "parts": [],
+        "checkpoint": None,
+        "resumed": [],
+        "summary": None,
+        "error": None,
+    }
+
+
+def _trace_metadata(manifest: dict[str, Any]) -> dict[str, str]:
+    return {
+        "wflsim.scenario_text": manifest["scenario_text"],
+        "wflsim.scenario_resolved": json.dumps(manifest["scenario_resolved"]),
+        "wflsim.seed": str(manifest["seed"]),
+        "wflsim.versions": json.dumps(manifest["versions"]),
+        "wflsim.num_params": str(manifest["num_params"]),
+        "wflsim.channel": json.dumps(manifest["channel"]),
+    }
+
+
+def _recorder(out: Path, manifest: dict[str, Any], sc: Scenario) -> RunRecorder:
+    return RunRecorder(
+        out,
+        manifest,
+        _trace_metadata(manifest),
+        frames=sc.run.frames,
+        checkpoint_every=sc.run.checkpoint_every_frames,
+    )
+
+
+def _drive(engine: Engine, recorder: RunRecorder) -> RunStats:
+    """Run the engine to the end with ``recorder`` as its sink and write the final manifest.
+
+    On an exception the manifest records ``interrupted`` (KeyboardInterrupt) or ``failed`` with
+    the error; its summary stays the one of the last completed frame; the exception is re-raised.
+    """
+    try:
+        stats = engine.run()
+        recorder.flush()
+    except BaseException as err:
+        status = "interrupted" if isinstance(err, KeyboardInterrupt) else "failed"
+        try:
+            recorder.close(
+                status=status, error=f"{type(err).__name__}: {err}", finished_at=rundir.now_iso()
+            )
+        except OSError:  # a full disk: the manifest keeps its last state (writer dead: crashed)
+            pass
+        raise
+    recorder.close(
+        status="completed", summary=stats.as_dict(), error=None, finished_at=rundir.now_iso()
+    )
+    return stats
 
 
 def execute(
@@ -297,59 +444,157 @@ def execute(
     overwrite: bool = False,
     progress: ProgressFn | None = None,
 ) -> RunStats:
-    """Run a prepared scenario and write ``out/events.parquet`` and ``out/manifest.json``."""
-    check_out_dir(out, overwrite)
-    system = prep.system
-    sc = prep.scenario
-    if out.exists() and overwrite:
-        for name in RUN_FILES:
-            (out / name).unlink(missing_ok=True)
-    out.mkdir(parents=True, exist_ok=True)
+    """Run a prepared scenario into the run folder ``out`` (:mod:`sim.rundir`).
 
-    resolved = sc.model_dump(mode="json")
-    manifest: dict[str, Any] = {
-        "wflsim_version": __version__,
-        "status": "running",
-        "scenario_file": str(prep.path) if prep.path else None,
-        "scenario_text": prep.text,
-        "scenario_resolved": resolved,
-        "overrides": prep.overrides,
-        "seed": sc.seed,
-        "data_dir": str(prep.data_dir) if sc.learning.enabled else None,
-        "num_params": system.num_params,
-        "payload_bits": system.full_payload_bits,
-        "channel": prep.channel.describe(),
-        "versions": package_versions(),
-        "command": sys.argv,
-        "started_at": _now(),
-        "finished_at": None,
-        "summary": None,
-        "error": None,
-    }
-    write_json_atomic(out / "manifest.json", manifest)
-    metadata = {
-        "wflsim.scenario_text": prep.text,
-        "wflsim.scenario_resolved": json.dumps(resolved),
-        "wflsim.seed": str(sc.seed),
-        "wflsim.versions": json.dumps(manifest["versions"]),
-        "wflsim.num_params": str(system.num_params),
-        "wflsim.channel": json.dumps(manifest["channel"]),
-    }
-    writer = TraceWriter(out / "events.parquet", metadata)
-    engine = build_engine(prep, learner, writer=writer, progress=progress)
+    ``out`` must not exist or be empty, or (``overwrite``) carry the marker of a wflsim run:
+    its previous run's files are removed only once this run has the lock and its engine is
+    built. Raises :class:`ScenarioError` (nothing written) for a folder in use or not a run's.
+    """
+    out = Path(out)
+    check_out_dir(out, overwrite)
+    created = not out.exists()
+    out.mkdir(parents=True, exist_ok=True)
+    lock = rundir.RunLock(out)
     try:
-        stats = engine.run()
-    except BaseException as err:
-        writer.close()
-        manifest["status"] = "interrupted" if isinstance(err, KeyboardInterrupt) else "failed"
-        manifest["error"] = f"{type(err).__name__}: {err}"
-        manifest["finished_at"] = _now()
-        manifest["summary"] = engine.stats.as_dict()
-        write_json_atomic(out / "manifest.json", manifest)
+        lock.acquire()
+        check_out_dir_locked(out, overwrite)
+    except BaseException:
+        lock.release()
+        if created:
+            _remove_empty(out)
         raise
-    writer.close()
-    manifest["status"] = "completed"
-    manifest["finished_at"] = _now()
-    manifest["summary"] = stats.as_dict()
-    write_json_atomic(out / "manifest.json", manifest)
-    return stats
+    try:
+        try:
+            system = prep.system
+            engine = build_engine(prep, learner, progress=progress)
+        except BaseException:
+            lock.release()
+            if created:
+                _remove_empty(out)
+            raise
+        # the new run has started cleanly: now the previous run's files go
+        rundir.clear_run_files(out)
+        rundir.write_marker(out, __version__)
+        manifest = _manifest(prep, system)
+        recorder = _recorder(out, manifest, prep.scenario)
+        engine.writer = recorder
+        return _drive(engine, recorder)
+    finally:
+        lock.release()
+
+
+def check_out_dir_locked(out: Path, overwrite: bool) -> None:
+    """:func:`sim.rundir.check_out_dir` again once this process holds the folder's lock
+    (another run may have written the folder meanwhile)."""
+    check_out_dir(out, overwrite)
+
+
+def _remove_empty(folder: Path) -> None:
+    try:
+        folder.rmdir()
+    except OSError:
+        pass
+
+
+def resume(
+    prep: Prepared,
+    learner: Learner,
+    out: Path,
+    *,
+    progress: ProgressFn | None = None,
+) -> RunStats | None:
+    """Continue the run in folder ``out`` from its last checkpoint (None: it had completed).
+
+    The parts of frames after the checkpoint are discarded, so the events equal the
+    uninterrupted run's. ``prep`` must have the run's fingerprint (:func:`fingerprint`).
+
+    Raises:
+        ScenarioError: not a run folder, in use, another fingerprint, or a damaged checkpoint
+            or trace (the message says which, and the fix).
+    """
+    out = Path(out)
+    rundir.require_run_folder(out)
+    with rundir.RunLock(out, option="--resume"):
+        manifest = rundir.read_manifest(out)
+        if manifest is None:
+            raise ScenarioError(
+                "--resume", f"{str(out)!r} has no readable manifest.json", "start a new run"
+            )
+        diff = fingerprint_difference(manifest.get("fingerprint"), fingerprint(prep))
+        if diff:
+            raise ScenarioError(
+                "--resume",
+                f"{str(out)!r} was made by another run: {diff}",
+                "resume with the run's own scenario, --set and --seed (or just --resume DIR), "
+                "or start a new run with --overwrite",
+            )
+        if manifest.get("status") == "completed":
+            return None
+        engine = build_engine(prep, learner, progress=progress)
+        ckpt = out / rundir.CHECKPOINT
+        if ckpt.is_file():
+            try:
+                checkpoints.load_run_state(engine, checkpoints.load(ckpt))
+            except (ValueError, KeyError, TypeError) as err:
+                raise ScenarioError(
+                    "--resume",
+                    f"the checkpoint of {str(out)!r} is damaged ({type(err).__name__})",
+                    "start the run again with --overwrite",
+                ) from None
+        start = engine.next_frame
+        events_dir = out / EVENTS_DIR
+        rundir.remove_parts_from(events_dir, start)
+        parts = _verified_parts(events_dir, start, engine.stats.rows, out)
+        manifest.update(
+            status="running",
+            writer=rundir.writer_identity(),
+            error=None,
+            finished_at=None,
+            parts=parts,
+            frames_completed=start,
+            command=sys.argv,
+            resumed=[
+                *(manifest.get("resumed") or []),
+                {"at": rundir.now_iso(), "from_frame": start, "host": rundir.hostname()},
+            ],
+        )
+        if start == 0:
+            manifest.update(summary=None, checkpoint=None)
+        recorder = _recorder(out, manifest, prep.scenario)
+        engine.writer = recorder
+        return _drive(engine, recorder)
+
+
+def _verified_parts(events_dir: Path, frames: int, rows: int, out: Path) -> list[dict[str, Any]]:
+    """The manifest entries of parts ``0 .. frames-1``, checked complete against the
+    checkpoint's row count."""
+    import pyarrow.parquet as pq
+
+    found = dict(list_parts(events_dir))
+    missing = [f for f in range(frames) if f not in found]
+    entries, total = [], 0
+    if not missing:
+        for f in range(frames):
+            p = found[f]
+            try:
+                n = pq.ParquetFile(p).metadata.num_rows
+            except Exception:  # a damaged part: reported below
+                missing.append(f)
+                continue
+            total += n
+            entries.append(
+                {
+                    "file": f"{EVENTS_DIR}/{p.name}",
+                    "frame": f,
+                    "rows": n,
+                    "sha256": rundir.sha256_file(p),
+                }
+            )
+    if missing or total != rows:
+        what = f"frame {missing[0]}'s part is missing or damaged" if missing else "row counts"
+        raise ScenarioError(
+            "--resume",
+            f"the trace of {str(out)!r} does not match its checkpoint ({what})",
+            "start the run again with --overwrite",
+        )
+    return entries

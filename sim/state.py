@@ -17,12 +17,13 @@ from __future__ import annotations
 import io
 import json
 import math
-import os
 import zipfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+from sim.trace import write_atomic
 
 if TYPE_CHECKING:
     from sim.engine import Engine
@@ -98,21 +99,21 @@ def _decode(node: Any, arrays: Any) -> Any:
     return node
 
 
-def save(path: str | Path, state: dict[str, Any]) -> None:
-    """Write ``state`` to ``path`` (``.npz``) atomically: temporary file, fsync, rename."""
-    path = Path(path)
+def dumps(state: dict[str, Any]) -> bytes:
+    """``state`` as the bytes of a checkpoint file (a copy: the state may change afterwards)."""
     arrays: dict[str, np.ndarray] = {}
     tree = _encode(state, "", arrays)
     doc = json.dumps(tree, allow_nan=False).encode()
     members = {k.lstrip("/"): v for k, v in arrays.items()}
-    tmp = path.with_name(path.name + ".tmp")
     payload: dict[str, Any] = {_TREE: np.frombuffer(doc, dtype=np.uint8), **members}
-    with open(tmp, "wb") as f:
-        np.savez(f, **payload)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    _fsync_dir(path.parent)
+    buf = io.BytesIO()
+    np.savez(buf, **payload)
+    return buf.getvalue()
+
+
+def save(path: str | Path, state: dict[str, Any]) -> None:
+    """Write ``state`` to ``path`` (``.npz``) atomically: temporary file, fsync, rename."""
+    write_atomic(Path(path), dumps(state))
 
 
 def load(path: str | Path) -> dict[str, Any]:
@@ -141,17 +142,3 @@ def load(path: str | Path) -> dict[str, Any]:
     if not isinstance(state, dict):
         raise ValueError(f"{path} is not a wflsim checkpoint")
     return state
-
-
-def _fsync_dir(folder: Path) -> None:
-    """Make a rename in ``folder`` durable (best effort where directories cannot be opened)."""
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)

@@ -7,8 +7,18 @@
   each point's status.
 * Every grid point is validated before anything runs or is written (a bad value anywhere stops
   the sweep with the usual one-line error).
-* Completed runs (their ``manifest.json`` says ``completed`` with the same overrides) are skipped
-  when the command is repeated, so an interrupted sweep resumes where it stopped.
+* Each point's run folder records the fingerprint of what produced it (scenario text, overrides,
+  seed, wflsim version: :func:`sim.run.fingerprint`). Repeating the command skips the points
+  completed with the same fingerprint and resumes the killed, failed or interrupted ones from
+  their last checkpoint; a point whose folder holds a run of another fingerprint (the scenario
+  file was edited, other ``--set`` values) is refused before anything runs, naming the point,
+  unless ``--overwrite`` recomputes it.
+* Point names are unique: two grid points whose folder names would coincide (``"a b"`` and
+  ``"a_b"``) are refused.
+* Ctrl-C (or SIGTERM) stops starting points, interrupts the points in flight (their manifests say
+  ``interrupted``; repeating the command resumes them) and exits 130. Worker processes die with
+  the sweep: a killed sweep leaves no orphans (on Linux the kernel signals them; elsewhere a
+  watchdog thread in each worker notices the parent is gone).
 * Common random numbers: a run's randomness depends only on its seed (``sim/rng.py``), so for a
   given seed every grid point sees the same positions, mobility, fading and data partition.
 * Executors: ``local`` (a process pool; ``--workers N``) and ``ray`` (each point a Ray task; a
@@ -19,20 +29,27 @@
 from __future__ import annotations
 
 import datetime as _dt
+import hashlib
 import itertools
 import json
 import os
+import signal
+import threading
+import time
 from collections.abc import Callable, Iterable
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import Future, ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sim import rundir
 from sim.errors import ScenarioError
 from sim.trace import write_json_atomic
 
 #: Grid keys that name a section rather than a field mean its ``name``.
 _SECTION_NAMES = {"scheme": "scheme.name"}
+#: Longest point folder name (file systems allow 255 bytes).
+_MAX_NAME = 160
 
 
 @dataclass(frozen=True)
@@ -44,10 +61,16 @@ class GridPoint:
 
     @property
     def name(self) -> str:
-        """The run directory's name: ``key=value__...__seed=N`` (filesystem-safe)."""
+        """The run directory's name: ``key=value__...__seed=N`` (filesystem-safe: other
+        characters become ``_``; a name longer than 160 characters is cut and ends with a hash
+        of the whole)."""
         parts = [*self.overrides, f"seed={self.seed}"]
         raw = "__".join(parts)
-        return "".join(c if c.isalnum() or c in "-_.=," else "_" for c in raw)
+        safe = "".join(c if c.isalnum() or c in "-_.=," else "_" for c in raw)
+        if len(safe) > _MAX_NAME:
+            digest = hashlib.sha256(raw.encode("utf-8")).hexdigest()[:12]
+            safe = f"{safe[: _MAX_NAME - 14]}~{digest}"
+        return safe
 
     def all_overrides(self) -> list[str]:
         return [*self.overrides, f"seed={self.seed}"]
@@ -61,6 +84,8 @@ class SweepPlan:
     grid: list[tuple[str, list[str]]]
     seeds: list[int]
     points: list[GridPoint] = field(default_factory=list)
+    #: point name -> the fingerprint its run records (:func:`sim.run.fingerprint`)
+    fingerprints: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 def parse_grid(specs: Iterable[str]) -> list[tuple[str, list[str]]]:
@@ -112,12 +137,29 @@ def parse_seeds(text: str) -> list[int]:
 
 
 def expand(grid: list[tuple[str, list[str]]], seeds: list[int]) -> list[GridPoint]:
-    """The Cartesian product of the grid values and the seeds (seed varies fastest)."""
+    """The Cartesian product of the grid values and the seeds (seed varies fastest).
+
+    Raises:
+        ScenarioError: two points would share a run folder (a value given twice, or values
+            that differ only in characters a folder name cannot hold, like ``"a b"`` and
+            ``"a_b"``).
+    """
     keys = [k for k, _ in grid]
     points: list[GridPoint] = []
     for combo in itertools.product(*(v for _, v in grid)):
         overrides = tuple(f"{k}={v}" for k, v in zip(keys, combo, strict=True))
         points.extend(GridPoint(overrides, s) for s in seeds)
+    seen: dict[str, GridPoint] = {}
+    for p in points:
+        other = seen.setdefault(p.name, p)
+        if other is not p:
+            a, b = ", ".join(other.overrides), ", ".join(p.overrides)
+            raise ScenarioError(
+                "--grid",
+                f"the grid points [{a}] and [{b}] would share the run folder {p.name!r}",
+                "give each value once, and values that differ in letters, digits or -_.=, "
+                "(other characters become _ in folder names)",
+            )
     return points
 
 
@@ -139,7 +181,7 @@ def plan_sweep(
             names the point).
     """
     from sim.config.loading import read_scenario_file
-    from sim.run import prepare
+    from sim.run import fingerprint, prepare
 
     path = Path(scenario)
     _, table = read_scenario_file(path)
@@ -158,14 +200,16 @@ def plan_sweep(
     else:
         seed_list = [int(table.get("seed", 0))]
     points = expand(grid, seed_list)
+    fingerprints = {}
     for point in points:
         try:
-            prepare(path, [*(extra_overrides or []), *point.overrides], point.seed, data_dir)
+            prep = prepare(path, [*(extra_overrides or []), *point.overrides], point.seed, data_dir)
         except ScenarioError as err:
             raise ScenarioError(
                 err.field, f"{err.problem} [grid point {point.name}]", err.fix
             ) from None
-    return SweepPlan(path, grid, seed_list, points)
+        fingerprints[point.name] = fingerprint(prep)
+    return SweepPlan(path, grid, seed_list, points, fingerprints)
 
 
 def _toml_text(value: Any) -> str:
@@ -174,14 +218,72 @@ def _toml_text(value: Any) -> str:
     return str(value).lower() if isinstance(value, bool) else str(value)
 
 
-def is_complete(run_dir: Path, point: GridPoint, extra: list[str]) -> bool:
-    """A finished run of exactly this point is already in ``run_dir``."""
+def point_state(run_dir: Path, wanted: dict[str, Any]) -> str:
+    """What a point's folder holds: ``new`` (nothing), ``completed`` / ``resume`` (a run of
+    this fingerprint, finished or not), ``other`` (a run of another fingerprint), ``stale`` (a
+    run killed before it wrote its manifest: nothing to keep), ``foreign`` (files not made by a
+    wflsim run)."""
+    if not run_dir.exists() or (run_dir.is_dir() and not any(run_dir.iterdir())):
+        return "new"
+    if not rundir.is_run_folder(run_dir):
+        return "foreign"
+    from sim.run import fingerprint_difference
+
+    manifest = rundir.read_manifest(run_dir)
+    if manifest is None:
+        return "stale"  # killed before its manifest was written: nothing to keep
+    if fingerprint_difference(manifest.get("fingerprint"), wanted):
+        return "other"
+    return "completed" if manifest.get("status") == "completed" else "resume"
+
+
+# A worker's run in progress, whether it is being stopped, and its parent (signal handlers
+# read these).
+_IN_RUN = threading.Event()
+_STOPPING = threading.Event()
+_PARENT: list[int] = []
+
+
+def _stop_worker(signum: int, frame: object) -> None:
+    """SIGTERM / SIGINT in a worker: interrupt the run in progress once (its manifest then
+    says ``interrupted``) and start no other; an idle worker whose parent is gone leaves."""
+    if _STOPPING.is_set():
+        return
+    _STOPPING.set()
+    if _IN_RUN.is_set():
+        raise KeyboardInterrupt
+    if _PARENT and os.getppid() != _PARENT[0]:
+        os._exit(130)
+
+
+def _worker_init(parent_pid: int) -> None:
+    """Initializer of a sweep's worker process: stop on SIGTERM / SIGINT (:func:`_stop_worker`)
+    and die with the parent (Linux: the kernel sends SIGTERM when the parent dies; everywhere: a
+    watchdog thread that checks the parent's pid every second)."""
+    _PARENT[:] = [parent_pid]
+    signal.signal(signal.SIGTERM, _stop_worker)
+    signal.signal(signal.SIGINT, _stop_worker)
     try:
-        manifest = json.loads((run_dir / "manifest.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return False
-    wanted = [*extra, *point.overrides, f"seed={point.seed}"]
-    return manifest.get("status") == "completed" and manifest.get("overrides") == wanted
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGTERM, 0, 0, 0)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+    if os.getppid() != parent_pid:  # the parent died before the line above
+        os._exit(130)
+
+    def watchdog() -> None:
+        while os.getppid() == parent_pid:
+            time.sleep(1.0)
+        os.kill(os.getpid(), signal.SIGTERM)  # interrupts the run in progress
+        for _ in range(300):  # up to 30 s to record it as interrupted, then leave
+            time.sleep(0.1)
+            if not _IN_RUN.is_set():
+                break
+        os._exit(130)
+
+    threading.Thread(target=watchdog, name="wflsim-parent-watchdog", daemon=True).start()
 
 
 def run_point(
@@ -191,31 +293,103 @@ def run_point(
     out: str,
     data_dir: str | None,
     threads: int | None,
+    mode: str = "new",
+    in_worker: bool = False,
 ) -> dict[str, Any]:
-    """Run one grid point into ``out`` (the worker function of every executor)."""
+    """Run one grid point into ``out`` (the worker function of every executor).
+
+    ``mode``: ``new`` (an empty folder), ``resume`` (continue this fingerprint's run) or
+    ``overwrite`` (replace a run of another fingerprint). In a worker process (``in_worker``)
+    an interruption is returned as ``{"status": "interrupted"}``; in the sweep's own process it
+    is raised, to stop the sweep.
+    """
     if threads:
         os.environ.setdefault("OMP_NUM_THREADS", str(threads))
         os.environ.setdefault("MKL_NUM_THREADS", str(threads))
-    from sim.run import execute, make_learner, prepare
+    from sim.run import execute, make_learner, prepare, resume
 
-    prep = prepare(scenario, overrides, seed, data_dir)
-    if threads and prep.scenario.learning.enabled:
-        import torch
-
-        torch.set_num_threads(threads)
-    learner = make_learner(prep)
+    if in_worker and _STOPPING.is_set():
+        return {"status": "not started"}
     try:
-        stats = execute(prep, learner, Path(out), overwrite=True)
+        prep = prepare(scenario, overrides, seed, data_dir)
+        if threads and prep.scenario.learning.enabled:
+            import torch
+
+            torch.set_num_threads(threads)
+        learner = make_learner(prep)
+        _IN_RUN.set()
+        try:
+            if mode == "resume":
+                stats = resume(prep, learner, Path(out))
+                if stats is None:
+                    return {"status": "completed", "note": "already completed"}
+            else:
+                stats = execute(prep, learner, Path(out), overwrite=mode == "overwrite")
+        finally:
+            _IN_RUN.clear()
+            if in_worker and _PARENT and os.getppid() != _PARENT[0]:
+                os._exit(130)  # the sweep is gone: nobody will read a result
+    except KeyboardInterrupt:
+        if not in_worker:
+            raise
+        return {"status": "interrupted", "error": "interrupted"}
     except Exception as err:  # recorded in the run's manifest and the sweep's
         return {"status": "failed", "error": f"{type(err).__name__}: {err}"}
     return {"status": "completed", "summary": stats.as_dict()}
 
 
 ProgressFn = Callable[[str, dict[str, Any]], None]
+#: :func:`run_point`'s positional arguments: scenario, overrides, seed, out, data_dir, threads, mode
+PointArgs = tuple[str, list[str], int, str, str | None, int | None, str]
 
 
 def _now() -> str:
     return _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
+
+
+class SweepInterrupted(KeyboardInterrupt):
+    """The sweep was stopped by Ctrl-C or SIGTERM; ``counts`` says how its points ended."""
+
+    def __init__(self, counts: dict[str, int]) -> None:
+        super().__init__()
+        self.counts = counts
+
+
+def check_points(plan: SweepPlan, out: Path, overwrite: bool) -> dict[str, str]:
+    """Each point's mode (``skip``, ``new``, ``resume``, ``overwrite``), checked before anything
+    runs or is written.
+
+    Raises:
+        ScenarioError: a point's folder holds a run of another fingerprint (without
+            ``overwrite``) or files not made by wflsim.
+    """
+    modes: dict[str, str] = {}
+    for p in plan.points:
+        st = point_state(out / p.name, plan.fingerprints.get(p.name, {}))
+        if st == "foreign":
+            raise ScenarioError(
+                "--out",
+                f"grid point {p.name}: {str(out / p.name)!r} holds files not made by a wflsim run",
+                "choose another --out",
+            )
+        if st == "other" and not overwrite:
+            from sim.run import fingerprint_difference
+
+            made = (rundir.read_manifest(out / p.name) or {}).get("fingerprint")
+            why = fingerprint_difference(made, plan.fingerprints[p.name])
+            raise ScenarioError(
+                "--out",
+                f"grid point {p.name} in {str(out)!r} was made by another run ({why})",
+                "pass --overwrite to recompute such points, or choose another --out",
+            )
+        modes[p.name] = {
+            "completed": "skip",
+            "new": "new",
+            "resume": "resume",
+            "other": "overwrite",
+            "stale": "overwrite",
+        }[st]
+    return modes
 
 
 def run_sweep(
@@ -228,9 +402,16 @@ def run_sweep(
     extra_overrides: list[str] | None = None,
     ray_address: str | None = None,
     progress: ProgressFn | None = None,
+    overwrite: bool = False,
 ) -> dict[str, Any]:
-    """Run every grid point not yet completed; returns the sweep manifest (also ``out/sweep.json``)."""
+    """Run every grid point not yet completed; returns the sweep manifest (also ``out/sweep.json``).
+
+    Raises:
+        ScenarioError: a point's folder cannot be used (:func:`check_points`; nothing written).
+        SweepInterrupted: Ctrl-C / SIGTERM (``sweep.json`` records every point's state).
+    """
     extra = list(extra_overrides or [])
+    modes = check_points(plan, out, overwrite) if out.is_dir() else {}
     out.mkdir(parents=True, exist_ok=True)
     manifest_path = out / "sweep.json"
     try:  # a previous execution of this sweep: its records of completed points are kept
@@ -250,22 +431,30 @@ def run_sweep(
         or _now(),
         "started_at": _now(),
         "finished_at": None,
+        "status": "running",
         "points": {},
     }
     todo: list[GridPoint] = []
     for p in plan.points:
-        entry = {"overrides": list(p.overrides), "seed": p.seed, "dir": p.name}
-        if is_complete(out / p.name, p, extra):
+        entry: dict[str, Any] = {
+            "overrides": list(p.overrides),
+            "seed": p.seed,
+            "dir": p.name,
+            "fingerprint": plan.fingerprints.get(p.name),
+        }
+        mode = modes.get(p.name, "new")
+        if mode == "skip":
             entry = {**previous.get("points", {}).get(p.name, {}), **entry}
             entry["status"] = "skipped (already completed)"
         else:
             entry["status"] = "pending"
+            entry["mode"] = mode
             todo.append(p)
         manifest["points"][p.name] = entry
     write_json_atomic(manifest_path, manifest)
 
     threads = max(1, (os.cpu_count() or 1) // max(1, workers)) if workers > 1 else None
-    args = {
+    args: dict[str, PointArgs] = {
         p.name: (
             str(plan.scenario),
             [*extra, *p.overrides],
@@ -273,6 +462,7 @@ def run_sweep(
             str(out / p.name),
             data_dir,
             threads,
+            modes.get(p.name, "new"),
         )
         for p in todo
     }
@@ -283,28 +473,96 @@ def run_sweep(
         if progress is not None:
             progress(name, result)
 
-    if not todo:
-        pass  # nothing to run; the manifest still records this execution
-    elif executor == "ray":
-        _run_ray(args, record, ray_address)
-    elif workers <= 1:
-        for name, a in args.items():
-            record(name, run_point(*a))
-    else:
-        import multiprocessing as mp
-
-        with ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn")) as pool:
-            futures = {pool.submit(run_point, *a): name for name, a in args.items()}
-            for fut in as_completed(futures):
-                name = futures[fut]
-                try:
-                    result = fut.result()
-                except Exception as err:
-                    result = {"status": "failed", "error": f"{type(err).__name__}: {err}"}
-                record(name, result)
+    try:
+        if not todo:
+            pass  # nothing to run; the manifest still records this execution
+        elif executor == "ray":
+            _run_ray(args, record, ray_address)
+        elif workers <= 1:
+            for name, a in args.items():
+                manifest["points"][name]["status"] = "running"
+                write_json_atomic(manifest_path, manifest)
+                record(name, run_point(*a))
+        else:
+            _run_pool(args, record, workers)
+    except KeyboardInterrupt:
+        counts = _mark_interrupted(manifest, out)
+        manifest["status"] = "interrupted"
+        manifest["finished_at"] = _now()
+        write_json_atomic(manifest_path, manifest)
+        raise SweepInterrupted(counts) from None
+    manifest["status"] = "completed"
     manifest["finished_at"] = _now()
     write_json_atomic(manifest_path, manifest)
     return manifest
+
+
+def _mark_interrupted(manifest: dict[str, Any], out: Path) -> dict[str, int]:
+    """After an interruption: every point not finished is ``interrupted`` (it had started: its
+    folder has a manifest) or ``not started``; returns the counts of the points' states."""
+    counts = {"completed": 0, "interrupted": 0, "not started": 0, "failed": 0}
+    for name, entry in manifest["points"].items():
+        st = str(entry.get("status", ""))
+        if st == "completed" or st.startswith("skipped"):
+            counts["completed"] += 1
+            continue
+        if st == "failed":
+            counts["failed"] += 1
+            continue
+        started = rundir.read_manifest(out / name) is not None
+        entry["status"] = "interrupted" if started else "not started"
+        counts[entry["status"]] += 1
+    return counts
+
+
+def _run_pool(
+    args: dict[str, PointArgs], record: Callable[[str, dict[str, Any]], None], workers: int
+) -> None:
+    """Run the points in a pool of spawned worker processes that die with this one."""
+    import multiprocessing as mp
+
+    pool = ProcessPoolExecutor(
+        max_workers=workers,
+        mp_context=mp.get_context("spawn"),
+        initializer=_worker_init,
+        initargs=(os.getpid(),),
+    )
+    futures: dict[Future[dict[str, Any]], str] = {}
+    try:
+        for name, a in args.items():
+            futures[pool.submit(run_point, *a, in_worker=True)] = name
+        for fut in as_completed(futures):
+            name = futures[fut]
+            try:
+                result = fut.result()
+            except Exception as err:
+                result = {"status": "failed", "error": f"{type(err).__name__}: {err}"}
+            record(name, result)
+    except KeyboardInterrupt:
+        for fut in futures:
+            fut.cancel()  # the points not yet handed to a worker never start
+        # the pool's worker processes (a private attribute, stable since Python 3.2)
+        procs = list(getattr(pool, "_processes", {}).values())
+        for proc in procs:
+            if proc.is_alive() and proc.pid is not None:
+                try:
+                    os.kill(proc.pid, signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
+        pool.shutdown(wait=False, cancel_futures=True)  # idle workers leave
+        deadline = time.monotonic() + 60.0
+        for proc in procs:  # the runs in flight write their 'interrupted' manifests
+            proc.join(timeout=max(0.0, deadline - time.monotonic()))
+        for fut, name in futures.items():
+            if fut.done() and not fut.cancelled():
+                try:
+                    result = fut.result(timeout=0)
+                except BaseException:
+                    continue
+                if result.get("status") in ("completed", "failed"):
+                    record(name, result)
+        raise
+    pool.shutdown(wait=True)
 
 
 def _run_ray(

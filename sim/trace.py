@@ -1,4 +1,4 @@
-"""The event trace: one typed Parquet schema, written incrementally, plus the run manifest.
+"""The event trace: one typed Parquet schema, written as one complete file per frame.
 
 Every row is one event. Columns that do not apply to an event are null. The schema below is the
 single source of truth: ``docs/trace.md`` is generated from it (``python -m sim.trace``) and a test
@@ -8,9 +8,10 @@ checks that the two agree.
 from __future__ import annotations
 
 import json
+import math
 import os
+import re
 from collections.abc import Mapping
-from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -153,7 +154,7 @@ _EVENT_DICT = pa.array(list(EVENTS), pa.string())
 
 
 class TraceBuffer:
-    """Columnar buffer of events; flushed to a :class:`TraceWriter` as one row group.
+    """Columnar buffer of events; one frame's rows, written as one part file.
 
     :meth:`add` takes a block of rows for one event: ``device`` and any column may be a scalar
     (broadcast) or an array of the block's length. Missing columns are null.
@@ -233,86 +234,125 @@ def event_code(name: str) -> int:
     return _EVENT_CODE[name]
 
 
-class TraceWriter:
-    """Writes ``events.parquet`` one row group at a time (memory stays flat on long runs).
+#: The run folder's trace: one Parquet file per completed frame in this sub-folder.
+EVENTS_DIR = "events"
+_PART = re.compile(r"^part-(\d{6,})\.parquet$")
 
-    Encoding and compressing a row group (pyarrow, outside the GIL) runs in one background
-    thread while the simulation goes on with the next frame; at most one row group is in
-    flight, row groups keep their order, and :meth:`close` waits for the last one. An error of
-    the background write is raised by the next :meth:`write` or by :meth:`close`.
-    """
 
-    def __init__(self, path: Path, metadata: Mapping[str, str]) -> None:
-        self.path = Path(path)
-        meta = {k.encode(): v.encode() for k, v in metadata.items()}
-        meta[b"wflsim.trace_schema_version"] = TRACE_SCHEMA_VERSION.encode()
-        self._schema = SCHEMA.with_metadata(meta)
-        self._writer: pq.ParquetWriter | None = pq.ParquetWriter(
-            self.path, self._schema, compression="zstd"
-        )
-        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="wflsim-trace")
-        self._pending: Future[None] | None = None
-        self.rows_written = 0
+def part_name(frame: int) -> str:
+    """The file name of frame ``frame``'s part: ``part-000012.parquet`` (sorts in frame order)."""
+    return f"part-{frame:06d}.parquet"
 
-    def _wait(self) -> None:
-        pending, self._pending = self._pending, None
-        if pending is not None:
-            pending.result()
 
-    def write(self, buffer: TraceBuffer) -> None:
-        """Hand the buffer's rows to the writer thread as one row group and empty the buffer."""
-        if self._writer is None:
-            raise RuntimeError("trace writer is closed")
-        if buffer.num_rows == 0:
-            return
-        table = buffer.to_table().replace_schema_metadata(self._schema.metadata)
-        self._wait()
-        self._pending = self._pool.submit(self._writer.write_table, table)
-        self.rows_written += table.num_rows
+def part_frame(name: str) -> int | None:
+    """The frame of a part file name, or None if ``name`` is not a part."""
+    m = _PART.match(name)
+    return int(m.group(1)) if m else None
 
-    def close(self) -> None:
-        """Wait for the last row group, then write the footer (the file is readable after)."""
-        if self._writer is None:
-            return
-        try:
-            self._wait()
-        finally:
-            self._pool.shutdown(wait=True)
-            self._writer.close()
-            self._writer = None
+
+def list_parts(events_dir: Path) -> list[tuple[int, Path]]:
+    """The complete part files of a run's ``events/`` folder as ``(frame, path)``, by frame.
+
+    Temporary files of a write in progress (hidden, ``.tmp``) are never listed."""
+    if not events_dir.is_dir():
+        return []
+    found = [(part_frame(p.name), p) for p in events_dir.iterdir()]
+    return sorted((f, p) for f, p in found if f is not None)
+
+
+def trace_metadata(metadata: Mapping[str, str]) -> dict[bytes, bytes]:
+    """The key-value metadata stored in every part: ``metadata`` plus the schema version."""
+    meta = {k.encode(): v.encode() for k, v in metadata.items()}
+    meta[b"wflsim.trace_schema_version"] = TRACE_SCHEMA_VERSION.encode()
+    return meta
+
+
+def encode_part(table: pa.Table, metadata: Mapping[bytes, bytes]) -> bytes:
+    """One frame's rows as the bytes of a complete Parquet file (zstd, the schema's metadata)."""
+    sink = pa.BufferOutputStream()
+    pq.write_table(table.replace_schema_metadata(metadata), sink, compression="zstd")
+    return sink.getvalue().to_pybytes()
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` so that a crash leaves the old file or the new one, never half:
+    a hidden temporary file in the same folder, fsync, rename, fsync of the folder.
+
+    A failed write (a full disk, a file-size limit) removes its temporary file and raises."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    fsync_dir(path.parent)
+
+
+def fsync_dir(folder: Path) -> None:
+    """Make a rename in ``folder`` durable (best effort where folders cannot be opened)."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def strict_json(obj: Any) -> Any:
+    """``obj`` with every NaN or infinite float replaced by None, numpy scalars and arrays as
+    Python values, paths as strings: what strict JSON can hold."""
+    if isinstance(obj, dict):
+        return {str(k): strict_json(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [strict_json(v) for v in obj]
+    if isinstance(obj, np.ndarray):
+        return strict_json(obj.tolist())
+    if isinstance(obj, np.generic):
+        obj = obj.item()
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, Path):
+        return str(obj)
+    return obj
+
+
+def json_text(obj: Any) -> str:
+    """``obj`` as strict JSON text (``null`` for NaN; :func:`strict_json`)."""
+    return json.dumps(strict_json(obj), indent=2, allow_nan=False) + "\n"
 
 
 def write_json_atomic(path: Path, obj: Any) -> None:
-    """Write JSON to ``path`` through a temporary file and a rename (never half-written)."""
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(
-        json.dumps(obj, indent=2, sort_keys=False, default=_json_default) + "\n", encoding="utf-8"
-    )
-    os.replace(tmp, path)
-
-
-def _json_default(o: Any) -> Any:
-    if isinstance(o, np.generic):
-        return o.item()
-    if isinstance(o, np.ndarray):
-        return o.tolist()
-    if isinstance(o, Path):
-        return str(o)
-    raise TypeError(f"not JSON serialisable: {type(o).__name__}")
+    """Write ``obj`` as strict JSON (:func:`json_text`) to ``path`` atomically (:func:`write_atomic`)."""
+    write_atomic(Path(path), json_text(obj).encode("utf-8"))
 
 
 def markdown_doc() -> str:
     """The column-by-column documentation of the trace (the content of ``docs/trace.md``)."""
     lines = [
-        "# The event trace (`events.parquet`)",
+        "# The event trace (`events/`)",
         "",
         "<!-- generated by `python -m sim.trace > docs/trace.md`; do not edit by hand -->",
         "",
         f"Schema version {TRACE_SCHEMA_VERSION}. One row per event; columns that do not apply to an",
-        "event are null. The file's key-value metadata holds the scenario (as given and as resolved),",
-        "the seed, the package versions and the channel models with what the controller assumes",
-        "(`wflsim.channel`); `manifest.json` beside it holds the same plus the run's status and wall",
-        "time.",
+        "event are null. A run folder holds the trace as one Parquet file per completed frame,",
+        "`events/part-000000.parquet`, `events/part-000001.parquet`, ... (each written to a hidden",
+        "temporary name, fsynced and renamed, so a file that is there is complete); together they are",
+        'one table, rows in frame order: `pd.read_parquet(run / "events")`, DuckDB\'s',
+        "`read_parquet('run/events/*.parquet')` or `analysis.load_events(run)`. Runs of wflsim before",
+        "0.3 wrote one file, `events.parquet`, with the same schema (`analysis` reads both). Each file's",
+        "key-value metadata holds the scenario (as given and as resolved), the seed, the package",
+        "versions and the channel models with what the controller assumes (`wflsim.channel`);",
+        "`manifest.json` beside it holds the same plus the run's status, the parts with their row",
+        "counts and SHA-256, the fingerprint of what produced the run, a heartbeat and wall time.",
         "",
         "Rows are written in simulated-time order (up to floating-point rounding: an upload accepted",
         "within the deadline's 1e-9 relative tolerance may end a hair after its `deadline` row). Within",

@@ -68,8 +68,24 @@ def events(table: pa.Table, name: str):
     return df[df["event"] == name].reset_index(drop=True)
 
 
+class Py2Array:
+    """Pickles a numpy array as Python 2's cPickle did in the real CIFAR-10 files: numpy's
+    ``_reconstruct``, ``ndarray`` and ``dtype``, the pixels as a (latin-1) string."""
+
+    def __init__(self, array: np.ndarray) -> None:
+        self.array = np.ascontiguousarray(array)
+
+    def __reduce__(self):
+        from numpy._core.multiarray import _reconstruct
+
+        a = self.array
+        state = (1, a.shape, a.dtype, False, a.tobytes().decode("latin1"))
+        return (_reconstruct, (np.ndarray, (0,), "b"), state)
+
+
 def write_fake_cifar(root: Path, per_batch: int, rng: np.random.Generator) -> None:
-    """Write a tiny CIFAR-10 set in the cifar-10-batches-py pickle layout under ``root``."""
+    """Write a tiny CIFAR-10 set in the cifar-10-batches-py pickle layout under ``root``
+    (protocol 2, arrays pickled the way the real files hold them)."""
     base = root / "cifar-10-batches-py"
     base.mkdir(parents=True)
     names = [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"]
@@ -77,13 +93,23 @@ def write_fake_cifar(root: Path, per_batch: int, rng: np.random.Generator) -> No
         entry = {
             "batch_label": name,
             "labels": [int(v) for v in (np.arange(per_batch) + i) % 10],
-            "data": rng.integers(0, 256, size=(per_batch, 3072), dtype=np.uint8),
+            "data": Py2Array(rng.integers(0, 256, size=(per_batch, 3072), dtype=np.uint8)),
             "filenames": [f"{name}_{j}.png" for j in range(per_batch)],
         }
         with open(base / name, "wb") as f:
-            pickle.dump(entry, f)
+            pickle.dump(entry, f, protocol=2)
     with open(base / "batches.meta", "wb") as f:
-        pickle.dump({"label_names": [f"c{j}" for j in range(10)], "num_vis": 3072}, f)
+        pickle.dump({"label_names": [f"c{j}" for j in range(10)], "num_vis": 3072}, f, protocol=2)
+
+
+def write_legacy_trace(path: Path, buffer: Any, metadata: dict[str, str]) -> None:
+    """Write a trace buffer as one ``events.parquet`` file (the layout of wflsim before 0.3)."""
+    import pyarrow.parquet as pq
+
+    from sim.trace import trace_metadata
+
+    table = buffer.to_table().replace_schema_metadata(trace_metadata(metadata))
+    pq.write_table(table, path)
 
 
 @pytest.fixture

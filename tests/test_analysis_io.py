@@ -24,7 +24,7 @@ def run_dir(tmp_path_factory):
 
 def test_duckdb_and_pandas_give_the_same_energy_total(run_dir):
     """The total energy of the energy rows is the same through DuckDB and pandas."""
-    path = str(run_dir / "events.parquet")
+    path = str(run_dir / "events" / "*.parquet")
     via_duckdb = duckdb.sql(
         f"select sum(energy_j) from '{path}' where event = 'energy'"
     ).fetchall()[0][0]
@@ -46,7 +46,7 @@ def test_event_filter_and_nulls(run_dir):
 
 
 def test_parquet_metadata_holds_the_scenario(run_dir):
-    """The scenario text and seed travel inside events.parquet."""
+    """The scenario text and seed travel inside the trace files."""
     meta = read_metadata(run_dir)
     assert meta["wflsim.seed"] == "1"
     assert "wflsim.scenario_resolved" in meta

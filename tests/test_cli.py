@@ -99,16 +99,16 @@ def test_validate_accepts_the_quickstart(capsys):
 
 
 def test_run_writes_trace_and_manifest(tmp_path, capsys):
-    """A short run writes events.parquet with metadata and a completed manifest."""
+    """A short run writes its trace (one part per frame, with metadata) and a completed manifest."""
     out = tmp_path / "run"
     assert main(["run", str(QUICK), "--out", str(out), *SHORT]) == 0
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["status"] == "completed"
     assert manifest["scenario_resolved"]["run"]["frames"] == 2
     assert manifest["overrides"][:1] == ["run.frames=2"]
-    meta = pq.read_schema(out / "events.parquet").metadata
+    meta = pq.read_schema(sorted((out / "events").iterdir())[0]).metadata
     assert b"wflsim.scenario_text" in meta
-    df = pd.read_parquet(out / "events.parquet")
+    df = pd.read_parquet(out / "events")
     assert (df.event == "eval").sum() == 3  # initial + 2 periodic
     assert "final accuracy" in capsys.readouterr().out
 
@@ -126,7 +126,7 @@ def test_same_seed_gives_identical_events_with_training(tmp_path):
     for name, seed in [("a", "0"), ("b", "0"), ("c", "1")]:
         out = tmp_path / name
         assert main(["run", str(QUICK), "--out", str(out), "--seed", seed, *SHORT]) == 0
-        tables.append(pq.read_table(out / "events.parquet").replace_schema_metadata(None))
+        tables.append(pq.read_table(out / "events").replace_schema_metadata(None))
     assert tables[0].equals(tables[1])
     assert not tables[0].equals(tables[2])
 
@@ -147,7 +147,7 @@ def test_failed_run_keeps_a_readable_trace(tmp_path, monkeypatch):
     assert main(["run", str(QUICK), "--out", str(out), *SHORT]) == 1
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["status"] == "failed" and "injected failure" in manifest["error"]
-    df = pd.read_parquet(out / "events.parquet")
+    df = pd.read_parquet(out / "events")
     assert df["frame"].max() == 0 and (df.event == "frame_end").sum() == 1
 
 
@@ -188,7 +188,7 @@ def test_mnist_ideal_short_run_learns(tmp_path, data_dir):
         "learning.eval_max_samples=2000",
     ]
     assert main(args) == 0
-    ev = pd.read_parquet(out / "events.parquet").query("event == 'eval'")
+    ev = pd.read_parquet(out / "events").query("event == 'eval'")
     assert ev["accuracy"].iloc[-1] > ev["accuracy"].iloc[0] + 0.1
 
 
@@ -232,7 +232,7 @@ def test_cifar10_scenario_runs_on_a_small_pickle_set(tmp_path):
         "learning.eval_every_slots=2",
     ]
     assert main(args) == 0
-    df = pd.read_parquet(out / "events.parquet")
+    df = pd.read_parquet(out / "events")
     assert json.loads((out / "manifest.json").read_text())["num_params"] == 502_538
     assert (df.event == "eval").sum() == 3
 
@@ -252,7 +252,12 @@ def test_overwrite_replaces_a_previous_run(tmp_path):
     out = tmp_path / "run"
     assert main(["run", str(QUICK), "--out", str(out), *SHORT]) == 0
     assert main(["run", str(QUICK), "--out", str(out), "--overwrite", *SHORT]) == 0
-    assert sorted(p.name for p in out.iterdir()) == ["events.parquet", "manifest.json"]
+    assert sorted(p.name for p in out.iterdir()) == [
+        ".wflsim-run",
+        "checkpoint.npz",
+        "events",
+        "manifest.json",
+    ]
 
 
 def test_cuda_without_gpu_is_a_one_line_error(tmp_path, capsys):

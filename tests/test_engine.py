@@ -294,30 +294,3 @@ def test_simulated_clock_moves_devices_during_long_slots():
     a = events(run_in_memory(_moving("ideal", "simulated"))[0], "position")
     b = events(run_in_memory(_moving("only_pc", "simulated"))[0], "position")
     assert not np.allclose(a.loc[a.frame == 2, "distance_m"], b.loc[b.frame == 2, "distance_m"])
-
-
-def test_trace_writer_keeps_row_group_order_and_reports_a_failed_write(tmp_path, monkeypatch):
-    """Background row-group writes land in order; a failed write is raised, not lost."""
-    import pyarrow.parquet as pq
-
-    from sim.trace import TraceBuffer, TraceWriter
-
-    w = TraceWriter(tmp_path / "events.parquet", {"k": "v"})
-    for frame in range(3):
-        buf = TraceBuffer()
-        buf.add("frame_start", float(frame), frame, frame * 20)
-        w.write(buf)
-    w.close()
-    assert pq.read_table(tmp_path / "events.parquet")["frame"].to_pylist() == [0, 1, 2]
-
-    bad = TraceWriter(tmp_path / "bad.parquet", {})
-
-    def boom(self, table, *args, **kwargs):
-        raise OSError("disk full")
-
-    monkeypatch.setattr(pq.ParquetWriter, "write_table", boom)
-    buf = TraceBuffer()
-    buf.add("frame_start", 0.0, 0, 0)
-    bad.write(buf)
-    with pytest.raises(OSError, match="disk full"):
-        bad.close()

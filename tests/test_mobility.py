@@ -355,7 +355,7 @@ def test_trace_missing_device_raises(tmp_path):
 def test_trace_unknown_device_raises(tmp_path):
     """A device id outside 0..N-1 in the trace raises ScenarioError on mobility.file."""
     path = write_trace(tmp_path / "t.csv", trace_frame())
-    with pytest.raises(ScenarioError, match=r"device\(s\) 1 but") as err:
+    with pytest.raises(ScenarioError, match=r"1 device id\(s\) outside 0\.\.0") as err:
         build_trace(path, n=1)
     assert err.value.field == "mobility.file"
 
@@ -390,6 +390,22 @@ def test_trace_non_numeric_value_raises(tmp_path):
     frame.loc[1, "x_m"] = "abc"
     with pytest.raises(ScenarioError, match="column x_m .* row 1"):
         build_trace(write_trace(tmp_path / "t.csv", frame))
+
+
+@pytest.mark.parametrize("column", ["x_m", "device", "time_s"])
+def test_trace_errors_never_quote_the_file(tmp_path, column):
+    """A bad cell, or a file that is not a trace at all, is reported without its contents."""
+    secret = "s3cr3t-passw0rd"
+    frame = trace_frame().astype({column: object})
+    frame.loc[1, column] = secret
+    with pytest.raises(ScenarioError) as err:
+        build_trace(write_trace(tmp_path / "t.csv", frame))
+    assert secret not in str(err.value) and "row 1" in str(err.value)
+    other = tmp_path / "other.csv"
+    other.write_text(f"user,{secret}\nroot,{secret}\n")
+    with pytest.raises(ScenarioError) as err:
+        build_trace(other)
+    assert secret not in str(err.value)
 
 
 def test_trace_outside_cell_raises(tmp_path):

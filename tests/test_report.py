@@ -135,19 +135,17 @@ def test_run_failed_before_its_first_slot_is_listed(tmp_path):
 
     import numpy as np
 
-    from sim.trace import TraceBuffer, TraceWriter
+    from conftest import write_legacy_trace
+    from sim.trace import TraceBuffer
 
     write_synthetic_run(tmp_path / "src" / "ok")
     dead = tmp_path / "src" / "dead"
     dead.mkdir()
     resolved = validate_scenario(base_scenario()).model_dump(mode="json")
-    writer = TraceWriter(
-        dead / "events.parquet", {"wflsim.scenario_resolved": json.dumps(resolved)}
-    )
+    meta = {"wflsim.scenario_resolved": json.dumps(resolved)}
     buf = TraceBuffer()
     buf.add("device_config", 0.0, 0, -1, np.arange(2, dtype=np.int32), energy_budget_j=0.3)
-    writer.write(buf)
-    writer.close()
+    write_legacy_trace(dead / "events.parquet", buf, meta)
     (dead / "manifest.json").write_text(json.dumps({"status": "failed"}), encoding="utf-8")
     page = write_report(tmp_path / "src", tmp_path / "out")
     summary = pd.read_csv(page.parent / "summary.csv").set_index("run")

@@ -93,13 +93,13 @@ def test_sweep_writes_one_run_per_point_and_a_manifest(sweep_dir):
 
 def test_repeating_a_sweep_runs_nothing_new(sweep_dir):
     """A second identical sweep skips every completed run (files untouched)."""
-    before = {p: p.stat().st_mtime_ns for p in sweep_dir.glob("*/events.parquet")}
+    before = {p: p.stat().st_mtime_ns for p in sweep_dir.glob("*/events/*.parquet")}
     plan = plan_sweep(
         SCENARIO, ["scheme=two_timescale,ideal"], "0-1", extra_overrides=NET_OVERRIDES
     )
     manifest = run_sweep(plan, sweep_dir, extra_overrides=NET_OVERRIDES)
     assert all(p["status"].startswith("skipped") for p in manifest["points"].values())
-    assert before == {p: p.stat().st_mtime_ns for p in sweep_dir.glob("*/events.parquet")}
+    assert before == {p: p.stat().st_mtime_ns for p in sweep_dir.glob("*/events/*.parquet")}
 
 
 def test_repeating_a_sweep_keeps_the_earlier_records(sweep_dir):
@@ -135,7 +135,7 @@ def test_same_seed_different_schemes_see_the_same_channels(sweep_dir):
     """Common random numbers: the logged positions and fading draws agree across schemes for a seed."""
 
     def channels(name):
-        df = pd.read_parquet(sweep_dir / name / "events.parquet")
+        df = pd.read_parquet(sweep_dir / name / "events")
         dec = df[df.event == "decision"]
         return dec["channel_gain"].to_numpy(), df[df.event == "position"]["distance_m"].to_numpy()
 
@@ -156,8 +156,8 @@ def test_local_executor_with_two_workers(tmp_path):
     ser = run_sweep(plan, tmp_path / "ser", workers=1, extra_overrides=NET_OVERRIDES)
     assert all(p["status"] == "completed" for p in par["points"].values())
     for name in ser["points"]:
-        a = pd.read_parquet(tmp_path / "par" / name / "events.parquet")
-        b = pd.read_parquet(tmp_path / "ser" / name / "events.parquet")
+        a = pd.read_parquet(tmp_path / "par" / name / "events")
+        b = pd.read_parquet(tmp_path / "ser" / name / "events")
         pd.testing.assert_frame_equal(a, b)
 
 
@@ -176,3 +176,52 @@ def test_sweep_table_in_the_scenario_file(tmp_path):
     path.write_text(text)
     plan = plan_sweep(path, [], None, extra_overrides=NET_OVERRIDES)
     assert [p.name for p in plan.points] == ["scheme.V=10__seed=3", "scheme.V=1000__seed=3"]
+
+
+@pytest.mark.parametrize("spec", ["scheme.name=a b,a_b", "scheme.V=10,10"])
+def test_points_sharing_a_folder_are_refused(spec):
+    """Two grid points that would share a run folder are refused, naming both."""
+    with pytest.raises(ScenarioError) as info:
+        expand(parse_grid([spec]), [0])
+    assert info.value.field == "--grid" and "share the run folder" in info.value.problem
+
+
+def test_long_point_names_are_cut_with_a_hash():
+    """A point name over 160 characters is cut and ends with a hash: unique and deterministic."""
+    a = GridPoint(("learning.data_dir=" + "x" * 300 + "a",), 0)
+    b = GridPoint(("learning.data_dir=" + "x" * 300 + "b",), 0)
+    assert len(a.name) <= 160 and a.name != b.name and a.name == GridPoint(a.overrides, 0).name
+
+
+def _tiny_sweep(tmp_path, text_extra: str = "") -> tuple:
+    path = tmp_path / "s.toml"
+    path.write_text(SCENARIO.read_text() + text_extra)
+    return path, tmp_path / "sw"
+
+
+def test_repeat_with_other_overrides_is_refused_naming_the_point(tmp_path, capsys):
+    """A repeat into the same --out with another --set exits 2 naming a point and --overwrite;
+    with --overwrite the points are recomputed."""
+    path, out = _tiny_sweep(tmp_path)
+    args = ["sweep", str(path), "--grid", "scheme=only_pc", "--seeds", "0", *NET, "--out", str(out)]
+    assert main([*args, "--quiet"]) == 0
+    before = json.loads((out / "scheme.name=only_pc__seed=0" / "manifest.json").read_text())
+    capsys.readouterr()
+    assert main([*args, "--set", "scheme.V=7", "--quiet"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1
+    assert "scheme.name=only_pc__seed=0" in err and "--overwrite" in err
+    assert main([*args, "--set", "scheme.V=7", "--overwrite", "--quiet"]) == 0
+    after = json.loads((out / "scheme.name=only_pc__seed=0" / "manifest.json").read_text())
+    assert after["overrides"] != before["overrides"] and after["status"] == "completed"
+
+
+def test_repeat_after_editing_the_scenario_is_refused(tmp_path, capsys):
+    """Editing the scenario file between two runs of a sweep makes its repeat refuse."""
+    path, out = _tiny_sweep(tmp_path)
+    args = ["sweep", str(path), "--grid", "scheme=only_pc", "--seeds", "0", *NET, "--out", str(out)]
+    assert main([*args, "--quiet"]) == 0
+    path.write_text(path.read_text() + "\n# edited\n")
+    capsys.readouterr()
+    assert main([*args, "--quiet"]) == 2
+    assert "scenario file's text" in capsys.readouterr().err

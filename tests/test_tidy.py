@@ -54,8 +54,9 @@ def write_synthetic_run(
     extra: dict | None = None,
 ) -> Path:
     """Write the hand-built trace above (energies times ``scale``) with its scenario metadata."""
+    from conftest import write_legacy_trace
     from sim.config.loading import validate_scenario
-    from sim.trace import TraceBuffer, TraceWriter
+    from sim.trace import TraceBuffer
 
     sections: dict = {
         "name": "synthetic",
@@ -71,10 +72,7 @@ def write_synthetic_run(
     sc = base_scenario(**sections)
     resolved = validate_scenario(sc).model_dump(mode="json")
     out.mkdir(parents=True, exist_ok=True)
-    writer = TraceWriter(
-        out / "events.parquet",
-        {"wflsim.scenario_resolved": json.dumps(resolved), "wflsim.seed": str(seed)},
-    )
+    meta = {"wflsim.scenario_resolved": json.dumps(resolved), "wflsim.seed": str(seed)}
     b = TraceBuffer()
     ids = np.arange(2, dtype=np.int32)
     energy = ENERGY * scale
@@ -154,8 +152,7 @@ def write_synthetic_run(
                 b.add("eval", end, k, t, accuracy=acc, loss=1.0 - acc)
             now = end
         b.add("frame_end", now, k, t0 + 1)
-    writer.write(b)
-    writer.close()
+    write_legacy_trace(out / "events.parquet", b, meta)
     return out
 
 

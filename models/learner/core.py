@@ -44,6 +44,7 @@ from models.learner.rules import AGGREGATIONS, Freezing, UpdateRule, build_rule
 from models.learner.sampling import DeviceStreams, LocalData, images_on
 from models.learner.stable_fraction import StableFraction
 from models.nets import build_model
+from sim.config.catalogue import DatasetError
 
 LR_SCHEDULES = ("constant", "half_life")
 #: ``vmap_chunk_samples="auto"`` per torch device type. On a CPU, 512 samples at a time keep the
@@ -206,6 +207,13 @@ class TorchLearner:
             raise ValueError("partition 'dirichlet' needs dirichlet_alpha > 0")
         b = np.asarray(batch_sizes)
         x_tr, y_tr, x_te, y_te = _data.load_dataset(dataset, data_dir, compact=True)
+        if b.size > len(y_tr):
+            raise DatasetError(
+                "network.num_devices",
+                f"{b.size} devices but dataset {dataset!r} has {len(y_tr)} training samples; "
+                "every device needs at least one",
+                f"use at most {len(y_tr)} devices, or a larger dataset",
+            )
         parts = _data.partition(
             y_tr.numpy(),
             b.size,
@@ -369,6 +377,14 @@ class TorchLearner:
         self.stability.track(w_t, w_next)
         self._w = w_next
         self._clear_slot()
+
+    def is_finite(self) -> bool:
+        """Whether every parameter and BatchNorm buffer of the global model is finite."""
+        if not bool(torch.isfinite(self._w).all()):
+            return False
+        return all(
+            bool(torch.isfinite(v).all()) for v in self.buffers.values() if v.is_floating_point()
+        )
 
     def evaluate(self) -> tuple[float, float]:
         """``(mean cross-entropy, accuracy)`` of the global model on the test split."""

@@ -54,6 +54,17 @@ NORMALISATION: dict[str, tuple[tuple[float, ...], tuple[float, ...]]] = {
     "cifar10": ((0.4914, 0.4822, 0.4465), (0.2470, 0.2435, 0.2616)),
 }
 
+
+class DatasetError(ValueError):
+    """A dataset cannot serve a scenario: its files are damaged, unsafe or not the dataset, or
+    it has too few samples. ``field`` names the scenario field to fix; messages never quote the
+    files' contents. (The CLI reports it as one line with exit code 2.)"""
+
+    def __init__(self, field: str, problem: str, fix: str | None = None) -> None:
+        self.field, self.problem, self.fix = field, problem, fix
+        super().__init__(f"{field}: {problem}")
+
+
 _FIXED_COUNTS = {
     "cnn_mnist": 440_812,
     "cnn_mnist_small": 421_642,

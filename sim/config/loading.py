@@ -95,17 +95,33 @@ def read_scenario_file(path: str | Path) -> tuple[str, dict[str, Any]]:
     """Read a TOML scenario file: ``(text, table)``.
 
     Raises:
-        ScenarioError: missing file or TOML syntax error.
+        ScenarioError: missing or unreadable file, not UTF-8 text, TOML syntax error.
     """
     p = Path(path)
     if not p.is_file():
         raise ScenarioError(str(path), "scenario file not found", "check the path")
-    text = p.read_text(encoding="utf-8")
     try:
-        data = tomllib.loads(text)
+        raw = p.read_bytes()
+    except OSError as err:
+        raise ScenarioError(
+            str(path), f"cannot read the scenario file ({err.strerror or type(err).__name__})"
+        ) from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ScenarioError(
+            str(path), "the scenario file is not UTF-8 text", "save it as UTF-8 TOML"
+        ) from None
+    return text, parse_scenario_text(text, str(path))
+
+
+def parse_scenario_text(text: str, source: str = "scenario") -> dict[str, Any]:
+    """Parse scenario TOML text into a table (errors name ``source``, never echo the text)."""
+    try:
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:
-        raise ScenarioError(str(path), f"not valid TOML: {err}", "fix the syntax") from None
-    return text, data
+        # tomllib's messages give the position ("Invalid value (at line 3, column 5)"), not text
+        raise ScenarioError(source, f"not valid TOML: {err}", "fix the syntax") from None
 
 
 def load_scenario(path: str | Path, overrides: list[str] | None = None) -> tuple[Scenario, str]:

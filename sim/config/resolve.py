@@ -57,6 +57,13 @@ def resolve_devices(cfg: DevicesConfig, num_devices: int, streams: Streams) -> D
             raise ScenarioError(field, "must be finite")
         if integer:
             values = np.rint(values)
+            if np.any(values > 2**31 - 1):
+                n = int(np.argmax(values > 2**31 - 1))
+                raise ScenarioError(
+                    field,
+                    f"must be at most {2**31 - 1} (device {n} has {values[n]:g})",
+                    "use a realistic value",
+                )
         if bound < 0:
             bad = values < 0
             need = ">= 0"

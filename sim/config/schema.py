@@ -37,6 +37,9 @@ class RunConfig(Strict):
     frames: int = Field(20, ge=1, description="number of frames K")
     slots_per_frame: int = Field(20, ge=1, description="slots per frame T")
     deadline_s: PositiveFloat = Field(0.8, description="per-round latency tau_0, seconds")
+    checkpoint_every_frames: int = Field(
+        1, ge=1, description="save every component's state after every this many frames"
+    )
 
 
 class NetworkConfig(Strict):

@@ -687,7 +687,7 @@ def _mm_pieces(
     zg = zs[j, cols]
     dzg = dzs[j, cols]
     # initial curvature: largest |secant of Z'| over the scan intervals adjacent to the start
-    with np.errstate(divide="ignore", invalid="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         sec = np.abs(np.diff(dzs, axis=0) / np.diff(gs, axis=0))
     sec = np.where(np.isfinite(sec), sec, 0.0)
     ns = gs.shape[0]
@@ -736,7 +736,8 @@ def _mm_pieces(
         # rejected (backtracking): M <- the curvature the surrogate needed to majorize Z at the
         # trial (or the secant, if larger), kept within [1.25M, 16M]: geometric growth, so the
         # backtracking terminates, and a quadratic interpolation of Z as the next trial
-        m_rej = np.clip(np.maximum(m_need, secant), 1.25 * m_a, 16.0 * m_a)
+        with np.errstate(over="ignore"):  # clipped to [_TINY, _HUGE] below
+            m_rej = np.clip(np.maximum(m_need, secant), 1.25 * m_a, 16.0 * m_a)
         mcur[act] = np.clip(np.where(ok, m_acc, m_rej), _TINY, _HUGE)
         acc = act[ok]
         g[acc], zg[acc], dzg[acc] = cand[ok], zc[ok], dzc[ok]

@@ -26,7 +26,8 @@ PATHLOSS_SLOPE_DB = 37.6
 
 def dbm_to_w(power_dbm: ArrayLike) -> F64:
     """Convert a power in dBm to watts: ``P[W] = 10^((P[dBm] - 30) / 10)``."""
-    return np.power(10.0, (np.asarray(power_dbm, dtype=np.float64) - 30.0) / 10.0)
+    with np.errstate(over="ignore"):  # absurd powers become inf; sim.config.derived refuses them
+        return np.power(10.0, (np.asarray(power_dbm, dtype=np.float64) - 30.0) / 10.0)
 
 
 def db_to_linear(gain_db: ArrayLike) -> F64:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -102,8 +101,7 @@ class TraceMobility(Mobility):
         if missing:
             raise ScenarioError(
                 field,
-                f"trace {source} lacks column(s) {', '.join(missing)}; "
-                f"found {', '.join(map(str, frame.columns)) or 'none'}",
+                f"trace {source} lacks column(s) {', '.join(missing)}",
                 f"give the trace the columns {', '.join(TRACE_COLUMNS)}",
             )
         if len(frame) == 0:
@@ -118,7 +116,7 @@ class TraceMobility(Mobility):
                 raise ScenarioError(
                     field,
                     f"trace {source}: column {c} has a missing, non-numeric or infinite value "
-                    f"in row {int(bad[0])} ({frame[c].iloc[int(bad[0])]!r})",
+                    f"in row {int(bad[0])} ({bad.size} such row(s))",
                 )
             cols[c] = values
         dev_f = cols["device"]
@@ -126,17 +124,18 @@ class TraceMobility(Mobility):
         if nonint.size:
             raise ScenarioError(
                 field,
-                f"trace {source}: device ids must be integers; row {int(nonint[0])} has "
-                f"{dev_f[nonint[0]]}",
+                f"trace {source}: device ids must be integers; row {int(nonint[0])} is not "
+                f"({nonint.size} such row(s))",
             )
         dev = dev_f.astype(np.int64)
         present = np.unique(dev)
         unknown = present[(present < 0) | (present >= num_devices)]
         if unknown.size:
+            row = int(np.flatnonzero((dev < 0) | (dev >= num_devices))[0])
             raise ScenarioError(
                 field,
-                f"trace {source} has device(s) {id_list(unknown)} but the scenario has "
-                f"{num_devices} devices, numbered 0..{num_devices - 1}",
+                f"trace {source} has {unknown.size} device id(s) outside 0..{num_devices - 1} "
+                f"(the scenario's {num_devices} devices), the first in row {row}",
                 "renumber the trace's devices 0..N-1 or change the number of devices",
             )
         absent = np.setdiff1d(np.arange(num_devices), present)
@@ -154,8 +153,7 @@ class TraceMobility(Mobility):
                 i = int(outside[0])
                 raise ScenarioError(
                     field,
-                    f"trace {source}: device {dev[i]} at t = {t[i]} s is at ({x[i]}, {y[i]}) m, "
-                    f"{math.hypot(x[i], y[i]):.6g} m from the server, outside the cell of radius "
+                    f"trace {source}: row {i} places its device outside the cell of radius "
                     f"{cell_radius_m} m ({outside.size} sample(s) outside)",
                     "increase the cell radius or fix the trace",
                 )
@@ -166,7 +164,8 @@ class TraceMobility(Mobility):
             i = int(dup[0])
             raise ScenarioError(
                 field,
-                f"trace {source}: device {dev[i]} has two samples at t = {t[i]} s",
+                f"trace {source}: rows {int(order[i])} and {int(order[i + 1])} give one device "
+                f"two samples at the same time ({dup.size} such pair(s))",
                 "keep one sample per device and time",
             )
         bounds = np.searchsorted(dev, np.arange(num_devices + 1))
@@ -222,9 +221,9 @@ def read_trace(path: str | Path, *, field: str = "mobility.file") -> pd.DataFram
         if suffix == ".parquet":
             return pd.read_parquet(p)
     except Exception as exc:  # any parser failure is the user's file
-        raise ScenarioError(
+        raise ScenarioError(  # the parser's message may quote the file: only its type is given
             field,
-            f"cannot read trace file {p}: {type(exc).__name__}: {exc}",
+            f"cannot read trace file {p} ({type(exc).__name__})",
             "give a valid CSV or Parquet file with columns time_s, device, x_m, y_m",
         ) from exc
     raise ScenarioError(

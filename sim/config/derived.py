@@ -1,0 +1,179 @@
+"""The constants a run derives from its scenario, computed and checked before anything runs.
+
+Every field can be valid on its own while a product of several overflows (``capacitance = 1e300``
+makes the compute energy infinite) or underflows (``noise_dbm = -1e6`` makes the noise power 0,
+so every rate is infinite). :func:`check_derived` computes what the engine and the controller will
+compute from the resolved scenario, per device where it differs per device, and refuses any that
+is not finite (or not positive where it must be), naming the field most likely at fault. It runs
+in ``wflsim validate`` and before every run, so such a scenario fails with exit code 2 and writes
+nothing, instead of failing (or silently producing NaN) in the middle of a run.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from sim.config.schema import Scenario
+from sim.errors import ScenarioError
+from sim.world import physics
+from sim.world.channel import Channel
+from sim.world.system import DeviceArrays
+
+#: Largest value a trace column of type int32 holds (frame, device, batch_size, iterations).
+INT32_MAX = 2**31 - 1
+
+#: The defaults of the per-device fields, to tell which field of a product is extreme.
+_DEVICE_DEFAULTS = {
+    "cpu_hz": 2e9,
+    "cycles_per_sample": 2e6,
+    "capacitance": 2e-28,
+    "batch_size": 512.0,
+    "peak_power_w": 1.0,
+}
+
+
+def _culprit(devices: DeviceArrays, fields: tuple[str, ...], n: int) -> str:
+    """The field among ``fields`` whose value for device ``n`` is farthest (in decades) from its
+    default: the one to name when their product is not finite."""
+
+    def decades(name: str) -> float:
+        v = abs(float(getattr(devices, name)[n]))
+        return abs(math.log10(v / _DEVICE_DEFAULTS[name])) if v > 0 else math.inf
+
+    return "devices." + max(fields, key=decades)
+
+
+def _bad(values: np.ndarray, positive: bool = False) -> int | None:
+    """The first index whose value is not finite (or not > 0 with ``positive``), else None."""
+    with np.errstate(invalid="ignore"):
+        bad = ~np.isfinite(values) | ((values <= 0) if positive else False)
+    idx = np.flatnonzero(bad)
+    return int(idx[0]) if idx.size else None
+
+
+def check_derived(
+    scenario: Scenario,
+    devices: DeviceArrays,
+    channel: Channel,
+    num_params: int,
+) -> None:
+    """Compute the run's derived constants and refuse non-finite or overflowing ones.
+
+    Checked: the run's horizon and integer ranges; the noise power; the large-scale gains at the
+    minimum distance and at the cell edge; the best SNR and rate; the payload; each device's
+    full compute time and energy and its peak upload energy; the controller's weight
+    ``V lam B`` and its energy term ``Q e_cmp`` at a queue of one slot's worst energy.
+
+    Raises:
+        ScenarioError: naming the field (the one most likely at fault for a product) and why.
+    """
+    run, net, learning = scenario.run, scenario.network, scenario.learning
+    fix_range = "use a value in a physically meaningful range (see docs/scenario.md)"
+
+    # integers that end up in int32 trace columns or int64 arithmetic
+    if run.frames > INT32_MAX:
+        raise ScenarioError("run.frames", f"must be at most {INT32_MAX}", fix_range)
+    if run.frames * run.slots_per_frame > 2**62:
+        raise ScenarioError(
+            "run.slots_per_frame", "frames x slots_per_frame overflows the slot counter", fix_range
+        )
+    horizon_s = float(run.frames) * float(run.slots_per_frame) * run.deadline_s
+    if not math.isfinite(horizon_s):
+        raise ScenarioError(
+            "run.deadline_s", "frames x slots_per_frame x deadline_s is not finite", fix_range
+        )
+
+    # radio
+    noise_w = float(physics.dbm_to_w(net.noise_dbm))
+    if not (math.isfinite(noise_w) and noise_w > 0):
+        raise ScenarioError(
+            "network.noise_dbm",
+            f"gives a noise power of {noise_w:g} W (must be finite and > 0)",
+            fix_range,
+        )
+    probe = np.array([[net.min_distance_m, 0.0], [net.cell_radius_m, 0.0]])
+    with np.errstate(all="ignore"):
+        gains = np.asarray(channel.large_scale(probe).gain, dtype=np.float64)
+    i = _bad(gains, positive=True)
+    if i is not None:
+        where = "the minimum distance" if i == 0 else "the cell edge"
+        raise ScenarioError(
+            "channel.pathloss",
+            f"gives a large-scale gain of {gains[i]:g} at {where} (must be finite and > 0)",
+            fix_range,
+        )
+    bits = float(learning.bits_per_param) * float(num_params)
+    if not (math.isfinite(bits) and bits < 2.0**53):
+        raise ScenarioError(
+            "learning.bits_per_param", "bits_per_param x num_params overflows", fix_range
+        )
+    with np.errstate(all="ignore"):
+        snr = devices.peak_power_w * float(gains.max()) / noise_w
+        rate = net.bandwidth_hz * np.log2(1.0 + snr)
+    i = _bad(snr)
+    if i is not None or _bad(rate) is not None:
+        m = i if i is not None else int(_bad(rate) or 0)
+        field = "devices.peak_power_w" if devices.peak_power_w[m] > 1e6 else "network.noise_dbm"
+        raise ScenarioError(
+            field,
+            f"device {m}'s best signal-to-noise ratio (peak power x gain at the minimum "
+            "distance / noise power) is not finite",
+            fix_range,
+        )
+
+    # computation and energy, per device
+    one = np.ones(devices.num_devices)
+    with np.errstate(all="ignore"):
+        t_cmp = physics.compute_time_s(
+            one, devices.cycles_per_sample, devices.batch_size, devices.cpu_hz
+        )
+        e_cmp = physics.compute_energy_j(
+            one, devices.cycles_per_sample, devices.batch_size, devices.cpu_hz, devices.capacitance
+        )
+        e_up = devices.peak_power_w * run.deadline_s
+    n = _bad(t_cmp)
+    if n is not None:
+        raise ScenarioError(
+            _culprit(devices, ("cycles_per_sample", "batch_size", "cpu_hz"), n),
+            f"device {n}'s compute time c B / f is not finite",
+            fix_range,
+        )
+    n = _bad(e_cmp)
+    if n is not None:
+        raise ScenarioError(
+            _culprit(devices, ("capacitance", "cycles_per_sample", "batch_size", "cpu_hz"), n),
+            f"device {n}'s compute energy (alpha / 2) c B f^2 is not finite",
+            fix_range,
+        )
+    n = _bad(e_up)
+    if n is not None:
+        raise ScenarioError(
+            "devices.peak_power_w",
+            f"device {n}'s peak upload energy P_bar tau_0 is not finite",
+            fix_range,
+        )
+
+    # the controller's inputs: I = V B lam - Q e_cmp with Q up to a slot's worst energy
+    params = scenario.scheme.params
+    v = float(params.get("V", 100.0))
+    lam_raw = params.get("lam")
+    lam = float(lam_raw) if lam_raw is not None else 1.0 / float(np.sum(devices.batch_size))
+    worst = e_cmp + e_up
+    with np.errstate(all="ignore"):
+        weight = v * lam * devices.batch_size
+        energy_term = worst * worst
+        cost = weight + energy_term
+    n = _bad(weight)
+    if n is not None or _bad(cost) is not None:
+        field = (
+            "scheme.lam"
+            if lam_raw is not None and abs(math.log10(lam)) > abs(math.log10(v) if v > 0 else 0.0)
+            else "scheme.V"
+        )
+        raise ScenarioError(
+            field,
+            "the controller's weight V x lam x B (or its energy term) is not finite",
+            "lower scheme.V or scheme.lam (only their product matters)",
+        )

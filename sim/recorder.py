@@ -1,0 +1,171 @@
+"""Writing a run folder frame by frame, so that a crash loses at most the frame in flight.
+
+At the end of every frame the engine hands its rows to :meth:`RunRecorder.frame_done`. The
+recorder turns them into a Parquet table (and, every ``run.checkpoint_every_frames`` frames, the
+state of every component into checkpoint bytes) on the simulation's thread, then one background
+thread, while the next frame is simulated:
+
+1. writes ``events/part-NNNNNN.parquet`` (temporary name, fsync, rename, fsync of the folder);
+2. writes ``checkpoint.npz`` the same way, if this frame is checkpointed;
+3. replaces ``manifest.json`` (same way) listing the parts with their row counts and SHA-256,
+   the checkpoint, the heartbeat and the summary of the completed frames.
+
+At most one frame is in flight, so memory stays bounded, and the steps run in this order, so the
+files on disk always agree: a checkpoint of frame ``k`` exists only once every part up to ``k``
+is complete, and the manifest lists only complete files. A heartbeat thread refreshes the
+manifest's ``heartbeat_at`` every :data:`sim.rundir.HEARTBEAT_S` seconds so that readers on other
+hosts can tell a live run from a dead one (on this host the pid tells).
+
+An error of the background write (a full disk) is raised on the simulation's thread at the next
+frame or at :meth:`RunRecorder.flush`; the run then ends as ``failed`` and the frames completed
+before stay readable.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections.abc import Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from sim import rundir, state
+from sim.trace import (
+    EVENTS_DIR,
+    TraceBuffer,
+    encode_part,
+    part_name,
+    trace_metadata,
+    write_atomic,
+    write_json_atomic,
+)
+
+if TYPE_CHECKING:
+    from sim.engine import Engine
+
+
+class RunRecorder:
+    """The frame sink of a run that writes a run folder (see the module docstring).
+
+    Args:
+        folder: the run folder (exists, locked by this process).
+        manifest: the manifest so far (scenario, fingerprint, ...); the recorder owns it from
+            now on and keeps its ``parts``, ``checkpoint``, ``heartbeat_at`` and ``summary``.
+        metadata: key-value metadata stored in every part (scenario, seed, versions).
+        frames: the run's number of frames ``K``.
+        checkpoint_every: checkpoint after every this many frames (and after the last).
+        heartbeat_s: seconds between heartbeats (None: no heartbeat thread).
+    """
+
+    def __init__(
+        self,
+        folder: Path,
+        manifest: dict[str, Any],
+        metadata: Mapping[str, str],
+        *,
+        frames: int,
+        checkpoint_every: int,
+        heartbeat_s: float | None = rundir.HEARTBEAT_S,
+    ) -> None:
+        self.folder = Path(folder)
+        self.events_dir = self.folder / EVENTS_DIR
+        self.events_dir.mkdir(exist_ok=True)
+        self.manifest = manifest
+        self.manifest.setdefault("parts", [])
+        self._meta = trace_metadata(metadata)
+        self.frames = frames
+        self.checkpoint_every = max(1, int(checkpoint_every))
+        self._lock = threading.Lock()
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="wflsim-trace")
+        self._pending: Future[None] | None = None
+        self._stop = threading.Event()
+        self._beat: threading.Thread | None = None
+        self.write_manifest()
+        if heartbeat_s:
+            self._beat = threading.Thread(
+                target=self._heartbeat, args=(heartbeat_s,), name="wflsim-heartbeat", daemon=True
+            )
+            self._beat.start()
+
+    # ------------------------------------------------------------------ manifest
+
+    def write_manifest(self, **updates: Any) -> None:
+        """Apply ``updates`` to the manifest, stamp the heartbeat and replace the file."""
+        with self._lock:
+            self.manifest.update(updates)
+            self.manifest["heartbeat_at"] = rundir.now_iso()
+            write_json_atomic(self.folder / rundir.MANIFEST, self.manifest)
+
+    def _heartbeat(self, every_s: float) -> None:
+        while not self._stop.wait(every_s):
+            try:
+                self.write_manifest()
+            except OSError:  # a full disk: the frame writes report it
+                pass
+
+    # ------------------------------------------------------------------ frames
+
+    def frame_done(self, engine: Engine, frame: int, buffer: TraceBuffer) -> None:
+        """Frame ``frame`` is complete and ``engine`` is at the boundary after it: hand its
+        rows (and, if due, a checkpoint) to the writer thread. Raises the previous frame's
+        write error, if any."""
+        table = buffer.to_table()
+        last = frame + 1 >= self.frames
+        ckpt = None
+        if (frame + 1) % self.checkpoint_every == 0 or last:
+            ckpt = state.dumps(state.run_state(engine))
+        summary = engine.stats.as_dict()
+        self._wait()
+        self._pending = self._pool.submit(self._commit, frame, table, ckpt, summary)
+
+    def _commit(self, frame: int, table: Any, ckpt: bytes | None, summary: dict) -> None:
+        data = encode_part(table, self._meta)
+        name = part_name(frame)
+        write_atomic(self.events_dir / name, data)
+        entry = {
+            "file": f"{EVENTS_DIR}/{name}",
+            "frame": frame,
+            "rows": table.num_rows,
+            "sha256": hashlib.sha256(data).hexdigest(),
+        }
+        updates: dict[str, Any] = {
+            "parts": [*self.manifest["parts"], entry],
+            "frames_completed": frame + 1,
+            "summary": summary,
+        }
+        if ckpt is not None:
+            write_atomic(self.folder / rundir.CHECKPOINT, ckpt)
+            updates["checkpoint"] = {
+                "file": rundir.CHECKPOINT,
+                "next_frame": frame + 1,
+                "sha256": hashlib.sha256(ckpt).hexdigest(),
+            }
+        self.write_manifest(**updates)
+
+    def _wait(self) -> None:
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            pending.result()
+
+    def flush(self) -> None:
+        """Wait for the frame in the writer thread; raises its error, if any."""
+        self._wait()
+
+    def close(self, **final: Any) -> None:
+        """Stop the threads and write the final manifest (``final``: status, error, ...).
+
+        The frame in the writer thread is finished first (its error, if any, is not raised
+        here: the run has already failed). A final manifest that cannot be written (a full
+        disk) leaves the last one, whose writer is then dead (``crashed`` for readers).
+        """
+        try:
+            self._wait()
+        except Exception:  # noqa: S110 - the run's own error is what gets reported
+            pass
+        finally:
+            self._pool.shutdown(wait=True)
+            self._stop.set()
+            if self._beat is not None:
+                self._beat.join()
+        self.write_manifest(**final)

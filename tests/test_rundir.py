@@ -1,0 +1,125 @@
+"""The run folder: its lock, marker, liveness and strict-JSON manifest."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+
+import pytest
+
+from sim import rundir
+from sim.errors import ScenarioError
+from sim.trace import json_text, write_atomic
+
+
+def _dead_pid() -> int:
+    """The pid of a process that has exited."""
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
+def test_second_lock_on_a_folder_is_refused(tmp_path):
+    """While one RunLock holds a folder, another is refused with the holder's pid in one line."""
+    first = rundir.RunLock(tmp_path)
+    first.acquire()
+    try:
+        with pytest.raises(ScenarioError) as err:
+            rundir.RunLock(tmp_path).acquire()
+        assert "in use" in err.value.one_line() and str(os.getpid()) in err.value.one_line()
+    finally:
+        first.release()
+    assert not (tmp_path / rundir.LOCK).exists()
+
+
+def test_lock_of_a_dead_process_is_taken_over(tmp_path):
+    """A lock file left by a dead process of this host is recognised and taken over."""
+    stale = {"pid": _dead_pid(), "host": rundir.hostname(), "start_ticks": 1, "since": "x"}
+    (tmp_path / rundir.LOCK).write_text(json.dumps(stale))
+    lock = rundir.RunLock(tmp_path)
+    lock.acquire()
+    try:
+        assert json.loads((tmp_path / rundir.LOCK).read_text())["pid"] == os.getpid()
+    finally:
+        lock.release()
+
+
+def test_lock_of_another_host_is_refused_with_the_fix(tmp_path):
+    """A lock naming another host cannot be checked from here: refused, naming the lock file."""
+    other = {"pid": 1, "host": rundir.hostname() + "-elsewhere", "since": "x"}
+    (tmp_path / rundir.LOCK).write_text(json.dumps(other))
+    with pytest.raises(ScenarioError) as err:
+        rundir.RunLock(tmp_path).acquire()
+    assert "another host" in err.value.problem and rundir.LOCK in (err.value.fix or "")
+
+
+def test_liveness_tells_a_crashed_run_from_a_live_one():
+    """A 'running' manifest is crashed when its writer's pid is dead, running while it lives."""
+    me = rundir.writer_identity()
+    live = {"status": "running", "writer": me}
+    dead = {"status": "running", "writer": {**me, "pid": _dead_pid()}}
+    assert rundir.liveness(live) == "running"
+    assert rundir.liveness(dead) == "crashed"
+    assert rundir.liveness({"status": "completed", "writer": me}) == "completed"
+
+
+def test_liveness_of_another_host_follows_the_heartbeat():
+    """On another host the heartbeat decides: recent = running, older than the limit = crashed."""
+    writer = {"pid": 1, "host": rundir.hostname() + "-elsewhere"}
+    fresh = {"status": "running", "writer": writer, "heartbeat_at": rundir.now_iso()}
+    old = {**fresh, "heartbeat_at": "2000-01-01T00:00:00+00:00"}
+    assert rundir.liveness(fresh) == "running"
+    assert rundir.liveness(old) == "crashed"
+
+
+def test_manifest_json_is_strict():
+    """NaN and infinities become null; the text parses with a parser that rejects NaN."""
+    text = json_text({"a": math.nan, "b": [1.0, math.inf], "c": {"d": -math.inf}})
+
+    def refuse(name):
+        raise ValueError(name)
+
+    assert json.loads(text, parse_constant=refuse) == {
+        "a": None,
+        "b": [1.0, None],
+        "c": {"d": None},
+    }
+
+
+def test_atomic_write_failure_keeps_the_old_file_and_no_temporary(tmp_path, monkeypatch):
+    """A write that fails before the rename leaves the previous file intact and no temp file."""
+    target = tmp_path / "m.json"
+    target.write_text("old")
+
+    def boom(fd):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr("os.fsync", boom)
+    with pytest.raises(OSError):
+        write_atomic(target, b"new")
+    assert target.read_text() == "old"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.json"]
+
+
+def test_overwrite_needs_the_marker_even_with_a_manifest(tmp_path):
+    """A folder holding manifest.json and events.parquet but no marker is never replaced."""
+    (tmp_path / "manifest.json").write_text("{}")
+    (tmp_path / "events.parquet").write_bytes(b"x")
+    with pytest.raises(ScenarioError, match="not made by a wflsim run"):
+        rundir.check_out_dir(tmp_path, overwrite=True)
+    rundir.write_marker(tmp_path, "test")
+    rundir.check_out_dir(tmp_path, overwrite=True)  # now it is a run's folder
+
+
+def test_clearing_a_run_folder_keeps_other_files(tmp_path):
+    """clear_run_files removes the run's files and temporaries, and nothing else."""
+    (tmp_path / "events").mkdir()
+    (tmp_path / "events" / "part-000000.parquet").write_bytes(b"x")
+    for name in ("manifest.json", "checkpoint.npz", rundir.MARKER, ".manifest.json.1.tmp"):
+        (tmp_path / name).write_text("x")
+    (tmp_path / "notes.txt").write_text("mine")
+    rundir.clear_run_files(tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
