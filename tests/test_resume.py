@@ -254,7 +254,10 @@ def test_every_scheme_resumes_to_the_uninterrupted_events(tmp_path, monkeypatch,
     from sim.engine import Engine
 
     path, out = scenario(tmp_path), tmp_path / "run"
-    path.write_text(path.read_text().replace('name = "two_timescale"', f'name = "{scheme}"'))
+    text = path.read_text().replace('name = "two_timescale"', f'name = "{scheme}"')
+    if scheme == "fjord":  # its sub-models need the architecture, not a bare parameter count
+        text = text.replace("num_params = 100000", 'dataset = "mnist"\nmodel = "cnn_mnist"')
+    path.write_text(text)
     original = Engine._frame_start
 
     def boom(self, k):
