@@ -35,7 +35,7 @@ from sim.rng import Streams
 from sim.schemes import build_scheme
 from sim.trace import TraceWriter, write_json_atomic
 from sim.world import physics
-from sim.world.channel import Channel, build_channel
+from sim.world.channel import Channel, ChannelRecorder, build_channel
 from sim.world.mobility import Mobility, build_mobility
 from sim.world.system import DeviceArrays, SystemConstants
 
@@ -107,7 +107,12 @@ def prepare_scenario(
         scenario.channel,
         num_devices=n,
         min_distance_m=scenario.network.min_distance_m,
+        cell_radius_m=scenario.network.cell_radius_m,
+        slot_s=scenario.run.deadline_s,
+        frames=scenario.run.frames,
+        slots_per_frame=scenario.run.slots_per_frame,
         streams=streams,
+        base_dir=base_dir,
     )
     ddir = resolve_data_dir(data_dir, scenario, base_dir)
     if scenario.learning.enabled:
@@ -234,8 +239,10 @@ def default_out_dir(prep: Prepared) -> Path:
     return Path("runs") / f"{safe}-{stamp}-s{prep.scenario.seed}"
 
 
+#: The channel table of a run with ``[channel] record = true``.
+CHANNEL_FILE = "channel.parquet"
 #: What a run directory holds; ``--overwrite`` deletes nothing else.
-RUN_FILES = frozenset({"events.parquet", "manifest.json", "manifest.json.tmp"})
+RUN_FILES = frozenset({"events.parquet", "manifest.json", "manifest.json.tmp", CHANNEL_FILE})
 
 
 def check_out_dir(out: Path, overwrite: bool) -> None:
@@ -265,6 +272,26 @@ def check_out_dir(out: Path, overwrite: bool) -> None:
         )
 
 
+def _channel_recorder(
+    prep: Prepared, out: Path, metadata: dict[str, str]
+) -> ChannelRecorder | None:
+    """With ``[channel] record = true``: the writer of ``out/channel.parquet``, attached to the
+    channel (every slot's gains go to it)."""
+    if not prep.scenario.channel.record:
+        prep.channel.recorder = None
+        return None
+    keep = ("wflsim.seed", "wflsim.channel", "wflsim.scenario_resolved")
+    recorder = ChannelRecorder(
+        out / CHANNEL_FILE,
+        prep.channel.num_devices,
+        shadowing=prep.channel.has_shadowing,
+        los=prep.channel.has_los,
+        metadata={k: metadata[k] for k in keep},
+    )
+    prep.channel.recorder = recorder
+    return recorder
+
+
 def execute(
     prep: Prepared,
     learner: Learner,
@@ -273,7 +300,8 @@ def execute(
     overwrite: bool = False,
     progress: ProgressFn | None = None,
 ) -> RunStats:
-    """Run a prepared scenario and write ``out/events.parquet`` and ``out/manifest.json``."""
+    """Run a prepared scenario and write ``out/events.parquet`` and ``out/manifest.json`` (and
+    ``out/channel.parquet`` with ``[channel] record = true``)."""
     check_out_dir(out, overwrite)
     system = make_system(prep, learner)
     sc = prep.scenario
@@ -312,11 +340,14 @@ def execute(
         "wflsim.channel": json.dumps(manifest["channel"]),
     }
     writer = TraceWriter(out / "events.parquet", metadata)
+    recorder = _channel_recorder(prep, out, metadata)
     engine = build_engine(prep, learner, writer=writer, progress=progress)
     try:
         stats = engine.run()
     except BaseException as err:
         writer.close()
+        if recorder is not None:
+            recorder.close()
         manifest["status"] = "interrupted" if isinstance(err, KeyboardInterrupt) else "failed"
         manifest["error"] = f"{type(err).__name__}: {err}"
         manifest["finished_at"] = _now()
@@ -324,6 +355,8 @@ def execute(
         write_json_atomic(out / "manifest.json", manifest)
         raise
     writer.close()
+    if recorder is not None:
+        recorder.close()
     manifest["status"] = "completed"
     manifest["finished_at"] = _now()
     manifest["summary"] = stats.as_dict()
