@@ -165,7 +165,7 @@ class KeyedStream:
         if slot < 0 or draw < 0 or min(subs) < 0:
             raise ValueError("slot, draw and sub must be >= 0")
         n = dev.size
-        if n and dev[0] == 0 and dev[-1] == n - 1 and n == np.unique(dev).size:
+        if n and dev[0] == 0 and dev[-1] == n - 1 and bool(np.all(np.diff(dev) == 1)):
             blocks = np.arange((n + _LANES - 1) // _LANES, dtype=np.uint64)  # all devices
             inverse = None
         else:
@@ -228,7 +228,11 @@ class KeyedStream:
         :meth:`polar`, so ``|x|^2`` is :meth:`standard_exponential`'s value (up to rounding),
         ``(N,)``."""
         e, u2 = self.polar(devices, slot, draw)
-        return np.sqrt(e) * np.exp(2j * np.pi * u2)
+        r, theta = np.sqrt(e), (2.0 * np.pi) * u2
+        x = np.empty(e.shape, dtype=np.complex128)
+        x.real = r * np.cos(theta)
+        x.imag = r * np.sin(theta)
+        return x
 
     def standard_normal(self, devices: ArrayLike, slot: int, draw: int = 0) -> NDArray[np.float64]:
         """``N(0, 1)`` by Box-Muller, ``sqrt(-2 log(1 - U1)) cos(2 pi U2)`` (``sqrt(2)`` times the

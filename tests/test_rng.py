@@ -185,3 +185,10 @@ def test_new_streams_have_new_ids():
     assert STREAM_IDS["fading"] == 4 and STREAM_IDS["freeze_choice"] == 9
     new = [STREAM_IDS[s] for s in ("shadowing", "csi", "los_state")]
     assert len(set(STREAM_IDS.values())) == len(STREAM_IDS) and min(new) > 9
+
+
+def test_keyed_draws_of_a_permutation_of_all_devices_come_in_the_order_asked():
+    """Asking for every device in another order gives each device its own draw (no fast path)."""
+    k = Streams(26).keyed("fading")
+    perm = np.array([0, 2, 1, 3, 4, 5])  # first 0 and last n - 1, as the full range
+    np.testing.assert_array_equal(k.raw(perm, 8), k.raw(np.arange(6), 8)[perm])

@@ -209,17 +209,24 @@ class Fading(FadingModel):
         self.slot_s = slot_s
         self._x: C128 | None = None  # Gauss-Markov: x of the last slot drawn
         self._next_slot = 0
+        self._rho_cache: tuple[F64, F64] | None = None  # (speeds, rho) of the current frame
 
     def correlation(self, speed_mps: F64) -> F64:
         """Per-slot correlation ``rho = J0(2 pi v f_c / c tau_0)`` of each device, ``(N,)``
         (0 for i.i.d. slots)."""
         if not self.correlated:
             return np.zeros(self.num_devices)
+        cache = self._rho_cache
+        if cache is not None and cache[0] is speed_mps:  # the frame's speeds, slot after slot
+            return cache[1]
         assert self.carrier_ghz is not None and self.slot_s is not None
-        return jakes_correlation(doppler_hz(speed_mps, self.carrier_ghz * 1e9), self.slot_s)
+        rho = jakes_correlation(doppler_hz(speed_mps, self.carrier_ghz * 1e9), self.slot_s)
+        self._rho_cache = (speed_mps, rho)
+        return rho
 
     def draw(self, slot: int, speed_mps: F64, *, coefficient: bool = False) -> SmallScale:
-        """The fading of ``slot`` (slots in order for the Gauss-Markov model)."""
+        """The fading of ``slot`` (slots in order for the Gauss-Markov model); ``speed_mps`` is
+        the frame's (read-only: the correlation is computed once per frame's array)."""
         if not self.correlated:
             subs = (0, 1) if coefficient or self.family.needs_phase else (0,)
             u = self.stream.uniforms(self._ids, slot, _DRAW_SLOT, subs)
