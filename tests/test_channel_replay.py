@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -73,9 +74,15 @@ def test_the_recording_has_the_documented_columns_and_one_row_per_slot_and_devic
 
 
 def test_replay_of_a_runs_own_recording_reproduces_its_events_exactly(tmp_path):
-    """Replaying a run's own channel.parquet gives the identical events table, every column."""
+    """Replaying a run's own channel.parquet (the same scenario plus replay) gives the identical
+    events table, every column; the manifest says which models the table replaced."""
     path, ev = recorded(tmp_path)
-    again = run_to(scenario(replay=str(path)), tmp_path / "replay")
+    again = run_to(scenario(**CHANNEL, replay=str(path)), tmp_path / "replay")
+    manifest = json.loads((tmp_path / "replay" / "manifest.json").read_text())
+    replaced = manifest["channel"]["replaced_by_the_table"]
+    assert set(replaced) == {"pathloss", "fading", "shadowing", "csi"}
+    assert replaced["csi"]["error_variance"] == 0.2
+    assert manifest["channel"]["recorded_channel"]["fading"]["model"] == "rician"
     pd.testing.assert_frame_equal(again.drop(columns="time_s"), ev.drop(columns="time_s"))
     np.testing.assert_array_equal(again["time_s"], ev["time_s"])
 
@@ -185,6 +192,7 @@ BAD = [
     ("must be finite and > 0", _set("seen_gain", 5, float("inf"))),
     ("changes within frame", _set("large_scale_gain", N + 1, 123456.789)),
     ("must hold integers", _set("slot", 4, 1.5)),
+    ("must hold integers", _set("device", 4, 1e300)),
     ("slots must be >= 0", _set("slot", 4, -1)),
     ("missing value", _set("gain", 6, None)),
     ("must be numeric", lambda df: df.assign(gain="x")),

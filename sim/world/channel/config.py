@@ -210,15 +210,8 @@ class ChannelConfig(_Strict):
                     f"fading.correlation.carrier_ghz ({corr.carrier_ghz}) differs from "
                     f"pathloss.carrier_ghz ({carrier}); remove one of them"
                 )
-        if self.replay is not None:
-            if not self.replay.strip():
-                raise ValueError("replay must be a non-empty path to a channel .parquet table")
-            for name in ("shadowing", "fading", "csi"):
-                if name in self.model_fields_set:
-                    raise ValueError(
-                        f"{name} has no effect with replay (the table gives the gains the world "
-                        f"applies and the scheme sees); remove {name}"
-                    )
+        if self.replay is not None and not self.replay.strip():
+            raise ValueError("replay must be a non-empty path to a channel .parquet table")
         return self
 
     @property

@@ -77,10 +77,19 @@ def _numeric(table: pa.Table, name: str, source: str) -> np.ndarray:
 
 
 def _integers(values: np.ndarray, name: str, source: str) -> np.ndarray:
+    """Integer-valued column as int64 (floats must be whole; anything beyond 2^53 is refused)."""
+    limit = 2.0**53
     if values.dtype.kind == "f":
-        bad = np.flatnonzero(~np.isfinite(values) | (values != np.round(values)))
-        if bad.size:
-            raise _error(f"{source}: column {name} must hold integers; row {int(bad[0])} does not")
+        with np.errstate(invalid="ignore"):
+            bad = ~np.isfinite(values) | (values != np.round(values)) | (np.abs(values) > limit)
+        rows = np.flatnonzero(bad)
+        if rows.size:
+            raise _error(
+                f"{source}: column {name} must hold integers below 2^53; row {int(rows[0])} does not"
+            )
+    elif values.dtype.kind == "u" and values.size and values.max() > limit:
+        row = int(np.argmax(values > limit))
+        raise _error(f"{source}: column {name} must hold integers below 2^53; row {row} does not")
     return values.astype(np.int64)
 
 
@@ -290,8 +299,13 @@ class ReplayChannel(Channel):
                 else "the scenario's path loss at the devices' positions",
             },
         }
+        base = self.base.describe()
+        replaced = ["fading", "shadowing", "csi"]
         if t.large_scale_gain is None:
-            out["pathloss"] = self.base.pathloss.describe()
+            out["pathloss"] = base["pathloss"]
+        else:
+            replaced.insert(0, "pathloss")
+        out["replaced_by_the_table"] = {k: base[k] for k in replaced}
         recorded = t.metadata.get("wflsim.channel")
         if recorded is not None:
             try:
