@@ -183,15 +183,19 @@ def figure(table: pd.DataFrame, x: str, ys: Sequence[str], path: Path, title: st
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, len(ys), figsize=(4.2 * len(ys), 3.4), squeeze=False)
+    order = list(tidy.SCHEME_LABELS)  # one colour per scheme in every figure
     for ax, y in zip(axes[0], ys, strict=True):
         for scheme, part in table.groupby("scheme"):
             part = part.sort_values(x)
+            k = order.index(scheme) if scheme in order else len(order)
+            xs = pd.to_numeric(part[x], errors="coerce")
             ax.errorbar(
-                part[x].astype(float),
+                xs if xs.notna().all() else part[x].astype(str),  # numbers, else categories
                 part[y],
                 yerr=part.get(f"{y}_std"),
                 marker="o",
                 capsize=3,
+                color=f"C{k % 10}",
                 label=tidy.SCHEME_LABELS.get(str(scheme), str(scheme)),
             )
         ax.set_xlabel(x)
@@ -202,6 +206,48 @@ def figure(table: pd.DataFrame, x: str, ys: Sequence[str], path: Path, title: st
     axes[0][0].legend(fontsize=8)
     if title:
         fig.suptitle(title)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def accuracy_figure(runs: tidy.RunsArg, by: str, path: Path) -> Path | None:
+    """Test accuracy against the slot, one panel per scheme, one line per value of the setting
+    ``by`` (means over seeds, standard deviations as bars); None without evaluations."""
+    ev = tidy.evaluations(runs)
+    if not len(ev):
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    info = tidy.runs_table(runs)
+    setting = {r: _settings(d)[by] for r, d in zip(info["run"], info["run_dir"], strict=True)}
+    ev = ev.assign(**{by: ev["run"].map(setting)})
+    schemes = sorted(ev["scheme"].unique())
+    fig, axes = plt.subplots(
+        1, len(schemes), figsize=(4.2 * len(schemes), 3.4), squeeze=False, sharey=True
+    )
+    for ax, scheme in zip(axes[0], schemes, strict=True):
+        part = ev[ev["scheme"] == scheme]
+        for value, p in part.groupby(by):
+            m = p.groupby("slot")["accuracy"].agg(["mean", "std"])
+            ax.errorbar(
+                m.index + 1,
+                m["mean"],
+                yerr=m["std"],
+                marker="o",
+                capsize=3,
+                label=f"{by} = {value}",
+            )
+        ax.set_title(tidy.SCHEME_LABELS.get(scheme, scheme))
+        ax.set_xlabel("slots done")
+        ax.grid(alpha=0.3)
+    axes[0][0].set_ylabel("test accuracy")
+    axes[0][0].legend(fontsize=8)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
@@ -228,7 +274,7 @@ def main(argv: list[str] | None = None) -> int:
         ys = ["outage_rate", "energy_per_device_slot_j", "wasted_share", "mean_slot_s"]
         print(f"\nfigure: {figure(summary, x, ys, out / f'outcomes_vs_{x}.png')}")
         if "final_accuracy" in summary and summary["final_accuracy"].notna().any():
-            acc = figure(summary, x, ["final_accuracy"], out / f"accuracy_vs_{x}.png")
+            acc = accuracy_figure(args.runs, x, out / f"accuracy_vs_slot_by_{x}.png")
             print(f"figure: {acc}")
     if args.paired:
         print()

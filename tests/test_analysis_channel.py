@@ -95,3 +95,35 @@ def test_paired_differences_on_a_replayed_channel(tmp_path):
     assert row["paired_se"] < row["unpaired_se"]
     with pytest.raises(ValueError, match="reference"):
         channel.paired_differences(tmp_path / "replayed", "ideal")
+
+
+def test_the_command_prints_tables_and_draws_figures(study, tmp_path, capsys):
+    """python -m analysis.channel DIR --by ... --figures OUT: a Markdown table over seeds and a PNG."""
+    from analysis import channel
+
+    assert channel.main([str(study), "--by", "fading", "--figures", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "| two_timescale | rician |" in out and "planning_gap" in out
+    assert (tmp_path / "outcomes_vs_fading.png").stat().st_size > 0
+
+
+def test_accuracy_figure_of_training_runs(tmp_path):
+    """Runs with training give an accuracy-against-slot figure; network-only runs give none."""
+    from analysis import channel
+
+    small = dict(
+        run={"frames": 2, "slots_per_frame": 2, "deadline_s": 0.1},
+        network={"num_devices": 4, "cell_radius_m": 500.0, "bandwidth_hz": 1e6},
+        devices={"batch_size": 16},
+        learning={"enabled": True, "dataset": "digits", "model": "mlp", "eval_every_slots": 2},
+        scheme={"name": "only_pc"},
+    )
+    for e2 in (0.0, 0.3):
+        data = base_scenario(**small, channel={"csi": {"error_variance": e2}})
+        del data["learning"]["num_params"]  # training: the payload is the model's
+        prep = prepare_scenario(validate_scenario(data))
+        execute(prep, make_learner(prep), tmp_path / "runs" / f"e2-{e2}")
+    png = channel.accuracy_figure(tmp_path / "runs", "csi_error_variance", tmp_path / "a.png")
+    assert png is not None and png.stat().st_size > 0
+    net = run(tmp_path / "net")
+    assert channel.accuracy_figure(net, "csi_error_variance", tmp_path / "b.png") is None
