@@ -102,14 +102,16 @@ def energy_per_device(device_slots: pd.DataFrame) -> pd.DataFrame:
 
 
 def energy_totals(device_slots: pd.DataFrame, by: Sequence[str] = ("run",)) -> pd.DataFrame:
-    """Energy of all devices: ``total_energy_j``, ``compute_energy_j``, ``upload_energy_j`` (J),
-    ``energy_per_device_j`` (total / devices) and ``energy_per_device_slot_j`` (mean, J)."""
+    """Energy of all devices: ``total_energy_j``, ``compute_energy_j``, ``upload_energy_j``,
+    ``wasted_energy_j`` (the energy of outages) (J), ``energy_per_device_j`` (total / devices) and
+    ``energy_per_device_slot_j`` (mean, J)."""
     g = _group(device_slots, by)
     out = pd.DataFrame(
         {
             "total_energy_j": g["energy_j"].sum(),
             "compute_energy_j": g["energy_compute_j"].sum(),
             "upload_energy_j": g["energy_upload_j"].sum(),
+            "wasted_energy_j": g["wasted_energy_j"].sum(),
             "devices": g["device"].nunique(),
             "energy_per_device_slot_j": g["energy_j"].mean(),
         }

@@ -334,6 +334,7 @@ _DECISION_COLS = [
     "distance_m",
     "large_scale_gain",
     "channel_gain",
+    "seen_channel_gain",
     "gamma",
     "payload_bits",
     "min_tx_power_w",
@@ -353,6 +354,7 @@ _ENERGY_COLS = [
     "energy_compute_j",
     "energy_upload_j",
     "energy_j",
+    "wasted_energy_j",
     "queue_j",
     "conv_error",
     "cost",
@@ -378,6 +380,12 @@ def device_slots_from_events(ev: pd.DataFrame) -> pd.DataFrame:
     df["participating"], df["success"] = part, succ
     df["outage"] = part & ~succ
     df["dropout"] = ~part
+    # traces written before imperfect CSI lack these (read back as all null): the scheme saw h,
+    # and the wasted energy is the energy of a failed participation
+    if "seen_channel_gain" not in df or df["seen_channel_gain"].isna().all():
+        df["seen_channel_gain"] = df["channel_gain"]
+    if "wasted_energy_j" not in df or df["wasted_energy_j"].isna().all():
+        df["wasted_energy_j"] = df["energy_j"].where(df["outage"], 0.0)
     df["latency_s"] = (df["compute_s"] + df["upload_s"]).where(part)
     order = [
         "frame",
@@ -388,6 +396,7 @@ def device_slots_from_events(ev: pd.DataFrame) -> pd.DataFrame:
         "distance_m",
         "large_scale_gain",
         "channel_gain",
+        "seen_channel_gain",
         "gamma",
         "payload_bits",
         "min_tx_power_w",
@@ -404,6 +413,7 @@ def device_slots_from_events(ev: pd.DataFrame) -> pd.DataFrame:
         "energy_compute_j",
         "energy_upload_j",
         "energy_j",
+        "wasted_energy_j",
         "energy_budget_j",
         "queue_j",
         "conv_error",
@@ -622,12 +632,14 @@ def device_slots(runs: RunsArg) -> pd.DataFrame:
 
     Columns: :data:`ID_COLUMNS`, ``frame``, ``slot``, ``device``, ``start_s`` / ``end_s`` (s, the
     slot's start and end), ``distance_m``, ``large_scale_gain``, ``channel_gain`` (linear h),
-    ``gamma`` (frozen fraction), ``payload_bits``, ``min_tx_power_w`` / ``max_tx_power_w`` (W,
+    ``seen_channel_gain`` (the h the scheme decided on; = ``channel_gain`` under perfect CSI and
+    in traces from before imperfect CSI), ``gamma`` (frozen fraction), ``payload_bits``, ``min_tx_power_w`` / ``max_tx_power_w`` (W,
     p_min and the frame's p_max), ``tx_power_w`` (W), ``participating``, ``success``, ``outage``
     (participated, upload not aggregated), ``dropout`` (did not participate), ``compute_s``,
     ``upload_s`` (s, time actually transmitted), ``upload_planned_s`` (s, the full tau_com),
     ``latency_s`` (s, compute + upload, NaN when not participating), ``energy_compute_j``,
-    ``energy_upload_j``, ``energy_j`` (J), ``energy_budget_j`` (J, E_bar), ``queue_j`` (J, Q after
+    ``energy_upload_j``, ``energy_j`` (J), ``wasted_energy_j`` (J, the energy of an outage;
+    derived from ``energy_j`` for older traces), ``energy_budget_j`` (J, E_bar), ``queue_j`` (J, Q after
     the slot), ``conv_error`` (X) and ``cost`` (z).
     """
     return load(runs, ["device_slots"]).device_slots

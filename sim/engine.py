@@ -5,8 +5,8 @@ Per frame: mobility gives positions, the channel the large-scale gains, the sche
 (``gamma``, cost model, update-rule inputs), the learner opens the frame. Per slot
 (DESIGN.md, "One slot, as data flows through it"):
 
-1. the channel draws the slot's gains; :func:`sim.slot.min_tx_power_w` gives ``p_min`` on the gain
-   the scheme sees; the scheme plans participation and power; :func:`sim.slot.resolve_slot` turns
+1. the channel gives the slot's gains (what the world applies and what the scheme sees);
+   :func:`sim.slot.min_tx_power_w` gives ``p_min`` on the gain the scheme sees; the scheme plans participation and power; :func:`sim.slot.resolve_slot` turns
    plan and true gains into the outcome (success, upload times, energies, queues); the learner
    computes the participating devices' uploads in one batched call (virtual time does not
    advance);
@@ -75,6 +75,7 @@ class RunStats:
     participations: int = 0
     successes: int = 0
     energy_j: float = 0.0
+    wasted_energy_j: float = 0.0
     last_loss: float = float("nan")
     last_accuracy: float = float("nan")
     first_accuracy: float = float("nan")
@@ -105,6 +106,7 @@ class RunStats:
             "initial_accuracy": self.first_accuracy,
             "final_loss": self.last_loss,
             "total_energy_j": self.energy_j,
+            "wasted_energy_j": self.wasted_energy_j,
             "mean_energy_per_device_slot_j": self.energy_j / self.device_slots
             if self.device_slots
             else 0.0,
@@ -274,8 +276,9 @@ class Engine:
         t0 = k * cfg.slots_per_frame
         b.add("frame_start", now, k, t0)
         when = t0 * cfg.deadline_s if cfg.mobility_clock == "nominal" else now
-        pos = np.asarray(self.mobility.positions_m(when), dtype=np.float64)
-        large = self.channel.large_scale(pos)
+        motion = self.mobility.kinematics(when)
+        large = self.channel.large_scale(k, motion)
+        pos = np.asarray(motion.positions_m, dtype=np.float64)
         b.add(
             "position",
             now,
@@ -286,6 +289,8 @@ class Engine:
             y_m=pos[:, 1],
             distance_m=large.distance_m,
             large_scale_gain=large.gain,
+            shadowing_db=large.shadowing_db,
+            los=large.los,
         )
         queue = self.queue_j.copy()
         plan = self.scheme.plan_frame(
@@ -348,6 +353,7 @@ class Engine:
             distance_m=fr.large.distance_m,
             large_scale_gain=fr.large.gain,
             channel_gain=gains.gain,
+            seen_channel_gain=gains.seen_gain,
             gamma=fr.plan.gamma,
             payload_bits=fr.costs.payload_bits,
             min_tx_power_w=p_min,
@@ -417,6 +423,7 @@ class Engine:
             energy_compute_j=out.energy_compute_j,
             energy_upload_j=out.energy_upload_j,
             energy_j=out.energy_j,
+            wasted_energy_j=out.wasted_energy_j,
             queue_j=self.queue_j,
             **cols,
         )
@@ -429,6 +436,7 @@ class Engine:
         st.participations += n_part
         st.successes += len(ok)
         st.energy_j += float(out.energy_j.sum())
+        st.wasted_energy_j += float(out.wasted_energy_j.sum())
         st.energy_per_device_j += out.energy_j
         st.simulated_time_s = now
         cfg = self.config

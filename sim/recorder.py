@@ -40,6 +40,7 @@ from sim.trace import (
     write_atomic,
     write_json_atomic,
 )
+from sim.world.channel.record import ChannelRecorder
 
 if TYPE_CHECKING:
     from sim.engine import Engine
@@ -56,6 +57,9 @@ class RunRecorder:
         frames: the run's number of frames ``K``.
         checkpoint_every: checkpoint after every this many frames (and after the last).
         heartbeat_s: seconds between heartbeats (None: no heartbeat thread).
+        channel: with ``[channel] record = true``, the channel's recorder: each frame's channel
+            rows go to ``channel/part-NNNNNN.parquet``, written before the frame's events part
+            and listed in the manifest's ``channel_parts``.
     """
 
     def __init__(
@@ -67,12 +71,20 @@ class RunRecorder:
         frames: int,
         checkpoint_every: int,
         heartbeat_s: float | None = rundir.HEARTBEAT_S,
+        channel: ChannelRecorder | None = None,
     ) -> None:
         self.folder = Path(folder)
         self.events_dir = self.folder / EVENTS_DIR
         self.events_dir.mkdir(exist_ok=True)
+        self.channel = channel
+        self.channel_dir = self.folder / rundir.CHANNEL_DIR
+        if channel is not None:
+            self.channel_dir.mkdir(exist_ok=True)
+            self._channel_meta = {k: v for k, v in (channel.schema.metadata or {}).items()}
         self.manifest = manifest
         self.manifest.setdefault("parts", [])
+        if channel is not None:
+            self.manifest.setdefault("channel_parts", [])
         self._meta = trace_metadata(metadata)
         self.frames = frames
         self.checkpoint_every = max(1, int(checkpoint_every))
@@ -116,24 +128,37 @@ class RunRecorder:
         if (frame + 1) % self.checkpoint_every == 0 or last:
             ckpt = state.dumps(state.run_state(engine))
         summary = engine.stats.as_dict()
+        channel = self.channel.take_frame() if self.channel is not None else None
         self._wait()
-        self._pending = self._pool.submit(self._commit, frame, table, ckpt, summary)
+        self._pending = self._pool.submit(self._commit, frame, table, ckpt, summary, channel)
 
-    def _commit(self, frame: int, table: Any, ckpt: bytes | None, summary: dict) -> None:
-        data = encode_part(table, self._meta)
+    def _write_part(
+        self, folder: str, frame: int, table: Any, meta: Mapping[bytes, bytes]
+    ) -> dict[str, Any]:
+        """Write ``table`` as frame ``frame``'s part in ``folder``; its manifest entry."""
+        data = encode_part(table, meta)
         name = part_name(frame)
-        write_atomic(self.events_dir / name, data)
-        entry = {
-            "file": f"{EVENTS_DIR}/{name}",
+        write_atomic(self.folder / folder / name, data)
+        return {
+            "file": f"{folder}/{name}",
             "frame": frame,
             "rows": table.num_rows,
             "sha256": hashlib.sha256(data).hexdigest(),
         }
-        updates: dict[str, Any] = {
-            "parts": [*self.manifest["parts"], entry],
-            "frames_completed": frame + 1,
-            "summary": summary,
-        }
+
+    def _commit(
+        self, frame: int, table: Any, ckpt: bytes | None, summary: dict, channel: Any
+    ) -> None:
+        updates: dict[str, Any] = {}
+        if channel is not None:
+            centry = self._write_part(rundir.CHANNEL_DIR, frame, channel, self._channel_meta)
+            updates["channel_parts"] = [*self.manifest["channel_parts"], centry]
+        entry = self._write_part(EVENTS_DIR, frame, table, self._meta)
+        updates.update(
+            parts=[*self.manifest["parts"], entry],
+            frames_completed=frame + 1,
+            summary=summary,
+        )
         if ckpt is not None:
             write_atomic(self.folder / rundir.CHECKPOINT, ckpt)
             updates["checkpoint"] = {

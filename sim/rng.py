@@ -11,8 +11,11 @@ random numbers), and a keyed quantity needs no generator state to be saved or re
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
+from scipy import special
 
 #: Stable numeric ids of the named streams. Never renumber: traces of old runs depend on them.
 STREAM_IDS: dict[str, int] = {
@@ -26,6 +29,9 @@ STREAM_IDS: dict[str, int] = {
     "scheme": 8,  # randomness a scheme may need (e.g. stochastic quantisation)
     "freeze_choice": 9,  # which parameters a device freezes when chosen at random, per frame
     "quantise": 10,  # stochastic rounding of a device's quantised upload, per slot
+    "shadowing": 11,  # log-normal shadowing innovations, per device and frame
+    "csi": 12,  # channel-estimation errors of imperfect CSI, per device and slot
+    "los_state": 13,  # the spatially correlated LOS / NLOS state of 3GPP path loss, per frame
 }
 
 _GLOBAL = 2**31 - 1  # spawn-key slot used for streams that are not per device
@@ -134,8 +140,11 @@ class KeyedStream:
     ``(device, slot, draw)`` gives the same value in any run with the same seed and stream, in
     any order, after a resume, and whatever the number of devices or slots per frame. Device
     ``n``'s 64-bit word for ``(slot, draw)`` is word ``n mod 4`` of
-    ``philox4x64((n div 4, slot, draw, 0), key)``. Use a distinct ``draw`` index for every
-    distinct random quantity of a device in a slot (one index per variate).
+    ``philox4x64((n div 4, slot, draw, sub), key)``. Use a distinct ``draw`` index for every
+    distinct random quantity of a device in a slot (one index per variate). ``sub`` (default 0)
+    gives a second independent word for the same ``(device, slot, draw)``: draws that need two
+    uniforms (the normal and complex normal draws) take ``sub = 0`` and ``sub = 1``, so their
+    first uniform is the one :meth:`uniform` and :meth:`standard_exponential` return.
 
     Args:
         key: two ``uint64`` words (from :meth:`Streams.keyed`).
@@ -147,41 +156,140 @@ class KeyedStream:
             raise ValueError(f"key must have two uint64 words, got shape {k.shape}")
         self.key = k
 
-    def raw(self, devices: ArrayLike, slot: int, draw: int = 0) -> U64:
-        """The 64-bit words of ``devices`` (int array, ``>= 0``) for ``(slot, draw)``, ``(N,)``."""
+    def _words(self, devices: ArrayLike, slot: int, draw: int, subs: tuple[int, ...]) -> U64:
+        """The words of ``devices`` for ``(slot, draw, sub)``, one row per sub: ``(len(subs), N)``.
+
+        All subs come from one vectorised Philox evaluation."""
         dev = np.asarray(devices, dtype=np.int64).reshape(-1)
         if dev.size and dev.min() < 0:
             raise ValueError("device indices must be >= 0")
-        if slot < 0 or draw < 0:
-            raise ValueError("slot and draw must be >= 0")
+        if slot < 0 or draw < 0 or min(subs) < 0:
+            raise ValueError("slot, draw and sub must be >= 0")
         n = dev.size
-        if n and dev[0] == 0 and dev[-1] == n - 1 and n == np.unique(dev).size:
+        if n and dev[0] == 0 and dev[-1] == n - 1 and bool(np.all(np.diff(dev) == 1)):
             blocks = np.arange((n + _LANES - 1) // _LANES, dtype=np.uint64)  # all devices
             inverse = None
         else:
             blocks_i, inverse = np.unique(dev // _LANES, return_inverse=True)
             blocks = blocks_i.astype(np.uint64)
-        shape = blocks.shape
+        nb = blocks.shape[0]
+        m = len(subs)
         words = philox4x64(
             (
-                blocks,
-                np.full(shape, slot, dtype=np.uint64),
-                np.full(shape, draw, dtype=np.uint64),
-                np.zeros(shape, dtype=np.uint64),
+                np.tile(blocks, m),
+                np.full(nb * m, slot, dtype=np.uint64),
+                np.full(nb * m, draw, dtype=np.uint64),
+                np.repeat(np.asarray(subs, dtype=np.uint64), nb),
             ),
             self.key,
         )
-        table = np.stack(words, axis=1)  # (blocks, 4)
+        table = np.stack(words, axis=1).reshape(m, nb, _LANES)  # (sub, block, lane)
         if inverse is None:
-            return table.reshape(-1)[:n]
-        return table[inverse, dev % _LANES]
+            return table.reshape(m, -1)[:, :n]
+        return table[:, inverse, dev % _LANES]
 
-    def uniform(self, devices: ArrayLike, slot: int, draw: int = 0) -> NDArray[np.float64]:
+    def raw(self, devices: ArrayLike, slot: int, draw: int = 0, sub: int = 0) -> U64:
+        """The 64-bit words of ``devices`` (int array, ``>= 0``) for ``(slot, draw, sub)``,
+        ``(N,)``."""
+        return self._words(devices, slot, draw, (sub,))[0]
+
+    def uniform(
+        self, devices: ArrayLike, slot: int, draw: int = 0, sub: int = 0
+    ) -> NDArray[np.float64]:
         """Uniform on ``[0, 1)`` with 53 random bits, ``(N,)``."""
-        return (self.raw(devices, slot, draw) >> np.uint64(11)).astype(np.float64) * 2.0**-53
+        return _to_unit(self.raw(devices, slot, draw, sub))
+
+    def uniforms(
+        self, devices: ArrayLike, slot: int, draw: int, subs: tuple[int, ...]
+    ) -> NDArray[np.float64]:
+        """:meth:`uniform` for several ``sub`` at once, ``(len(subs), N)``, one Philox evaluation."""
+        return _to_unit(self._words(devices, slot, draw, subs))
 
     def standard_exponential(
         self, devices: ArrayLike, slot: int, draw: int = 0
     ) -> NDArray[np.float64]:
         """``Exp(1)`` by inversion, ``-log(1 - U)``, ``(N,)`` (finite: ``U < 1``)."""
         return -np.log1p(-self.uniform(devices, slot, draw))
+
+    def polar(
+        self, devices: ArrayLike, slot: int, draw: int = 0
+    ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+        """``(E, U2)``: ``E = -log(1 - U1) ~ Exp(1)`` (``U1`` of ``sub = 0``: the value of
+        :meth:`standard_exponential`) and an independent ``U2 ~ U[0, 1)`` (``sub = 1``), ``(N,)``
+        each, from one Philox evaluation. ``sqrt(E) exp(2 pi i U2)`` is Box-Muller's complex
+        normal."""
+        u = self.uniforms(devices, slot, draw, (0, 1))
+        return -np.log1p(-u[0]), u[1]
+
+    def standard_complex_normal(
+        self, devices: ArrayLike, slot: int, draw: int = 0
+    ) -> NDArray[np.complex128]:
+        """Circularly symmetric ``CN(0, 1)`` (``E|x|^2 = 1``; real and imaginary parts independent
+        ``N(0, 1/2)``) by Box-Muller: ``x = sqrt(E) exp(2 pi i U2)`` with ``(E, U2)`` of
+        :meth:`polar`, so ``|x|^2`` is :meth:`standard_exponential`'s value (up to rounding),
+        ``(N,)``."""
+        e, u2 = self.polar(devices, slot, draw)
+        r, theta = np.sqrt(e), (2.0 * np.pi) * u2
+        x = np.empty(e.shape, dtype=np.complex128)
+        x.real = r * np.cos(theta)
+        x.imag = r * np.sin(theta)
+        return x
+
+    def standard_normal(self, devices: ArrayLike, slot: int, draw: int = 0) -> NDArray[np.float64]:
+        """``N(0, 1)`` by Box-Muller, ``sqrt(-2 log(1 - U1)) cos(2 pi U2)`` (``sqrt(2)`` times the
+        real part of :meth:`standard_complex_normal`), ``(N,)``."""
+        e, u2 = self.polar(devices, slot, draw)
+        return np.sqrt(2.0 * e) * np.cos(2.0 * np.pi * u2)
+
+    def gamma(
+        self, devices: ArrayLike, slot: int, shape: float, draw: int = 0
+    ) -> NDArray[np.float64]:
+        """``Gamma(shape, scale 1)`` by inversion of :meth:`uniform`'s ``U`` (one draw per
+        variate, no rejection: :func:`gamma_from_uniform`), ``(N,)``. With ``shape = 1`` it is
+        ``Exp(1)``, the same quantile as :meth:`standard_exponential`."""
+        return gamma_from_uniform(self.uniform(devices, slot, draw), shape)
+
+
+def _to_unit(words: U64) -> NDArray[np.float64]:
+    """The top 53 bits of 64-bit words as floats in ``[0, 1)``."""
+    return (words >> np.uint64(11)).astype(np.float64) * 2.0**-53
+
+
+def _check_shape(shape: float) -> float:
+    a = float(shape)
+    if not (math.isfinite(a) and a > 0.0):
+        raise ValueError(f"gamma shape must be finite and > 0, got {shape}")
+    return a
+
+
+def gamma_from_uniform(u: ArrayLike, shape: float) -> NDArray[np.float64]:
+    """The ``Gamma(shape, 1)`` quantile of uniforms ``u`` in ``[0, 1)`` (any shape of array).
+
+    ``P^-1(shape, u)`` (scipy's ``gammaincinv``) for ``u <= 1/2`` and ``Q^-1(shape, 1 - u)``
+    (``gammainccinv``) above, so both tails keep full relative precision.
+    """
+    a = _check_shape(shape)
+    u = np.asarray(u, dtype=np.float64)
+    low = u <= 0.5
+    with np.errstate(all="ignore"):
+        out = np.where(
+            low, special.gammaincinv(a, np.where(low, u, 0.5)), special.gammainccinv(a, 1.0 - u)
+        )
+    return np.asarray(out, dtype=np.float64)
+
+
+def gamma_from_exponential(e: ArrayLike, shape: float) -> NDArray[np.float64]:
+    """The ``Gamma(shape, 1)`` quantile of ``Exp(1)`` values ``e >= 0``: ``F_Gamma^-1(1 - exp(-e))``
+    (quantile coupling: a monotone map that turns an ``Exp(1)`` variable into a ``Gamma(shape, 1)``
+    one). ``P^-1(shape, -expm1(-e))`` below ``e = ln 2``, ``Q^-1(shape, exp(-e))`` above, so both
+    tails keep full precision. ``shape = 1`` returns ``e`` (up to rounding)."""
+    a = _check_shape(shape)
+    e = np.asarray(e, dtype=np.float64)
+    low = e < math.log(2.0)
+    with np.errstate(all="ignore"):
+        out = np.where(
+            low,
+            special.gammaincinv(a, -np.expm1(-np.where(low, e, 0.0))),
+            special.gammainccinv(a, np.exp(-e)),
+        )
+    return np.asarray(out, dtype=np.float64)

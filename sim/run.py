@@ -47,7 +47,7 @@ from sim.rundir import check_out_dir
 from sim.schemes import build_scheme
 from sim.trace import EVENTS_DIR, list_parts
 from sim.world import physics
-from sim.world.channel import Channel, build_channel
+from sim.world.channel import Channel, ChannelRecorder, build_channel
 from sim.world.mobility import Mobility, build_mobility
 from sim.world.system import DeviceArrays, SystemConstants
 
@@ -122,7 +122,12 @@ def prepare_scenario(
         scenario.channel,
         num_devices=n,
         min_distance_m=scenario.network.min_distance_m,
+        cell_radius_m=scenario.network.cell_radius_m,
+        slot_s=scenario.run.deadline_s,
+        frames=scenario.run.frames,
+        slots_per_frame=scenario.run.slots_per_frame,
         streams=streams,
+        base_dir=base_dir,
     )
     check_derived(scenario, devices, channel, payload_num_params(scenario.learning))
     ddir = resolve_data_dir(data_dir, scenario, base_dir)
@@ -402,13 +407,16 @@ def _trace_metadata(manifest: dict[str, Any]) -> dict[str, str]:
     }
 
 
-def _recorder(out: Path, manifest: dict[str, Any], sc: Scenario) -> RunRecorder:
+def _recorder(out: Path, manifest: dict[str, Any], prep: Prepared) -> RunRecorder:
+    sc = prep.scenario
+    metadata = _trace_metadata(manifest)
     return RunRecorder(
         out,
         manifest,
-        _trace_metadata(manifest),
+        metadata,
         frames=sc.run.frames,
         checkpoint_every=sc.run.checkpoint_every_frames,
+        channel=_channel_recorder(prep, metadata),
     )
 
 
@@ -434,6 +442,23 @@ def _drive(engine: Engine, recorder: RunRecorder) -> RunStats:
         status="completed", summary=stats.as_dict(), error=None, finished_at=rundir.now_iso()
     )
     return stats
+
+
+def _channel_recorder(prep: Prepared, metadata: dict[str, str]) -> ChannelRecorder | None:
+    """With ``[channel] record = true``: the gatherer of every slot's channel, attached to the
+    channel; the run folder's writer takes a frame's rows at a time (``channel/`` parts)."""
+    if not prep.scenario.channel.record:
+        prep.channel.recorder = None
+        return None
+    keep = ("wflsim.seed", "wflsim.channel", "wflsim.scenario_resolved")
+    recorder = ChannelRecorder(
+        prep.channel.num_devices,
+        shadowing=prep.channel.has_shadowing,
+        los=prep.channel.has_los,
+        metadata={k: metadata[k] for k in keep},
+    )
+    prep.channel.recorder = recorder
+    return recorder
 
 
 def execute(
@@ -476,7 +501,7 @@ def execute(
         rundir.clear_run_files(out)
         rundir.write_marker(out, __version__)
         manifest = _manifest(prep, system)
-        recorder = _recorder(out, manifest, prep.scenario)
+        recorder = _recorder(out, manifest, prep)
         engine.writer = recorder
         return _drive(engine, recorder)
     finally:
@@ -545,6 +570,11 @@ def resume(
         events_dir = out / EVENTS_DIR
         rundir.remove_parts_from(events_dir, start)
         parts = _verified_parts(events_dir, start, engine.stats.rows, out)
+        if prep.scenario.channel.record:
+            channel_dir = out / rundir.CHANNEL_DIR
+            rundir.remove_parts_from(channel_dir, start)
+            rows = start * prep.scenario.run.slots_per_frame * prep.channel.num_devices
+            manifest["channel_parts"] = _verified_parts(channel_dir, start, rows, out)
         manifest.update(
             status="running",
             writer=rundir.writer_identity(),
@@ -560,14 +590,14 @@ def resume(
         )
         if start == 0:
             manifest.update(summary=None, checkpoint=None)
-        recorder = _recorder(out, manifest, prep.scenario)
+        recorder = _recorder(out, manifest, prep)
         engine.writer = recorder
         return _drive(engine, recorder)
 
 
 def _verified_parts(events_dir: Path, frames: int, rows: int, out: Path) -> list[dict[str, Any]]:
-    """The manifest entries of parts ``0 .. frames-1``, checked complete against the
-    checkpoint's row count."""
+    """The manifest entries of the parts ``0 .. frames-1`` in ``events_dir`` (the events or the
+    channel table), checked complete against the checkpoint's row count ``rows``."""
     import pyarrow.parquet as pq
 
     found = dict(list_parts(events_dir))
@@ -584,7 +614,7 @@ def _verified_parts(events_dir: Path, frames: int, rows: int, out: Path) -> list
             total += n
             entries.append(
                 {
-                    "file": f"{EVENTS_DIR}/{p.name}",
+                    "file": f"{events_dir.name}/{p.name}",
                     "frame": f,
                     "rows": n,
                     "sha256": rundir.sha256_file(p),

@@ -261,7 +261,10 @@ def write_marker(folder: Path, version: str) -> None:
 
 
 #: The files and folders of a run that ``--overwrite`` removes (nothing else is ever deleted).
-RUN_ENTRIES = (EVENTS_DIR, MANIFEST, CHECKPOINT, LEGACY_EVENTS, MARKER)
+#: The folder of a run folder that holds the channel table's parts (``[channel] record``).
+CHANNEL_DIR = "channel"
+
+RUN_ENTRIES = (EVENTS_DIR, CHANNEL_DIR, MANIFEST, CHECKPOINT, LEGACY_EVENTS, MARKER)
 
 
 def check_out_dir(out: Path, overwrite: bool) -> None:

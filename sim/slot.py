@@ -70,6 +70,7 @@ class SlotOutcome:
     energy_compute_j: F64  #: J
     energy_upload_j: F64  #: J
     energy_j: F64  #: compute + upload, J
+    wasted_energy_j: F64  #: energy of a participation whose upload failed (its ``energy_j``), J
     queue_j: F64  #: energy-deficit queue after this slot's update, J
 
 
@@ -153,7 +154,8 @@ def resolve_slot(
     upload succeeds iff it arrives by ``tau_0`` (relative tolerance :data:`DEADLINE_REL_TOL`);
     under ``"last_upload"`` iff it ever arrives. A late upload transmits until the deadline.
     Energy: compute energy plus ``p`` times the time charged (eq. 11; see :class:`SlotRules`);
-    queues: :func:`queue_update_j`.
+    wasted energy: the whole energy of a participation whose upload is not aggregated (its
+    gradient is dropped); queues: :func:`queue_update_j`.
 
     Args:
         participate: ``(N,)`` bool, the scheme's choice.
@@ -197,6 +199,7 @@ def resolve_slot(
         energy_compute_j=energy_compute_j,
         energy_upload_j=energy_upload_j,
         energy_j=energy_j,
+        wasted_energy_j=np.where(part & ~success, energy_j, 0.0),
         queue_j=queue_update_j(queue_j, energy_j, dev.energy_budget_j),
     )
 

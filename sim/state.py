@@ -28,8 +28,9 @@ from sim.trace import write_atomic
 if TYPE_CHECKING:
     from sim.engine import Engine
 
-#: Version of the checkpoint layout; a checkpoint of another version is refused.
-CHECKPOINT_VERSION = 1
+#: Version of the checkpoint layout; a checkpoint of another version is refused. Version 2: the
+#: channel's models with memory, the random-waypoint odometer, the wasted-energy total.
+CHECKPOINT_VERSION = 2
 _TREE = "__tree__"
 
 

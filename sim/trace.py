@@ -50,8 +50,31 @@ COLUMNS: dict[str, tuple[pa.DataType, str, str]] = {
     "x_m": (pa.float64(), "m", "device x position (server at the origin)"),
     "y_m": (pa.float64(), "m", "device y position"),
     "distance_m": (pa.float64(), "m", "device-server distance (before clipping at min_distance_m)"),
-    "large_scale_gain": (pa.float64(), "linear", "large-scale channel power gain H = 10^(-PL/10)"),
-    "channel_gain": (pa.float64(), "linear", "channel power gain h = g H of the slot"),
+    "large_scale_gain": (
+        pa.float64(),
+        "linear",
+        "large-scale channel power gain H = 10^(-(PL + S)/10) (S: shadowing, 0 without)",
+    ),
+    "shadowing_db": (
+        pa.float64(),
+        "dB",
+        "log-normal shadowing S of the frame (position rows; null without shadowing)",
+    ),
+    "los": (
+        pa.bool_(),
+        "-",
+        "line-of-sight state of the frame (position rows; null for path-loss models without one)",
+    ),
+    "channel_gain": (
+        pa.float64(),
+        "linear",
+        "channel power gain h = g H of the slot: what the world applies (rate, success, energy)",
+    ),
+    "seen_channel_gain": (
+        pa.float64(),
+        "linear",
+        "channel power gain the scheme decided on (decision rows; = channel_gain under perfect CSI, the estimate under [channel] csi)",
+    ),
     "gamma": (
         pa.float64(),
         "fraction",
@@ -85,7 +108,7 @@ COLUMNS: dict[str, tuple[pa.DataType, str, str]] = {
     "min_tx_power_w": (
         pa.float64(),
         "W",
-        "power that lands the upload exactly on the deadline (inf: impossible)",
+        "power that lands the upload exactly on the deadline on the gain the scheme sees, seen_channel_gain (inf: impossible)",
     ),
     "max_tx_power_w": (pa.float64(), "W", "the controller's power threshold p_max of the frame"),
     "tx_power_w": (pa.float64(), "W", "transmit power (0: not transmitting)"),
@@ -106,6 +129,11 @@ COLUMNS: dict[str, tuple[pa.DataType, str, str]] = {
         pa.float64(),
         "J",
         "total energy of the slot = energy_compute_j + energy_upload_j",
+    ),
+    "wasted_energy_j": (
+        pa.float64(),
+        "J",
+        "energy of a participation whose upload was not aggregated (= energy_j of a participating device with success = false, else 0)",
     ),
     "success": (pa.bool_(), "-", "the upload arrived by the deadline and was aggregated"),
     "queue_j": (
@@ -353,6 +381,9 @@ def markdown_doc() -> str:
         "versions and the channel models with what the controller assumes (`wflsim.channel`);",
         "`manifest.json` beside it holds the same plus the run's status, the parts with their row",
         "counts and SHA-256, the fingerprint of what produced the run, a heartbeat and wall time.",
+        "A run with `[channel] record = true` also writes `channel/part-000000.parquet`, ... the same",
+        "way: every device's channel in every slot (its layout is in `docs/scenario.md`, \"The channel",
+        'table").',
         "",
         "Rows are written in simulated-time order (up to floating-point rounding: an upload accepted",
         "within the deadline's 1e-9 relative tolerance may end a hair after its `deadline` row). Within",

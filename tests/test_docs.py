@@ -69,8 +69,28 @@ def test_channel_models_are_documented():
     from sim.world.channel import config
 
     doc = (REPO / "docs" / "scenario.md").read_text()
-    for cls in (config.LogDistanceConfig, config.RayleighConfig, config.NoFadingConfig):
-        assert f'"{cls.model_fields["model"].default}"' in doc, cls.__name__
+    models = (
+        config.LogDistanceConfig,
+        config.UmaConfig,
+        config.UmiConfig,
+        config.RayleighConfig,
+        config.RicianConfig,
+        config.NakagamiConfig,
+        config.NoFadingConfig,
+        config.IidConfig,
+        config.GaussMarkovConfig,
+    )
+    for cls in (*models, config.ShadowingConfig, config.CsiConfig):
+        if "model" in cls.model_fields:
+            assert f'"{cls.model_fields["model"].default}"' in doc, cls.__name__
         for field in cls.model_fields:
             if field != "model":
                 assert f"| `{field}` |" in doc, (cls.__name__, field)
+
+
+def test_channel_table_layout_is_documented():
+    """docs/scenario.md's channel-table section is the layout sim.world.channel.record defines."""
+    from sim.world.channel.record import markdown_table
+
+    doc = (REPO / "docs" / "scenario.md").read_text()
+    assert markdown_table() in doc

@@ -464,3 +464,79 @@ def test_config_validation_messages(kwargs, message):
     """Invalid [mobility] tables fail validation with a precise message."""
     with pytest.raises(ValidationError, match=message):
         MobilityConfig(**kwargs)
+
+
+# ---------------------------------------------------------------------------- kinematics
+
+
+def test_static_kinematics_are_positions_with_zero_speed_and_odometer():
+    """A static model: kinematics gives its positions, speed 0 and odometer 0."""
+    m = StaticMobility([[1.0, 2.0], [3.0, -4.0]])
+    k = m.kinematics(12.5)
+    np.testing.assert_array_equal(k.positions_m, [[1.0, 2.0], [3.0, -4.0]])
+    np.testing.assert_array_equal(k.speed_mps, [0.0, 0.0])
+    np.testing.assert_array_equal(k.odometer_m, [0.0, 0.0])
+
+
+def test_rwp_speed_is_the_leg_speed_while_walking_and_zero_while_paused():
+    """With lo = hi = v: speed v on the first leg, 0 during the pause at its waypoint, v after."""
+    v, pause = 2.0, 30.0
+    m = rwp(seed=4, n=1, speed=(v, v), pause_s=pause)
+    arrive = np.linalg.norm(_first_leg(4, 0, R, v) - m.positions_m(0.0)[0]) / v
+    assert m.speed_mps(0.0)[0] == v
+    assert m.speed_mps(arrive / 2)[0] == v
+    assert m.speed_mps(arrive + 1.0)[0] == 0.0
+    assert m.speed_mps(arrive + pause + 1.0)[0] == v
+
+
+def test_rwp_odometer_grows_by_the_distance_walked():
+    """On a straight leg the odometer grows by the displacement; over many legs it never grows
+    less than the displacement nor more than speed x time, and pauses do not count."""
+    v = 1.0
+    m = rwp(seed=5, n=3, radius_m=50.0, speed=(v, v), pause_s=2.0)
+    prev, prev_t = m.kinematics(0.0), 0.0
+    k = m.kinematics(0.5)  # 0.5 m along the first leg (legs in a 50 m disc are longer)
+    step = np.linalg.norm(k.positions_m - prev.positions_m, axis=1)
+    np.testing.assert_allclose(k.odometer_m - prev.odometer_m, step, rtol=1e-9)
+    for t in np.linspace(1.0, 600.0, 300):
+        k = m.kinematics(t)
+        walked = k.odometer_m - prev.odometer_m
+        assert np.all(walked >= np.linalg.norm(k.positions_m - prev.positions_m, axis=1) - 1e-9)
+        assert np.all(walked <= v * (t - prev_t) + 1e-9)
+        prev, prev_t = k, t
+    assert np.all(m.odometer_m(600.0) < v * 600.0)  # part of the time was spent pausing
+
+
+def test_rwp_odometer_does_not_depend_on_how_often_it_is_read():
+    """Reading the odometer at every second or once gives the same value (path length is exact)."""
+    kw = dict(seed=7, n=4, radius_m=40.0, speed=(0.5, 3.0), pause_s=1.0, legs_per_block=2)
+    fine, coarse = rwp(**kw), rwp(**kw)
+    for t in np.arange(0.0, 900.0, 1.0):
+        fine.kinematics(t)
+    np.testing.assert_allclose(fine.odometer_m(900.0), coarse.odometer_m(900.0), rtol=1e-12)
+
+
+def test_rwp_state_keeps_the_odometer():
+    """A model loaded from a state continues the saved model's odometer and speeds."""
+    kw = dict(seed=3, n=5, radius_m=30.0, pause_s=0.3, legs_per_block=2)
+    saved, other = rwp(**kw), rwp(**kw)
+    saved.kinematics(150.0)
+    other.kinematics(3000.0)
+    other.load_state_dict(saved.state_dict())
+    for t in (150.0, 400.0, 2500.0):
+        a, b = other.kinematics(t), saved.kinematics(t)
+        np.testing.assert_array_equal(a.odometer_m, b.odometer_m)
+        np.testing.assert_array_equal(a.speed_mps, b.speed_mps)
+
+
+def test_trace_speed_and_odometer_by_hand(tmp_path):
+    """Device 0 walks sqrt(500) m in 10 s: speed sqrt(5) m/s inside, 0 outside; odometer linear, clamped."""
+    m = build_trace(write_trace(tmp_path / "t.csv", trace_frame()))
+    length = math.hypot(10.0, 20.0)
+    np.testing.assert_allclose(m.speed_mps(4.0), [length / 10.0, 0.0])
+    np.testing.assert_allclose(m.speed_mps(0.0), [length / 10.0, 0.0])  # walks on from t = 0
+    np.testing.assert_array_equal(m.speed_mps(10.0), [0.0, 0.0])  # after its last sample
+    np.testing.assert_array_equal(m.speed_mps(-1.0), [0.0, 0.0])
+    np.testing.assert_allclose(m.odometer_m(4.0), [0.4 * length, 0.0])
+    np.testing.assert_allclose(m.odometer_m(99.0), [length, 0.0])
+    np.testing.assert_array_equal(m.odometer_m(-3.0), [0.0, 0.0])

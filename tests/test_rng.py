@@ -84,3 +84,111 @@ def test_device_streams_are_reproducible_and_independent():
     c = Streams(2).device("placement", 5).random(5)
     np.testing.assert_array_equal(a, b)
     assert not np.allclose(a, c)
+
+
+# ------------------------------------------------------------ normal, complex normal, gamma
+
+
+def _grid(draw, n_dev: int = 200, n_slot: int = 400) -> np.ndarray:
+    """``draw(devices, slot)`` over devices x slots, flattened."""
+    ids = np.arange(n_dev)
+    return np.concatenate([draw(ids, t) for t in range(n_slot)])
+
+
+def test_keyed_uniform_of_sub_zero_is_unchanged_and_sub_one_is_independent():
+    """sub = 0 is the plain keyed word; sub = 1 differs everywhere and is uncorrelated with it."""
+    k = Streams(4).keyed("fading")
+    ids = np.arange(64)
+    np.testing.assert_array_equal(k.raw(ids, 3), k.raw(ids, 3, sub=0))
+    assert np.all(k.raw(ids, 3) != k.raw(ids, 3, sub=1))
+    u0 = _grid(lambda d, t: k.uniform(d, t, sub=0))
+    u1 = _grid(lambda d, t: k.uniform(d, t, sub=1))
+    assert abs(np.corrcoef(u0, u1)[0, 1]) < 4.0 / np.sqrt(u0.size)
+    both = k.uniforms(ids, 3, 0, (0, 1))
+    np.testing.assert_array_equal(both[1], k.uniform(ids, 3, sub=1))
+
+
+def test_keyed_normal_is_standard_normal():
+    """80k keyed Box-Muller normals: KS p > 1 %, mean within 4 SE of 0, variance within 4 SE of 1."""
+    k = Streams(21).keyed("shadowing")
+    z = _grid(k.standard_normal)
+    assert stats.kstest(z, "norm").pvalue > 0.01
+    n = z.size
+    assert abs(z.mean()) < 4.0 / np.sqrt(n)
+    assert abs(z.var() - 1.0) < 4.0 * np.sqrt(2.0 / n)
+
+
+def test_keyed_complex_normal_is_circular_cn01():
+    """CN(0, 1): |x|^2 is the keyed Exp(1) draw, real and imaginary parts N(0, 1/2) and uncorrelated."""
+    k = Streams(22).keyed("fading")
+    ids = np.arange(50)
+    np.testing.assert_allclose(
+        np.abs(k.standard_complex_normal(ids, 9)) ** 2, k.standard_exponential(ids, 9), rtol=1e-12
+    )
+    x = _grid(k.standard_complex_normal)
+    n = x.size
+    assert stats.kstest(x.real * np.sqrt(2.0), "norm").pvalue > 0.01
+    assert stats.kstest(x.imag * np.sqrt(2.0), "norm").pvalue > 0.01
+    assert abs(np.corrcoef(x.real, x.imag)[0, 1]) < 4.0 / np.sqrt(n)
+    assert abs(np.mean(np.abs(x) ** 2) - 1.0) < 4.0 / np.sqrt(n)
+
+
+@pytest.mark.parametrize("shape", [0.5, 2.0, 7.5])
+def test_keyed_gamma_matches_scipy_gamma(shape):
+    """Keyed gamma draws by inversion: KS p > 1 % against scipy's Gamma(shape, 1), mean = shape within 4 SE."""
+    k = Streams(23).keyed("fading")
+    g = _grid(lambda d, t: k.gamma(d, t, shape), n_dev=100, n_slot=300)
+    assert stats.kstest(g, stats.gamma(shape).cdf).pvalue > 0.01
+    assert abs(g.mean() - shape) < 4.0 * np.sqrt(shape / g.size)
+
+
+def test_keyed_gamma_of_shape_one_is_the_exponential_draw():
+    """Gamma(1) by inversion is the same quantile of the same uniform as the keyed Exp(1)."""
+    k = Streams(24).keyed("fading")
+    ids = np.arange(40)
+    np.testing.assert_allclose(k.gamma(ids, 2, 1.0), k.standard_exponential(ids, 2), rtol=1e-12)
+
+
+def test_gamma_quantile_transforms_match_scipy_in_both_tails():
+    """gamma_from_uniform and gamma_from_exponential equal scipy's gamma.ppf, also deep in the tails."""
+    from sim.rng import gamma_from_exponential, gamma_from_uniform
+
+    u = np.array([1e-12, 1e-4, 0.3, 0.5, 0.7, 1 - 1e-6])
+    e = -np.log1p(-u)
+    for a in (0.5, 1.0, 3.0):
+        ref = stats.gamma(a).ppf(u)
+        np.testing.assert_allclose(gamma_from_uniform(u, a), ref, rtol=1e-9)
+        np.testing.assert_allclose(gamma_from_exponential(e, a), ref, rtol=1e-9)
+    upper = np.array([20.0, 40.0])  # P(E > 40) = 4e-18: only the complementary branch keeps it
+    np.testing.assert_allclose(
+        gamma_from_exponential(upper, 2.0), stats.gamma(2.0).isf(np.exp(-upper)), rtol=1e-9
+    )
+
+
+@given(st.lists(st.integers(0, 5000), min_size=1, max_size=30, unique=True), st.integers(0, 10**6))
+def test_keyed_normal_and_gamma_depend_only_on_device_and_slot(devices, slot):
+    """Normal, complex normal and gamma draws of a device do not depend on the others drawn with it."""
+    k = Streams(25).keyed("csi")
+    ids = np.array(devices)
+    full = np.arange(max(devices) + 1)
+    np.testing.assert_array_equal(k.standard_normal(ids, slot), k.standard_normal(full, slot)[ids])
+    np.testing.assert_array_equal(
+        k.standard_complex_normal(ids, slot), k.standard_complex_normal(full, slot)[ids]
+    )
+    np.testing.assert_array_equal(k.gamma(ids, slot, 2.5), k.gamma(full, slot, 2.5)[ids])
+
+
+def test_new_streams_have_new_ids():
+    """The channel's streams have ids of their own; the old ids are unchanged."""
+    from sim.rng import STREAM_IDS
+
+    assert STREAM_IDS["fading"] == 4 and STREAM_IDS["freeze_choice"] == 9
+    new = [STREAM_IDS[s] for s in ("shadowing", "csi", "los_state")]
+    assert len(set(STREAM_IDS.values())) == len(STREAM_IDS) and min(new) > 9
+
+
+def test_keyed_draws_of_a_permutation_of_all_devices_come_in_the_order_asked():
+    """Asking for every device in another order gives each device its own draw (no fast path)."""
+    k = Streams(26).keyed("fading")
+    perm = np.array([0, 2, 1, 3, 4, 5])  # first 0 and last n - 1, as the full range
+    np.testing.assert_array_equal(k.raw(perm, 8), k.raw(np.arange(6), 8)[perm])

@@ -63,6 +63,45 @@ def test_save_and_continue_network_only_with_fast_mobility(k, tmp_path):
     assert split.equals(whole.table())
 
 
+#: Channels with memory across frames and slots: the LOS-state and shadowing processes along the
+#: path, Gauss-Markov fading, outdated CSI whose history crosses frame boundaries.
+CORRELATED_CHANNELS = {
+    "uma-3gpp-shadowing-rician-gm-csi": {
+        "pathloss": {"model": "uma", "carrier_ghz": 3.5},
+        "shadowing": {"sigma_db": "3gpp", "decorrelation_m": "3gpp"},
+        "fading": {"model": "rician", "k_db": 6.0, "correlation": "gauss_markov"},
+        "csi": {"error_variance": 0.1, "delay_slots": 3},
+    },
+    "nakagami-gm-shadowing-delay": {
+        "shadowing": {"sigma_db": 6.0, "decorrelation_m": 20.0},
+        "fading": {
+            "model": "nakagami",
+            "m": 2.0,
+            "correlation": {"model": "gauss_markov", "carrier_ghz": 2.0},
+        },
+        "csi": {"delay_slots": 7},
+    },
+}
+
+
+@pytest.mark.parametrize("name", sorted(CORRELATED_CHANNELS))
+@pytest.mark.parametrize("k", [1, 2])
+def test_save_and_continue_with_correlated_channel_models(name, k, tmp_path):
+    """Correlated fading, shadowing and LOS state along moving paths, outdated CSI: a run saved
+    after frame k and continued in fresh objects has identical events."""
+    data = base_scenario(
+        run={"frames": 3, "slots_per_frame": 5, "deadline_s": 0.8},
+        network={"num_devices": 7, "cell_radius_m": 300.0},
+        mobility={"model": "random_waypoint", "speed_mps": [10.0, 30.0], "pause_s": 0.5},
+        channel=CORRELATED_CHANNELS[name],
+        scheme={"name": "two_timescale", "V": 10.0},
+    )
+    whole = _engine(data)
+    whole.run()
+    split, _ = _split_run(data, k, tmp_path)
+    assert split.equals(whole.table())
+
+
 def test_checkpoint_file_round_trip():
     """Arrays (dtype and shape), numbers, NaN, None, strings and nesting survive save and load."""
     tree = {

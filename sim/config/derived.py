@@ -93,9 +93,9 @@ def check_derived(
             f"gives a noise power of {noise_w:g} W (must be finite and > 0)",
             fix_range,
         )
-    probe = np.array([[net.min_distance_m, 0.0], [net.cell_radius_m, 0.0]])
+    probe = np.array([net.min_distance_m, net.cell_radius_m])
     with np.errstate(all="ignore"):
-        gains = np.asarray(channel.large_scale(probe).gain, dtype=np.float64)
+        gains = np.asarray(channel.median_gain(probe), dtype=np.float64)
     i = _bad(gains, positive=True)
     if i is not None:
         where = "the minimum distance" if i == 0 else "the cell edge"

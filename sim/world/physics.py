@@ -84,6 +84,14 @@ def large_scale_gain(path_loss_db: ArrayLike) -> F64:
     return np.power(10.0, -np.asarray(path_loss_db, dtype=np.float64) / 10.0)
 
 
+def channel_power_gain(large_scale_gain: ArrayLike, small_scale_gain: ArrayLike) -> F64:
+    """Channel power gain ``h = g H`` (paper, Sec. VI): large-scale gain ``H`` (path loss and
+    shadowing) times the small-scale fading power ``g`` (unit mean), linear, broadcast."""
+    return np.asarray(large_scale_gain, dtype=np.float64) * np.asarray(
+        small_scale_gain, dtype=np.float64
+    )
+
+
 def rayleigh_channel_gain(large_scale_gain: ArrayLike, fading_draw: ArrayLike) -> F64:
     """Block-fading channel power gain ``h = g H`` with ``g ~ Exp(1)`` (paper, Sec. VI).
 

@@ -1,26 +1,40 @@
-"""The channel interface: large-scale gains per frame, small-scale gains per slot.
+"""The channel interface: large-scale gains per frame, the slot's gains per slot.
 
-A :class:`Channel` composes one :class:`PathLossModel` and one :class:`FadingModel`. Per frame the
-engine asks it for the large-scale gains of the devices' positions (:meth:`Channel.large_scale`),
-per slot for the channel power gains (:meth:`Channel.slot`): the gain the world applies (it
-decides success, latency and energy) and the gain the scheme sees (today the same: perfect CSI).
+A :class:`Channel` gives, per frame, the large-scale gains of the devices' motion
+(:meth:`Channel.large_scale`: path loss, LOS state, shadowing) and, per slot, the channel power
+gains (:meth:`Channel.slot`): the gain the world applies (it decides success, latency and
+energy) and the gain the scheme sees (equal under perfect CSI). A channel draws them from models
+(:class:`sim.world.channel.drawn.DrawnChannel`) or replays a recorded table
+(:class:`sim.world.channel.replay.ReplayChannel`); either can record what it gives
+(:attr:`Channel.recorder`).
 
-Every draw is keyed by ``(device, slot)`` (:class:`sim.rng.KeyedStream`), so a channel keeps no
-hidden state; a model whose gains depend on the past keeps that past in its ``state_dict``.
+Every draw is keyed by ``(device, slot)`` or ``(device, frame)`` (:class:`sim.rng.KeyedStream`);
+a model whose gains depend on the past (time-correlated fading, shadowing along a path,
+outdated CSI) keeps that past in its ``state_dict``.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from numpy.typing import ArrayLike, NDArray
+from numpy.typing import NDArray
 
-from sim.world import physics
+if TYPE_CHECKING:
+    from sim.world.channel.record import ChannelRecorder
+    from sim.world.mobility.base import Kinematics
 
 F64 = NDArray[np.float64]
+C128 = NDArray[np.complex128]
+B8 = NDArray[np.bool_]
+
+#: What the controller's closed forms assume (Theorem 2).
+CONTROLLER_ASSUMPTION = (
+    "Theorem 2: h = g H with g ~ Exp(1) (Rayleigh block fading, mean H), i.i.d. per slot; H "
+    "known at each frame start; the scheme's p_min computed on the true h (perfect CSI)"
+)
 
 
 @dataclass(frozen=True)
@@ -28,8 +42,11 @@ class LargeScale:
     """Large-scale channel of every device for one frame, arrays of shape ``(N,)``."""
 
     distance_m: F64  #: device-server distance (unclipped), m
-    path_loss_db: F64  #: path loss, dB
-    gain: F64  #: large-scale power gain ``H = 10^(-PL/10)``, linear
+    path_loss_db: F64  #: path loss without shadowing, dB
+    gain: F64  #: large-scale power gain ``H = 10^(-(PL + S)/10)``, linear (S: shadowing, dB)
+    speed_mps: F64  #: speed at the frame start, m/s (drives the Doppler of correlated fading)
+    shadowing_db: F64 | None = None  #: shadowing ``S``, dB (None: no shadowing)
+    los: B8 | None = None  #: LOS state (None: the path-loss model has none)
 
 
 @dataclass(frozen=True)
@@ -40,12 +57,31 @@ class SlotChannel:
     seen_gain: F64  #: ``h`` the scheme decides on (equal to ``gain`` under perfect CSI)
 
 
+@dataclass(frozen=True)
+class SmallScale:
+    """Small-scale fading of every device in one slot, ``(N,)`` each."""
+
+    power: F64  #: ``g``, unit mean: ``h = g H``
+    coefficient: C128 | None = None  #: complex ``c`` with ``|c|^2 = g`` (when asked for)
+
+
 class PathLossModel(ABC):
-    """Distance to path loss."""
+    """Distance (and LOS state) to path loss."""
+
+    #: ``None`` (no LOS state), or ``"los"``, ``"nlos"``, ``"probabilistic"``.
+    los_mode: str | None
+    #: The carrier frequency, GHz (None: the model has none).
+    carrier_ghz: float | None
+    #: Distances below it are clipped, m.
+    min_distance_m: float
 
     @abstractmethod
-    def path_loss_db(self, distance_m: F64) -> F64:
-        """Path loss, dB, for distances in metres (same shape)."""
+    def path_loss_db(self, distance_m: F64, los: B8 | None = None) -> F64:
+        """Path loss, dB, for distances in metres and LOS states (same shape)."""
+
+    def los_probability(self, distance_m: F64) -> F64:
+        """Probability of LOS at each distance (models with ``los_mode = "probabilistic"``)."""
+        raise NotImplementedError(f"{type(self).__name__} has no LOS probability")
 
     @abstractmethod
     def describe(self) -> dict[str, Any]:
@@ -53,16 +89,23 @@ class PathLossModel(ABC):
 
 
 class FadingModel(ABC):
-    """Small-scale power gain ``g`` (unit mean) of every device in a slot."""
+    """Small-scale fading: the unit-mean power gain ``g`` (and complex coefficient) per slot."""
 
-    #: Whether the model is the controller's assumption: Theorem 2's closed forms take
-    #: ``h ~ Exp(mean H)`` (Rayleigh block fading, i.i.d. per slot). A model that differs still
-    #: runs; the controller then plans with a mismatched distribution, and the run says so.
+    #: Whether each slot's marginal distribution is Theorem 2's ``g ~ Exp(1)`` (Rayleigh).
     rayleigh: bool
+    #: Whether consecutive slots are dependent (a model with state).
+    correlated: bool
 
     @abstractmethod
-    def power_gain(self, devices: NDArray[np.int64], slot: int) -> F64:
-        """``g`` of ``devices`` in ``slot``, shape ``(len(devices),)``, unit mean."""
+    def draw(self, slot: int, speed_mps: F64, *, coefficient: bool = False) -> SmallScale:
+        """The fading of every device in ``slot`` (slots in order for correlated models);
+        ``speed_mps`` ``(N,)`` sets the Doppler; ``coefficient``: also the complex ``c``."""
+
+    @abstractmethod
+    def history(self, depth: int, speed_mps: F64) -> C128:
+        """Complex coefficients of the slots before slot 0, ``(depth, N)``: row ``j - 1`` is slot
+        ``-j``, drawn from the model's own law (what outdated CSI sees at the start of a run).
+        Call right after slot 0 was drawn."""
 
     @abstractmethod
     def describe(self) -> dict[str, Any]:
@@ -77,51 +120,57 @@ class FadingModel(ABC):
         """Continue from ``state`` (from :meth:`state_dict` of the same scenario and seed)."""
 
 
-class Channel:
-    """The radio channel of a run: a path-loss model and a fading model.
+class Channel(ABC):
+    """The radio channel of a run.
 
-    Args:
-        pathloss: distance to path loss.
-        fading: the small-scale power gain per slot.
-        num_devices: ``N``.
+    Subclasses implement :meth:`large_scale` and :meth:`_slot`; :meth:`slot` hands every slot's
+    gains to :attr:`recorder` when one is set (``[channel] record = true``).
     """
 
-    def __init__(self, pathloss: PathLossModel, fading: FadingModel, num_devices: int) -> None:
-        if num_devices < 1:
-            raise ValueError(f"num_devices must be >= 1, got {num_devices}")
-        self.pathloss = pathloss
-        self.fading = fading
-        self.num_devices = int(num_devices)
-        self._ids = np.arange(self.num_devices, dtype=np.int64)
+    num_devices: int
+    #: Where every slot's channel goes (set by the run when ``[channel] record = true``).
+    recorder: ChannelRecorder | None = None
 
-    def large_scale(self, positions_m: ArrayLike) -> LargeScale:
-        """Distances, path losses and large-scale gains of devices at ``positions_m`` ``(N, 2)``."""
-        dist = physics.distance_m(positions_m)
-        pl = self.pathloss.path_loss_db(dist)
-        return LargeScale(distance_m=dist, path_loss_db=pl, gain=physics.large_scale_gain(pl))
+    @abstractmethod
+    def large_scale(self, frame: int, motion: Kinematics) -> LargeScale:
+        """Distances, path losses, LOS states, shadowing and large-scale gains of frame
+        ``frame`` (frames in order), from the devices' positions, speeds and odometers."""
 
     def slot(self, slot: int, large: LargeScale) -> SlotChannel:
-        """The gains of slot ``slot``: ``h = g H`` (paper Sec. VI), seen exactly by the scheme."""
-        g = self.fading.power_gain(self._ids, slot)
-        h = physics.rayleigh_channel_gain(large.gain, g)
-        return SlotChannel(gain=h, seen_gain=h)
+        """The gains of slot ``slot`` (slots in order) in the frame of ``large``."""
+        gains = self._slot(slot, large)
+        if self.recorder is not None:
+            self.recorder.add(slot, large, gains)
+        return gains
 
+    @abstractmethod
+    def _slot(self, slot: int, large: LargeScale) -> SlotChannel:
+        """The gains of slot ``slot`` (see :meth:`slot`)."""
+
+    @abstractmethod
+    def median_gain(self, distance_m: F64) -> F64:
+        """The large-scale gain ``10^(-PL/10)`` from the path loss alone (no shadowing; with a
+        LOS state, the lower of LOS and NLOS) at ``distance_m`` (shape ``(M,)``), without
+        touching the channel's state: what validation probes at the cell's extremes."""
+
+    @abstractmethod
     def describe(self) -> dict[str, Any]:
         """Models, parameters and what the controller assumes (for the run's metadata)."""
-        return {
-            "pathloss": self.pathloss.describe(),
-            "fading": self.fading.describe(),
-            "csi": "perfect",
-            "controller_assumption": (
-                "Rayleigh block fading h ~ Exp(mean H), i.i.d. per slot, perfect CSI: "
-                + ("matches this channel" if self.fading.rayleigh else "differs from this channel")
-            ),
-        }
 
+    @abstractmethod
     def state_dict(self) -> dict[str, Any]:
-        """The fading model's state (path loss is a pure function of distance)."""
-        return {"fading": self.fading.state_dict()}
+        """What the channel must keep to continue exactly at a frame boundary."""
 
+    @abstractmethod
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore the fading model's state."""
-        self.fading.load_state_dict(state["fading"])
+        """Continue from :meth:`state_dict` of a channel built from the same scenario and seed."""
+
+    @property
+    def has_shadowing(self) -> bool:
+        """Whether :meth:`large_scale` gives a shadowing value (the record's ``shadowing_db``)."""
+        return False
+
+    @property
+    def has_los(self) -> bool:
+        """Whether :meth:`large_scale` gives a LOS state (the record's ``los`` column)."""
+        return False

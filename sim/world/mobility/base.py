@@ -1,9 +1,11 @@
-"""The mobility interface: where every device is at a given simulated time, and its state."""
+"""The mobility interface: where every device is at a given simulated time, how fast it moves
+and how far it has walked, and its state."""
 
 from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -16,6 +18,21 @@ F64 = NDArray[np.float64]
 CELL_EDGE_RTOL = 1e-9
 
 
+@dataclass(frozen=True)
+class Kinematics:
+    """What the channel needs of the devices' motion at one instant (arrays over devices).
+
+    The distance a device travelled between two instants is the difference of its odometer
+    readings (path length along its route, not the displacement): what the Gudmundson shadowing
+    correlation ``exp(-d / d_corr)`` takes. The speed drives the Doppler frequency
+    ``f_d = v f_c / c`` of time-correlated fading.
+    """
+
+    positions_m: F64  #: ``(N, 2)``, metres, relative to the server at ``(0, 0)``
+    speed_mps: F64  #: ``(N,)``, m/s, >= 0: the speed from this instant on (0 while pausing)
+    odometer_m: F64  #: ``(N,)``, metres, >= 0: path length walked since the model's start
+
+
 class Mobility(ABC):
     """Positions of ``num_devices`` devices as a function of simulated time.
 
@@ -25,6 +42,25 @@ class Mobility(ABC):
     """
 
     num_devices: int
+
+    def kinematics(self, time_s: float) -> Kinematics:
+        """Positions, speeds and odometer readings at ``time_s`` (seconds): what the engine
+        asks at each frame start and hands to the channel."""
+        return Kinematics(
+            positions_m=self.positions_m(time_s),
+            speed_mps=self.speed_mps(time_s),
+            odometer_m=self.odometer_m(time_s),
+        )
+
+    @abstractmethod
+    def speed_mps(self, time_s: float) -> F64:
+        """Each device's speed at ``time_s``, ``(N,)``, m/s: the right-hand derivative of its path
+        (the speed it moves on with from ``time_s``; 0 while it stands still)."""
+
+    @abstractmethod
+    def odometer_m(self, time_s: float) -> F64:
+        """Path length each device has walked from the model's start to ``time_s``, ``(N,)``,
+        metres (non-decreasing in time; the distance between two instants is the difference)."""
 
     @abstractmethod
     def positions_m(self, time_s: float) -> F64:

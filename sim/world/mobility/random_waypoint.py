@@ -73,7 +73,7 @@ class RandomWaypoint(Mobility):
 
         self.num_devices = n
         self.radius_m = float(radius_m)
-        self.speed_mps = (lo, hi)
+        self.speed_range_mps = (lo, hi)
         self.pause_s = float(pause_s)
         self._rngs = list(rngs)
         self._k = int(legs_per_block)
@@ -86,41 +86,55 @@ class RandomWaypoint(Mobility):
         self._block_rng: list[dict[str, Any]] = [{} for _ in range(n)]
         self._block_start_m = np.empty((n, 2))
         self._block_start_s = np.empty(n)
+        self._block_start_odo_m = np.empty(n)
         # Current leg of every device, gathered for the vectorised evaluation.
         self._from = np.empty((n, 2))
         self._to = np.empty((n, 2))
         self._t_start = np.empty(n)
         self._t_move = np.empty(n)
         self._t_end = np.empty(n)
+        self._speed = np.empty(n)  # the leg's walking speed, m/s
+        self._odo_start = np.empty(n)  # odometer at the leg's start, m
+        self._length = np.empty(n)  # the leg's length, m
         self._leg = np.zeros(n, dtype=np.int64)
         for d in range(n):
-            self._blocks.append(self._new_block(d, pos[d], t0))
+            self._blocks.append(self._new_block(d, pos[d], t0, 0.0))
             self._set_current(d, 0)
 
     # -- internals ---------------------------------------------------------------------------
 
-    def _new_block(self, device: int, start_m: F64, start_time_s: float) -> dict[str, F64]:
-        """The next ``K`` legs of ``device``, starting at ``start_m`` at ``start_time_s``."""
+    def _new_block(
+        self, device: int, start_m: F64, start_time_s: float, start_odometer_m: float
+    ) -> dict[str, F64]:
+        """The next ``K`` legs of ``device``, starting at ``start_m`` at ``start_time_s`` with
+        ``start_odometer_m`` metres walked before."""
         self._block_rng[device] = dict(self._rngs[device].bit_generator.state)
         self._block_start_m[device] = start_m
         self._block_start_s[device] = start_time_s
+        self._block_start_odo_m[device] = start_odometer_m
         u = self._rngs[device].random((self._k, 3))
         r = self.radius_m * np.sqrt(u[:, 0])
         ang = 2.0 * np.pi * u[:, 1]
         to = np.column_stack((r * np.cos(ang), r * np.sin(ang)))
-        lo, hi = self.speed_mps
+        lo, hi = self.speed_range_mps
         speed = lo + (hi - lo) * u[:, 2]
         frm = np.vstack((np.asarray(start_m, dtype=np.float64)[None, :], to[:-1]))
-        t_move = np.hypot(to[:, 0] - frm[:, 0], to[:, 1] - frm[:, 1]) / speed
+        length = np.hypot(to[:, 0] - frm[:, 0], to[:, 1] - frm[:, 1])
+        t_move = length / speed
         # Sequential accumulation (np.cumsum is a running sum), so block boundaries do not
-        # change the end times.
+        # change the end times (nor the odometer).
         t_end = np.cumsum(np.concatenate(([start_time_s], t_move + self.pause_s)))
+        odo = np.cumsum(np.concatenate(([start_odometer_m], length)))
         return {
             "from": frm,
             "to": to,
             "t_start": t_end[:-1],
             "t_move": t_move,
             "t_end": t_end[1:],
+            "speed": speed,
+            "length": length,
+            "odo_start": odo[:-1],
+            "odo_end": odo[1:],
         }
 
     def _set_current(self, device: int, leg: int) -> None:
@@ -131,12 +145,26 @@ class RandomWaypoint(Mobility):
         self._t_start[device] = b["t_start"][leg]
         self._t_move[device] = b["t_move"][leg]
         self._t_end[device] = b["t_end"][leg]
+        self._speed[device] = b["speed"][leg]
+        self._odo_start[device] = b["odo_start"][leg]
+        self._length[device] = b["length"][leg]
+
+    def _next_leg(self, device: int) -> None:
+        """Make the leg after the current one current (drawing the next block if needed)."""
+        leg = int(self._leg[device]) + 1
+        b = self._blocks[device]
+        if leg == b["t_end"].shape[0]:
+            self._blocks[device] = self._new_block(
+                device, b["to"][-1], float(b["t_end"][-1]), float(b["odo_end"][-1])
+            )
+            leg = 0
+        self._set_current(device, leg)
 
     def _seek(self, device: int, time_s: float) -> None:
         """Make the current leg of ``device`` the one with ``t_start < time_s <= t_end``."""
         b = self._blocks[device]
         while time_s > b["t_end"][-1]:
-            b = self._new_block(device, b["to"][-1], float(b["t_end"][-1]))
+            b = self._new_block(device, b["to"][-1], float(b["t_end"][-1]), float(b["odo_end"][-1]))
             self._blocks[device] = b
         leg = int(np.searchsorted(b["t_end"], time_s, side="left"))
         self._set_current(device, leg)
@@ -152,6 +180,40 @@ class RandomWaypoint(Mobility):
         Raises:
             ValueError: ``time_s`` is NaN or earlier than the previous query.
         """
+        t = self._advance(time_s)
+        frac = self._fraction(t)
+        moving = self._from + frac[:, None] * (self._to - self._from)
+        return np.where(frac[:, None] >= 1.0, self._to, moving)
+
+    def speed_mps(self, time_s: float) -> F64:
+        """The speed each device walks on with from ``time_s``, ``(N,)``, m/s: its leg's speed
+        while it walks, 0 while it pauses at a waypoint; a device whose pause (or leg, without
+        pauses) ends exactly at ``time_s`` is on its next leg.
+
+        Raises:
+            ValueError: ``time_s`` is NaN or earlier than the previous query.
+        """
+        t = self._advance(time_s)
+        for d in np.flatnonzero(t >= self._t_end):  # the current leg ends now: the next one
+            self._next_leg(int(d))
+        walking = (self._t_start <= t) & (t < self._t_start + self._t_move)
+        return np.where(walking, self._speed, 0.0)
+
+    def odometer_m(self, time_s: float) -> F64:
+        """Path length walked from the start to ``time_s``, ``(N,)``, metres: the legs before the
+        current one plus the walked part of the current leg.
+
+        Raises:
+            ValueError: ``time_s`` is NaN or earlier than the previous query.
+        """
+        t = self._advance(time_s)
+        frac = self._fraction(t)
+        return np.where(
+            frac >= 1.0, self._odo_start + self._length, self._odo_start + frac * self._length
+        )
+
+    def _advance(self, time_s: float) -> float:
+        """Check ``time_s`` and make every device's current leg the one that holds it."""
         t = check_time(time_s)
         if t < self._last_time_s:
             raise ValueError(
@@ -161,23 +223,27 @@ class RandomWaypoint(Mobility):
         self._last_time_s = t
         for d in np.flatnonzero(t > self._t_end):
             self._seek(int(d), t)
+        return t
+
+    def _fraction(self, t: float) -> F64:
+        """How much of its current leg each device has walked at ``t``, in ``[0, 1]``."""
         with np.errstate(divide="ignore", invalid="ignore"):
             frac = (t - self._t_start) / self._t_move
-        frac = np.where(self._t_move > 0.0, np.clip(frac, 0.0, 1.0), 1.0)
-        moving = self._from + frac[:, None] * (self._to - self._from)
-        return np.where(frac[:, None] >= 1.0, self._to, moving)
+        return np.where(self._t_move > 0.0, np.clip(frac, 0.0, 1.0), 1.0)
 
     # -- state -------------------------------------------------------------------------------
 
     def state_dict(self) -> dict[str, Any]:
         """Per device: the generator state before its current block of legs was drawn, the
-        block's start point (m) and time (s), and the current leg; plus the last query time."""
+        block's start point (m), time (s) and odometer (m), and the current leg; plus the last
+        query time."""
         states = [s["state"] for s in self._block_rng]
         return {
             "last_time_s": self._last_time_s,
             "leg": self._leg.copy(),
             "block_start_m": self._block_start_m.copy(),
             "block_start_s": self._block_start_s.copy(),
+            "block_start_odometer_m": self._block_start_odo_m.copy(),
             "rng_state": _split128([s["state"] for s in states]),
             "rng_inc": _split128([s["inc"] for s in states]),
             "rng_has_uint32": np.array([s["has_uint32"] for s in self._block_rng], np.int64),
@@ -193,6 +259,7 @@ class RandomWaypoint(Mobility):
         st, inc = _join128(state["rng_state"]), _join128(state["rng_inc"])
         start_m = np.asarray(state["block_start_m"], dtype=np.float64)
         start_s = np.asarray(state["block_start_s"], dtype=np.float64)
+        start_odo = np.asarray(state["block_start_odometer_m"], dtype=np.float64)
         for d in range(n):
             self._rngs[d].bit_generator.state = {
                 "bit_generator": "PCG64",
@@ -200,7 +267,7 @@ class RandomWaypoint(Mobility):
                 "has_uint32": int(state["rng_has_uint32"][d]),
                 "uinteger": int(state["rng_uinteger"][d]),
             }
-            self._blocks[d] = self._new_block(d, start_m[d], float(start_s[d]))
+            self._blocks[d] = self._new_block(d, start_m[d], float(start_s[d]), float(start_odo[d]))
             self._set_current(d, int(leg[d]))
         self._last_time_s = float(state["last_time_s"])
 

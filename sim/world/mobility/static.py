@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 from numpy.typing import ArrayLike
 
 from sim.world.mobility.base import F64, Mobility, as_positions, check_time
@@ -25,6 +26,16 @@ class StaticMobility(Mobility):
         """The fixed positions, shape ``(N, 2)``, metres (``time_s`` is ignored)."""
         check_time(time_s)
         return self._pos.copy()
+
+    def speed_mps(self, time_s: float) -> F64:
+        """Zeros, ``(N,)``, m/s."""
+        check_time(time_s)
+        return np.zeros(self.num_devices)
+
+    def odometer_m(self, time_s: float) -> F64:
+        """Zeros, ``(N,)``, m: a static device never travels."""
+        check_time(time_s)
+        return np.zeros(self.num_devices)
 
     def state_dict(self) -> dict[str, Any]:
         """Nothing changes over time: no state."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -51,6 +52,10 @@ class TraceMobility(Mobility):
                 raise ValueError(f"device {d}: sample times must be finite and strictly increasing")
             self._t.append(t)
             self._p.append(p)
+        # per device: path length at each sample (cumulative segment lengths), m
+        self._odo = [
+            np.concatenate(([0.0], np.cumsum(np.hypot(*np.diff(p, axis=0).T)))) for p in self._p
+        ]
         self.num_devices = len(self._t)
 
     @classmethod
@@ -187,6 +192,25 @@ class TraceMobility(Mobility):
             out[d, 0] = np.interp(t, td, pd_[:, 0])
             out[d, 1] = np.interp(t, td, pd_[:, 1])
         return out
+
+    def speed_mps(self, time_s: float) -> F64:
+        """Speed on the segment that starts at or before ``time_s`` and ends after it
+        (segment length over its duration), 0 outside each device's recorded range, ``(N,)``, m/s.
+        """
+        t = check_time(time_s)
+        out = np.zeros(self.num_devices)
+        for d, (td, pd_) in enumerate(zip(self._t, self._p, strict=True)):
+            i = int(np.searchsorted(td, t, side="right")) - 1
+            if 0 <= i < td.shape[0] - 1:
+                step = pd_[i + 1] - pd_[i]
+                out[d] = math.hypot(step[0], step[1]) / (td[i + 1] - td[i])
+        return out
+
+    def odometer_m(self, time_s: float) -> F64:
+        """Path length along the interpolated (piecewise linear) path from each device's first
+        sample to ``time_s`` (0 before it, the whole path after its last sample), ``(N,)``, m."""
+        t = check_time(time_s)
+        return np.array([np.interp(t, td, od) for td, od in zip(self._t, self._odo, strict=True)])
 
     def state_dict(self) -> dict[str, Any]:
         """Positions are a function of time only: no state."""
