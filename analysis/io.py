@@ -65,6 +65,14 @@ def _first_file(run: str | Path) -> Path:
     return files[0]
 
 
+def events_frame(table: pa.Table) -> pd.DataFrame:
+    """An events table (Arrow) as the DataFrame :func:`load_events` returns: nullable dtypes
+    (an int32 column with nulls stays integer), ``event`` categorical."""
+    df = table.to_pandas(types_mapper=pd.ArrowDtype)
+    df["event"] = df["event"].astype(str).astype("category")
+    return df
+
+
 def load_events(
     run: str | Path, events: list[str] | None = None, columns: list[str] | None = None
 ) -> pd.DataFrame:
@@ -89,8 +97,7 @@ def load_events(
     filters = None if events is None else [("event", "in", list(events))]
     tables = [pq.read_table(f, columns=cols, filters=filters) for f in files]
     table = pa.concat_tables(tables, promote_options="permissive") if len(tables) > 1 else tables[0]
-    df = table.to_pandas(types_mapper=pd.ArrowDtype)
-    df["event"] = df["event"].astype(str).astype("category")
+    df = events_frame(table)
     for c in missing:
         df[c] = pd.Series(pd.NA, index=df.index, dtype=pd.ArrowDtype(pa.float64()))
     return df

@@ -108,7 +108,13 @@ def _parser() -> argparse.ArgumentParser:
     sw.add_argument("--data-dir", default=None, help="dataset folder")
     sw.add_argument("--out", default=None, help="sweep directory (default: runs/sweep-<name>)")
     sw.add_argument("--workers", type=int, default=1, help="runs in parallel (local executor)")
-    sw.add_argument("--executor", choices=["local", "ray"], default="local")
+    sw.add_argument(
+        "--executor",
+        choices=["local", "ray"],
+        default="local",
+        help="local: --workers processes on this machine (default); ray: each point a Ray task "
+        '(pip install -e ".[ray]"; --ray-address for a cluster)',
+    )
     sw.add_argument(
         "--ray-address", default=None, help="an existing Ray cluster (default: a local one)"
     )
@@ -255,21 +261,42 @@ def _execute(
     if stats is None:
         print(f"wflsim: {out} is already completed; nothing to resume")
         return 0
-    s = stats.as_dict()
-    print(
-        "\n".join(
-            [
-                f"wflsim: {sc.name} ({sc.scheme.name}, seed {sc.seed}) completed -> {out}",
-                f"  final accuracy   {s['final_accuracy']:.4f} (initial {s['initial_accuracy']:.4f})",
-                f"  total energy     {s['total_energy_j']:.4g} J ({s['mean_energy_per_device_slot_j']:.4g} J per device-slot)",
-                f"  outage rate      {s['outage_rate']:.4f} (uploads missing the deadline)",
-                f"  drop-out rate    {s['dropout_rate']:.4f} (device-slots without participation)",
-                f"  simulated time   {s['simulated_time_s']:.4g} s over {s['slots']} slots",
-                f"  wall time        {s['wall_time_s']:.1f} s",
-            ]
-        )
-    )
+    print("\n".join(summary_lines(prep, stats, out)))
     return 0
+
+
+def summary_lines(prep: Prepared, stats: RunStats, out: Path) -> list[str]:
+    """What ``wflsim run`` prints at the end: the totals, and a hint where a number needs one."""
+    sc = prep.scenario
+    s = stats.as_dict()
+    if sc.learning.enabled:
+        accuracy = (
+            f"  final accuracy   {s['final_accuracy']:.4f} (initial {s['initial_accuracy']:.4f})"
+        )
+    else:
+        accuracy = "  final accuracy   - (network only: no training)"
+    lines = [
+        f"wflsim: {sc.name} ({sc.scheme.name}, seed {sc.seed}) completed -> {out}",
+        accuracy,
+        f"  total energy     {s['total_energy_j']:.4g} J ({s['mean_energy_per_device_slot_j']:.4g} J per device-slot)",
+        f"  outage rate      {s['outage_rate']:.4f} (uploads missing the deadline)",
+        f"  drop-out rate    {s['dropout_rate']:.4f} (device-slots without participation)",
+        f"  simulated time   {s['simulated_time_s']:.4g} s over {s['slots']} slots",
+        f"  wall time        {s['wall_time_s']:.1f} s",
+    ]
+    budget = float(prep.devices.energy_budget_j.max())
+    mean = float(s["mean_energy_per_device_slot_j"])
+    if mean > budget:
+        lines.append(
+            f"  note: {mean:.4g} J per device-slot exceeds every device's budget (at most "
+            f"{budget:.4g} J): {sc.scheme.name} does not enforce the budgets"
+            + (
+                " and waits for every upload, so a device in a deep fade uploads for long"
+                if sc.scheme.name in ("ideal", "only_pf")
+                else ""
+            )
+        )
+    return lines
 
 
 def _one_line(text: str) -> str:

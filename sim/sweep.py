@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import hashlib
+import importlib.util
 import itertools
 import json
 import os
@@ -411,6 +412,12 @@ def run_sweep(
         SweepInterrupted: Ctrl-C / SIGTERM (``sweep.json`` records every point's state).
     """
     extra = list(extra_overrides or [])
+    if executor not in ("local", "ray"):
+        raise ScenarioError("--executor", f"unknown executor {executor!r}", "use local or ray")
+    if executor == "ray" and importlib.util.find_spec("ray") is None:  # before anything is written
+        raise ScenarioError(
+            "--executor", "ray is not installed", 'pip install -e ".[ray]", or use --executor local'
+        )
     modes = check_points(plan, out, overwrite) if out.is_dir() else {}
     out.mkdir(parents=True, exist_ok=True)
     manifest_path = out / "sweep.json"

@@ -52,11 +52,14 @@ def base_scenario(**sections: dict[str, Any]) -> dict[str, Any]:
 
 
 def run_in_memory(data: dict[str, Any], learner=None) -> tuple[pa.Table, Any]:
-    """Validate, prepare and run a scenario table without writing files: (trace, stats)."""
-    from sim.config.loading import validate_scenario
-    from sim.run import build_engine, make_learner, prepare_scenario
+    """Validate, prepare and run a scenario table without writing files: (trace, stats).
 
-    prep = prepare_scenario(validate_scenario(data))
+    ``wflsim.run(data)`` gives the same events as a DataFrame; the tests want the Arrow table
+    and the engine's totals."""
+    import wflsim
+    from sim.run import build_engine, make_learner
+
+    prep = wflsim.prepare(data)
     engine = build_engine(prep, learner if learner is not None else make_learner(prep))
     stats = engine.run()
     return engine.table(), stats

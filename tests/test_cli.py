@@ -279,3 +279,21 @@ def test_validate_catches_cuda_without_gpu(capsys):
     assert main(["validate", str(QUICK), "--set", "learning.device=cuda"]) == 2
     err = capsys.readouterr().err.strip()
     assert "learning.device" in err and len(err.splitlines()) == 1
+
+
+def test_network_only_summary_prints_no_nan_accuracy(tmp_path, capsys):
+    """A network-only run's summary says there is no training instead of printing nan."""
+    args = ["--set", "learning.enabled=false", "--set", "run.frames=1", "--quiet"]
+    assert main(["run", str(QUICK), "--out", str(tmp_path / "r"), *args]) == 0
+    out = capsys.readouterr().out
+    assert "nan" not in out and "network only: no training" in out
+
+
+def test_summary_notes_energy_above_every_budget(tmp_path, capsys):
+    """ideal on the paper's network spends more than any budget: the summary says why."""
+    paper = QUICK.parent / "paper" / "mnist_iid.toml"
+    args = ["--set", "learning.enabled=false", "--set", "run.frames=2", "--quiet"]
+    args += ["--set", "scheme.name=ideal"]
+    assert main(["run", str(paper), "--out", str(tmp_path / "r"), *args]) == 0
+    out = capsys.readouterr().out
+    assert "exceeds every device's budget" in out and "waits for every upload" in out

@@ -169,6 +169,21 @@ def test_ray_executor_runs_a_sweep(tmp_path):
     assert all(p["status"] == "completed" for p in manifest["points"].values())
 
 
+def test_ray_executor_without_ray_writes_nothing(tmp_path, monkeypatch):
+    """--executor ray where Ray is not installed: ScenarioError naming --executor, no folder."""
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "ray" else real(name, *a)
+    )
+    plan = plan_sweep(SCENARIO, ["scheme=only_pc,ideal"], "0", extra_overrides=NET_OVERRIDES)
+    with pytest.raises(ScenarioError) as err:
+        run_sweep(plan, tmp_path / "ray", executor="ray", extra_overrides=NET_OVERRIDES)
+    assert err.value.field == "--executor"
+    assert not (tmp_path / "ray").exists()
+
+
 def test_sweep_table_in_the_scenario_file(tmp_path):
     """A [sweep] table gives the grid and seeds when the command line does not."""
     text = SCENARIO.read_text() + '\n[sweep]\ngrid = { "scheme.V" = [10, 1000] }\nseeds = [3]\n'

@@ -6,6 +6,9 @@ out (types, ranges, unknown fields, the scheme's name and its own parameters). E
 from __future__ import annotations
 
 import copy
+import json
+import math
+import re
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -68,6 +71,66 @@ def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any
             node = nxt
         node[path[-1]] = value
     return out
+
+
+_BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
+
+
+def _toml_key(key: str) -> str:
+    return key if _BARE_KEY.fullmatch(key) else _toml_value(key, key)
+
+
+def _toml_value(value: Any, where: str) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "nan"
+        if math.isinf(value):
+            return "inf" if value > 0 else "-inf"
+        return repr(value)
+    if isinstance(value, str):
+        # JSON's escapes of a string without ASCII escaping are TOML basic-string escapes (DEL,
+        # which TOML does not allow raw, escaped too)
+        return json.dumps(value, ensure_ascii=False).replace("\x7f", "\\u007f")
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_toml_value(v, where) for v in value) + "]"
+    if isinstance(value, dict):
+        items = [
+            f"{_toml_key(str(k))} = {_toml_value(v, f'{where}.{k}')}"
+            for k, v in value.items()
+            if v is not None
+        ]
+        return "{ " + ", ".join(items) + " }" if items else "{}"
+    raise ScenarioError(where, f"has a value of type {type(value).__name__}", "use TOML values")
+
+
+def scenario_text(table: dict[str, Any]) -> str:
+    """A scenario table (as :func:`read_scenario_file` returns it, or a ``Scenario``'s
+    ``model_dump(mode="json")``) as TOML text: top-level values, then one ``[section]`` per
+    table; deeper tables inline; ``None`` values left out. ``tomllib.loads`` of the text gives
+    the table back (without the ``None`` values).
+
+    Raises:
+        ScenarioError: a value TOML cannot hold (names its field).
+    """
+    lines = [
+        f"{_toml_key(k)} = {_toml_value(v, k)}"
+        for k, v in table.items()
+        if v is not None and not isinstance(v, dict)
+    ]
+    for name, section in table.items():
+        if not isinstance(section, dict):
+            continue
+        lines += ["", f"[{_toml_key(name)}]"]
+        lines += [
+            f"{_toml_key(str(k))} = {_toml_value(v, f'{name}.{k}')}"
+            for k, v in section.items()
+            if v is not None
+        ]
+    return "\n".join(lines) + "\n"
 
 
 def validate_scenario(data: dict[str, Any]) -> Scenario:
