@@ -269,7 +269,14 @@ def _seed_stats(rows: pd.DataFrame, x: str, y: str) -> pd.DataFrame:
 
 
 def _band_line(
-    ax: Axes, rows: pd.DataFrame, x: str, y: str, scale: float, label: str, style: dict
+    ax: Axes,
+    rows: pd.DataFrame,
+    x: str,
+    y: str,
+    scale: float,
+    label: str,
+    style: dict,
+    alpha: float = _BAND_ALPHA,
 ) -> float:
     """The mean over seeds of ``scale * y`` against ``x`` and, with several seeds, its 95 % band;
     returns the largest absolute value drawn (NaN: nothing)."""
@@ -286,7 +293,7 @@ def _band_line(
             scale * m[y + "_ci_high"],
             where=band.to_numpy(),
             color=st["color"],
-            alpha=_BAND_ALPHA,
+            alpha=alpha,
             linewidth=0,
         )
     return float(np.nanmax(np.abs(scale * m[y].to_numpy())))
@@ -427,6 +434,8 @@ def _time_figure(
     exclude = ["V"] if facets != [None] else []
     series = [s for s in _series(data, exclude) if only is None or s.label in only]
     ranks = _ranks(series)
+    # many series: fainter bands, so that overlapping ones stay readable
+    alpha = max(0.06, _BAND_ALPHA * min(1.0, 4.0 / max(1, len(series))))
     nf = len(facets)
     if nf == 1:
         fig, flat = _figure(len(panels), title)
@@ -444,7 +453,7 @@ def _time_figure(
                 if rows.empty:
                     continue
                 peak = _band_line(
-                    ax, rows, x, p.col, p.scale, s.label, _style(ranks[s.rest], s.scheme)
+                    ax, rows, x, p.col, p.scale, s.label, _style(ranks[s.rest], s.scheme), alpha
                 )
                 peaks.append(peak)
             if v is not None:
