@@ -54,7 +54,8 @@ FIGURES: list[FigureSpec] = [
         "summary",
         F.impact_of_v,
         "Average convergence error, energy and queue length against the Lyapunov weight V "
-        "(paper, Impact of V); mean over seeds.",
+        "(paper, Impact of V); mean over seeds, bars: 95 % interval; a scheme that ignores V is a "
+        "dashed line.",
     ),
     FigureSpec(
         "time_evolution",
@@ -62,7 +63,7 @@ FIGURES: list[FigureSpec] = [
         "slots",
         F.time_evolution,
         "Running time-average of the energy per device-slot and of the cost z = V X + Q E "
-        "(paper Figs. 3-4).",
+        "(paper Figs. 3-4), one column per V; mean over seeds and 95 % band.",
     ),
     FigureSpec(
         "accuracy_vs_energy",
@@ -83,7 +84,8 @@ FIGURES: list[FigureSpec] = [
         "Impact of the energy budget",
         "summary",
         F.impact_of_energy_budget,
-        "Average energy and queue length against the energy budget E_bar (paper, Impact of E_n).",
+        "Average energy and queue length against the energy budget E_bar (paper, Impact of E_n); "
+        "mean over seeds, bars: 95 % interval.",
     ),
     FigureSpec(
         "energy_budget_per_device",
@@ -91,7 +93,8 @@ FIGURES: list[FigureSpec] = [
         "energy_per_device",
         F.energy_budget_per_device,
         "Each device's average energy and queue length against its own budget E_bar_n, one point "
-        "per device and run (the impact of the energy budget within a configuration).",
+        "per device and run, one column per scheme (the impact of the energy budget within a "
+        "configuration).",
     ),
     FigureSpec(
         "gamma_evolution",
@@ -105,7 +108,7 @@ FIGURES: list[FigureSpec] = [
         "Energy-deficit queue over time",
         "slots",
         F.queue_evolution,
-        "Mean virtual queue Q over devices after each slot.",
+        "Mean virtual queue Q over devices after each slot; mean over seeds and 95 % band.",
     ),
     FigureSpec(
         "participation_and_latency",
