@@ -554,8 +554,9 @@ def impact_of_v(
                 [mean, mean],
                 label=label,
                 color=style["color"],
-                linestyle="--",
-                linewidth=1.6,
+                linestyle=style["linestyle"],
+                linewidth=2.2,
+                alpha=0.8,
             )
             if n > 1:
                 ax.fill_between(

@@ -55,7 +55,7 @@ FIGURES: list[FigureSpec] = [
         F.impact_of_v,
         "Average convergence error, energy and queue length against the Lyapunov weight V "
         "(paper, Impact of V); mean over seeds, bars: 95 % interval; a scheme that ignores V is a "
-        "dashed line.",
+        "thick horizontal line.",
     ),
     FigureSpec(
         "time_evolution",
