@@ -54,7 +54,8 @@ FIGURES: list[FigureSpec] = [
         "summary",
         F.impact_of_v,
         "Average convergence error, energy and queue length against the Lyapunov weight V "
-        "(paper, Impact of V); mean over seeds.",
+        "(paper, Impact of V); mean over seeds, bars: 95 % interval; a scheme that ignores V is a "
+        "thick horizontal line.",
     ),
     FigureSpec(
         "time_evolution",
@@ -62,7 +63,7 @@ FIGURES: list[FigureSpec] = [
         "slots",
         F.time_evolution,
         "Running time-average of the energy per device-slot and of the cost z = V X + Q E "
-        "(paper Figs. 3-4).",
+        "(paper Figs. 3-4), one column per V; mean over seeds and 95 % band.",
     ),
     FigureSpec(
         "accuracy_vs_energy",
@@ -83,7 +84,8 @@ FIGURES: list[FigureSpec] = [
         "Impact of the energy budget",
         "summary",
         F.impact_of_energy_budget,
-        "Average energy and queue length against the energy budget E_bar (paper, Impact of E_n).",
+        "Average energy and queue length against the energy budget E_bar (paper, Impact of E_n); "
+        "mean over seeds, bars: 95 % interval.",
     ),
     FigureSpec(
         "energy_budget_per_device",
@@ -91,7 +93,8 @@ FIGURES: list[FigureSpec] = [
         "energy_per_device",
         F.energy_budget_per_device,
         "Each device's average energy and queue length against its own budget E_bar_n, one point "
-        "per device and run (the impact of the energy budget within a configuration).",
+        "per device and run, one column per scheme (the impact of the energy budget within a "
+        "configuration).",
     ),
     FigureSpec(
         "gamma_evolution",
@@ -105,7 +108,7 @@ FIGURES: list[FigureSpec] = [
         "Energy-deficit queue over time",
         "slots",
         F.queue_evolution,
-        "Mean virtual queue Q over devices after each slot.",
+        "Mean virtual queue Q over devices after each slot; mean over seeds and 95 % band.",
     ),
     FigureSpec(
         "participation_and_latency",
@@ -116,7 +119,8 @@ FIGURES: list[FigureSpec] = [
     ),
 ]
 
-#: Summary columns averaged over seeds in the ``by_config`` table.
+#: Summary columns averaged over seeds in the ``by_config`` table (mean, standard error and a 95 %
+#: Student-t interval over the seeds of each configuration, :func:`analysis.stats.over_seeds`).
 SEED_MEAN_COLUMNS: list[str] = [
     "energy_per_device_slot_j",
     "mean_queue_j",
@@ -186,7 +190,9 @@ def write_report(
     ``run_or_sweep_dir`` is a run directory (``events/`` or ``events.parquet`` inside), a sweep directory (run
     directories anywhere below it) or a glob. ``out_dir`` receives ``report.html`` (everything
     embedded), ``report.md``, ``figures/*.png`` and the tables ``runs``, ``summary``,
-    ``by_config`` (mean over seeds, when a configuration has several runs) and
+    ``by_config`` (when a configuration has several runs: per configuration the mean, standard
+    error and 95 % Student-t interval over its seeds; in the page and the ``.md``, "mean [low,
+    high]") and
     ``energy_per_device``, each as ``.csv`` and ``.md``. A figure the runs cannot make (one V
     only, no evaluations, ...) is skipped with a note in the report; an unreadable trace (a run
     still being written) is skipped with a note.
@@ -220,9 +226,12 @@ def write_report(
         if r["status"] not in ("completed", "unknown"):
             notes.append(f"run {r['run']}: status {r['status']} (its trace may stop early)")
     tables: dict[str, pd.DataFrame] = {"runs": runs, "summary": summary}
-    by_config = stats.mean_over_seeds(summary, values=SEED_MEAN_COLUMNS)
-    if (by_config["n_runs"] > 1).any():
+    seed_cols = [c for c in SEED_MEAN_COLUMNS if summary[c].notna().any()]
+    by_config = stats.over_seeds(summary, value_cols=seed_cols)
+    shown: dict[str, pd.DataFrame] = {}
+    if (by_config["n"] > 1).any():
         tables["by_config"] = by_config
+        shown["by_config"] = stats.format_over_seeds(by_config)
     tables["energy_per_device"] = stats.energy_per_device(data.device_slots)
 
     out.mkdir(parents=True, exist_ok=True)
@@ -230,7 +239,7 @@ def write_report(
     fig_dir.mkdir(exist_ok=True)
     for name, df in tables.items():
         df.to_csv(out / f"{name}.csv", index=False)
-        (out / f"{name}.md").write_text(to_markdown(df) + "\n", encoding="utf-8")
+        (out / f"{name}.md").write_text(to_markdown(shown.get(name, df)) + "\n", encoding="utf-8")
 
     sources = {
         "summary": summary,
@@ -254,15 +263,16 @@ def write_report(
 
     title = title or f"wflsim report: {source.name or source}"
     stamp = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
-    _write_html(out / "report.html", title, stamp, source, data.runs, made, tables, notes)
-    _write_markdown(out / "report.md", title, stamp, source, made, tables, notes)
+    shown = {name: shown.get(name, df) for name, df in tables.items()}
+    _write_html(out / "report.html", title, stamp, source, data.runs, made, shown, notes)
+    _write_markdown(out / "report.md", title, stamp, source, made, shown, notes)
     return out / "report.html"
 
 
 _TABLE_TITLES = {
     "runs": "Runs",
     "summary": "Summary (one row per run)",
-    "by_config": "Mean over seeds (one row per configuration)",
+    "by_config": "Mean over seeds with a 95 % interval (one row per configuration)",
     "energy_per_device": "Energy per device",
 }
 

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
+from scipy import stats as _st
 
 from analysis.tidy import ID_COLUMNS
 
@@ -264,6 +265,90 @@ def mean_over_seeds(
     for c in values:
         cols += [mean[c], std[c].rename(c + "_std")]
     return pd.concat(cols, axis=1).reset_index()
+
+
+def t_interval(values: Sequence[float] | np.ndarray, level: float = 0.95) -> tuple[float, ...]:
+    """``(mean, se, ci_low, ci_high, n)`` of the finite ``values``: the standard error
+    ``s / sqrt(n)`` and the Student-t interval ``mean -+ t_{(1+level)/2, n-1} se`` (NaN for the
+    spread when ``n < 2``)."""
+    x = np.asarray(values, dtype=float)
+    x = x[np.isfinite(x)]
+    n = len(x)
+    if n == 0:
+        return (np.nan, np.nan, np.nan, np.nan, 0)
+    mean = float(x.mean())
+    if n < 2:
+        return (mean, np.nan, np.nan, np.nan, 1)
+    se = float(x.std(ddof=1) / np.sqrt(n))
+    half = float(_st.t.ppf(0.5 + level / 2.0, n - 1)) * se
+    return (mean, se, mean - half, mean + half, n)
+
+
+def over_seeds(
+    table: pd.DataFrame,
+    by: Sequence[str] | None = None,
+    value_cols: Sequence[str] | None = None,
+    level: float = 0.95,
+) -> pd.DataFrame:
+    """Mean, standard error and a ``level`` Student-t confidence interval of each of
+    ``value_cols`` over the runs (seeds) of each configuration: one row per configuration.
+
+    Columns: ``by``, ``n`` (the runs of the configuration), and per value column ``<col>`` (the
+    mean over the runs where it is finite), ``<col>_se`` (``s / sqrt(n)``), ``<col>_ci_low`` and ``<col>_ci_high`` (``mean -+
+    t_{(1+level)/2, n-1} se``, :data:`scipy.stats.t`). The spread is NaN where ``n < 2``.
+    Non-finite values (NaN, inf) are left out.
+
+    ``by`` defaults to :data:`CONFIG_COLUMNS` present in ``table`` (every identifying column but
+    ``run`` and ``seed``); ``value_cols`` to its numeric columns outside ``by``.
+    """
+    by = [c for c in (by if by is not None else CONFIG_COLUMNS) if c in table.columns]
+    skip = set(by) | {"run", "seed"}
+    values = list(
+        value_cols
+        or [c for c in table.columns if c not in skip and pd.api.types.is_numeric_dtype(table[c])]
+    )
+    data = table[by + values].copy()
+    for c in values:
+        data[c] = pd.to_numeric(data[c], errors="coerce").where(np.isfinite(data[c]))
+    if by:
+        g = _group(data, by)
+    else:
+        g = data.assign(_all=0).groupby("_all")
+    mean, std, n = g[values].mean(), g[values].std(ddof=1), g[values].count()
+    cols: list[pd.Series] = [g.size().rename("n")]
+    for c in values:
+        se = std[c] / np.sqrt(n[c])
+        q = pd.Series(_st.t.ppf(0.5 + level / 2.0, (n[c] - 1).clip(lower=1)), index=n.index)
+        half = (q * se).where(n[c] >= 2)
+        cols += [
+            mean[c],
+            se.where(n[c] >= 2).rename(c + "_se"),
+            (mean[c] - half).rename(c + "_ci_low"),
+            (mean[c] + half).rename(c + "_ci_high"),
+        ]
+    out = pd.concat(cols, axis=1).reset_index()
+    return out.drop(columns=["_all"], errors="ignore")
+
+
+def format_over_seeds(table: pd.DataFrame, digits: int = 4) -> pd.DataFrame:
+    """A readable copy of an :func:`over_seeds` table: each value column as one string
+    ``"mean [ci_low, ci_high]"`` (``digits`` significant digits; the mean alone where the
+    interval is NaN, one run), the ``_se`` / ``_ci_*`` columns dropped."""
+    out = table.copy()
+    for c in [c for c in table.columns if c + "_ci_low" in table.columns]:
+        lo, hi = table[c + "_ci_low"], table[c + "_ci_high"]
+        out[c] = [
+            "nan"
+            if pd.isna(m)
+            else (
+                f"{m:.{digits}g}"
+                if pd.isna(a)
+                else f"{m:.{digits}g} [{a:.{digits}g}, {b:.{digits}g}]"
+            )
+            for m, a, b in zip(table[c], lo, hi, strict=True)
+        ]
+        out = out.drop(columns=[c + "_se", c + "_ci_low", c + "_ci_high"])
+    return out
 
 
 def to_markdown(df: pd.DataFrame, digits: int = 4) -> str:

@@ -1,9 +1,15 @@
-"""Figures on a small hand-built sweep: labels with units, one line per series, clean refusals."""
+"""Figures on a small hand-built sweep: labels with units, one line per series, clean refusals,
+one colour per scheme, no offset notation, seed bands, panels that say why they are empty."""
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 import pytest
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.collections import PolyCollection
+from matplotlib.colors import to_hex
+from matplotlib.container import ErrorbarContainer
 from matplotlib.figure import Figure
 
 from analysis import figures as F
@@ -21,6 +27,8 @@ SWEEP = [
     ("tt_b05", "two_timescale", 100.0, 0, "iid", 0.5, 1.5),
 ]
 N_SERIES = 6  # seeds s0 and s1 of V = 100 share a line
+# Facets by V (V = 10: tt_v10 and both Ideal FL; V = 100: the other four series and both Ideal FL)
+LINES_PER_FACET = [3, 5]
 
 
 @pytest.fixture(scope="module")
@@ -46,13 +54,16 @@ def _legend_texts(fig: Figure) -> list[str]:
 
 
 def test_stable_parameters_one_line_per_series(data):
-    """Fig. 1: percent axis and one line per series."""
+    """Fig. 1: percent axis, one facet per V, one line per series in each."""
     d, _ = data
     fig = F.stable_parameters(d.slots)
-    (ax,) = fig.axes
-    assert ax.get_ylabel() == "stable parameters (%)"
-    assert len(ax.get_lines()) == N_SERIES
-    assert max(ax.get_lines()[0].get_ydata()) == pytest.approx(60.0)
+    assert [ax.get_title() for ax in fig.axes] == [
+        "Stable parameters, V = 10",
+        "Stable parameters, V = 100",
+    ]
+    assert fig.axes[0].get_ylabel() == "stable parameters (%)"
+    assert [len(ax.get_lines()) for ax in fig.axes] == LINES_PER_FACET
+    assert max(fig.axes[0].get_lines()[0].get_ydata()) == pytest.approx(60.0)
 
 
 def test_stable_parameters_refuses_network_only(data):
@@ -63,15 +74,20 @@ def test_stable_parameters_refuses_network_only(data):
 
 
 def test_impact_of_v_three_panels(data):
-    """Impact of V: three panels against V, one errorbar series (the only one with two V)."""
+    """Impact of V: three panels against V, one errorbar series (the only one with two V) and
+    Ideal FL, which ignores V, as one flat line per partition."""
     _, summary = data
     fig = F.impact_of_v(summary)
     assert len(fig.axes) == 3
-    assert all(ax.get_xlabel() == "control parameter V" for ax in fig.axes)
+    assert all(ax.get_xlabel() == "control parameter V (dimensionless)" for ax in fig.axes)
     assert "(J per device-slot)" in fig.axes[1].get_ylabel()
     assert "(J)" in fig.axes[2].get_ylabel()
     assert all(len(ax.containers) == 1 for ax in fig.axes)
-    assert _legend_texts(fig) == ["Proposed, IID, E_bar 0.35 J"]
+    assert _legend_texts(fig) == [
+        "Proposed, IID, E_bar 0.35 J",
+        "Ideal FL, IID, E_bar 0.35 J (ignores V)",
+        "Ideal FL, non-IID (Dir 0.3), E_bar 0.35 J (ignores V)",
+    ]
 
 
 def test_impact_of_v_needs_two_values(data):
@@ -82,11 +98,12 @@ def test_impact_of_v_needs_two_values(data):
 
 
 def test_time_evolution_two_panels(data):
-    """Time evolution: energy and cost panels, one line per series, seeds averaged."""
+    """Time evolution: energy and cost rows, one column per V, one line per series there."""
     d, _ = data
     fig = F.time_evolution(d.slots)
-    assert len(fig.axes) == 2
-    assert [len(ax.get_lines()) for ax in fig.axes] == [N_SERIES, N_SERIES]
+    assert len(fig.axes) == 4
+    # Ideal FL runs only at V = 100: the cost depends on V, so it is not drawn at V = 10
+    assert [len(ax.get_lines()) for ax in fig.axes] == [1, 5, 1, 5]
     assert fig.axes[0].get_xlabel() == "slot t (communication round)"
     assert "(J per device-slot)" in fig.axes[0].get_ylabel()
 
@@ -148,12 +165,13 @@ def test_gamma_queue_and_latency_figures(data):
     """The extra figures draw one line per series with labelled axes."""
     d, _ = data
     g = F.gamma_evolution(d.frames)
-    assert g.axes[0].get_xlabel() == "frame k" and len(g.axes[0].get_lines()) == N_SERIES
+    assert g.axes[0].get_xlabel() == "frame k"
+    assert [len(ax.get_lines()) for ax in g.axes] == LINES_PER_FACET
     q = F.queue_evolution(d.slots)
-    assert q.axes[0].get_ylabel() == "mean queue length Q (J)"
+    assert q.axes[0].get_ylabel().startswith("mean queue length Q (J)")
     p = F.participation_and_latency(d.slots)
-    assert [ax.get_ylabel() for ax in p.axes][0] == "mean slot latency (s)"
-    assert all(len(ax.get_lines()) == N_SERIES for ax in p.axes)
+    assert [ax.get_ylabel() for ax in p.axes][0].startswith("mean slot latency (s)")
+    assert [len(ax.get_lines()) for ax in p.axes] == LINES_PER_FACET * 3
 
 
 def test_series_labels_order_proposed_first(data):
@@ -186,14 +204,16 @@ def test_energy_budget_per_device_points_and_reference(data):
     d, _ = data
     per_device = stats.energy_per_device(d.device_slots)
     fig = F.energy_budget_per_device(per_device)
-    assert len(fig.axes) == 2
-    assert "device's energy budget E_bar_n (J" in fig.axes[0].get_xlabel()
+    assert len(fig.axes) == 4  # energy and queue rows, one column per scheme
+    assert [ax.get_title() for ax in fig.axes[:2]] == ["Proposed", "Ideal FL"]
+    assert "device's budget E_bar_n (J" in fig.axes[2].get_xlabel()
     n_series = len(
         list(F.iter_series(per_device, exclude=["energy_budget", "energy_budget_mean_j"]))
     )
-    assert len(fig.axes[1].get_lines()) == n_series
-    assert len(fig.axes[0].get_lines()) == n_series + 1
-    assert sum(len(line.get_xdata()) for line in fig.axes[1].get_lines()) == len(per_device)
+    queue_lines = fig.axes[2].get_lines() + fig.axes[3].get_lines()
+    assert len(queue_lines) == n_series
+    assert len(fig.axes[0].get_lines()) + len(fig.axes[1].get_lines()) == n_series + 2
+    assert sum(len(line.get_xdata()) for line in queue_lines) == len(per_device)
     assert "E_av = E_bar" in _legend_texts(fig)
 
 
@@ -204,3 +224,126 @@ def test_energy_budget_per_device_needs_two_budgets(data):
     one = per_device[per_device["energy_budget_j"] == per_device["energy_budget_j"].iloc[0]]
     with pytest.raises(F.InsufficientData, match="same budget"):
         F.energy_budget_per_device(one)
+
+
+# --------------------------------------------------------------------------- conventions
+
+
+def _scheme_colours(fig: Figure) -> dict[str, str]:
+    """Legend label -> colour (hex) of its line or error bars, over the figure's legends."""
+    legends = list(fig.legends) + [ax.get_legend() for ax in fig.axes if ax.get_legend()]
+    out = {}
+    for lg in legends:
+        for handle, text in zip(lg.legend_handles, lg.get_texts(), strict=True):
+            line = handle.lines[0] if isinstance(handle, ErrorbarContainer) else handle
+            out[text.get_text()] = to_hex(line.get_color())
+    return out
+
+
+def _with_ideal_at_v10(table: pd.DataFrame) -> pd.DataFrame:
+    """The table plus a copy of the IID Ideal FL run at V = 10 (the same run: it ignores V)."""
+    extra = table[table["run"] == "ideal"].assign(run="ideal_v10", V=10.0)
+    return pd.concat([table, extra], ignore_index=True)
+
+
+def _all_figures(d, summary) -> list[Figure]:
+    per_device = stats.energy_per_device(d.device_slots)
+    return [
+        F.stable_parameters(d.slots),
+        F.impact_of_v(summary),
+        F.time_evolution(d.slots),
+        F.accuracy_vs_energy(d.evaluations),
+        F.accuracy_vs_latency(d.evaluations),
+        F.impact_of_energy_budget(summary),
+        F.energy_budget_per_device(per_device),
+        F.gamma_evolution(d.frames),
+        F.queue_evolution(d.slots),
+        F.participation_and_latency(d.slots),
+    ]
+
+
+def test_scheme_colour_is_the_same_in_every_figure(data):
+    """A scheme's lines have its SCHEME_COLORS colour in the time-evolution, queue and V figures."""
+    d, summary = data
+    figs = [F.time_evolution(d.slots), F.queue_evolution(d.slots), F.impact_of_v(summary)]
+    for fig in figs:
+        colours = _scheme_colours(fig)
+        proposed = [c for lab, c in colours.items() if lab.startswith("Proposed")]
+        ideal = [c for lab, c in colours.items() if lab.startswith("Ideal FL")]
+        assert proposed and set(proposed) == {F.SCHEME_COLORS["two_timescale"]}
+        assert ideal and set(ideal) == {F.SCHEME_COLORS["ideal"]}
+
+
+def test_every_registered_scheme_has_its_own_colour():
+    """SCHEME_COLORS covers every registered scheme, with distinct colours."""
+    from sim.schemes import SCHEMES
+
+    assert set(SCHEMES) <= set(F.SCHEME_COLORS)
+    assert len(set(F.SCHEME_COLORS.values())) == len(F.SCHEME_COLORS)
+
+
+def test_no_axis_uses_an_offset_text(data):
+    """No axis of any figure shows an offset, even for latencies equal to 1e-12."""
+    d, summary = data
+    flat = d.slots.assign(
+        slot_duration_s=0.8 + 1e-12 * np.arange(len(d.slots)),
+        participation=0.8 + 1e-13 * np.arange(len(d.slots)),
+    )
+    figs = _all_figures(d, summary) + [F.participation_and_latency(flat)]
+    for fig in figs:
+        FigureCanvasAgg(fig).draw()
+        for ax in fig.axes:
+            assert ax.xaxis.get_offset_text().get_text() == ""
+            assert ax.yaxis.get_offset_text().get_text() == ""
+
+
+def test_empty_outage_panel_says_why(data):
+    """Without a single outage the outage panels hold no line and say so in words."""
+    d, _ = data
+    fig = F.participation_and_latency(d.slots.assign(outage_rate=0.0))
+    outage_axes = [ax for ax in fig.axes if ax.get_title().startswith("Outage rate")]
+    assert outage_axes
+    for ax in outage_axes:
+        assert not ax.get_lines()
+        assert any("no outages" in t.get_text() for t in ax.texts)
+
+
+def test_v_free_scheme_is_drawn_once(data):
+    """Ideal FL run at two V is one series (one line per facet), not one per V, and its runs
+    at the two V are not pooled as seeds."""
+    d, summary = data
+    fig = F.queue_evolution(_with_ideal_at_v10(d.slots))
+    assert [t for t in _legend_texts(fig) if t.startswith("Ideal FL")] == [
+        "Ideal FL, IID, E_bar 0.35 J",
+        "Ideal FL, non-IID (Dir 0.3), E_bar 0.35 J",
+    ]
+    v = F.impact_of_v(_with_ideal_at_v10(summary))
+    assert sum(t.startswith("Ideal FL, IID") for t in _legend_texts(v)) == 1
+    assert not any(isinstance(c, PolyCollection) for c in v.axes[0].collections)
+
+
+def test_several_seeds_get_a_95_percent_band(data):
+    """Two seeds: the mean line and a band from the Student-t interval; one seed: no band."""
+    d, _ = data
+    two = d.slots[d.slots["run"].isin(["tt_v100_s0", "tt_v100_s1"])]
+    fig = F.queue_evolution(two)
+    (ax,) = fig.axes
+    (band,) = [c for c in ax.collections if isinstance(c, PolyCollection)]
+    one = F.queue_evolution(two[two["run"] == "tt_v100_s0"])
+    assert not [c for c in one.axes[0].collections if isinstance(c, PolyCollection)]
+    q = two.pivot(index="slot", columns="run", values="mean_queue_j").to_numpy()
+    mean, se = q.mean(axis=1), q.std(axis=1, ddof=1) / np.sqrt(2)
+    hi = mean + 12.706204736 * se  # t_{0.975, 1}
+    ys = band.get_paths()[0].vertices[:, 1]
+    assert np.nanmax(ys) == pytest.approx(np.nanmax(hi))
+
+
+def test_dwarfed_series_get_a_log_axis(data):
+    """When one scheme's queue is 100 times the others', the queue axis is logarithmic."""
+    d, _ = data
+    big = d.slots.assign(
+        mean_queue_j=np.where(d.slots["scheme"] == "ideal", 100.0, 1.0) * (1 + d.slots["slot"])
+    )
+    fig = F.queue_evolution(big)
+    assert {ax.get_yscale() for ax in fig.axes} <= {"log", "symlog"}
+    assert "log" in fig.axes[0].get_ylabel()
