@@ -170,7 +170,6 @@ def run(
     prep = prepare(scenario, overrides=overrides, seed=seed, data_dir=data_dir)
     if out is not None:
         folder = Path(out)
-        _run.check_out_dir(folder, overwrite)
         _run.execute(prep, _run.make_learner(prep), folder, overwrite=overwrite, progress=progress)
         return load_run(folder)
     engine = _run.build_engine(prep, _run.make_learner(prep), progress=progress)
