@@ -267,6 +267,20 @@ CHANNEL_DIR = "channel"
 RUN_ENTRIES = (EVENTS_DIR, CHANNEL_DIR, MANIFEST, CHECKPOINT, LEGACY_EVENTS, MARKER)
 
 
+def _is_leftover(p: Path) -> bool:
+    """The lock, or a hidden temporary file of an atomic write (``.NAME.PID.tmp``): what a run
+    killed before it began leaves in its folder."""
+    if p.name == LOCK:
+        return True
+    return p.name.startswith(".") and p.name.endswith(".tmp") and p.is_file()
+
+
+def never_started(folder: Path) -> bool:
+    """Whether ``folder`` is empty or holds only what a run killed before it wrote its marker
+    leaves (its lock, a temporary file of the marker): nothing to keep or resume."""
+    return all(_is_leftover(p) for p in Path(folder).iterdir())
+
+
 def check_out_dir(out: Path, overwrite: bool) -> None:
     """An existing non-empty output folder is an error unless ``overwrite``; even then only a
     folder carrying the marker of a wflsim run (:data:`MARKER`) may be replaced.
@@ -280,7 +294,7 @@ def check_out_dir(out: Path, overwrite: bool) -> None:
         raise ScenarioError(
             "--out", f"{str(out)!r} exists and is not a directory", "choose another --out"
         )
-    if not [p for p in out.iterdir() if p.name != LOCK]:
+    if never_started(out):
         return  # empty, or only the lock of a run killed before it wrote anything
     if not overwrite:
         raise ScenarioError(

@@ -224,8 +224,8 @@ def point_state(run_dir: Path, wanted: dict[str, Any]) -> str:
     this fingerprint, finished or not), ``other`` (a run of another fingerprint), ``stale`` (a
     run killed before it wrote its manifest: nothing to keep), ``foreign`` (files not made by a
     wflsim run)."""
-    if not run_dir.exists() or (run_dir.is_dir() and not any(run_dir.iterdir())):
-        return "new"
+    if not run_dir.exists() or (run_dir.is_dir() and rundir.never_started(run_dir)):
+        return "new"  # nothing, or a run killed before it began (its lock, no marker)
     if not rundir.is_run_folder(run_dir):
         return "foreign"
     from sim.run import fingerprint_difference

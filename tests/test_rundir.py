@@ -114,6 +114,16 @@ def test_overwrite_needs_the_marker_even_with_a_manifest(tmp_path):
     rundir.check_out_dir(tmp_path, overwrite=True)  # now it is a run's folder
 
 
+def test_a_folder_with_only_a_lock_and_temporaries_is_free(tmp_path):
+    """A run killed before its marker left a lock and a temporary: the folder takes a new run."""
+    (tmp_path / "wflsim.lock").write_text("{}")
+    (tmp_path / ".wflsim-run.9.tmp").write_text("{")
+    rundir.check_out_dir(tmp_path, overwrite=False)
+    (tmp_path / "notes.txt").write_text("mine")
+    with pytest.raises(ScenarioError, match="not empty"):
+        rundir.check_out_dir(tmp_path, overwrite=False)
+
+
 def test_clearing_a_run_folder_keeps_other_files(tmp_path):
     """clear_run_files removes the run's files and temporaries, and nothing else."""
     (tmp_path / "events").mkdir()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 
 import numpy as np
 import pandas as pd
@@ -129,6 +130,22 @@ def test_interrupted_run_is_redone(sweep_dir):
     statuses = {n: p["status"] for n, p in manifest["points"].items()}
     assert statuses.pop("scheme.name=ideal__seed=1") == "completed"
     assert all(s.startswith("skipped") for s in statuses.values())
+
+
+def test_point_killed_before_its_run_began_is_run_anew(sweep_dir):
+    """A point folder holding only a lock and a marker's temporary (a kill before the marker)
+    is run anew, not refused as foreign."""
+    victim = sweep_dir / "scheme.name=ideal__seed=0"
+    for p in victim.iterdir():
+        shutil.rmtree(p) if p.is_dir() else p.unlink()
+    (victim / "wflsim.lock").write_text("{}")
+    (victim / ".wflsim-run.123.tmp").write_text("{")
+    plan = plan_sweep(
+        SCENARIO, ["scheme=two_timescale,ideal"], "0-1", extra_overrides=NET_OVERRIDES
+    )
+    manifest = run_sweep(plan, sweep_dir, extra_overrides=NET_OVERRIDES)
+    assert manifest["points"]["scheme.name=ideal__seed=0"]["status"] == "completed"
+    assert not list(victim.glob(".*.tmp"))
 
 
 def test_same_seed_different_schemes_see_the_same_channels(sweep_dir):
