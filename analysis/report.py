@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import html
 import io
+import shlex
 import sys
 import warnings
 from collections.abc import Callable
@@ -21,9 +22,9 @@ from pathlib import Path
 import pandas as pd
 from matplotlib.figure import Figure
 
+from analysis import claims, stats, tidy
 from analysis import figures as F
-from analysis import stats, tidy
-from analysis.io import read_metadata
+from analysis.io import load_manifest, read_metadata
 from analysis.stats import to_markdown
 
 
@@ -144,6 +145,11 @@ table.tbl { border-collapse: collapse; font-size: 0.82em; }
 table.tbl th, table.tbl td { border: 1px solid #ddd; padding: 3px 6px; text-align: right; }
 table.tbl th { background: #f4f4f4; }
 .notes li { color: #7a4b00; } .meta { color: #555; font-size: 0.9em; }
+pre { background: #f6f6f6; padding: 0.6em; white-space: pre-wrap; font-size: 0.85em; }
+table.claims td { text-align: left; max-width: 40em; }
+ul.claims li { margin: 0.5em 0; }
+.ok { color: #1b6e20; font-weight: bold; } .no { color: #a31515; font-weight: bold; }
+.na { color: #666; font-weight: bold; }
 """
 
 _HTML_MAX_ROWS = 200
@@ -187,15 +193,20 @@ def write_report(
 ) -> Path:
     """Write the report of a run or a sweep into ``out_dir``; returns the path of ``report.html``.
 
-    ``run_or_sweep_dir`` is a run directory (``events/`` or ``events.parquet`` inside), a sweep directory (run
-    directories anywhere below it) or a glob. ``out_dir`` receives ``report.html`` (everything
-    embedded), ``report.md``, ``figures/*.png`` and the tables ``runs``, ``summary``,
-    ``by_config`` (when a configuration has several runs: per configuration the mean, standard
-    error and 95 % Student-t interval over its seeds; in the page and the ``.md``, "mean [low,
-    high]") and
+    The report is a reproduction document: a section per claim of the paper's Section VI (Fig. 1
+    to the state-of-the-art comparison), each with its figure, the paper's claim in one line, the
+    verdict measured on these runs (holds / does not hold / not measurable here, with the
+    numbers: :mod:`analysis.claims`) and the commands that made the runs and the report; then
+    the figures no claim uses, and narrow tables (the full tables as CSV).
+
+    ``run_or_sweep_dir`` is a run directory (``events/`` or ``events.parquet`` inside), a sweep
+    directory (run directories anywhere below it) or a glob. ``out_dir`` receives ``report.html``
+    (everything embedded), ``report.md``, ``figures/*.png``, ``claims.csv`` and the tables
+    ``runs``, ``summary``, ``by_config`` (when a configuration has several runs: per
+    configuration the mean, standard error and 95 % Student-t interval over its seeds) and
     ``energy_per_device``, each as ``.csv`` and ``.md``. A figure the runs cannot make (one V
-    only, no evaluations, ...) is skipped with a note in the report; an unreadable trace (a run
-    still being written) is skipped with a note.
+    only, no evaluations, ...) is skipped with a note; an unreadable trace (a run still being
+    written) is skipped with a note.
 
     Raises:
         FileNotFoundError: ``run_or_sweep_dir`` does not exist or holds no readable run.
@@ -228,18 +239,25 @@ def write_report(
     tables: dict[str, pd.DataFrame] = {"runs": runs, "summary": summary}
     seed_cols = [c for c in SEED_MEAN_COLUMNS if summary[c].notna().any()]
     by_config = stats.over_seeds(summary, value_cols=seed_cols)
-    shown: dict[str, pd.DataFrame] = {}
     if (by_config["n"] > 1).any():
         tables["by_config"] = by_config
-        shown["by_config"] = stats.format_over_seeds(by_config)
     tables["energy_per_device"] = stats.energy_per_device(data.device_slots)
+    verdicts = claims.check_all(summary, data.slots, data.evaluations)
+    tables["claims"] = pd.DataFrame(
+        [
+            {"section": c.section, "claim": c.text, "verdict": v.status, "evidence": v.evidence}
+            for c, v in verdicts
+        ]
+    )
 
     out.mkdir(parents=True, exist_ok=True)
     fig_dir = out / "figures"
     fig_dir.mkdir(exist_ok=True)
     for name, df in tables.items():
         df.to_csv(out / f"{name}.csv", index=False)
-        (out / f"{name}.md").write_text(to_markdown(shown.get(name, df)) + "\n", encoding="utf-8")
+        if name != "claims":
+            md = stats.format_over_seeds(df) if name == "by_config" else df
+            (out / f"{name}.md").write_text(to_markdown(md) + "\n", encoding="utf-8")
 
     sources = {
         "summary": summary,
@@ -248,27 +266,150 @@ def write_report(
         "evaluations": data.evaluations,
         "energy_per_device": tables["energy_per_device"],
     }
-    made: list[tuple[FigureSpec, bytes]] = []
+    made: dict[str, bytes] = {}
+    skipped: dict[str, str] = {}
     for spec in FIGURES:
         try:
             fig = spec.make(sources[spec.table])
         except F.InsufficientData as err:
+            skipped[spec.slug] = str(err)
             notes.append(f"{spec.title}: skipped ({err})")
             continue
         except Exception as err:  # a report never dies on one figure
             warnings.warn(f"figure {spec.slug} failed: {err!r}", stacklevel=2)
-            notes.append(f"{spec.title}: failed ({type(err).__name__}: {err})")
+            skipped[spec.slug] = f"failed ({type(err).__name__}: {err})"
+            notes.append(f"{spec.title}: {skipped[spec.slug]}")
             continue
-        made.append((spec, _png(fig, fig_dir / f"{spec.slug}.png", dpi)))
+        made[spec.slug] = _png(fig, fig_dir / f"{spec.slug}.png", dpi)
 
-    title = title or f"wflsim report: {source.name or source}"
-    stamp = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
-    shown = {name: shown.get(name, df) for name, df in tables.items()}
-    _write_html(out / "report.html", title, stamp, source, data.runs, made, shown, notes)
-    _write_markdown(out / "report.md", title, stamp, source, made, shown, notes)
+    page = Page(
+        title=title or f"wflsim report: {source.name or source}",
+        stamp=datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        source=source,
+        runs=data.runs,
+        commands=run_commands(data.runs)
+        + [f"wflsim report {shlex.quote(str(source))} --out {shlex.quote(str(out))}"],
+        verdicts=verdicts,
+        made=made,
+        skipped=skipped,
+        tables=_narrow_tables(tables, by_config),
+        notes=notes,
+    )
+    (out / "report.html").write_text(_html(page), encoding="utf-8")
+    (out / "report.md").write_text(_markdown(page), encoding="utf-8")
     return out / "report.html"
 
 
+def run_commands(runs: pd.DataFrame) -> list[str]:
+    """The distinct commands that made the runs (from their manifests), in a form anyone can
+    rerun: the program's path shortened to ``wflsim`` (or ``python``)."""
+    seen: list[str] = []
+    for d in runs["run_dir"]:
+        argv = (load_manifest_or_none(Path(d)) or {}).get("command")
+        if not isinstance(argv, list) or not argv:
+            continue
+        prog = Path(str(argv[0])).name
+        prog = "wflsim" if prog == "wflsim" else ("python" if prog.startswith("python") else prog)
+        cmd = shlex.join([prog, *map(str, argv[1:])])
+        if cmd not in seen:
+            seen.append(cmd)
+    return seen
+
+
+def load_manifest_or_none(run: Path) -> dict | None:
+    """A run's ``manifest.json``, or ``None`` when it has none (a bare trace)."""
+    try:
+        return load_manifest(run)
+    except (FileNotFoundError, ValueError):
+        return None
+
+
+#: The columns of the summary shown in the page (all are in ``summary.csv``).
+SHOWN_METRICS: list[str] = [
+    "energy_per_device_slot_j",
+    "mean_queue_j",
+    "mean_conv_error",
+    "mean_cost",
+    "participation",
+    "final_accuracy",
+]
+
+
+def _constant_ids(df: pd.DataFrame) -> list[str]:
+    return [
+        c
+        for c in tidy.ID_COLUMNS
+        if c in df.columns and c != "run" and df[c].astype(str).nunique() <= 1
+    ]
+
+
+def _narrow_tables(
+    tables: dict[str, pd.DataFrame], by_config: pd.DataFrame
+) -> list[tuple[str, str, pd.DataFrame | None]]:
+    """The tables as the page shows them: ``(name, sentence, narrow table or None)``: columns
+    that are equal in every row are said once, the summary keeps its headline metrics, the
+    per-device table is a link only; the full tables are the CSV files."""
+    out: list[tuple[str, str, pd.DataFrame | None]] = []
+    for name, df in tables.items():
+        if name == "claims":
+            continue
+        const = _constant_ids(df)
+        said = ", ".join(f"{c} = {df[c].iloc[0]}" for c in const if len(df) and str(df[c].iloc[0]))
+        sentence = f"In every row: {said}. " if said else ""
+        metrics = [c for c in SHOWN_METRICS if c in df.columns and df[c].notna().any()]
+        if name == "runs":
+            keep = [c for c in df.columns if c not in const]
+            shown: pd.DataFrame | None = df[keep]
+        elif name == "summary":
+            shown = df[[c for c in tidy.ID_COLUMNS if c in df.columns and c not in const] + metrics]
+        elif name == "by_config":
+            ids = [c for c in stats.CONFIG_COLUMNS if c in df.columns and c not in const]
+            shown = stats.format_over_seeds(by_config)[ids + ["n"] + metrics]
+            sentence += "Each value: mean [95 % interval] over the seeds of the configuration. "
+        else:
+            shown = None
+            sentence += f"{len(df)} rows (one per device and run). "
+        out.append((name, sentence, shown))
+    return out
+
+
+@dataclass
+class Page:
+    """What the HTML page and the Markdown report show."""
+
+    title: str
+    stamp: str
+    source: Path
+    runs: pd.DataFrame
+    commands: list[str]
+    verdicts: list[tuple[claims.Claim, claims.Verdict]]
+    made: dict[str, bytes]
+    skipped: dict[str, str]
+    tables: list[tuple[str, str, pd.DataFrame | None]]
+    notes: list[str]
+
+    def sections(self) -> list[tuple[str, str, list[tuple[claims.Claim, claims.Verdict]]]]:
+        """``(section, figure slug, its claims)`` in the paper's order."""
+        out: list[tuple[str, str, list[tuple[claims.Claim, claims.Verdict]]]] = []
+        for c, v in self.verdicts:
+            if out and out[-1][0] == c.section:
+                out[-1][2].append((c, v))
+            else:
+                out.append((c.section, c.figure, [(c, v)]))
+        return out
+
+    def other_figures(self) -> list[FigureSpec]:
+        used = {c.figure for c, _ in self.verdicts}
+        return [f for f in FIGURES if f.slug not in used and f.slug in self.made]
+
+    def counts(self) -> str:
+        n = {s: sum(v.status == s for _, v in self.verdicts) for s in _VERDICT_ORDER}
+        return ", ".join(f"{k}: {n[k]}" for k in _VERDICT_ORDER)
+
+
+_VERDICT_ORDER = [claims.HOLDS, claims.FAILS, claims.NOT_MEASURABLE]
+_VERDICT_CLASS = {claims.HOLDS: "ok", claims.FAILS: "no", claims.NOT_MEASURABLE: "na"}
+_SPECS = {f.slug: f for f in FIGURES}
 _TABLE_TITLES = {
     "runs": "Runs",
     "summary": "Summary (one row per run)",
@@ -277,83 +418,137 @@ _TABLE_TITLES = {
 }
 
 
-def _write_html(
-    path: Path,
-    title: str,
-    stamp: str,
-    source: Path,
-    runs: pd.DataFrame,
-    made: list[tuple[FigureSpec, bytes]],
-    tables: dict[str, pd.DataFrame],
-    notes: list[str],
-) -> None:
+def _html(page: Page) -> str:
     esc = html.escape
-    schemes = ", ".join(sorted(runs["scheme_label"].unique()))
+    schemes = ", ".join(sorted(page.runs["scheme_label"].unique()))
+    commands = "\n".join(page.commands)
     parts = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
-        f"<title>{esc(title)}</title><style>{_STYLE}</style></head><body>",
-        f"<h1>{esc(title)}</h1>",
-        f'<p class="meta">Source: <code>{esc(str(source))}</code> &middot; {len(runs)} run(s) '
-        f"&middot; schemes: {esc(schemes)} &middot; generated {esc(stamp)}</p>",
+        f"<title>{esc(page.title)}</title><style>{_STYLE}</style></head><body>",
+        f"<h1>{esc(page.title)}</h1>",
+        f'<p class="meta">Source: <code>{esc(str(page.source))}</code> &middot; '
+        f"{len(page.runs)} run(s) &middot; schemes: {esc(schemes)} &middot; generated "
+        f"{esc(page.stamp)}</p>",
+        "<h2>How these runs were made</h2>",
+        f"<pre>{esc(commands)}</pre>",
+        "<h2>The paper's claims at a glance</h2>",
+        f"<p>{esc(page.counts())}. A claim holds when its direction is measured and, with two "
+        "seeds or more, the 95 % interval of the difference paired by seed excludes zero.</p>",
+        '<table class="tbl claims"><tr><th>figure</th><th>claim</th><th>verdict</th></tr>',
     ]
-    if notes:
-        parts.append('<h2>Notes</h2><ul class="notes">')
-        parts += [f"<li>{esc(n)}</li>" for n in notes]
-        parts.append("</ul>")
-    parts.append("<h2>Figures</h2>")
-    if not made:
-        parts.append("<p>No figure could be made from these runs (see the notes).</p>")
-    for spec, png in made:
-        b64 = base64.b64encode(png).decode("ascii")
+    for c, v in page.verdicts:
         parts.append(
-            f'<figure id="{spec.slug}"><h3>{esc(spec.title)}</h3>'
-            f'<img alt="{esc(spec.title)}" src="data:image/png;base64,{b64}">'
-            f"<figcaption>{esc(spec.caption)}</figcaption></figure>"
+            f'<tr><td><a href="#{c.figure}">{esc(c.section)}</a></td><td>{esc(c.text)}</td>'
+            f'<td class="{_VERDICT_CLASS[v.status]}">{esc(v.status)}</td></tr>'
         )
-    parts.append("<h2>Tables</h2>")
-    for name, df in tables.items():
-        parts.append(f'<h3 id="{name}">{esc(_TABLE_TITLES.get(name, name))}</h3>')
-        if len(df) > _HTML_MAX_ROWS:
+    parts.append("</table>")
+    if page.notes:
+        parts.append('<h2>Notes</h2><ul class="notes">')
+        parts += [f"<li>{esc(n)}</li>" for n in page.notes]
+        parts.append("</ul>")
+    shown: set[str] = set()
+    for section, slug, items in page.sections():
+        anchor = "" if slug in shown else f' id="{slug}"'
+        parts.append(f"<h2{anchor}>{esc(section)}</h2>")
+        parts.append(_html_figure(page, slug, shown))
+        parts.append('<ul class="claims">')
+        for c, v in items:
             parts.append(
-                f"<p>{len(df)} rows: the first {_HTML_MAX_ROWS} shown; all in <code>{name}.csv</code>.</p>"
+                f'<li><b>Claim:</b> {esc(c.text)}<br><span class="{_VERDICT_CLASS[v.status]}">'
+                f"{esc(v.status)}</span>: {esc(v.evidence)}</li>"
             )
-            df = df.head(_HTML_MAX_ROWS)
-        parts.append(f'<div class="scroll">{_html_table(df)}</div>')
+        parts.append("</ul>")
+        parts.append(f'<p class="meta">Made by:</p><pre>{esc(commands)}</pre>')
+    others = page.other_figures()
+    if others:
+        parts.append("<h2>Other figures</h2>")
+        for spec in others:
+            parts.append(_html_figure(page, spec.slug, shown, heading=True))
+    parts.append("<h2>Tables</h2>")
+    for name, sentence, df in page.tables:
+        parts.append(f'<h3 id="table-{name}">{esc(_TABLE_TITLES.get(name, name))}</h3>')
+        parts.append(
+            f'<p class="meta">{esc(sentence)}All columns: <a href="{name}.csv">{name}.csv</a>.</p>'
+        )
+        if df is not None:
+            if len(df) > _HTML_MAX_ROWS:
+                parts.append(f"<p>The first {_HTML_MAX_ROWS} of {len(df)} rows.</p>")
+                df = df.head(_HTML_MAX_ROWS)
+            parts.append(f'<div class="scroll">{_html_table(df)}</div>')
     parts.append("</body></html>")
-    path.write_text("\n".join(parts) + "\n", encoding="utf-8")
+    return "\n".join(parts) + "\n"
 
 
-def _write_markdown(
-    path: Path,
-    title: str,
-    stamp: str,
-    source: Path,
-    made: list[tuple[FigureSpec, bytes]],
-    tables: dict[str, pd.DataFrame],
-    notes: list[str],
-) -> None:
-    lines = [f"# {title}", "", f"Source: `{source}`, generated {stamp}.", ""]
-    if notes:
-        lines += ["## Notes", ""] + [f"- {n}" for n in notes] + [""]
-    lines += ["## Figures", ""]
-    for spec, _ in made:
+def _html_figure(page: Page, slug: str, shown: set[str], heading: bool = False) -> str:
+    esc = html.escape
+    spec = _SPECS[slug]
+    if slug in shown:
+        return f'<p class="meta">Figure: <a href="#{slug}">{esc(spec.title)}</a> (above).</p>'
+    if slug not in page.made:
+        why = page.skipped.get(slug, "not made")
+        return f'<p class="meta">Figure {esc(spec.title)}: not drawn ({esc(why)}).</p>'
+    shown.add(slug)
+    b64 = base64.b64encode(page.made[slug]).decode("ascii")
+    head = f"<h3>{esc(spec.title)}</h3>" if heading else ""
+    return (
+        f'<figure id="{slug if heading else "fig-" + slug}">{head}'
+        f'<img alt="{esc(spec.title)}" src="data:image/png;base64,{b64}">'
+        f"<figcaption>{esc(spec.caption)} (figures/{slug}.png)</figcaption></figure>"
+    )
+
+
+def _markdown(page: Page) -> str:
+    lines = [
+        f"# {page.title}",
+        "",
+        f"Source: `{page.source}`, {len(page.runs)} run(s), generated {page.stamp}.",
+        "",
+        "## How these runs were made",
+        "",
+        "```bash",
+        *page.commands,
+        "```",
+        "",
+        "## The paper's claims at a glance",
+        "",
+        f"{page.counts()}.",
+        "",
+        "| figure | claim | verdict |",
+        "|---|---|---|",
+    ]
+    lines += [f"| {c.section} | {c.text} | {v.status} |" for c, v in page.verdicts]
+    lines.append("")
+    if page.notes:
+        lines += ["## Notes", ""] + [f"- {n}" for n in page.notes] + [""]
+    drawn: set[str] = set()
+    for section, slug, items in page.sections():
+        lines += [f"## {section}", ""]
+        if slug in page.made and slug not in drawn:
+            drawn.add(slug)
+            lines += [f"![{_SPECS[slug].title}](figures/{slug}.png)", "", _SPECS[slug].caption, ""]
+        elif slug not in page.made:
+            lines += [f"Figure not drawn ({page.skipped.get(slug, 'not made')}).", ""]
+        for c, v in items:
+            lines += [f"- **Claim:** {c.text} **{v.status}**: {v.evidence}"]
+        lines.append("")
+    others = page.other_figures()
+    if others:
+        lines += ["## Other figures", ""]
+        for spec in others:
+            lines += [f"### {spec.title}", "", f"![{spec.title}](figures/{spec.slug}.png)", ""]
+            lines += [spec.caption, ""]
+    lines += ["## Tables", ""]
+    for name, sentence, df in page.tables:
         lines += [
-            f"### {spec.title}",
+            f"### {_TABLE_TITLES.get(name, name)}",
             "",
-            f"![{spec.title}](figures/{spec.slug}.png)",
-            "",
-            spec.caption,
+            f"{sentence}All columns: `{name}.csv`.",
             "",
         ]
-    lines += ["## Tables", ""]
-    for name, df in tables.items():
-        lines += [f"### {_TABLE_TITLES.get(name, name)}", ""]
-        if len(df) > _HTML_MAX_ROWS:
-            lines += [f"{len(df)} rows: see `{name}.csv`.", ""]
-        else:
+        if df is not None and len(df) <= _HTML_MAX_ROWS:
             lines += [to_markdown(df), ""]
-    path.write_text("\n".join(lines), encoding="utf-8")
+    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import shutil
 
 import pandas as pd
 import pytest
@@ -170,3 +171,50 @@ def test_summary_agrees_with_raw_events(report, two_runs):
         assert row["outage_rate"] == pytest.approx(late.sum() / max(int(part.sum()), 1))
         agg = df[df.event == "aggregate"]["slot_duration_s"].astype(float).sum()
         assert row["total_latency_s"] == pytest.approx(agg)
+
+
+def _chromium(playwright):
+    """Chromium for Playwright: the system's (chromium, google-chrome) or Playwright's own."""
+    for name in ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable"):
+        exe = shutil.which(name)
+        if exe:
+            return playwright.chromium.launch(executable_path=exe, args=["--no-sandbox"])
+    try:
+        return playwright.chromium.launch()
+    except Exception as err:  # no browser installed
+        pytest.skip(f"no Chromium for the headless check ({type(err).__name__})")
+
+
+@pytest.mark.parametrize("which", ["report", "full_report"])
+def test_report_loads_in_headless_chromium(which, request):
+    """In headless Chromium the page loads every image, logs no console error, and every
+    in-page link and CSV link points at something that exists."""
+    sync_api = pytest.importorskip("playwright.sync_api")
+    page_path = request.getfixturevalue(which)
+    with sync_api.sync_playwright() as p:
+        browser = _chromium(p)
+        try:
+            page = browser.new_page()
+            problems: list[str] = []
+            page.on(
+                "console",
+                lambda m: problems.append(m.text) if m.type in ("error", "warning") else None,
+            )
+            page.on("pageerror", lambda e: problems.append(str(e)))
+            page.goto(page_path.resolve().as_uri(), wait_until="load")
+            images = page.evaluate(
+                "Array.from(document.images).map(i => [i.alt, i.complete && i.naturalWidth > 0])"
+            )
+            anchors = page.evaluate(
+                "Array.from(document.querySelectorAll('a[href^=\"#\"]'))"
+                ".map(a => [a.getAttribute('href'), !!document.getElementById(a.getAttribute('href').slice(1))])"
+            )
+            files = page.evaluate(
+                "Array.from(document.querySelectorAll('a[href$=\".csv\"]')).map(a => a.getAttribute('href'))"
+            )
+        finally:
+            browser.close()
+    assert images and all(ok for _, ok in images), images
+    assert anchors and all(ok for _, ok in anchors), anchors
+    assert files and all((page_path.parent / f).is_file() for f in files), files
+    assert not problems, problems

@@ -1,0 +1,512 @@
+"""The paper's claims (Section VI), each checked against a set of runs.
+
+A :class:`Claim` names the figure it is read from, says in one line what the paper claims, and
+measures a :class:`Verdict` on the runs given:
+
+* ``holds``: the claimed direction is measured and, with two seeds or more, significant: the
+  95 % Student-t interval of the paired difference over seeds (the schemes of one seed see the
+  same channels and data, so runs are paired by seed) lies on the claimed side of zero;
+* ``does not hold``: the measured direction is the opposite, or the interval contains zero (the
+  difference is within the seed noise), or a monotone trend is not monotone;
+* ``not measurable here``: the runs do not carry what the claim needs (a scheme, two values of
+  V, evaluations, ...), with the reason.
+
+With one seed the direction alone decides and the evidence says so. Accuracy is compared "at
+the same total energy" (or latency) as the paper does: per seed, each run's accuracy is
+interpolated at the largest total energy that every compared run reached.
+
+``check_all(summary, slots, evaluations)`` returns every claim with its verdict;
+:mod:`analysis.report` lays them out section by section.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from analysis.stats import CONFIG_COLUMNS, t_interval
+from analysis.tidy import SCHEME_LABELS
+
+HOLDS = "holds"
+FAILS = "does not hold"
+NOT_MEASURABLE = "not measurable here"
+
+PROPOSED = "two_timescale"
+HEURISTIC = ("only_pc", "only_pf", "ideal")
+SOTA = ("topk_ef", "pruning", "fedhq", "fjord")
+#: The columns of the energy-budget axis (the description and its nominal mean).
+_BUDGET = ("energy_budget", "energy_budget_mean_j")
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A claim's measured outcome: ``status`` (:data:`HOLDS`, :data:`FAILS` or
+    :data:`NOT_MEASURABLE`) and the numbers behind it, in one or a few sentences."""
+
+    status: str
+    evidence: str
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """The tables a claim reads: :func:`analysis.stats.summary` (one row per run) and the tidy
+    ``slots`` and ``evaluations`` tables of the same runs."""
+
+    summary: pd.DataFrame
+    slots: pd.DataFrame
+    evaluations: pd.DataFrame
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One claim of the paper: the report ``section`` and ``figure`` (slug) it belongs to, the
+    paper's words in one line, and the function that measures it."""
+
+    key: str
+    section: str
+    figure: str
+    text: str
+    check: Callable[[Evidence], Verdict]
+
+
+def _label(scheme: str) -> str:
+    return SCHEME_LABELS.get(scheme, scheme)
+
+
+#: How the evidence names a metric.
+METRIC_NAMES: dict[str, str] = {
+    "mean_cost": "z_av",
+    "energy_per_device_slot_j": "E_av (J per device-slot)",
+    "mean_queue_j": "Q_av (J)",
+    "mean_conv_error": "X_av",
+    "accuracy_at_same": "accuracy",
+}
+
+
+def _num(v: float) -> str:
+    return f"{v:.3g}"
+
+
+def _interval(lo: float, hi: float) -> str:
+    return f"[{_num(lo)}, {_num(hi)}]"
+
+
+@dataclass(frozen=True)
+class Paired:
+    """A paired difference over seeds: ``mean`` (of ``a - b``), its 95 % interval and ``n``."""
+
+    mean: float
+    low: float
+    high: float
+    n: int
+
+    def side(self) -> int:
+        """+1 / -1 when the difference is positive / negative (significantly, for ``n >= 2``),
+        0 when the interval contains zero."""
+        if self.n >= 2:
+            return 1 if self.low > 0 else (-1 if self.high < 0 else 0)
+        return int(np.sign(self.mean))
+
+    def text(self) -> str:
+        if self.n >= 2:
+            return f"{_num(self.mean)} {_interval(self.low, self.high)}, {self.n} seeds"
+        return f"{_num(self.mean)}, 1 seed (no interval)"
+
+
+def paired(diffs: Sequence[float] | np.ndarray) -> Paired:
+    """The mean of per-seed differences with its 95 % Student-t interval (:func:`t_interval`)."""
+    mean, _, low, high, n = t_interval(diffs)
+    return Paired(float(mean), float(low), float(high), int(n))
+
+
+def _context_columns(summary: pd.DataFrame, free: Sequence[str]) -> list[str]:
+    """The configuration columns that must agree between compared runs (all but ``free``)."""
+    return [c for c in CONFIG_COLUMNS if c in summary.columns and c not in free]
+
+
+def _contexts(summary: pd.DataFrame, free: Sequence[str]) -> list[tuple[str, pd.DataFrame]]:
+    """The groups of runs that differ only in the ``free`` columns and the seed, each with a
+    label naming the columns that tell the groups apart ("" when there is one group)."""
+    cols = _context_columns(summary, free)
+    if not cols:
+        return [("", summary)]
+    groups = list(summary.groupby(cols, dropna=False, sort=True))
+    varying = [c for c in cols if summary[c].astype(str).nunique() > 1]
+    out = []
+    for key, df in groups:
+        values = dict(zip(cols, key if isinstance(key, tuple) else (key,), strict=True))
+        out.append((", ".join(f"{c}={values[c]}" for c in varying), df))
+    return out
+
+
+def _prefix(label: str) -> str:
+    return f"{label}: " if label else ""
+
+
+def _combine(results: list[tuple[str, str, str]]) -> Verdict:
+    """One verdict from per-context results ``(context label, status, evidence)``: it holds
+    when it holds in every measurable context."""
+    measured = [r for r in results if r[1] != NOT_MEASURABLE]
+    if not measured:
+        reasons = sorted({r[2] for r in results})
+        return Verdict(NOT_MEASURABLE, "; ".join(reasons))
+    status = HOLDS if all(r[1] == HOLDS for r in measured) else FAILS
+    return Verdict(status, " ".join(f"{_prefix(lab)}{ev}" for lab, _, ev in measured))
+
+
+# ----------------------------------------------------------------------------- scheme vs scheme
+
+
+def _by_seed(df: pd.DataFrame, scheme: str, metric: str) -> pd.Series:
+    rows = df[df["scheme"] == scheme]
+    return rows.groupby("seed")[metric].mean().dropna()
+
+
+def compare(
+    summary: pd.DataFrame, metric: str, better: str, others: Sequence[str], lower: bool
+) -> Verdict:
+    """Whether ``better`` has a lower (``lower``) or higher ``metric`` than each of ``others``,
+    paired by seed within each context (runs that differ only in the scheme)."""
+    results = []
+    for label, df in _contexts(summary, ["scheme", "V"] if _ignores_v(summary) else ["scheme"]):
+        present = [s for s in others if (df["scheme"] == s).any()]
+        mine = _by_seed(df, better, metric)
+        if mine.empty or not present:
+            missing = [_label(s) for s in [better, *others] if not (df["scheme"] == s).any()]
+            results.append((label, NOT_MEASURABLE, f"no run of {', '.join(missing)}"))
+            continue
+        parts, ok = [], True
+        for other in present:
+            theirs = _by_seed(df, other, metric)
+            common = mine.index.intersection(theirs.index)
+            if common.empty:
+                ok = False
+                parts.append(f"{_label(other)}: no common seed")
+                continue
+            d = paired((mine[common] - theirs[common]).to_numpy())
+            want = -1 if lower else 1
+            ok &= d.side() == want
+            parts.append(
+                f"{_label(other)} {_num(float(theirs[common].mean()))} "
+                f"({_label(better)} - {_label(other)}: {d.text()}"
+                f"{'' if d.side() == want else _why(d, want)})"
+            )
+        name = METRIC_NAMES.get(metric, metric)
+        ev = f"{name}: {_label(better)} {_num(float(mine.mean()))}; " + "; ".join(parts) + "."
+        results.append((label, HOLDS if ok else FAILS, ev))
+    return _combine(results)
+
+
+def _why(d: Paired, want: int) -> str:
+    if d.n >= 2 and d.side() == 0:
+        return ": not significant"
+    return ": the opposite direction"
+
+
+def _ignores_v(summary: pd.DataFrame) -> bool:
+    """Whether runs of different V must still be compared (one V per scheme: Ideal FL runs
+    carry their scenario's V but ignore it)."""
+    return bool(summary.groupby("scheme")["V"].nunique().max() <= 1)
+
+
+def highest(summary: pd.DataFrame, metric: str, scheme: str) -> Verdict:
+    """Whether ``scheme`` has the highest ``metric`` of all schemes present (each paired by
+    seed against the runner-up)."""
+    others = [s for s in summary["scheme"].unique() if s != scheme]
+    if not others:
+        return Verdict(NOT_MEASURABLE, f"no scheme besides {_label(scheme)}")
+    return compare(summary, metric, scheme, others, lower=False)
+
+
+# ------------------------------------------------------------------------------------- trends
+
+
+def trend(
+    summary: pd.DataFrame, scheme: str, metric: str, axis: str, increasing: bool, rate: bool = False
+) -> Verdict:
+    """Whether ``metric`` of ``scheme`` rises (``increasing``) or falls along ``axis``: the
+    means over seeds are monotone and the difference between the largest and the smallest axis
+    value, paired by seed, is significant. ``rate`` adds the ratio per decade of the axis."""
+    free = [axis] if axis != "energy_budget_mean_j" else list(_BUDGET)
+    runs = summary[summary["scheme"] == scheme]
+    if runs.empty:
+        return Verdict(NOT_MEASURABLE, f"no run of {_label(scheme)}")
+    results = []
+    for label, df in _contexts(runs, free):
+        means = df.groupby(axis)[metric].mean().dropna().sort_index()
+        if len(means) < 2:
+            results.append(
+                (label, NOT_MEASURABLE, f"{_label(scheme)} was run at one {_axis_name(axis)} only")
+            )
+            continue
+        lo_x, hi_x = means.index[0], means.index[-1]
+        at = df.pivot_table(index="seed", columns=axis, values=metric, aggfunc="mean")
+        pairs = at[[lo_x, hi_x]].dropna()
+        d = paired((pairs[hi_x] - pairs[lo_x]).to_numpy())
+        steps = np.diff(means.to_numpy())
+        monotone = bool(np.all(steps > 0)) if increasing else bool(np.all(steps < 0))
+        want = 1 if increasing else -1
+        ok = monotone and d.side() == want
+        series = ", ".join(f"{float(x):g}: {_num(float(v))}" for x, v in means.items())
+        ev = (
+            f"{_label(scheme)} {METRIC_NAMES.get(metric, metric)} by {_axis_name(axis)} "
+            f"({series}); change from the smallest to the largest: {d.text()}"
+        )
+        if rate and lo_x > 0 and means.iloc[0] != 0:
+            per_decade = (means.iloc[-1] / means.iloc[0]) ** (1.0 / np.log10(hi_x / lo_x))
+            ev += f"; x{_num(float(per_decade))} per decade"
+        if not monotone:
+            ev += "; the means are not monotone"
+        elif d.side() != want:
+            ev += _why(d, want)
+        results.append((label, HOLDS if ok else FAILS, ev + "."))
+    return _combine(results)
+
+
+def _axis_name(axis: str) -> str:
+    return {"V": "V", "energy_budget_mean_j": "energy budget (J)"}.get(axis, axis)
+
+
+def trends(
+    summary: pd.DataFrame, schemes: Sequence[str], metric: str, axis: str, increasing: bool
+) -> Verdict:
+    """:func:`trend` for each of ``schemes`` present (it holds when it holds for every one)."""
+    present = [s for s in schemes if (summary["scheme"] == s).any()]
+    if not present:
+        return Verdict(NOT_MEASURABLE, "no run of " + ", ".join(_label(s) for s in schemes))
+    verdicts = [trend(summary, s, metric, axis, increasing) for s in present]
+    measured = [v for v in verdicts if v.status != NOT_MEASURABLE]
+    if not measured:
+        return Verdict(NOT_MEASURABLE, verdicts[0].evidence)
+    status = HOLDS if all(v.status == HOLDS for v in measured) else FAILS
+    return Verdict(status, " ".join(v.evidence for v in measured))
+
+
+# ----------------------------------------------------------------------------------- accuracy
+
+
+def accuracy_at(evaluations: pd.DataFrame, x: str, level: float) -> float:
+    """A run's test accuracy at ``x`` (``cum_energy_j`` or ``cum_latency_s``) = ``level``,
+    linearly interpolated between its evaluations (NaN beyond its last one)."""
+    ev = evaluations.sort_values(["slot", "time_s"], kind="stable").dropna(subset=[x, "accuracy"])
+    if ev.empty or level > ev[x].max():
+        return float("nan")
+    return float(np.interp(level, ev[x].to_numpy(), ev["accuracy"].to_numpy()))
+
+
+def accuracy_at_same(ev: Evidence, x: str, schemes: Sequence[str]) -> pd.DataFrame:
+    """Per run of ``schemes`` (and the proposed scheme): its accuracy at the largest ``x`` that
+    every compared run of its context and seed reached; a summary-like table with column
+    ``accuracy_at_same``."""
+    s = ev.summary[ev.summary["scheme"].isin([PROPOSED, *schemes])].copy()
+    if s.empty or ev.evaluations.empty:
+        return s.assign(accuracy_at_same=np.nan)
+    reach = ev.evaluations.groupby("run")[x].max()
+    s["reach"] = s["run"].map(reach)
+    cols = _context_columns(s, ["scheme", "V"] if _ignores_v(s) else ["scheme"]) + ["seed"]
+    s["level"] = s.groupby(cols, dropna=False)["reach"].transform("min")
+    by_run = dict(tuple(ev.evaluations.groupby("run")))
+    s["accuracy_at_same"] = [
+        accuracy_at(by_run[r], x, lv) if r in by_run and np.isfinite(lv) else np.nan
+        for r, lv in zip(s["run"], s["level"], strict=True)
+    ]
+    return s
+
+
+def accuracy_claim(x: str, schemes: Sequence[str]) -> Callable[[Evidence], Verdict]:
+    """A check: the proposed scheme's accuracy at the same total ``x`` beats each of
+    ``schemes`` present."""
+
+    def check(ev: Evidence) -> Verdict:
+        if ev.evaluations.empty:
+            return Verdict(NOT_MEASURABLE, "no evaluations (network-only runs)")
+        table = accuracy_at_same(ev, x, schemes)
+        if not (table["scheme"].isin(schemes)).any():
+            return Verdict(NOT_MEASURABLE, "no run of " + ", ".join(_label(s) for s in schemes))
+        v = compare(table, "accuracy_at_same", PROPOSED, schemes, lower=False)
+        unit = "J" if x == "cum_energy_j" else "s"
+        levels = table["level"].dropna()
+        at = f" (accuracy at {_num(float(levels.min()))}-{_num(float(levels.max()))} {unit})"
+        return Verdict(v.status, v.evidence + (at if v.status != NOT_MEASURABLE else ""))
+
+    return check
+
+
+def stable_fraction_grows(ev: Evidence) -> Verdict:
+    """Per run logging ``stable_fraction``: its mean over the last quarter of the logged slots
+    minus its mean over the first quarter; significant over runs."""
+    sl = ev.slots.dropna(subset=["stable_fraction"]) if "stable_fraction" in ev.slots else None
+    if sl is None or sl.empty:
+        return Verdict(NOT_MEASURABLE, "no run logged stable_fraction (it needs training runs)")
+    diffs, first, last = [], [], []
+    for _, r in sl.sort_values(["run", "slot"]).groupby("run"):
+        q = max(1, len(r) // 4)
+        a, b = (
+            float(r["stable_fraction"].iloc[:q].mean()),
+            float(r["stable_fraction"].iloc[-q:].mean()),
+        )
+        first.append(a)
+        last.append(b)
+        diffs.append(b - a)
+    d = paired(diffs)
+    ok = d.side() == 1
+    ev_text = (
+        f"stable fraction {_num(float(np.mean(first)))} in the first quarter of the slots, "
+        f"{_num(float(np.mean(last)))} in the last (mean of {len(diffs)} runs; change "
+        f"{d.text().replace('seeds', 'runs')}{'' if ok else _why(d, 1)})."
+    )
+    return Verdict(HOLDS if ok else FAILS, ev_text)
+
+
+# ------------------------------------------------------------------------------------- claims
+
+_V = "Fig. 2: impact of V"
+_TIME = "Figs. 3-4: time evolution of energy and cost"
+_ACC_E = "Fig. 5: test accuracy vs total energy"
+_ACC_L = "Fig. 6: test accuracy vs total latency"
+_BUDGET_SEC = "Figs. 7-8: impact of the energy budget"
+_SOTA_E = "Fig. 9: state of the art, accuracy vs total energy"
+_SOTA_L = "Fig. 10: state of the art, accuracy vs total latency"
+
+#: Every claim of the paper's Section VI that a trace can test, in the paper's order.
+CLAIMS: list[Claim] = [
+    Claim(
+        "stable_parameters",
+        "Fig. 1: percentage of stable parameters",
+        "stable_parameters",
+        "The percentage of stable parameters grows over the training rounds.",
+        stable_fraction_grows,
+    ),
+    Claim(
+        "v_conv_error",
+        _V,
+        "impact_of_v",
+        "The average convergence error X_av of the proposed scheme decreases (as 1/V) with V.",
+        lambda e: trend(e.summary, PROPOSED, "mean_conv_error", "V", increasing=False),
+    ),
+    Claim(
+        "v_energy",
+        _V,
+        "impact_of_v",
+        "The average energy consumption E_av of the proposed scheme increases with V.",
+        lambda e: trend(e.summary, PROPOSED, "energy_per_device_slot_j", "V", increasing=True),
+    ),
+    Claim(
+        "v_queue",
+        _V,
+        "impact_of_v",
+        "The average virtual queue length Q_av of the proposed scheme increases (linearly) with V.",
+        lambda e: trend(e.summary, PROPOSED, "mean_queue_j", "V", increasing=True, rate=True),
+    ),
+    Claim(
+        "time_cost",
+        _TIME,
+        "time_evolution",
+        "The proposed scheme achieves the minimum average cost z_av.",
+        lambda e: compare(e.summary, "mean_cost", PROPOSED, HEURISTIC, lower=True),
+    ),
+    Claim(
+        "time_energy",
+        _TIME,
+        "time_evolution",
+        "The proposed scheme consumes less energy E_av than the three benchmarks.",
+        lambda e: compare(e.summary, "energy_per_device_slot_j", PROPOSED, HEURISTIC, lower=True),
+    ),
+    Claim(
+        "time_ideal",
+        _TIME,
+        "time_evolution",
+        "Ideal FL incurs the highest energy consumption E_av.",
+        lambda e: highest(e.summary, "energy_per_device_slot_j", "ideal"),
+    ),
+    Claim(
+        "time_ideal_cost",
+        _TIME,
+        "time_evolution",
+        "Ideal FL incurs the maximum average cost z_av.",
+        lambda e: highest(e.summary, "mean_cost", "ideal"),
+    ),
+    Claim(
+        "acc_energy",
+        _ACC_E,
+        "accuracy_vs_energy",
+        "The proposed scheme reaches a higher accuracy than the three benchmarks at the same "
+        "total energy.",
+        accuracy_claim("cum_energy_j", HEURISTIC),
+    ),
+    Claim(
+        "acc_latency",
+        _ACC_L,
+        "accuracy_vs_latency",
+        "The proposed scheme outperforms Ideal FL and Only-PF at the same total latency.",
+        accuracy_claim("cum_latency_s", ("ideal", "only_pf")),
+    ),
+    Claim(
+        "budget_energy",
+        _BUDGET_SEC,
+        "impact_of_energy_budget",
+        "E_av increases with the energy budget for the proposed scheme, Only-PC and Only-PF.",
+        lambda e: trends(
+            e.summary,
+            (PROPOSED, "only_pc", "only_pf"),
+            "energy_per_device_slot_j",
+            "energy_budget_mean_j",
+            increasing=True,
+        ),
+    ),
+    Claim(
+        "budget_queue",
+        _BUDGET_SEC,
+        "impact_of_energy_budget",
+        "The virtual queue length Q_av of every scheme decreases with the energy budget.",
+        lambda e: trends(
+            e.summary,
+            (PROPOSED, *HEURISTIC),
+            "mean_queue_j",
+            "energy_budget_mean_j",
+            increasing=False,
+        ),
+    ),
+    Claim(
+        "budget_smallest_queue",
+        _BUDGET_SEC,
+        "impact_of_energy_budget",
+        "The proposed scheme has the smallest queue length Q_av of all schemes.",
+        lambda e: compare(e.summary, "mean_queue_j", PROPOSED, HEURISTIC, lower=True),
+    ),
+    Claim(
+        "sota_energy",
+        _SOTA_E,
+        "accuracy_vs_energy",
+        "The proposed scheme reaches a higher accuracy than Top-K, pruning, FedHQ and FjORD at "
+        "the same total energy.",
+        accuracy_claim("cum_energy_j", SOTA),
+    ),
+    Claim(
+        "sota_latency",
+        _SOTA_L,
+        "accuracy_vs_latency",
+        "The proposed scheme outperforms Top-K, FedHQ (and pruning, FjORD) at the same total "
+        "latency.",
+        accuracy_claim("cum_latency_s", SOTA),
+    ),
+]
+
+
+def check_all(
+    summary: pd.DataFrame, slots: pd.DataFrame, evaluations: pd.DataFrame
+) -> list[tuple[Claim, Verdict]]:
+    """Every claim of :data:`CLAIMS` with its verdict on these runs (a check that fails on
+    unexpected data gives ``not measurable here`` with the error, never an exception)."""
+    ev = Evidence(summary, slots, evaluations)
+    out = []
+    for claim in CLAIMS:
+        try:
+            verdict = claim.check(ev)
+        except Exception as err:  # a report never dies on one claim
+            verdict = Verdict(NOT_MEASURABLE, f"could not be checked ({type(err).__name__}: {err})")
+        out.append((claim, verdict))
+    return out

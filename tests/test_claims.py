@@ -1,0 +1,220 @@
+"""The paper's claims checked on runs: paired seed statistics, trends, accuracy at equal energy."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy import stats as sst
+
+from analysis import claims
+from analysis.claims import FAILS, HOLDS, NOT_MEASURABLE, Evidence
+
+
+def summary_rows(values: dict[tuple[str, float, int], dict[str, float]]) -> pd.DataFrame:
+    """A summary-like table from ``{(scheme, V, seed): {metric: value}}`` (one configuration)."""
+    rows = []
+    for (scheme, v, seed), metrics in values.items():
+        rows.append(
+            {
+                "run": f"{scheme}_{v}_{seed}",
+                "scheme": scheme,
+                "V": v,
+                "seed": seed,
+                "dataset": "mnist",
+                "partition": "iid",
+                "energy_budget": "0.4",
+                "energy_budget_mean_j": 0.4,
+                "variant": "",
+                **metrics,
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def two_schemes(offset: float, noise: float = 0.01, seeds: int = 5) -> pd.DataFrame:
+    """Proposed and Only-PC with ``cost`` = base + offset for the proposed scheme, per seed."""
+    rng = np.random.default_rng(0)
+    base = rng.normal(0, 1, seeds)
+    values = {}
+    for s in range(seeds):
+        values[("only_pc", 100.0, s)] = {"mean_cost": base[s]}
+        values[("two_timescale", 100.0, s)] = {"mean_cost": base[s] + offset + noise * rng.normal()}
+    return summary_rows(values)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.floats(-5, 5, allow_nan=False), min_size=2, max_size=12),
+    st.floats(-2, 2, allow_nan=False),
+)
+def test_paired_interval_agrees_with_the_paired_t_test(noise, shift):
+    """The 95 % interval excludes zero exactly when scipy's paired t-test gives p < 0.05."""
+    d = np.asarray(noise) * 0.3 + shift
+    if np.ptp(d) < 1e-9:
+        return  # a constant difference: the t statistic is undefined
+    p = claims.paired(d)
+    pvalue = sst.ttest_1samp(d, 0.0).pvalue
+    if abs(pvalue - 0.05) > 1e-6:
+        assert (p.side() != 0) == (pvalue < 0.05)
+
+
+def test_compare_holds_when_the_proposed_scheme_is_lower_on_every_seed():
+    """A cost lower by 0.5 on every seed (noise 0.01) holds, with the difference near -0.5."""
+    v = claims.compare(two_schemes(-0.5), "mean_cost", "two_timescale", ["only_pc"], lower=True)
+    assert v.status == HOLDS
+    assert "-0.5" in v.evidence and "5 seeds" in v.evidence
+
+
+def test_compare_within_the_noise_does_not_hold():
+    """A difference far inside the seed noise is not significant: does not hold, saying so."""
+    v = claims.compare(
+        two_schemes(0.0, noise=1.0), "mean_cost", "two_timescale", ["only_pc"], lower=True
+    )
+    assert v.status == FAILS
+    assert "not significant" in v.evidence
+
+
+def test_compare_in_the_opposite_direction_does_not_hold():
+    """A cost higher on every seed does not hold and is called the opposite direction."""
+    v = claims.compare(two_schemes(0.5), "mean_cost", "two_timescale", ["only_pc"], lower=True)
+    assert v.status == FAILS
+    assert "opposite" in v.evidence
+
+
+def test_compare_without_the_other_scheme_is_not_measurable():
+    """No run of any compared scheme: not measurable, naming what is missing."""
+    s = two_schemes(-0.5)
+    v = claims.compare(
+        s[s["scheme"] == "two_timescale"], "mean_cost", "two_timescale", ["ideal"], True
+    )
+    assert v.status == NOT_MEASURABLE
+    assert "Ideal FL" in v.evidence
+
+
+def test_compare_pairs_runs_by_seed():
+    """Seeds where one scheme is missing are left out of the pairing (4 of 5 paired)."""
+    s = two_schemes(-0.5)
+    s = s[~((s["scheme"] == "only_pc") & (s["seed"] == 4))]
+    v = claims.compare(s, "mean_cost", "two_timescale", ["only_pc"], lower=True)
+    assert "4 seeds" in v.evidence
+
+
+def test_one_seed_decides_by_direction_and_says_so():
+    """With a single seed the direction decides and the evidence says there is no interval."""
+    v = claims.compare(
+        two_schemes(-0.5, seeds=1), "mean_cost", "two_timescale", ["only_pc"], lower=True
+    )
+    assert v.status == HOLDS
+    assert "1 seed (no interval)" in v.evidence
+
+
+def v_sweep(queue_by_v: dict[float, float], seeds: int = 3) -> pd.DataFrame:
+    """The proposed scheme at several V: queue = the given mean plus small per-seed noise."""
+    rng = np.random.default_rng(1)
+    return summary_rows(
+        {
+            ("two_timescale", v, s): {"mean_queue_j": q + 0.01 * rng.normal()}
+            for v, q in queue_by_v.items()
+            for s in range(seeds)
+        }
+    )
+
+
+def queue_trend(queue_by_v: dict[float, float], rate: bool = False) -> claims.Verdict:
+    """The verdict on "the proposed scheme's queue rises with V" for these means."""
+    return claims.trend(
+        v_sweep(queue_by_v), "two_timescale", "mean_queue_j", "V", increasing=True, rate=rate
+    )
+
+
+def test_trend_monotone_and_significant_holds_with_its_rate():
+    """Q = 1, 10, 100 at V = 10, 100, 1000 rises x10 per decade: holds, the rate is given."""
+    v = queue_trend({10.0: 1.0, 100.0: 10.0, 1000.0: 100.0}, rate=True)
+    assert v.status == HOLDS
+    rate = float(re.search(r"x(\S+) per decade", v.evidence).group(1))
+    assert rate == pytest.approx(10.0, rel=0.01)
+
+
+def test_trend_that_is_not_monotone_does_not_hold():
+    """Rising end to end but falling in between: does not hold, the means are not monotone."""
+    v = queue_trend({10.0: 1.0, 100.0: 5.0, 1000.0: 3.0})
+    assert v.status == FAILS
+    assert "not monotone" in v.evidence
+
+
+def test_trend_at_one_value_is_not_measurable():
+    """The proposed scheme at one V only: the V claims are not measurable."""
+    v = claims.trend(v_sweep({100.0: 1.0}), "two_timescale", "mean_queue_j", "V", True)
+    assert v.status == NOT_MEASURABLE
+    assert "one V" in v.evidence
+
+
+def test_accuracy_at_interpolates_between_evaluations():
+    """Accuracy 0.5 at 0 J and 0.9 at 10 J reads 0.7 at 5 J; beyond 10 J it is NaN."""
+    ev = pd.DataFrame(
+        {"slot": [-1, 9], "time_s": [0.0, 1.0], "cum_energy_j": [0.0, 10.0], "accuracy": [0.5, 0.9]}
+    )
+    assert claims.accuracy_at(ev, "cum_energy_j", 5.0) == pytest.approx(0.7)
+    assert np.isnan(claims.accuracy_at(ev, "cum_energy_j", 10.5))
+
+
+def accuracy_runs(slope: dict[str, float], reach: dict[str, float], seeds: int = 3) -> Evidence:
+    """Runs whose accuracy grows linearly with energy (``slope`` per J) up to ``reach`` J."""
+    summary = summary_rows({(s, 100.0, k): {} for s in slope for k in range(seeds)})
+    rows = []
+    rng = np.random.default_rng(2)
+    for run, scheme in zip(summary["run"], summary["scheme"], strict=True):
+        e = np.linspace(0.0, reach[scheme], 6)
+        acc = 0.1 + slope[scheme] * e + 0.001 * rng.normal(size=6)
+        rows += [
+            {"run": run, "slot": i, "time_s": float(i), "cum_energy_j": x, "accuracy": a}
+            for i, (x, a) in enumerate(zip(e, acc, strict=True))
+        ]
+    return Evidence(summary, pd.DataFrame({"run": [], "slot": []}), pd.DataFrame(rows))
+
+
+def test_accuracy_is_compared_at_the_energy_both_reached():
+    """The proposed scheme learns faster per joule but stops at 5 J while Top-K goes on to
+    50 J: at 5 J (the level both reached) the proposed scheme is ahead, so the claim holds."""
+    ev = accuracy_runs({"two_timescale": 0.1, "topk_ef": 0.05}, {"two_timescale": 5, "topk_ef": 50})
+    table = claims.accuracy_at_same(ev, "cum_energy_j", ["topk_ef"])
+    assert table["level"].unique().tolist() == [5.0]
+    v = claims.accuracy_claim("cum_energy_j", claims.SOTA)(ev)
+    assert v.status == HOLDS
+    assert "at 5-5 J" in v.evidence
+
+
+def test_accuracy_claims_of_network_only_runs_are_not_measurable():
+    """No evaluations (network-only runs): every accuracy claim says so."""
+    s = two_schemes(-0.5)
+    verdicts = dict(
+        (c.key, v) for c, v in claims.check_all(s, pd.DataFrame({"run": []}), pd.DataFrame())
+    )
+    for key in ("acc_energy", "acc_latency", "sota_energy", "sota_latency"):
+        assert verdicts[key].status == NOT_MEASURABLE
+        assert "network-only" in verdicts[key].evidence
+
+
+def test_stable_fraction_that_rises_holds():
+    """Stable fraction rising from 0 to 0.3 in three runs: the Fig. 1 claim holds."""
+    rows = [
+        {"run": f"r{k}", "slot": t, "stable_fraction": 0.3 * t / 39 + 0.01 * k}
+        for k in range(3)
+        for t in range(40)
+    ]
+    v = claims.stable_fraction_grows(Evidence(pd.DataFrame(), pd.DataFrame(rows), pd.DataFrame()))
+    assert v.status == HOLDS
+    assert "3 runs" in v.evidence
+
+
+def test_every_claim_has_a_verdict_even_on_odd_data():
+    """check_all never raises: a table missing the metric columns gives not-measurable verdicts."""
+    s = summary_rows({("two_timescale", 100.0, 0): {}})
+    out = claims.check_all(s, pd.DataFrame({"run": []}), pd.DataFrame())
+    assert len(out) == len(claims.CLAIMS)
+    assert {v.status for _, v in out} <= {HOLDS, FAILS, NOT_MEASURABLE}
