@@ -37,6 +37,7 @@ pickles; they are read by a restricted unpickler that builds only the plain data
 
 from __future__ import annotations
 
+import logging
 import os
 import pickle
 from pathlib import Path
@@ -60,6 +61,8 @@ except ImportError:  # pragma: no cover - numpy 1.x
     from numpy.core.multiarray import _reconstruct  # type: ignore[no-redef]
 
 __all__ = ["DATASETS", "INPUT_SHAPES", "NUM_CLASSES"]
+
+log = logging.getLogger(__name__)
 
 _MNIST_STATS = {
     k: (NORMALISATION[k][0][0], NORMALISATION[k][1][0]) for k in ("mnist", "fashion_mnist")
@@ -176,6 +179,7 @@ def load_dataset(
     c_tr, y_tr, c_te, y_te = (
         _load_cifar10(root) if name == "cifar10" else _load_mnist_like(name, root)
     )
+    log.debug("dataset %s: %d training, %d test images from %s", name, len(y_tr), len(y_te), root)
     if not compact:
         return c_tr.materialise(), y_tr, c_te.materialise(), y_te
     return c_tr, y_tr, c_te, y_te

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from sim import __version__
 from sim.errors import ScenarioError
+from sim.log import configure_logging
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -55,6 +56,20 @@ def _parser() -> argparse.ArgumentParser:
         prog="wflsim", description="Discrete-event co-simulator for wireless federated learning."
     )
     parser.add_argument("--version", action="version", version=f"wflsim {__version__}")
+    parser.add_argument(
+        "-v",
+        "--verbose",
+        action="count",
+        default=0,
+        help="log what happens to stderr: -v each run, frame and sweep point; -vv also "
+        "checkpoints and data loading (before the command: wflsim -v run ...)",
+    )
+    parser.add_argument(
+        "--log-level",
+        choices=["error", "warning", "info", "debug"],
+        default=None,
+        help="the log level (default warning; -v is info, -vv debug)",
+    )
     sub = parser.add_subparsers(dest="command", required=True)
 
     run = sub.add_parser("run", help="run a scenario and write its event trace")
@@ -129,6 +144,9 @@ def _parser() -> argparse.ArgumentParser:
     rep.add_argument("directory", help="a run directory or a sweep directory")
     rep.add_argument("--out", default=None, help="report directory (default: DIRECTORY/report)")
     return parser
+
+
+_VERBOSITY = ["warning", "info", "debug"]
 
 
 def _fail(message: str, code: int = EXIT_BAD_INPUT) -> int:
@@ -392,6 +410,7 @@ def main(argv: list[str] | None = None) -> int:
     traceback with ``WFLSIM_TRACEBACK=1``).
     """
     args = _parser().parse_args(argv)
+    configure_logging(args.log_level or _VERBOSITY[min(args.verbose, 2)])
     try:
         if args.command == "validate":
             return _validate(args)

@@ -24,6 +24,7 @@ before stay readable.
 from __future__ import annotations
 
 import hashlib
+import logging
 import threading
 from collections.abc import Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -41,6 +42,8 @@ from sim.trace import (
     write_json_atomic,
 )
 from sim.world.channel.record import ChannelRecorder
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from sim.engine import Engine
@@ -130,6 +133,13 @@ class RunRecorder:
         summary = engine.stats.as_dict()
         channel = self.channel.take_frame() if self.channel is not None else None
         self._wait()
+        log.info(
+            "frame %d of %d done: %d events, %.1f J so far",
+            frame + 1,
+            self.frames,
+            table.num_rows,
+            summary.get("total_energy_j", float("nan")),
+        )
         self._pending = self._pool.submit(self._commit, frame, table, ckpt, summary, channel)
 
     def _write_part(
@@ -161,6 +171,7 @@ class RunRecorder:
         )
         if ckpt is not None:
             write_atomic(self.folder / rundir.CHECKPOINT, ckpt)
+            log.debug("checkpoint after frame %d: %d bytes", frame + 1, len(ckpt))
             updates["checkpoint"] = {
                 "file": rundir.CHECKPOINT,
                 "next_frame": frame + 1,

@@ -14,6 +14,7 @@ from __future__ import annotations
 import datetime as _dt
 import importlib.metadata
 import json
+import logging
 import platform
 import sys
 from dataclasses import dataclass, field
@@ -50,6 +51,8 @@ from sim.world import physics
 from sim.world.channel import Channel, ChannelRecorder, build_channel
 from sim.world.mobility import Mobility, build_mobility
 from sim.world.system import DeviceArrays, SystemConstants
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -431,6 +434,7 @@ def _drive(engine: Engine, recorder: RunRecorder) -> RunStats:
         recorder.flush()
     except BaseException as err:
         status = "interrupted" if isinstance(err, KeyboardInterrupt) else "failed"
+        log.info("run %s %s: %s: %s", recorder.folder, status, type(err).__name__, err)
         try:
             recorder.close(
                 status=status, error=f"{type(err).__name__}: {err}", finished_at=rundir.now_iso()
@@ -441,6 +445,7 @@ def _drive(engine: Engine, recorder: RunRecorder) -> RunStats:
     recorder.close(
         status="completed", summary=stats.as_dict(), error=None, finished_at=rundir.now_iso()
     )
+    log.info("run %s completed: %d events, %.1f J", recorder.folder, stats.rows, stats.energy_j)
     return stats
 
 
@@ -498,6 +503,16 @@ def execute(
                 _remove_empty(out)
             raise
         # the new run has started cleanly: now the previous run's files go
+        log.info(
+            "run %s: scenario %r, scheme %s, seed %d, %d frames x %d slots, %d devices",
+            out,
+            prep.scenario.name,
+            prep.scenario.scheme.name,
+            prep.scenario.seed,
+            prep.scenario.run.frames,
+            prep.scenario.run.slots_per_frame,
+            prep.scenario.network.num_devices,
+        )
         rundir.clear_run_files(out)
         rundir.write_marker(out, __version__)
         manifest = _manifest(prep, system)
@@ -567,6 +582,7 @@ def resume(
                     "start the run again with --overwrite",
                 ) from None
         start = engine.next_frame
+        log.info("resume %s from frame %d of %d", out, start, prep.scenario.run.frames)
         events_dir = out / EVENTS_DIR
         rundir.remove_parts_from(events_dir, start)
         parts = _verified_parts(events_dir, start, engine.stats.rows, out)

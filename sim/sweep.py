@@ -33,6 +33,7 @@ import hashlib
 import importlib.util
 import itertools
 import json
+import logging
 import os
 import signal
 import threading
@@ -45,7 +46,10 @@ from typing import Any
 
 from sim import rundir
 from sim.errors import ScenarioError
+from sim.log import configure_logging
 from sim.trace import write_json_atomic
+
+log = logging.getLogger(__name__)
 
 #: Grid keys that name a section rather than a field mean its ``name``.
 _SECTION_NAMES = {"scheme": "scheme.name"}
@@ -262,6 +266,7 @@ def _worker_init(parent_pid: int) -> None:
     and die with the parent (Linux: the kernel sends SIGTERM when the parent dies; everywhere: a
     watchdog thread that checks the parent's pid every second)."""
     _PARENT[:] = [parent_pid]
+    configure_logging(None)  # the sweep's level, through the environment
     signal.signal(signal.SIGTERM, _stop_worker)
     signal.signal(signal.SIGINT, _stop_worker)
     try:
@@ -311,6 +316,7 @@ def run_point(
 
     if in_worker and _STOPPING.is_set():
         return {"status": "not started"}
+    log.info("point %s: %s", Path(out).name, mode)
     try:
         prep = prepare(scenario, overrides, seed, data_dir)
         if threads and prep.scenario.learning.enabled:

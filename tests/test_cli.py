@@ -297,3 +297,52 @@ def test_summary_notes_energy_above_every_budget(tmp_path, capsys):
     assert main(["run", str(paper), "--out", str(tmp_path / "r"), *args]) == 0
     out = capsys.readouterr().out
     assert "exceeds every device's budget" in out and "waits for every upload" in out
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    """``python -m sim.cli ARGS`` in a fresh process (its own logging setup)."""
+    return subprocess.run(
+        [sys.executable, "-m", "sim.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=REPO,
+    )
+
+
+def test_verbose_logs_the_run_and_each_frame(tmp_path):
+    """-v logs the run's start, each completed frame and the end on stderr, one line each."""
+    res = _cli("-v", "run", str(QUICK), *SHORT, "--out", str(tmp_path / "r"))
+    assert res.returncode == 0, res.stderr
+    lines = [ln for ln in res.stderr.splitlines() if ln.startswith("wflsim INFO")]
+    assert sum("frame" in ln and "done" in ln for ln in lines) == 2
+    assert any("completed" in ln for ln in lines)
+
+
+def test_default_logs_nothing(tmp_path):
+    """Without -v the run writes no log line (only the summary on stdout)."""
+    res = _cli("run", str(QUICK), *SHORT, "--out", str(tmp_path / "r"))
+    assert res.returncode == 0, res.stderr
+    assert "wflsim INFO" not in res.stderr and "wflsim DEBUG" not in res.stderr
+
+
+def test_log_level_reaches_the_sweep_workers(tmp_path):
+    """--log-level debug in a two-worker sweep: both workers log their points and checkpoints."""
+    res = _cli(
+        "--log-level",
+        "debug",
+        "sweep",
+        str(QUICK),
+        "--grid",
+        "scheme=ideal,only_pc",
+        *SHORT,
+        "--workers",
+        "2",
+        "--out",
+        str(tmp_path / "sw"),
+    )
+    assert res.returncode == 0, res.stderr
+    points = [ln for ln in res.stderr.splitlines() if "sim.sweep: point" in ln]
+    assert len(points) == 2
+    assert len({ln.split("[")[1].split("]")[0] for ln in points}) == 2  # two processes
+    assert "checkpoint after frame 2" in res.stderr
