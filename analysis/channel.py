@@ -8,12 +8,18 @@ comparisons of schemes replayed on one recorded channel.
   accuracy, and the controller's planning gap (realised mean per-slot cost of each device-frame
   minus the controller's expected cost ``Z(gamma)``: zero on average when the channel is what
   Theorem 2 assumes).
-* :func:`over_seeds` -- mean and standard deviation over seeds of each configuration.
+* :func:`over_seeds` -- mean over seeds of each configuration, with its standard error and 95 %
+  Student-t interval (:func:`analysis.stats.over_seeds`).
 * :func:`paired_differences` -- for runs replayed on one channel table, per-slot differences of
   a metric between each scheme and a reference scheme: mean, paired standard error, and the
   standard error an unpaired comparison of the same runs would have.
 * ``python -m analysis.channel DIR [--by FIELD ...] [--paired REF] [--figures OUT]`` prints the
-  tables as Markdown (and writes line figures of the metrics against the first ``--by`` field).
+  tables as Markdown (each outcome as ``mean [ci_low, ci_high]``) and writes line figures of the
+  outcomes against the first ``--by`` field.
+
+The figures (:func:`outcomes_figure`, :func:`accuracy_vs_slot`) follow :mod:`analysis.figures`
+and reuse its helpers: one colour per scheme (``scheme_color``), the mean over seeds with its 95 %
+Student-t interval (none with one seed), axis labels with units, no offset notation.
 """
 
 from __future__ import annotations
@@ -27,8 +33,11 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
-from analysis import stats, tidy
+from analysis import figures, stats, tidy
 
 #: Channel and mobility settings of a run (flattened scenario fields) -> column name.
 SETTINGS: dict[str, str] = {
@@ -45,6 +54,21 @@ SETTINGS: dict[str, str] = {
     "mobility.speed_mps": "speed_mps",
 }
 
+#: Axis labels (with units) of the settings; another column is labelled by its name.
+SETTING_LABELS: dict[str, str] = {
+    "csi_error_variance": "CSI error variance (normalised)",
+    "csi_delay_slots": "CSI delay (slots)",
+    "fading": "fading model",
+    "k_db": "Rician K (dB)",
+    "m": "Nakagami m (shape, dimensionless)",
+    "correlation": "fading correlation model",
+    "pathloss": "path-loss model",
+    "shadowing_sigma_db": "shadowing sigma (dB)",
+    "replay": "replayed channel table",
+    "mobility": "mobility model",
+    "speed_mps": "speed (m/s)",
+}
+
 #: The outcome columns of :func:`outcomes`.
 OUTCOMES: list[str] = [
     "participation",
@@ -59,6 +83,32 @@ OUTCOMES: list[str] = [
     "planning_gap",
     "final_accuracy",
 ]
+
+#: Axis labels (with units) of the outcomes.
+OUTCOME_LABELS: dict[str, str] = {
+    "participation": "participation (fraction of device-slots)",
+    "outage_rate": "outage rate (fraction of uploads)",
+    "energy_per_device_slot_j": "energy per device-slot (J)",
+    "wasted_energy_per_device_slot_j": "wasted energy per device-slot (J)",
+    "wasted_share": "wasted share of the energy (fraction)",
+    "mean_slot_s": "mean slot length (s)",
+    "max_budget_ratio": "worst device's energy / budget (ratio)",
+    "mean_gamma": "mean freezing fraction gamma (fraction)",
+    "mean_cost": "mean cost z (J^2)",
+    "planning_gap": "planning gap z - Z(gamma) (J^2)",
+    "final_accuracy": "final test accuracy (fraction)",
+}
+
+#: What a panel says when every run has 0 of its outcome (nothing to draw).
+_NOTHING = {
+    "outage_rate": "no outages: every upload met the deadline\n(or the server waited for it)",
+    "wasted_share": "no energy wasted: no upload missed the deadline",
+}
+
+
+def setting_label(col: str) -> str:
+    """The axis label of a setting column (:data:`SETTING_LABELS`; else the column's name)."""
+    return SETTING_LABELS.get(col, col)
 
 
 def _settings(run_dir: str) -> dict[str, Any]:
@@ -116,10 +166,12 @@ def outcomes(runs: tidy.RunsArg) -> pd.DataFrame:
 def over_seeds(
     table: pd.DataFrame, by: Sequence[str], values: Sequence[str] = tuple(OUTCOMES)
 ) -> pd.DataFrame:
-    """Mean and standard deviation (``<col>_std``) over seeds of every configuration ``by``
-    (``n_runs`` counts the seeds)."""
+    """Per configuration ``by``: ``n`` (its runs, the seeds) and, for each of ``values`` that
+    has a value, the mean over seeds ``<col>``, its standard error ``<col>_se`` and 95 %
+    Student-t interval ``<col>_ci_low``, ``<col>_ci_high`` (NaN with one seed):
+    :func:`analysis.stats.over_seeds`."""
     keep = [v for v in values if v in table and table[v].notna().any()]
-    return stats.mean_over_seeds(table, by=list(by), values=keep)
+    return stats.over_seeds(table, by=list(by), value_cols=keep)
 
 
 def paired_differences(
@@ -174,85 +226,143 @@ def paired_differences(
     return pd.DataFrame(rows)
 
 
-def figure(table: pd.DataFrame, x: str, ys: Sequence[str], path: Path, title: str = "") -> Path:
-    """Line figure of ``ys`` (means over seeds, standard deviations as bars) against ``x``, one
-    line per scheme; written to ``path`` (PNG)."""
-    import matplotlib
+def _x_values(col: pd.Series) -> pd.Series:
+    """A setting column as the x of a figure: numbers where every value is one, else categories."""
+    xs = pd.to_numeric(col, errors="coerce")
+    return xs if xs.notna().all() else col.astype(str)
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, len(ys), figsize=(4.2 * len(ys), 3.4), squeeze=False)
-    order = list(tidy.SCHEME_LABELS)  # one colour per scheme in every figure
-    for ax, y in zip(axes[0], ys, strict=True):
-        for scheme, part in table.groupby("scheme"):
-            part = part.sort_values(x)
-            k = order.index(scheme) if scheme in order else len(order)
-            xs = pd.to_numeric(part[x], errors="coerce")
-            ax.errorbar(
-                xs if xs.notna().all() else part[x].astype(str),  # numbers, else categories
-                part[y],
-                yerr=part.get(f"{y}_std"),
-                marker="o",
-                capsize=3,
-                color=f"C{k % 10}",
-                label=tidy.SCHEME_LABELS.get(str(scheme), str(scheme)),
-            )
-        ax.set_xlabel(x)
-        ax.set_ylabel(y)
-        if y == "mean_slot_s":  # slots of waiting schemes have heavy tails
-            ax.set_yscale("log")
+def _value_text(v: object) -> str:
+    return f"{v:g}" if isinstance(v, float | int | np.number) else str(v)
+
+
+def outcomes_figure(
+    table: pd.DataFrame,
+    x: str,
+    ys: Sequence[str],
+    title: str = "",
+    split: Sequence[str] = (),
+) -> Figure:
+    """The outcomes ``ys`` against the setting ``x``, one panel per outcome, one line per
+    scheme in its colour (:func:`analysis.figures.scheme_color`) and per value of the settings
+    ``split`` (line style and marker): the mean over seeds, with its 95 % Student-t interval as
+    bars where there are several seeds (:func:`analysis.stats.over_seeds`).
+
+    ``table`` has one row per run (:func:`outcomes`). ``mean_slot_s`` is drawn on a log axis,
+    another outcome where one line dwarfs another (10 times or more); an outage or wasted-share
+    panel where every run has 0 says so in words."""
+    data = table.assign(**{x: _x_values(table[x])})
+    split = [c for c in split if c in data and c != x and data[c].nunique(dropna=False) > 1]
+    series = [
+        (scheme, key, rows)
+        for (scheme, *key), rows in data.groupby(["scheme", *split], sort=False, dropna=False)
+    ]
+    rank = {s: i for i, s in enumerate(tidy.SCHEME_LABELS)}  # the paper's order of schemes
+    series.sort(key=lambda s: (rank.get(str(s[0]), len(rank)), str(s[0]), str(s[1])))
+    styles = {k: i for i, k in enumerate(sorted({str(key) for _, key, _ in series}))}
+    fig, axes = figures._figure(len(ys), title)
+    labels = []
+    for ax, y in zip(axes, ys, strict=True):
+        ax.set_ylabel(OUTCOME_LABELS.get(y, y))
+        peaks = []
+        for scheme, key, rows in series:
+            label = tidy.SCHEME_LABELS.get(str(scheme), str(scheme))
+            label += "".join(f", {c} = {_value_text(v)}" for c, v in zip(split, key, strict=True))
+            style = figures._style(styles[str(key)], str(scheme))
+            if y in rows and rows[y].notna().any():
+                peaks.append(figures._point_errorbars(ax, rows, x, y, label, style))
+                labels.append(label)
+        ax.set_xlabel(setting_label(x))
+        if pd.api.types.is_numeric_dtype(data[x]) and (data[x] % 1 == 0).all():
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # slots, dB steps
         ax.grid(alpha=0.3)
-    axes[0][0].legend(fontsize=8)
-    if title:
-        fig.suptitle(title)
-    fig.tight_layout()
+        values = pd.to_numeric(data[y], errors="coerce") if y in data else pd.Series([])
+        if values.isna().all():
+            figures.say_empty(ax, f"no {y} in these runs")
+        elif y in _NOTHING and (values.fillna(0) == 0).all():
+            figures.say_empty(ax, _NOTHING[y])
+        else:
+            _log_if_dwarfed(ax, peaks, always=y == "mean_slot_s")
+    figures._legend(fig, axes, order=list(dict.fromkeys(labels)))
+    return figures._no_offset(fig)
+
+
+def figure(
+    table: pd.DataFrame,
+    x: str,
+    ys: Sequence[str],
+    path: Path,
+    title: str = "",
+    split: Sequence[str] = (),
+) -> Path:
+    """:func:`outcomes_figure` written to ``path`` (PNG)."""
+    return _save(outcomes_figure(table, x, ys, title, split), path)
+
+
+def _log_if_dwarfed(ax: Axes, peaks: Sequence[float], always: bool = False) -> None:
+    """A logarithmic y axis when ``always`` or when one line's peak is 10 times another's or
+    more (:func:`analysis.figures._symlog_if_dwarfed`), decided on the means, so that an interval
+    reaching below 0 (two or three seeds) is cut at the panel's edge rather than turning the
+    axis symmetric-log; symmetric-log where a mean is 0 or negative."""
+    means = np.concatenate([np.asarray(c.lines[0].get_ydata(), float) for c in ax.containers])
+    means = means[np.isfinite(means)]
+    p = np.array([v for v in peaks if np.isfinite(v) and v > 0])
+    dwarfed = len(p) >= 2 and p.max() >= figures._SYMLOG_RATIO * p.min()
+    if len(means) and means.min() > 0 and (always or dwarfed):
+        ax.set_yscale("log")
+        ax.set_ylabel(ax.get_ylabel() + "\n(log scale)")
+    elif dwarfed:
+        figures._symlog_if_dwarfed([ax], peaks)
+
+
+def _save(fig: Figure, path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
-    plt.close(fig)
     return path
+
+
+def accuracy_vs_slot(evaluations: pd.DataFrame, by: str) -> Figure:
+    """Test accuracy (%) against the slot, one panel per scheme (titled with its label), one
+    line per value of the setting column ``by`` of ``evaluations`` (a colour of a sequential
+    colormap, a line style and a marker per value): the mean over seeds with its 95 %
+    Student-t band where there are several seeds."""
+    from matplotlib import colormaps
+
+    ev = evaluations.assign(slots_done=evaluations["slot"] + 1, **{by: _x_values(evaluations[by])})
+    rank = {s: i for i, s in enumerate(tidy.SCHEME_LABELS)}
+    schemes = sorted(ev["scheme"].unique(), key=lambda s: (rank.get(s, len(rank)), s))
+    values = sorted(ev[by].unique())
+    labels = [f"{setting_label(by)} = {_value_text(v)}" for v in values]
+    cmap = colormaps["viridis"]
+    fig, axes = figures._figure(len(schemes), f"Test accuracy by {setting_label(by)}", sharey=True)
+    for ax, scheme in zip(axes, schemes, strict=True):
+        part = ev[ev["scheme"] == scheme]
+        for i, (value, label) in enumerate(zip(values, labels, strict=True)):
+            rows = part[part[by] == value]
+            if rows.empty:
+                continue
+            colour = cmap(0.85 * i / max(1, len(values) - 1))  # no pale yellow on white
+            style = dict(figures._style(i, str(scheme), len(rows)), color=colour)
+            figures._band_line(ax, rows, "slots_done", "accuracy", 100.0, label, style)
+        ax.set_title(tidy.SCHEME_LABELS.get(scheme, scheme), fontsize="medium")
+        ax.set_xlabel("slots done (communication rounds)")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel("test accuracy (%)")
+    figures._fit_to_lines(axes)
+    figures._legend(fig, axes, order=labels)
+    return figures._no_offset(fig)
 
 
 def accuracy_figure(runs: tidy.RunsArg, by: str, path: Path) -> Path | None:
-    """Test accuracy against the slot, one panel per scheme, one line per value of the setting
-    ``by`` (means over seeds, standard deviations as bars); None without evaluations."""
+    """:func:`accuracy_vs_slot` of the runs' evaluations, written to ``path`` (PNG); None
+    without evaluations."""
     ev = tidy.evaluations(runs)
     if not len(ev):
         return None
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     info = tidy.runs_table(runs)
     setting = {r: _settings(d)[by] for r, d in zip(info["run"], info["run_dir"], strict=True)}
-    ev = ev.assign(**{by: ev["run"].map(setting)})
-    schemes = sorted(ev["scheme"].unique())
-    fig, axes = plt.subplots(
-        1, len(schemes), figsize=(4.2 * len(schemes), 3.4), squeeze=False, sharey=True
-    )
-    for ax, scheme in zip(axes[0], schemes, strict=True):
-        part = ev[ev["scheme"] == scheme]
-        for value, p in part.groupby(by):
-            m = p.groupby("slot")["accuracy"].agg(["mean", "std"])
-            ax.errorbar(
-                m.index + 1,
-                m["mean"],
-                yerr=m["std"],
-                marker="o",
-                capsize=3,
-                label=f"{by} = {value}",
-            )
-        ax.set_title(tidy.SCHEME_LABELS.get(scheme, scheme))
-        ax.set_xlabel("slots done")
-        ax.grid(alpha=0.3)
-    axes[0][0].set_ylabel("test accuracy")
-    axes[0][0].legend(fontsize=8)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(accuracy_vs_slot(ev.assign(**{by: ev["run"].map(setting)}), by), path)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -267,12 +377,20 @@ def main(argv: list[str] | None = None) -> int:
     table = outcomes(args.runs)
     by = ["scheme", *args.by]
     summary = over_seeds(table, by)
-    print(stats.to_markdown(summary, args.digits))
+    print(stats.to_markdown(stats.format_over_seeds(summary, args.digits), args.digits))
     if args.figures:
         out = Path(args.figures)
         x = args.by[0]
         ys = ["outage_rate", "energy_per_device_slot_j", "wasted_share", "mean_slot_s"]
-        print(f"\nfigure: {figure(summary, x, ys, out / f'outcomes_vs_{x}.png')}")
+        png = figure(
+            table,
+            x,
+            ys,
+            out / f"outcomes_vs_{x}.png",
+            title=f"Outcomes against the {setting_label(x)}",
+            split=args.by[1:],
+        )
+        print(f"\nfigure: {png}")
         if "final_accuracy" in summary and summary["final_accuracy"].notna().any():
             acc = accuracy_figure(args.runs, x, out / f"accuracy_vs_slot_by_{x}.png")
             print(f"figure: {acc}")

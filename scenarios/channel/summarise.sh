@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Tables (means and standard deviations over seeds) and figures of the channel studies run by
-# run_studies.sh. Usage: bash scenarios/channel/summarise.sh [OUT_DIR]
+# Tables (means over seeds with 95 % Student-t intervals) and figures of the channel studies run
+# by run_studies.sh. Usage: bash scenarios/channel/summarise.sh [OUT_DIR]
 set -euo pipefail
 OUT=${1:-runs/channel}
 table() {  # table TITLE ARGS...
