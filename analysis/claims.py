@@ -7,7 +7,8 @@ measures a :class:`Verdict` on the runs given:
   95 % Student-t interval of the paired difference over seeds (the schemes of one seed see the
   same channels and data, so runs are paired by seed) lies on the claimed side of zero;
 * ``does not hold``: the measured direction is the opposite, or the interval contains zero (the
-  difference is within the seed noise), or a monotone trend is not monotone;
+  difference is within the seed noise), or a trend with a step between neighbouring values
+  that goes significantly the other way (a plateau is allowed);
 * ``not measurable here``: the runs do not carry what the claim needs (a scheme, two values of
   V, evaluations, ...), with the reason.
 
@@ -102,6 +103,8 @@ class Paired:
     low: float
     high: float
     n: int
+    positive: int = 0
+    negative: int = 0
 
     def side(self) -> int:
         """+1 / -1 when the difference is positive / negative (significantly, for ``n >= 2``),
@@ -111,15 +114,23 @@ class Paired:
         return int(np.sign(self.mean))
 
     def text(self) -> str:
+        """The mean, its interval, and on how many seeds the difference is positive."""
         if self.n >= 2:
-            return f"{_num(self.mean)} {_interval(self.low, self.high)}, {self.n} seeds"
+            return (
+                f"{_num(self.mean)} {_interval(self.low, self.high)}, {self.n} seeds "
+                f"({self.positive} positive, {self.negative} negative)"
+            )
         return f"{_num(self.mean)}, 1 seed (no interval)"
 
 
 def paired(diffs: Sequence[float] | np.ndarray) -> Paired:
     """The mean of per-seed differences with its 95 % Student-t interval (:func:`t_interval`)."""
     mean, _, low, high, n = t_interval(diffs)
-    return Paired(float(mean), float(low), float(high), int(n))
+    d = np.asarray(diffs, dtype=float)
+    d = d[np.isfinite(d)]
+    return Paired(
+        float(mean), float(low), float(high), int(n), int((d > 0).sum()), int((d < 0).sum())
+    )
 
 
 def _context_columns(summary: pd.DataFrame, free: Sequence[str]) -> list[str]:
@@ -135,6 +146,8 @@ def _contexts(summary: pd.DataFrame, free: Sequence[str]) -> list[tuple[str, pd.
         return [("", summary)]
     groups = list(summary.groupby(cols, dropna=False, sort=True))
     varying = [c for c in cols if summary[c].astype(str).nunique() > 1]
+    if "energy_budget" in varying:  # its nominal mean says the same again
+        varying = [c for c in varying if c != "energy_budget_mean_j"]
     out = []
     for key, df in groups:
         values = dict(zip(cols, key if isinstance(key, tuple) else (key,), strict=True))
@@ -228,8 +241,8 @@ def trend(
     summary: pd.DataFrame, scheme: str, metric: str, axis: str, increasing: bool, rate: bool = False
 ) -> Verdict:
     """Whether ``metric`` of ``scheme`` rises (``increasing``) or falls along ``axis``: the
-    means over seeds are monotone and the difference between the largest and the smallest axis
-    value, paired by seed, is significant. ``rate`` adds the ratio per decade of the axis."""
+    difference between the largest and the smallest axis value, paired by seed, is significant,
+    and no step between neighbouring values goes significantly the other way. ``rate`` adds the ratio per decade of the axis."""
     free = [axis] if axis != "energy_budget_mean_j" else list(_BUDGET)
     runs = summary[summary["scheme"] == scheme]
     if runs.empty:
@@ -246,9 +259,14 @@ def trend(
         at = df.pivot_table(index="seed", columns=axis, values=metric, aggfunc="mean")
         pairs = at[[lo_x, hi_x]].dropna()
         d = paired((pairs[hi_x] - pairs[lo_x]).to_numpy())
-        steps = np.diff(means.to_numpy())
-        monotone = bool(np.all(steps > 0)) if increasing else bool(np.all(steps < 0))
         want = 1 if increasing else -1
+        # monotone: no step between neighbouring values goes significantly the other way (a
+        # plateau is allowed: the paper's trends saturate)
+        xs = list(means.index)
+        monotone = all(
+            paired((at[b] - at[a]).dropna().to_numpy()).side() != -want
+            for a, b in zip(xs[:-1], xs[1:], strict=True)
+        )
         ok = monotone and d.side() == want
         series = ", ".join(f"{float(x):g}: {_num(float(v))}" for x, v in means.items())
         ev = (
@@ -259,7 +277,7 @@ def trend(
             per_decade = (means.iloc[-1] / means.iloc[0]) ** (1.0 / np.log10(hi_x / lo_x))
             ev += f"; x{_num(float(per_decade))} per decade"
         if not monotone:
-            ev += "; the means are not monotone"
+            ev += "; a step between neighbouring values goes significantly the other way"
         elif d.side() != want:
             ev += _why(d, want)
         results.append((label, HOLDS if ok else FAILS, ev + "."))

@@ -141,10 +141,16 @@ def test_trend_monotone_and_significant_holds_with_its_rate():
 
 
 def test_trend_that_is_not_monotone_does_not_hold():
-    """Rising end to end but falling in between: does not hold, the means are not monotone."""
+    """Rising end to end but falling significantly in between: does not hold, saying which."""
     v = queue_trend({10.0: 1.0, 100.0: 5.0, 1000.0: 3.0})
     assert v.status == FAILS
-    assert "not monotone" in v.evidence
+    assert "significantly the other way" in v.evidence
+
+
+def test_trend_with_a_plateau_holds():
+    """Rising, then flat within the noise (saturation): the trend still holds."""
+    v = queue_trend({10.0: 1.0, 100.0: 5.0, 1000.0: 5.0})
+    assert v.status == HOLDS
 
 
 def test_trend_at_one_value_is_not_measurable():
