@@ -116,6 +116,7 @@ def main(argv: list[str] | None = None) -> None:
             batch_sizes=np.full(n, b, dtype=np.int64),
             lr=0.05,
             sampling_streams=Streams(args.seed),
+            architecture=("cnn_mnist", "mnist"),  # FjORD's sub-models are cut from it
         )
         system = system_for(n, learner.num_params)
         scheme = build_scheme(name, {}, system)
