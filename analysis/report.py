@@ -24,8 +24,9 @@ from matplotlib.figure import Figure
 
 from analysis import claims, stats, tidy
 from analysis import figures as F
-from analysis.io import load_manifest, read_metadata
+from analysis.io import read_metadata
 from analysis.stats import to_markdown
+from sim.rundir import read_manifest
 
 
 @dataclass(frozen=True)
@@ -305,7 +306,7 @@ def run_commands(runs: pd.DataFrame) -> list[str]:
     rerun: the program's path shortened to ``wflsim`` (or ``python``)."""
     seen: list[str] = []
     for d in runs["run_dir"]:
-        argv = (load_manifest_or_none(Path(d)) or {}).get("command")
+        argv = (read_manifest(Path(d)) or {}).get("command")
         if not isinstance(argv, list) or not argv:
             continue
         prog = Path(str(argv[0])).name
@@ -314,14 +315,6 @@ def run_commands(runs: pd.DataFrame) -> list[str]:
         if cmd not in seen:
             seen.append(cmd)
     return seen
-
-
-def load_manifest_or_none(run: Path) -> dict | None:
-    """A run's ``manifest.json``, or ``None`` when it has none (a bare trace)."""
-    try:
-        return load_manifest(run)
-    except (FileNotFoundError, ValueError):
-        return None
 
 
 #: The columns of the summary shown in the page (all are in ``summary.csv``).
