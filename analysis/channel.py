@@ -13,7 +13,7 @@ comparisons of schemes replayed on one recorded channel.
 * :func:`paired_differences` -- for runs replayed on one channel table, per-slot differences of
   a metric between each scheme and a reference scheme: mean, paired standard error, and the
   standard error an unpaired comparison of the same runs would have.
-* ``python -m analysis.channel DIR [--by FIELD ...] [--paired REF] [--figures OUT]`` prints the
+* ``python -m wflsim.analysis.channel DIR [--by FIELD ...] [--paired REF] [--figures OUT]`` prints the
   tables as Markdown (each outcome as ``mean [ci_low, ci_high]``) and writes line figures of the
   outcomes against the first ``--by`` field.
 
@@ -37,7 +37,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
-from analysis import figures, stats, tidy
+from wflsim.analysis import figures, stats, tidy
 
 #: Channel and mobility settings of a run (flattened scenario fields) -> column name.
 SETTINGS: dict[str, str] = {

@@ -28,8 +28,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from analysis.stats import CONFIG_COLUMNS, t_interval
-from analysis.tidy import SCHEME_LABELS
+from wflsim.analysis.stats import CONFIG_COLUMNS, t_interval
+from wflsim.analysis.tidy import SCHEME_LABELS
 
 HOLDS = "holds"
 FAILS = "does not hold"

@@ -1,6 +1,6 @@
 """A report of one run or a sweep: figures (PNG), tables (CSV and Markdown) and one HTML page.
 
-``python -m analysis.report RUN_OR_SWEEP_DIR OUT_DIR`` writes it and prints the page's path.
+``python -m wflsim.analysis.report RUN_OR_SWEEP_DIR OUT_DIR`` writes it and prints the page's path.
 
 The HTML page is self-contained (figures embedded as base64 PNG data URIs, tables as HTML, the
 style inline): it opens from disk with no server and can be mailed as one file.
@@ -22,11 +22,11 @@ from pathlib import Path
 import pandas as pd
 from matplotlib.figure import Figure
 
-from analysis import claims, stats, tidy
-from analysis import figures as F
-from analysis.io import read_metadata
-from analysis.stats import to_markdown
-from sim.rundir import read_manifest
+from wflsim.analysis import claims, stats, tidy
+from wflsim.analysis import figures as F
+from wflsim.analysis.io import read_metadata
+from wflsim.analysis.stats import to_markdown
+from wflsim.sim.rundir import read_manifest
 
 
 @dataclass(frozen=True)
@@ -547,7 +547,7 @@ def _markdown(page: Page) -> str:
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 2:
-        print("usage: python -m analysis.report RUN_OR_SWEEP_DIR OUT_DIR", file=sys.stderr)
+        print("usage: python -m wflsim.analysis.report RUN_OR_SWEEP_DIR OUT_DIR", file=sys.stderr)
         return 2
     try:
         print(write_report(args[0], args[1]))

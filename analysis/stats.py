@@ -1,6 +1,6 @@
 """Metrics computed from the tidy tables of :mod:`analysis.tidy` (one run or many).
 
-``python -m analysis.stats RUN_OR_SWEEP [...] [--columns a,b,...]`` prints :func:`summary` of the
+``python -m wflsim.analysis.stats RUN_OR_SWEEP [...] [--columns a,b,...]`` prints :func:`summary` of the
 runs as a Markdown table.
 
 Every function takes DataFrames (not paths) and groups by ``run`` (or by the columns in ``by``);
@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats as _st
 
-from analysis.tidy import ID_COLUMNS
+from wflsim.analysis.tidy import ID_COLUMNS
 
 #: The identifying columns that tell configurations apart (``run`` and ``seed`` excluded).
 CONFIG_COLUMNS: list[str] = [c for c in ID_COLUMNS if c not in ("run", "seed")]
@@ -365,11 +365,12 @@ def to_markdown(df: pd.DataFrame, digits: int = 4) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m analysis.stats``: the summary table of runs or sweeps, in Markdown."""
-    from analysis.tidy import find_runs, load
+    """``python -m wflsim.analysis.stats``: the summary table of runs or sweeps, in Markdown."""
+    from wflsim.analysis.tidy import find_runs, load
 
     ap = argparse.ArgumentParser(
-        prog="python -m analysis.stats", description="Summary table (Markdown) of wflsim runs."
+        prog="python -m wflsim.analysis.stats",
+        description="Summary table (Markdown) of wflsim runs.",
     )
     ap.add_argument("runs", nargs="+", help="run directories, sweep directories or globs")
     ap.add_argument(

@@ -29,8 +29,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from analysis.io import events_glob, has_trace, load_events, read_metadata
-from sim.rundir import liveness
+from wflsim.analysis.io import events_glob, has_trace, load_events, read_metadata
+from wflsim.sim.rundir import liveness
 
 RunsArg = str | os.PathLike | Iterable[str | os.PathLike]
 

@@ -23,7 +23,7 @@ _CACHE: dict = {}  # per Ray worker process: data shards and a model instance
 def _shards(data_dir: str, n: int, seed: int):
     key = ("data", data_dir, n, seed)
     if key not in _CACHE:
-        from models.data import load_dataset, partition
+        from wflsim.models.data import load_dataset, partition
 
         x_tr, y_tr, _, _ = load_dataset("mnist", data_dir)
         parts = partition(y_tr.numpy(), n, "iid", 1.0, np.random.default_rng(seed))
@@ -33,7 +33,7 @@ def _shards(data_dir: str, n: int, seed: int):
 
 def _model(seed: int):
     if "model" not in _CACHE:
-        from models.nets import build_model
+        from wflsim.models.nets import build_model
 
         torch.manual_seed(seed)
         _CACHE["model"] = build_model("cnn_mnist", "mnist")

@@ -31,14 +31,14 @@ _common.add_repo_to_path()
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from models.data import load_dataset, partition  # noqa: E402
-from models.learner import TorchLearner  # noqa: E402
-from models.nets import build_model  # noqa: E402
-from sim.rng import Streams  # noqa: E402
-from sim.schemes import SCHEMES  # noqa: E402
-from sim.schemes.common import freezing_plan  # noqa: E402
-from sim.schemes.registry import build_scheme  # noqa: E402
-from sim.world.system import DeviceArrays, SystemConstants  # noqa: E402
+from wflsim.models.data import load_dataset, partition  # noqa: E402
+from wflsim.models.learner import TorchLearner  # noqa: E402
+from wflsim.models.nets import build_model  # noqa: E402
+from wflsim.sim.rng import Streams  # noqa: E402
+from wflsim.sim.schemes import SCHEMES  # noqa: E402
+from wflsim.sim.schemes.common import freezing_plan  # noqa: E402
+from wflsim.sim.schemes.registry import build_scheme  # noqa: E402
+from wflsim.sim.world.system import DeviceArrays, SystemConstants  # noqa: E402
 
 #: The proposed scheme first (the denominator), then the baselines and the ablation.
 VARIANTS = ("two_timescale", "topk_ef", "pruning", "fedhq", "fjord", "random_freezing")

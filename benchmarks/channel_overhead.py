@@ -40,9 +40,9 @@ import _common  # noqa: E402
 
 _common.add_repo_to_path()
 
-from sim.config.loading import read_scenario_file, validate_scenario  # noqa: E402
-from sim.learner import NullLearner  # noqa: E402
-from sim.run import execute, prepare_scenario  # noqa: E402
+from wflsim.sim.config.loading import read_scenario_file, validate_scenario  # noqa: E402
+from wflsim.sim.learner import NullLearner  # noqa: E402
+from wflsim.sim.run import execute, prepare_scenario  # noqa: E402
 
 SCENARIO = _common.REPO / "scenarios" / "paper" / "mnist_iid.toml"
 NUM_PARAMS = 440_812

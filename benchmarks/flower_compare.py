@@ -154,8 +154,8 @@ def part_wflsim(args: argparse.Namespace) -> dict:
         import torch
 
         torch.set_num_threads(args.threads)
-    from sim.config.loading import read_scenario_file, validate_scenario
-    from sim.run import execute, make_learner, prepare_scenario
+    from wflsim.sim.config.loading import read_scenario_file, validate_scenario
+    from wflsim.sim.run import execute, make_learner, prepare_scenario
 
     text, data = read_scenario_file(SCENARIO)
     data["seed"] = args.seed
@@ -213,8 +213,8 @@ def part_flower(args: argparse.Namespace) -> dict:
     def main(grid: Grid, context: Context) -> None:
         import torch
 
-        from models.data import load_dataset
-        from models.nets import build_model
+        from wflsim.models.data import load_dataset
+        from wflsim.models.nets import build_model
 
         _, _, x_te, y_te = load_dataset("mnist", data_dir)
         torch.manual_seed(args.seed)

@@ -43,10 +43,10 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
-from models.data import load_dataset, partition  # noqa: E402
-from models.learner import TorchLearner  # noqa: E402
-from models.nets import build_model  # noqa: E402
-from sim.rng import Streams  # noqa: E402
+from wflsim.models.data import load_dataset, partition  # noqa: E402
+from wflsim.models.learner import TorchLearner  # noqa: E402
+from wflsim.models.nets import build_model  # noqa: E402
+from wflsim.sim.rng import Streams  # noqa: E402
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

@@ -49,10 +49,10 @@ import pyarrow.compute as pc  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 import simpy  # noqa: E402
 
-from sim.config.loading import read_scenario_file, validate_scenario  # noqa: E402
-from sim.learner import NullLearner  # noqa: E402
-from sim.run import Prepared, execute, prepare_scenario  # noqa: E402
-from sim.schemes import SCHEMES  # noqa: E402
+from wflsim.sim.config.loading import read_scenario_file, validate_scenario  # noqa: E402
+from wflsim.sim.learner import NullLearner  # noqa: E402
+from wflsim.sim.run import Prepared, execute, prepare_scenario  # noqa: E402
+from wflsim.sim.schemes import SCHEMES  # noqa: E402
 
 SCENARIO = _common.REPO / "scenarios" / "paper" / "mnist_iid.toml"
 NUM_PARAMS = 440_812

@@ -112,9 +112,9 @@ def child(args: argparse.Namespace) -> None:
     import numpy as np
     import torch
 
-    from models.data import partition
-    from models.learner import TorchLearner
-    from models.nets import build_model
+    from wflsim.models.data import partition
+    from wflsim.models.learner import TorchLearner
+    from wflsim.models.nets import build_model
 
     if args.threads is not None:
         torch.set_num_threads(args.threads)
@@ -135,7 +135,7 @@ def child(args: argparse.Namespace) -> None:
     c0 = args.chunk[0].lower()
     chunk = None if c0 == "none" else ("auto" if c0 == "auto" else int(c0))
     g = torch.Generator().manual_seed(args.seed)
-    from models.data import _CIFAR_MEAN, _CIFAR_STD, CompactImages
+    from wflsim.models.data import _CIFAR_MEAN, _CIFAR_STD, CompactImages
 
     def images(m: int) -> CompactImages | torch.Tensor:
         raw = torch.randint(0, 256, (m, 3, 32, 32), dtype=torch.uint8, generator=g)

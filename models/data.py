@@ -46,7 +46,7 @@ from typing import Any, BinaryIO
 import numpy as np
 import torch
 
-from sim.config.catalogue import (
+from wflsim.sim.config.catalogue import (
     DATASET_FILES,
     DATASETS,
     INPUT_SHAPES,

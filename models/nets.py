@@ -35,7 +35,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from sim.config.catalogue import INPUT_SHAPES, MODELS, NUM_CLASSES
+from wflsim.sim.config.catalogue import INPUT_SHAPES, MODELS, NUM_CLASSES
 
 __all__ = ["MODELS", "build_model", "count_params", "input_shape", "num_params"]
 

@@ -8,4 +8,6 @@
 (``docs/architecture.md``).
 """
 
-__version__ = "0.3.0"
+from wflsim._version import __version__
+
+__all__ = ["__version__"]

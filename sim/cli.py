@@ -15,15 +15,15 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from sim import __version__
-from sim.errors import ScenarioError
-from sim.log import configure_logging
+from wflsim.sim import __version__
+from wflsim.sim.errors import ScenarioError
+from wflsim.sim.log import configure_logging
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from sim.engine import ProgressFn, RunStats
-    from sim.run import Prepared
+    from wflsim.sim.engine import ProgressFn, RunStats
+    from wflsim.sim.run import Prepared
 
 EXIT_BAD_INPUT = 2
 
@@ -155,7 +155,7 @@ def _fail(message: str, code: int = EXIT_BAD_INPUT) -> int:
 
 
 def _validate(args: argparse.Namespace) -> int:
-    from sim.run import make_learner, prepare
+    from wflsim.sim.run import make_learner, prepare
 
     prep = prepare(args.scenario, args.overrides, args.seed, args.data_dir)
     # Build the learner as `run` would (data, model, torch device), so that what only the learner
@@ -176,7 +176,7 @@ def _validate(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from sim.run import check_out_dir, default_out_dir, execute, make_learner, prepare
+    from wflsim.sim.run import check_out_dir, default_out_dir, execute, make_learner, prepare
 
     if args.resume is not None:
         return _resume(args)
@@ -195,8 +195,8 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _resume(args: argparse.Namespace) -> int:
-    from sim.run import make_learner, prepare, prepare_from_manifest, resume
-    from sim.rundir import read_manifest, require_run_folder
+    from wflsim.sim.run import make_learner, prepare, prepare_from_manifest, resume
+    from wflsim.sim.rundir import read_manifest, require_run_folder
 
     out = Path(args.resume)
     require_run_folder(out)
@@ -324,7 +324,7 @@ def _one_line(text: str) -> str:
 def _sweep(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
-    from sim.sweep import SweepInterrupted, plan_sweep, run_sweep
+    from wflsim.sim.sweep import SweepInterrupted, plan_sweep, run_sweep
 
     if args.workers < 1:
         raise ScenarioError("--workers", "must be >= 1")
@@ -382,7 +382,7 @@ def _sweep(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from analysis.report import write_report
+    from wflsim.analysis.report import write_report
 
     src = Path(args.directory)
     if not src.is_dir():

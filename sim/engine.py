@@ -32,15 +32,15 @@ import numpy as np
 import pyarrow as pa
 import simpy
 
-from sim import slot as slots
-from sim.errors import RunDiverged
-from sim.learner import Learner
-from sim.schemes.base import FrameContext, FramePlan, Scheme, SlotContext
-from sim.slot import FrameCosts, SlotOutcome, SlotRules
-from sim.trace import SCHEMA, TraceBuffer, event_code
-from sim.world.channel import Channel, LargeScale
-from sim.world.mobility import Mobility
-from sim.world.system import SystemConstants
+from wflsim.sim import slot as slots
+from wflsim.sim.errors import RunDiverged
+from wflsim.sim.learner import Learner
+from wflsim.sim.schemes.base import FrameContext, FramePlan, Scheme, SlotContext
+from wflsim.sim.slot import FrameCosts, SlotOutcome, SlotRules
+from wflsim.sim.trace import SCHEMA, TraceBuffer, event_code
+from wflsim.sim.world.channel import Channel, LargeScale
+from wflsim.sim.world.mobility import Mobility
+from wflsim.sim.world.system import SystemConstants
 
 _C_START, _C_END, _U_START, _U_END = (
     event_code("compute_start"),

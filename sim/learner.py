@@ -146,6 +146,6 @@ class NullLearner:
 
 def build_learner(**kwargs: Any) -> Learner:
     """Build the PyTorch learner (imports :mod:`models` lazily; see ``models.learner``)."""
-    module = importlib.import_module("models.learner")
+    module = importlib.import_module("wflsim.models.learner")
     learner: Learner = module.TorchLearner.from_config(**kwargs)
     return learner

@@ -31,8 +31,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sim import rundir, state
-from sim.trace import (
+from wflsim.sim import rundir, state
+from wflsim.sim.trace import (
     EVENTS_DIR,
     TraceBuffer,
     encode_part,
@@ -41,12 +41,12 @@ from sim.trace import (
     write_atomic,
     write_json_atomic,
 )
-from sim.world.channel.record import ChannelRecorder
+from wflsim.sim.world.channel.record import ChannelRecorder
 
 log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
-    from sim.engine import Engine
+    from wflsim.sim.engine import Engine
 
 
 class RunRecorder:

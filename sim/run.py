@@ -21,36 +21,36 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sim import __version__, rundir
-from sim import state as checkpoints
-from sim.config.catalogue import DatasetError
-from sim.config.derived import check_derived
-from sim.config.loading import (
+from wflsim.sim import __version__, rundir
+from wflsim.sim import state as checkpoints
+from wflsim.sim.config.catalogue import DatasetError
+from wflsim.sim.config.derived import check_derived
+from wflsim.sim.config.loading import (
     apply_overrides,
     load_scenario,
     parse_scenario_text,
     validate_scenario,
 )
-from sim.config.resolve import (
+from wflsim.sim.config.resolve import (
     check_data_dir,
     check_deadline,
     payload_num_params,
     resolve_data_dir,
     resolve_devices,
 )
-from sim.config.schema import Scenario
-from sim.engine import Engine, EngineConfig, FrameSink, ProgressFn, RunStats
-from sim.errors import ScenarioError
-from sim.learner import Learner, NullLearner, build_learner
-from sim.recorder import RunRecorder
-from sim.rng import Streams
-from sim.rundir import check_out_dir
-from sim.schemes import build_scheme
-from sim.trace import EVENTS_DIR, list_parts
-from sim.world import physics
-from sim.world.channel import Channel, ChannelRecorder, build_channel
-from sim.world.mobility import Mobility, build_mobility
-from sim.world.system import DeviceArrays, SystemConstants
+from wflsim.sim.config.schema import Scenario
+from wflsim.sim.engine import Engine, EngineConfig, FrameSink, ProgressFn, RunStats
+from wflsim.sim.errors import ScenarioError
+from wflsim.sim.learner import Learner, NullLearner, build_learner
+from wflsim.sim.recorder import RunRecorder
+from wflsim.sim.rng import Streams
+from wflsim.sim.rundir import check_out_dir
+from wflsim.sim.schemes import build_scheme
+from wflsim.sim.trace import EVENTS_DIR, list_parts
+from wflsim.sim.world import physics
+from wflsim.sim.world.channel import Channel, ChannelRecorder, build_channel
+from wflsim.sim.world.mobility import Mobility, build_mobility
+from wflsim.sim.world.system import DeviceArrays, SystemConstants
 
 log = logging.getLogger(__name__)
 

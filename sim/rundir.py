@@ -26,8 +26,8 @@ import socket
 from pathlib import Path
 from typing import Any
 
-from sim.errors import ScenarioError
-from sim.trace import EVENTS_DIR, fsync_dir, part_frame
+from wflsim.sim.errors import ScenarioError
+from wflsim.sim.trace import EVENTS_DIR, fsync_dir, part_frame
 
 MARKER = ".wflsim-run"
 LOCK = "wflsim.lock"
@@ -255,7 +255,7 @@ def require_run_folder(folder: Path, option: str = "--resume") -> None:
 
 def write_marker(folder: Path, version: str) -> None:
     """Mark ``folder`` as a wflsim run's (what ``--overwrite`` looks for)."""
-    from sim.trace import write_json_atomic
+    from wflsim.sim.trace import write_json_atomic
 
     write_json_atomic(folder / MARKER, {"wflsim_run": 1, "created_by": version})
 

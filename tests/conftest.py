@@ -59,7 +59,7 @@ def run_in_memory(data: dict[str, Any], learner=None) -> tuple[pa.Table, Any]:
     ``wflsim.run(data)`` gives the same events as a DataFrame; the tests want the Arrow table
     and the engine's totals."""
     import wflsim
-    from sim.run import build_engine, make_learner
+    from wflsim.sim.run import build_engine, make_learner
 
     prep = wflsim.prepare(data)
     engine = build_engine(prep, learner if learner is not None else make_learner(prep))
@@ -111,7 +111,7 @@ def write_legacy_trace(path: Path, buffer: Any, metadata: dict[str, str]) -> Non
     """Write a trace buffer as one ``events.parquet`` file (the layout of wflsim before 0.3)."""
     import pyarrow.parquet as pq
 
-    from sim.trace import trace_metadata
+    from wflsim.sim.trace import trace_metadata
 
     table = buffer.to_table().replace_schema_metadata(trace_metadata(metadata))
     pq.write_table(table, path)

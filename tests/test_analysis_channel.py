@@ -14,11 +14,11 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.colors import to_hex
 from scipy import stats as st
 
-from analysis import channel, figures
-from analysis.tidy import SCHEME_LABELS
 from conftest import base_scenario
-from sim.config.loading import validate_scenario
-from sim.run import execute, make_learner, prepare_scenario
+from wflsim.analysis import channel, figures
+from wflsim.analysis.tidy import SCHEME_LABELS
+from wflsim.sim.config.loading import validate_scenario
+from wflsim.sim.run import execute, make_learner, prepare_scenario
 
 PAPER = dict(
     run={"frames": 20, "slots_per_frame": 20, "deadline_s": 0.8},
@@ -47,7 +47,7 @@ def study(tmp_path_factory) -> Path:
 
 
 def _gaps(run_dir: Path) -> np.ndarray:
-    from analysis import tidy
+    from wflsim.analysis import tidy
 
     t = tidy.load(run_dir, ["device_slots", "frames"])
     real = t.device_slots.groupby(["frame", "device"])["cost"].mean()
@@ -100,7 +100,7 @@ def test_paired_differences_on_a_replayed_channel(tmp_path):
 
 
 def test_the_command_prints_tables_and_draws_figures(study, tmp_path, capsys):
-    """python -m analysis.channel DIR --by ... --figures OUT: a Markdown table over seeds (the
+    """python -m wflsim.analysis.channel DIR --by ... --figures OUT: a Markdown table over seeds (the
     number of seeds n, each outcome as "mean [95 % interval]", the mean alone for one seed) and
     a PNG."""
     assert channel.main([str(study), "--by", "fading", "--figures", str(tmp_path)]) == 0

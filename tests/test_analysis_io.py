@@ -5,10 +5,10 @@ from __future__ import annotations
 import duckdb
 import pytest
 
-from analysis import load_events, load_manifest, read_metadata
 from conftest import base_scenario
-from sim.config.loading import validate_scenario
-from sim.run import execute, make_learner, prepare_scenario
+from wflsim.analysis import load_events, load_manifest, read_metadata
+from wflsim.sim.config.loading import validate_scenario
+from wflsim.sim.run import execute, make_learner, prepare_scenario
 
 
 @pytest.fixture(scope="module")
@@ -54,7 +54,7 @@ def test_parquet_metadata_holds_the_scenario(run_dir):
 
 def test_stats_summary_matches_hand_computation(run_dir):
     """stats.summary's energy, participation and latency equal direct computations on the trace."""
-    from analysis import stats, tidy
+    from wflsim.analysis import stats, tidy
 
     df = load_events(run_dir)
     e = df[df.event == "energy"]
@@ -70,7 +70,7 @@ def test_stats_summary_matches_hand_computation(run_dir):
 
 def test_stats_summary_worst_budget_ratio_by_hand(run_dir):
     """max_budget_ratio is the largest per-device mean energy over that device's budget."""
-    from analysis import stats, tidy
+    from wflsim.analysis import stats, tidy
 
     df = load_events(run_dir)
     e = df[df.event == "energy"]
@@ -83,7 +83,7 @@ def test_stats_summary_worst_budget_ratio_by_hand(run_dir):
 
 def test_running_average_is_cumulative_mean(run_dir):
     """running_averages' avg_energy_j at the last slot equals the overall per-device-slot mean."""
-    from analysis import stats, tidy
+    from wflsim.analysis import stats, tidy
 
     df = load_events(run_dir)
     e = df[df.event == "energy"]
@@ -95,8 +95,8 @@ def test_running_average_is_cumulative_mean(run_dir):
 
 
 def test_stats_cli_prints_markdown_summary(run_dir, capsys):
-    """python -m analysis.stats prints one Markdown row per run with the chosen columns."""
-    from analysis.stats import main
+    """python -m wflsim.analysis.stats prints one Markdown row per run with the chosen columns."""
+    from wflsim.analysis.stats import main
 
     assert main([str(run_dir), "--columns", "scheme,slots,total_latency_s"]) == 0
     out = capsys.readouterr().out.splitlines()
@@ -106,7 +106,7 @@ def test_stats_cli_prints_markdown_summary(run_dir, capsys):
 
 def test_stats_cli_rejects_unknown_column(run_dir, capsys):
     """An unknown --columns name is a one-line error with exit code 2."""
-    from analysis.stats import main
+    from wflsim.analysis.stats import main
 
     assert main([str(run_dir), "--columns", "nope"]) == 2
     err = capsys.readouterr().err

@@ -14,11 +14,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import wflsim
-from analysis.io import load_events
 from conftest import REPO, base_scenario
-from sim.cli import main
-from sim.config.loading import scenario_text, validate_scenario
-from sim.errors import ScenarioError
+from wflsim.analysis.io import load_events
+from wflsim.sim.cli import main
+from wflsim.sim.config.loading import scenario_text, validate_scenario
+from wflsim.sim.errors import ScenarioError
 
 SMALL = base_scenario(
     run={"frames": 3, "slots_per_frame": 4, "deadline_s": 0.8},
@@ -108,7 +108,7 @@ def test_something_that_is_not_a_scenario_is_refused():
 
 def test_resume_continues_a_failed_run_to_the_uninterrupted_events(tmp_path, monkeypatch):
     """wflsim.resume after a failure in frame 2 gives the uninterrupted run's events."""
-    from sim.engine import Engine
+    from wflsim.sim.engine import Engine
 
     original = Engine._frame_start
 

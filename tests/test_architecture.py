@@ -11,13 +11,18 @@ from conftest import REPO
 
 PACKAGES = ("sim", "models", "analysis")
 #: What models may import of sim: the torch-free catalogue data (datasets, models, layer tables).
-ALLOWED_SIM = {"sim", "sim.config", "sim.config.catalogue", "sim.config.architectures"}
+ALLOWED_SIM = {
+    "wflsim.sim",
+    "wflsim.sim.config",
+    "wflsim.sim.config.catalogue",
+    "wflsim.sim.config.architectures",
+}
 
 
 def _module_name(path: Path) -> str:
     rel = path.relative_to(REPO).with_suffix("")
     parts = rel.parts[:-1] if rel.name == "__init__" else rel.parts
-    return ".".join(parts)
+    return ".".join(("wflsim", *parts))
 
 
 def _module_level_imports(path: Path, modules: set[str]) -> set[str]:
@@ -65,12 +70,12 @@ def _graph() -> dict[str, set[str]]:
 
 def test_sim_never_imports_torch_models_or_analysis():
     """Importing every sim module (and running a network-only scenario) loads no torch, models or analysis."""
-    modules = sorted(m for m in _graph() if m.split(".")[0] == "sim")
+    modules = sorted(m for m in _graph() if m.split(".")[1] == "sim")
     code = (
         "import importlib, sys; sys.path.insert(0, 'tests');"
         f"[importlib.import_module(m) for m in {modules!r}];"
         "from conftest import base_scenario, run_in_memory; run_in_memory(base_scenario());"
-        "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'models', 'analysis'));"
+        "bad = sorted(m for m in sys.modules if m.split('.')[0] == 'torch' or m.startswith(('wflsim.models', 'wflsim.analysis')));"
         "assert not bad, bad"
     )
     res = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True)
@@ -105,6 +110,6 @@ def test_models_depend_on_sim_only_through_the_catalogue():
     """models imports nothing of sim at module level but the torch-free catalogue and layer
     tables (sim.config.catalogue, sim.config.architectures)."""
     for name, deps in _graph().items():
-        if name.split(".")[0] == "models":
-            sim_deps = {d for d in deps if d.split(".")[0] == "sim"}
+        if name.split(".")[1] == "models":
+            sim_deps = {d for d in deps if d.split(".")[1] == "sim"}
             assert sim_deps <= ALLOWED_SIM, (name, sim_deps)

@@ -15,21 +15,21 @@ from hypothesis import strategies as st
 from test_learner import tiny_learner
 
 from conftest import base_scenario, events, run_in_memory, write_fake_cifar
-from models.learner import TorchLearner
-from models.learner.rules import (
+from wflsim.models.learner import TorchLearner
+from wflsim.models.learner.rules import (
     ImportancePruning,
     OrderedDropout,
     StochasticQuantisation,
     TopKResidual,
 )
-from models.learner.rules.pruning import importance_ranks
-from models.learner.rules.quantisation import quantise
-from models.learner.rules.topk import top_k_mask
-from models.submodels import flat_width_mask
-from sim.config.architectures import kept, layers, width_costs
-from sim.errors import ScenarioError
-from sim.learner import UpdateRuleSpec
-from sim.rng import Streams
+from wflsim.models.learner.rules.pruning import importance_ranks
+from wflsim.models.learner.rules.quantisation import quantise
+from wflsim.models.learner.rules.topk import top_k_mask
+from wflsim.models.submodels import flat_width_mask
+from wflsim.sim.config.architectures import kept, layers, width_costs
+from wflsim.sim.errors import ScenarioError
+from wflsim.sim.learner import UpdateRuleSpec
+from wflsim.sim.rng import Streams
 
 BASELINES = ("topk_ef", "pruning", "fedhq", "fjord")
 
@@ -438,8 +438,8 @@ def test_baseline_slot_physics_is_the_shared_code(scheme):
 
 def test_fedhq_below_two_bits_does_not_upload():
     """gamma > 15/16 leaves fewer than 2 bits per coordinate: payload 0, no participation."""
-    from sim.schemes.fedhq import fedhq_costs
-    from sim.world.system import DeviceArrays, SystemConstants
+    from wflsim.sim.schemes.fedhq import fedhq_costs
+    from wflsim.sim.world.system import DeviceArrays, SystemConstants
 
     dev = DeviceArrays(*(np.ones(3) for _ in range(6)))
     system = SystemConstants(dev, 1e6, 1e-13, 0.8, 1000, 32)

@@ -16,12 +16,12 @@ from hypothesis import strategies as st
 from scipy import special, stats
 
 from conftest import base_scenario, events, run_in_memory
-from sim.errors import ScenarioError
-from sim.rng import Streams
-from sim.world.channel import ChannelConfig, Fading, build_channel
-from sim.world.channel import pathloss as pl
-from sim.world.channel.fading import SPEED_OF_LIGHT_MPS, RayleighFamily
-from sim.world.mobility.base import Kinematics
+from wflsim.sim.errors import ScenarioError
+from wflsim.sim.rng import Streams
+from wflsim.sim.world.channel import ChannelConfig, Fading, build_channel
+from wflsim.sim.world.channel import pathloss as pl
+from wflsim.sim.world.channel.fading import SPEED_OF_LIGHT_MPS, RayleighFamily
+from wflsim.sim.world.mobility.base import Kinematics
 
 SLOT_S = 0.8
 
@@ -558,7 +558,7 @@ def test_controller_assumption_is_stated_for_every_model(cfg, matches):
 )
 def test_bad_channel_tables_name_the_field(channel_table, field, text):
     """Each bad [channel] value is a one-line ScenarioError naming the field and what is allowed."""
-    from sim.config.loading import validate_scenario
+    from wflsim.sim.config.loading import validate_scenario
 
     with pytest.raises(ScenarioError) as info:
         validate_scenario(base_scenario(channel=channel_table))

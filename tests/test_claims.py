@@ -11,8 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats as sst
 
-from analysis import claims
-from analysis.claims import FAILS, HOLDS, NOT_MEASURABLE, Evidence
+from wflsim.analysis import claims
+from wflsim.analysis.claims import FAILS, HOLDS, NOT_MEASURABLE, Evidence
 
 
 def summary_rows(values: dict[tuple[str, float, int], dict[str, float]]) -> pd.DataFrame:

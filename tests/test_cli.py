@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from conftest import REPO
-from sim.cli import main
+from wflsim.sim.cli import main
 
 QUICK = REPO / "scenarios" / "quickstart.toml"
 MNIST = REPO / "scenarios" / "mnist_ideal.toml"
@@ -133,7 +133,7 @@ def test_same_seed_gives_identical_events_with_training(tmp_path):
 
 def test_failed_run_keeps_a_readable_trace(tmp_path, monkeypatch):
     """A crash mid-run leaves a readable trace of the frames done and a 'failed' manifest."""
-    from sim.schemes.ideal import Ideal
+    from wflsim.sim.schemes.ideal import Ideal
 
     original = Ideal.plan_frame
 
@@ -193,9 +193,9 @@ def test_mnist_ideal_short_run_learns(tmp_path, data_dir):
 
 
 def test_python_module_entry_point(tmp_path):
-    """python -m sim.cli works like the console script."""
+    """python -m wflsim.sim.cli works like the console script."""
     res = subprocess.run(
-        [sys.executable, "-m", "sim.cli", "validate", str(QUICK)],
+        [sys.executable, "-m", "wflsim", "validate", str(QUICK)],
         capture_output=True,
         text=True,
         cwd=REPO,
@@ -300,9 +300,9 @@ def test_summary_notes_energy_above_every_budget(tmp_path, capsys):
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
-    """``python -m sim.cli ARGS`` in a fresh process (its own logging setup)."""
+    """``python -m wflsim.sim.cli ARGS`` in a fresh process (its own logging setup)."""
     return subprocess.run(
-        [sys.executable, "-m", "sim.cli", *args],
+        [sys.executable, "-m", "wflsim", *args],
         capture_output=True,
         text=True,
         timeout=300,

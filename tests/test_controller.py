@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.special import exp1, expn
 
-from sim.schemes.controller import (
+from wflsim.sim.schemes.controller import (
     ControllerParams,
     default_lambda,
     expected_cost,
@@ -31,8 +31,8 @@ from sim.schemes.controller import (
     solve_gamma,
     truncation_gamma,
 )
-from sim.slot import queue_update_j
-from sim.world import physics as ph
+from wflsim.sim.slot import queue_update_j
+from wflsim.sim.world import physics as ph
 
 FIELDS = tuple(f.name for f in dataclasses.fields(ControllerParams))
 

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import write_fake_cifar
-from models.data import (
+from wflsim.models.data import (
     CompactImages,
     DatasetNotFoundError,
     dataset_available,

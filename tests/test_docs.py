@@ -5,12 +5,12 @@ from __future__ import annotations
 import re
 
 from conftest import REPO
-from sim.config.schema import Scenario
-from sim.trace import markdown_doc
+from wflsim.sim.config.schema import Scenario
+from wflsim.sim.trace import markdown_doc
 
 
 def test_trace_doc_is_generated_from_the_schema():
-    """docs/trace.md is exactly what `python -m sim.trace` prints."""
+    """docs/trace.md is exactly what `python -m wflsim.sim.trace` prints."""
     assert (REPO / "docs" / "trace.md").read_text() == markdown_doc()
 
 
@@ -48,7 +48,7 @@ def test_scenario_doc_lists_every_field():
 
 def test_scheme_doc_lists_every_scheme_and_parameter():
     """Every registered scheme and every scheme parameter appears in docs/scenario.md."""
-    from sim.schemes import SCHEMES
+    from wflsim.sim.schemes import SCHEMES
 
     doc = (REPO / "docs" / "scenario.md").read_text()
     for name, cls in SCHEMES.items():
@@ -66,7 +66,7 @@ def test_readme_commands_name_existing_scenarios():
 
 def test_channel_models_are_documented():
     """Every channel model and each of its parameters appears in docs/scenario.md."""
-    from sim.world.channel import config
+    from wflsim.sim.world.channel import config
 
     doc = (REPO / "docs" / "scenario.md").read_text()
     models = (
@@ -90,7 +90,7 @@ def test_channel_models_are_documented():
 
 def test_channel_table_layout_is_documented():
     """docs/scenario.md's channel-table section is the layout sim.world.channel.record defines."""
-    from sim.world.channel.record import markdown_table
+    from wflsim.sim.world.channel.record import markdown_table
 
     doc = (REPO / "docs" / "scenario.md").read_text()
     assert markdown_table() in doc

@@ -10,9 +10,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import base_scenario, events, run_in_memory
-from sim.learner import NullLearner
-from sim.slot import DEADLINE_REL_TOL
-from sim.world import physics
+from wflsim.sim.learner import NullLearner
+from wflsim.sim.slot import DEADLINE_REL_TOL
+from wflsim.sim.world import physics
 
 
 class RecordingLearner(NullLearner):

@@ -1,7 +1,7 @@
 """Fault injection on real `wflsim` processes: SIGKILL at random instants then --resume, a full
 disk, concurrent runs on one folder, interrupted and killed sweeps.
 
-Every test runs the command line in subprocesses (``python -m sim.cli``) on tiny scenarios and
+Every test runs the command line in subprocesses (``python -m wflsim.sim.cli``) on tiny scenarios and
 checks the promise of the run folder: a kill loses at most the frame in flight, a resumed run's
 events equal the uninterrupted run's, and every failure is one line with the documented code.
 """
@@ -23,10 +23,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from analysis.io import events_files
 from conftest import REPO, run_in_memory
 from golden_runs import column_hashes
-from sim.rundir import pid_alive, read_manifest
+from wflsim.analysis.io import events_files
+from wflsim.sim.rundir import pid_alive, read_manifest
 
 ENV = {**os.environ, "PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1"}
 
@@ -78,9 +78,9 @@ V = 100.0
 
 
 def start(*args: str, **kw) -> subprocess.Popen:
-    """``python -m sim.cli ARGS`` in the background (stdout and stderr captured)."""
+    """``python -m wflsim.sim.cli ARGS`` in the background (stdout and stderr captured)."""
     return subprocess.Popen(
-        [sys.executable, "-m", "sim.cli", *args],
+        [sys.executable, "-m", "wflsim", *args],
         env=ENV,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -90,9 +90,9 @@ def start(*args: str, **kw) -> subprocess.Popen:
 
 
 def wflsim(*args: str, timeout: float = 240) -> subprocess.CompletedProcess:
-    """``python -m sim.cli ARGS`` to completion."""
+    """``python -m wflsim.sim.cli ARGS`` to completion."""
     return subprocess.run(
-        [sys.executable, "-m", "sim.cli", *args],
+        [sys.executable, "-m", "wflsim", *args],
         env=ENV,
         capture_output=True,
         text=True,
@@ -189,8 +189,8 @@ def test_sigkill_at_random_instants_then_resume_with_training(tmp_path):
 def test_a_killed_run_reads_as_crashed_with_its_frames(tmp_path):
     """After SIGKILL the manifest still says running, readers see 'crashed', and every
     completed frame reads back equal to the uninterrupted run's."""
-    from analysis import load_events
-    from analysis.tidy import run_status
+    from wflsim.analysis import load_events
+    from wflsim.analysis.tidy import run_status
 
     text = NETWORK.format(frames=40, scheme="two_timescale")
     path = tmp_path / "s.toml"
@@ -211,8 +211,8 @@ def test_a_killed_run_reads_as_crashed_with_its_frames(tmp_path):
 DISK_FULL_CHILD = """
 import json, resource, sys, time
 from pathlib import Path
-from sim.engine import Engine
-from sim.cli import main
+from wflsim.sim.engine import Engine
+from wflsim.sim.cli import main
 
 out = Path(sys.argv[2])
 original = Engine._frame_start
@@ -280,8 +280,8 @@ def test_simultaneous_starts_on_one_folder_give_one_run(tmp_path):
 
 SLOW_CHILD = """
 import sys, time
-from sim.engine import Engine
-from sim.cli import main
+from wflsim.sim.engine import Engine
+from wflsim.sim.cli import main
 
 original = Engine._frame_start
 
@@ -297,7 +297,7 @@ sys.exit(main(["run", sys.argv[1], "--out", sys.argv[2], "--quiet"]))
 def test_second_writer_is_refused_while_a_run_is_live(tmp_path, capsys):
     """While a run writes a folder, --overwrite and --resume into it exit 2 ('in use') and the
     live run completes unharmed."""
-    from sim.cli import main
+    from wflsim.sim.cli import main
 
     text = NETWORK.format(frames=30, scheme="two_timescale")
     path = tmp_path / "s.toml"

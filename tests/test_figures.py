@@ -12,9 +12,9 @@ from matplotlib.colors import to_hex
 from matplotlib.container import ErrorbarContainer
 from matplotlib.figure import Figure
 
-from analysis import figures as F
-from analysis import stats, tidy
 from test_tidy import write_synthetic_run
+from wflsim.analysis import figures as F
+from wflsim.analysis import stats, tidy
 
 # (folder, scheme, V, seed, partition, budget J, energy scale)
 SWEEP = [
@@ -276,7 +276,7 @@ def test_scheme_colour_is_the_same_in_every_figure(data):
 
 def test_every_registered_scheme_has_its_own_colour():
     """SCHEME_COLORS covers every registered scheme, with distinct colours."""
-    from sim.schemes import SCHEMES
+    from wflsim.sim.schemes import SCHEMES
 
     assert set(SCHEMES) <= set(F.SCHEME_COLORS)
     assert len(set(F.SCHEME_COLORS.values())) == len(F.SCHEME_COLORS)

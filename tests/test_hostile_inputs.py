@@ -14,8 +14,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import REPO, Py2Array, write_fake_cifar
-from sim.cli import main
-from sim.config.catalogue import DatasetError
+from wflsim.sim.cli import main
+from wflsim.sim.config.catalogue import DatasetError
 
 CIFAR_SCENARIO = REPO / "scenarios" / "paper" / "cifar10_noniid.toml"
 
@@ -46,7 +46,7 @@ def _crafted_batch(path: Path, payload: object) -> None:
 @pytest.mark.parametrize("kind", [Exploit, ShellExploit])
 def test_crafted_cifar_pickle_is_refused_and_runs_nothing(tmp_path, kind):
     """A batch file whose unpickling would run code is refused; the marker file never appears."""
-    from models.data import read_cifar_batch
+    from wflsim.models.data import read_cifar_batch
 
     marker = tmp_path / "marker"
     _crafted_batch(tmp_path / "data_batch_1", kind(marker))
@@ -58,7 +58,7 @@ def test_crafted_cifar_pickle_is_refused_and_runs_nothing(tmp_path, kind):
 
 def test_only_numpy_array_constructors_are_admitted(tmp_path):
     """A harmless global outside the list (numpy's protocol-5 _frombuffer) is refused too."""
-    from models.data import read_cifar_batch
+    from wflsim.models.data import read_cifar_batch
 
     entry = {"data": np.zeros((2, 3072), np.uint8), "labels": [0, 1]}
     (tmp_path / "b").write_bytes(pickle.dumps(entry, protocol=5))
@@ -87,7 +87,7 @@ def test_validate_refuses_a_crafted_cifar_set_without_running_it(tmp_path, capsy
 )
 def test_damaged_cifar_batch_is_a_one_line_error(tmp_path, content):
     """Truncated, garbage or wrongly shaped batches are DatasetError, quoting nothing of them."""
-    from models.data import read_cifar_batch
+    from wflsim.models.data import read_cifar_batch
 
     (tmp_path / "b").write_bytes(content)
     with pytest.raises(DatasetError) as err:
@@ -97,7 +97,7 @@ def test_damaged_cifar_batch_is_a_one_line_error(tmp_path, content):
 
 def test_damaged_mnist_files_are_exit_2(tmp_path, capsys):
     """MNIST files that are present but not MNIST: `validate` exits 2 in one line."""
-    from sim.config.catalogue import DATASET_FILES
+    from wflsim.sim.config.catalogue import DATASET_FILES
 
     for name in DATASET_FILES["mnist"]:
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)

@@ -11,11 +11,11 @@ import torch.nn.functional as F
 from torch import nn
 from torch.nn.utils import parameters_to_vector, vector_to_parameters
 
-from models.data import partition
-from models.learner import Freezing, TorchLearner, freeze_masks, stability_scores
-from models.learner.gradients import GradientPaths
-from sim.learner import Learner, UpdateRuleSpec, build_learner
-from sim.rng import Streams
+from wflsim.models.data import partition
+from wflsim.models.learner import Freezing, TorchLearner, freeze_masks, stability_scores
+from wflsim.models.learner.gradients import GradientPaths
+from wflsim.sim.learner import Learner, UpdateRuleSpec, build_learner
+from wflsim.sim.rng import Streams
 
 # ----------------------------------------------------------------------------- helpers
 
@@ -216,7 +216,7 @@ def test_per_device_path_taken_only_when_one_device_fills_a_chunk(monkeypatch) -
 @pytest.mark.parametrize("path", PATHS)
 def test_compact_images_give_the_same_uploads(path: str) -> None:
     """A learner on uint8 CompactImages computes exactly the uploads of one on the float set."""
-    from models.data import CompactImages
+    from wflsim.models.data import CompactImages
 
     g = torch.Generator().manual_seed(3)
     raw = torch.randint(0, 256, (120, 1, 2, 2), dtype=torch.uint8, generator=g)
@@ -245,7 +245,7 @@ def test_compact_images_give_the_same_uploads(path: str) -> None:
 
 def test_vmap_chunk_auto_resolves_per_device_type() -> None:
     """vmap_chunk_samples='auto' takes the CPU value of AUTO_CHUNK_SAMPLES; a bad value is refused."""
-    from models.learner import AUTO_CHUNK_SAMPLES
+    from wflsim.models.learner import AUTO_CHUNK_SAMPLES
 
     assert tiny_learner([4, 4]).vmap_chunk_samples == AUTO_CHUNK_SAMPLES["cpu"]
     with pytest.raises(ValueError, match="vmap_chunk_samples"):
@@ -653,7 +653,7 @@ def test_update_rule_cannot_change_after_the_first_frame():
 def test_per_device_starting_buffers_update_each_devices_statistics(path: str) -> None:
     """Given per-device BatchNorm statistics, each device's new running statistics are its own
     start moved by its batch (reference: a model copy per device with those statistics)."""
-    from models.learner.sampling import Batch
+    from wflsim.models.learner.sampling import Batch
 
     learner = tiny_learner([4, 6, 5], batchnorm=True, **path_kwargs(path, [6]))
     learner.compute(0, np.arange(3))  # draws the batches used below

@@ -13,9 +13,9 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 from scipy import stats
 
-from sim.errors import ScenarioError
-from sim.rng import Streams
-from sim.world.mobility import (
+from wflsim.sim.errors import ScenarioError
+from wflsim.sim.rng import Streams
+from wflsim.sim.world.mobility import (
     MobilityConfig,
     RandomWaypoint,
     StaticMobility,

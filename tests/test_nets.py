@@ -8,7 +8,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.func import functional_call, grad, vmap
 
-from models.nets import MODELS, build_model, count_params, input_shape, num_params
+from wflsim.models.nets import MODELS, build_model, count_params, input_shape, num_params
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from sim.world import physics
+from wflsim.sim.world import physics
 
 
 def test_path_loss_at_one_kilometre_is_the_intercept():

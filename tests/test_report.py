@@ -8,12 +8,12 @@ import shutil
 import pandas as pd
 import pytest
 
-from analysis.io import load_events
-from analysis.report import FIGURES, write_report
 from conftest import base_scenario
-from sim.config.loading import validate_scenario
-from sim.run import execute, make_learner, prepare_scenario
 from test_tidy import write_synthetic_run
+from wflsim.analysis.io import load_events
+from wflsim.analysis.report import FIGURES, write_report
+from wflsim.sim.config.loading import validate_scenario
+from wflsim.sim.run import execute, make_learner, prepare_scenario
 
 
 @pytest.fixture(scope="module")
@@ -137,7 +137,7 @@ def test_run_failed_before_its_first_slot_is_listed(tmp_path):
     import numpy as np
 
     from conftest import write_legacy_trace
-    from sim.trace import TraceBuffer
+    from wflsim.sim.trace import TraceBuffer
 
     write_synthetic_run(tmp_path / "src" / "ok")
     dead = tmp_path / "src" / "dead"

@@ -10,11 +10,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from analysis.io import events_files, load_events
 from conftest import run_in_memory
 from golden_runs import column_hashes
-from sim.cli import main
-from sim.schemes import SCHEMES
+from wflsim.analysis.io import events_files, load_events
+from wflsim.sim.cli import main
+from wflsim.sim.schemes import SCHEMES
 
 #: A network-only scenario with moving devices and the paper's controller: 6 frames x 4 slots.
 NETWORK = """
@@ -66,7 +66,7 @@ def run(*args: str) -> int:
 
 def fail_at_frame(monkeypatch, frame: int, exc: type[BaseException] = RuntimeError) -> None:
     """Make the run's scheme raise ``exc`` when it plans frame ``frame``."""
-    from sim.schemes.two_timescale import TwoTimescale
+    from wflsim.sim.schemes.two_timescale import TwoTimescale
 
     original = TwoTimescale.plan_frame
 
@@ -251,7 +251,7 @@ def test_diverging_training_fails_with_a_clear_message(tmp_path, capsys):
 def test_every_scheme_resumes_to_the_uninterrupted_events(tmp_path, monkeypatch, scheme):
     """For every scheme, a run that failed in frame 4 and was resumed from the command line
     has the uninterrupted run's events."""
-    from sim.engine import Engine
+    from wflsim.sim.engine import Engine
 
     path, out = scenario(tmp_path), tmp_path / "run"
     text = path.read_text().replace('name = "two_timescale"', f'name = "{scheme}"')

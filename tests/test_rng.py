@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from scipy import stats
 
-from sim.rng import KeyedStream, Streams, philox4x64
+from wflsim.sim.rng import KeyedStream, Streams, philox4x64
 
 U64 = st.integers(0, 2**64 - 1)
 
@@ -151,7 +151,7 @@ def test_keyed_gamma_of_shape_one_is_the_exponential_draw():
 
 def test_gamma_quantile_transforms_match_scipy_in_both_tails():
     """gamma_from_uniform and gamma_from_exponential equal scipy's gamma.ppf, also deep in the tails."""
-    from sim.rng import gamma_from_exponential, gamma_from_uniform
+    from wflsim.sim.rng import gamma_from_exponential, gamma_from_uniform
 
     u = np.array([1e-12, 1e-4, 0.3, 0.5, 0.7, 1 - 1e-6])
     e = -np.log1p(-u)
@@ -180,7 +180,7 @@ def test_keyed_normal_and_gamma_depend_only_on_device_and_slot(devices, slot):
 
 def test_new_streams_have_new_ids():
     """The channel's streams have ids of their own; the old ids are unchanged."""
-    from sim.rng import STREAM_IDS
+    from wflsim.sim.rng import STREAM_IDS
 
     assert STREAM_IDS["fading"] == 4 and STREAM_IDS["freeze_choice"] == 9
     new = [STREAM_IDS[s] for s in ("shadowing", "csi", "los_state")]

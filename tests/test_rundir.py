@@ -10,9 +10,9 @@ import sys
 
 import pytest
 
-from sim import rundir
-from sim.errors import ScenarioError
-from sim.trace import json_text, write_atomic
+from wflsim.sim import rundir
+from wflsim.sim.errors import ScenarioError
+from wflsim.sim.trace import json_text, write_atomic
 
 
 def _dead_pid() -> int:

@@ -8,12 +8,17 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import REPO, base_scenario
-from sim.config.catalogue import model_num_params
-from sim.config.loading import apply_overrides, load_scenario, parse_override, validate_scenario
-from sim.config.resolve import check_deadline, resolve_devices
-from sim.config.schema import DevicesConfig
-from sim.errors import ScenarioError
-from sim.rng import Streams
+from wflsim.sim.config.catalogue import model_num_params
+from wflsim.sim.config.loading import (
+    apply_overrides,
+    load_scenario,
+    parse_override,
+    validate_scenario,
+)
+from wflsim.sim.config.resolve import check_deadline, resolve_devices
+from wflsim.sim.config.schema import DevicesConfig
+from wflsim.sim.errors import ScenarioError
+from wflsim.sim.rng import Streams
 
 
 def _field_of(data: dict) -> str:
@@ -143,8 +148,8 @@ def test_override_through_a_value_is_rejected():
 
 def test_catalogue_parameter_counts_match_the_networks():
     """The torch-free catalogue's D equals the real network's count for every model and dataset."""
-    nets = pytest.importorskip("models.nets")
-    from sim.config.catalogue import MODEL_DATASETS
+    nets = pytest.importorskip("wflsim.models.nets")
+    from wflsim.sim.config.catalogue import MODEL_DATASETS
 
     for model, datasets in MODEL_DATASETS.items():
         for dataset in datasets:
@@ -197,7 +202,7 @@ _junk = st.one_of(
 )
 def test_bad_values_raise_scenario_error_or_validate(section, key, value):
     """Junk anywhere either prepares fine or raises ScenarioError naming a field; never another exception."""
-    from sim.run import prepare_scenario
+    from wflsim.sim.run import prepare_scenario
 
     data = base_scenario(**{section: {key: value}})
     try:

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 from scipy import stats as st
 
-from analysis.stats import over_seeds, t_interval
+from wflsim.analysis.stats import over_seeds, t_interval
 
 
 def _table() -> pd.DataFrame:

@@ -11,10 +11,10 @@ import torch
 
 from conftest import base_scenario
 from golden_runs import digits
-from sim import state
-from sim.config.loading import validate_scenario
-from sim.run import build_engine, make_learner, prepare_scenario
-from sim.schemes import SCHEMES
+from wflsim.sim import state
+from wflsim.sim.config.loading import validate_scenario
+from wflsim.sim.run import build_engine, make_learner, prepare_scenario
+from wflsim.sim.schemes import SCHEMES
 
 
 def _engine(data: dict):

@@ -14,10 +14,10 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
-from models.learner.flat import FlatModel
-from models.nets import build_model, count_params
-from models.submodels import flat_width_mask, narrow_model, width_masks
-from sim.config.architectures import (
+from wflsim.models.learner.flat import FlatModel
+from wflsim.models.nets import build_model, count_params
+from wflsim.models.submodels import flat_width_mask, narrow_model, width_masks
+from wflsim.sim.config.architectures import (
     Layer,
     kept,
     layers,
@@ -25,7 +25,7 @@ from sim.config.architectures import (
     submodel_params,
     width_costs,
 )
-from sim.config.catalogue import INPUT_SHAPES, MODEL_DATASETS, NUM_CLASSES, model_num_params
+from wflsim.sim.config.catalogue import INPUT_SHAPES, MODEL_DATASETS, NUM_CLASSES, model_num_params
 
 PAIRS = [(m, d) for m, datasets in MODEL_DATASETS.items() for d in datasets]
 CASES = [

@@ -28,8 +28,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis import stats, tidy
 from conftest import base_scenario, run_in_memory
+from wflsim.analysis import stats, tidy
 
 ENERGY = np.array([[0.1, 0.0], [0.2, 0.5], [0.3, 0.5], [0.4, 0.1]])  # (slot, device), J
 PART = np.array([[1, 0], [1, 1], [1, 1], [1, 1]], dtype=bool)
@@ -55,8 +55,8 @@ def write_synthetic_run(
 ) -> Path:
     """Write the hand-built trace above (energies times ``scale``) with its scenario metadata."""
     from conftest import write_legacy_trace
-    from sim.config.loading import validate_scenario
-    from sim.trace import TraceBuffer
+    from wflsim.sim.config.loading import validate_scenario
+    from wflsim.sim.trace import TraceBuffer
 
     sections: dict = {
         "name": "synthetic",

@@ -1,4 +1,12 @@
-"""wflsim's Python API: run scenarios and sweeps from Python and load their results.
+"""wflsim: a discrete-event co-simulator for wireless federated learning.
+
+One import name holds the whole project:
+
+* :mod:`wflsim.sim` -- the world and its clock (scenario schema, physics, channel, mobility,
+  schemes, slot resolution, the SimPy engine, the trace, checkpoints); never imports torch;
+* :mod:`wflsim.models` -- the learning side (datasets, networks, the federated learner);
+* :mod:`wflsim.analysis` -- reading and analysing traces (pandas, DuckDB, figures, report);
+* the Python API below (``docs/api.md``)::
 
     import wflsim
 
@@ -7,24 +15,34 @@
     result.summary         # the run's totals
     result.slots           # one row per slot (analysis.tidy)
 
-Every function here is what the ``wflsim`` command line does (``docs/api.md``): a run from the
-API and from the CLI with the same scenario and seed have identical events.
+Every function here is what the ``wflsim`` command line does: a run from the API and from the CLI
+with the same scenario and seed have identical events. The API is imported on first use, so that
+``import wflsim.sim`` stays light and loads neither pandas nor torch.
 """
 
-from wflsim.api import (
-    RunResult,
-    SweepResult,
-    load_run,
-    load_sweep,
-    prepare,
-    resume,
-    run,
-    sweep,
-)
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from wflsim._version import __version__
+
+if TYPE_CHECKING:
+    from wflsim.api import (
+        RunResult,
+        SweepResult,
+        load_run,
+        load_sweep,
+        prepare,
+        resume,
+        run,
+        sweep,
+    )
 
 __all__ = [
     "RunResult",
     "SweepResult",
+    "__version__",
     "load_run",
     "load_sweep",
     "prepare",
@@ -32,3 +50,18 @@ __all__ = [
     "run",
     "sweep",
 ]
+
+_API = frozenset(__all__) - {"__version__"}
+
+
+def __getattr__(name: str) -> Any:
+    """The API's names, imported from :mod:`wflsim.api` when first asked for (PEP 562)."""
+    if name in _API:
+        value = getattr(importlib.import_module("wflsim.api"), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'wflsim' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | _API)

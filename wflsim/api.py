@@ -18,16 +18,16 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sim import run as _run
-from sim.config.loading import apply_overrides, scenario_text, validate_scenario
-from sim.config.schema import Scenario
-from sim.engine import ProgressFn
-from sim.errors import ScenarioError
+from wflsim.sim import run as _run
+from wflsim.sim.config.loading import apply_overrides, scenario_text, validate_scenario
+from wflsim.sim.config.schema import Scenario
+from wflsim.sim.engine import ProgressFn
+from wflsim.sim.errors import ScenarioError
 
 if TYPE_CHECKING:  # analysis (pandas) is imported when a result's tables are first used
     import pandas as pd
 
-    from analysis.tidy import Tidy
+    from wflsim.analysis.tidy import Tidy
 
 #: A scenario: a TOML file, a table shaped like one, or a validated ``Scenario``.
 ScenarioLike = str | os.PathLike[str] | Mapping[str, Any] | Scenario
@@ -99,7 +99,7 @@ class RunResult:
     def status(self) -> str:
         """``completed`` for a run kept in memory; else the folder's status (``running``,
         ``completed``, ``failed``, ``interrupted``, or ``crashed`` for a dead writer)."""
-        from analysis.tidy import run_status
+        from wflsim.analysis.tidy import run_status
 
         return "completed" if self.folder is None else run_status(self.folder)
 
@@ -108,7 +108,7 @@ class RunResult:
         """The trace, one row per event (``docs/trace.md``), nullable dtypes."""
         if self._events is not None:
             return self._events
-        from analysis.io import load_events
+        from wflsim.analysis.io import load_events
 
         assert self.folder is not None
         return load_events(self.folder)
@@ -116,28 +116,28 @@ class RunResult:
     @cached_property
     def device_slots(self) -> pd.DataFrame:
         """One row per device and slot (decision and outcome; ``analysis.tidy``)."""
-        from analysis.tidy import device_slots_from_events
+        from wflsim.analysis.tidy import device_slots_from_events
 
         return device_slots_from_events(self.events)
 
     @cached_property
     def slots(self) -> pd.DataFrame:
         """One row per slot (latency, participation, energy, accuracy; ``analysis.tidy``)."""
-        from analysis.tidy import slots_from_events
+        from wflsim.analysis.tidy import slots_from_events
 
         return slots_from_events(self.events, self.device_slots)
 
     @cached_property
     def frames(self) -> pd.DataFrame:
         """One row per frame (the controller's plan; ``analysis.tidy``)."""
-        from analysis.tidy import frames_from_events
+        from wflsim.analysis.tidy import frames_from_events
 
         return frames_from_events(self.events, self.device_slots)
 
     @cached_property
     def evaluations(self) -> pd.DataFrame:
         """One row per evaluation of the global model (accuracy, loss, time, energy so far)."""
-        from analysis.tidy import evaluations_from_events
+        from wflsim.analysis.tidy import evaluations_from_events
 
         return evaluations_from_events(self.events, self.slots)
 
@@ -174,7 +174,7 @@ def run(
         return load_run(folder)
     engine = _run.build_engine(prep, _run.make_learner(prep), progress=progress)
     stats = engine.run()
-    from analysis.io import events_frame
+    from wflsim.analysis.io import events_frame
 
     return RunResult(
         scenario=prep.scenario.model_dump(mode="json"),
@@ -195,7 +195,7 @@ def resume(
     Raises:
         ScenarioError: not a run folder, in use, or damaged (the message says which).
     """
-    from sim.rundir import read_manifest, require_run_folder
+    from wflsim.sim.rundir import read_manifest, require_run_folder
 
     path = Path(folder)
     require_run_folder(path)
@@ -213,7 +213,7 @@ def load_run(folder: str | os.PathLike[str]) -> RunResult:
     Raises:
         FileNotFoundError: no ``manifest.json`` in ``folder``.
     """
-    from analysis.io import load_manifest
+    from wflsim.analysis.io import load_manifest
 
     path = Path(folder)
     manifest = load_manifest(path)
@@ -251,13 +251,13 @@ class SweepResult:
 
     def runs_table(self) -> pd.DataFrame:
         """One row per run folder with its configuration (``analysis.tidy.runs_table``)."""
-        from analysis.tidy import runs_table
+        from wflsim.analysis.tidy import runs_table
 
         return runs_table(self.folder)
 
     def load(self, tables: Sequence[str] | None = None) -> Tidy:
         """The tidy tables of every run (``analysis.tidy.load``)."""
-        from analysis.tidy import load
+        from wflsim.analysis.tidy import load
 
         return load(self.folder, tables)
 
@@ -315,7 +315,7 @@ def sweep(
             scenario made (without ``overwrite``).
         sim.sweep.SweepInterrupted: Ctrl-C (``sweep.json`` records every point's state).
     """
-    from sim.sweep import plan_sweep, run_sweep
+    from wflsim.sim.sweep import plan_sweep, run_sweep
 
     if workers < 1:
         raise ScenarioError("workers", "must be >= 1")

@@ -36,15 +36,15 @@ import numpy as np
 import torch
 from torch import nn
 
-from models import data as _data
-from models.learner.evaluation import evaluate
-from models.learner.flat import FlatModel
-from models.learner.gradients import GradientPaths
-from models.learner.rules import AGGREGATIONS, Freezing, UpdateRule, build_rule
-from models.learner.sampling import DeviceStreams, LocalData, images_on
-from models.learner.stable_fraction import StableFraction
-from models.nets import build_model
-from sim.config.catalogue import DatasetError
+from wflsim.models import data as _data
+from wflsim.models.learner.evaluation import evaluate
+from wflsim.models.learner.flat import FlatModel
+from wflsim.models.learner.gradients import GradientPaths
+from wflsim.models.learner.rules import AGGREGATIONS, Freezing, UpdateRule, build_rule
+from wflsim.models.learner.sampling import DeviceStreams, LocalData, images_on
+from wflsim.models.learner.stable_fraction import StableFraction
+from wflsim.models.nets import build_model
+from wflsim.sim.config.catalogue import DatasetError
 
 LR_SCHEDULES = ("constant", "half_life")
 #: ``vmap_chunk_samples="auto"`` per torch device type. On a CPU, 512 samples at a time keep the

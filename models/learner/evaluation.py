@@ -6,8 +6,8 @@ import torch
 import torch.nn.functional as F
 from torch.func import functional_call
 
-from models import data as _data
-from models.learner.flat import FlatModel
+from wflsim.models import data as _data
+from wflsim.models.learner.flat import FlatModel
 
 
 def evaluate(

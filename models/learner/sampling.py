@@ -9,7 +9,7 @@ from typing import Any, Protocol
 import numpy as np
 import torch
 
-from models import data as _data
+from wflsim.models import data as _data
 
 
 class DeviceStreams(Protocol):

@@ -6,7 +6,7 @@ OUT=${1:-runs/channel}
 table() {  # table TITLE ARGS...
     echo "## $1"
     shift
-    python -m analysis.channel "$@"
+    python -m wflsim.analysis.channel "$@"
     echo
 }
 table "CSI error" "$OUT/csi_error" --by csi_error_variance --figures "$OUT/figures"

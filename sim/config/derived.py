@@ -15,11 +15,11 @@ import math
 
 import numpy as np
 
-from sim.config.schema import Scenario
-from sim.errors import ScenarioError
-from sim.world import physics
-from sim.world.channel import Channel
-from sim.world.system import DeviceArrays
+from wflsim.sim.config.schema import Scenario
+from wflsim.sim.errors import ScenarioError
+from wflsim.sim.world import physics
+from wflsim.sim.world.channel import Channel
+from wflsim.sim.world.system import DeviceArrays
 
 #: Largest value a trace column of type int32 holds (frame, device, batch_size, iterations).
 INT32_MAX = 2**31 - 1

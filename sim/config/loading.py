@@ -15,9 +15,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from sim.config.schema import Scenario
-from sim.errors import ScenarioError
-from sim.schemes import SCHEMES
+from wflsim.sim.config.schema import Scenario
+from wflsim.sim.errors import ScenarioError
+from wflsim.sim.schemes import SCHEMES
 
 
 def _from_validation_error(err: ValidationError) -> ScenarioError:

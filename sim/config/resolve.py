@@ -10,12 +10,12 @@ from pathlib import Path
 
 import numpy as np
 
-from sim.config.catalogue import DATASET_FILES, model_num_params
-from sim.config.distributions import draw
-from sim.config.schema import DevicesConfig, LearningConfig, RunConfig, Scenario
-from sim.errors import ScenarioError
-from sim.rng import Streams
-from sim.world.system import DeviceArrays
+from wflsim.sim.config.catalogue import DATASET_FILES, model_num_params
+from wflsim.sim.config.distributions import draw
+from wflsim.sim.config.schema import DevicesConfig, LearningConfig, RunConfig, Scenario
+from wflsim.sim.errors import ScenarioError
+from wflsim.sim.rng import Streams
+from wflsim.sim.world.system import DeviceArrays
 
 #: Lower bounds of the per-device fields (strict: > bound), checked after resolution.
 _DEVICE_FIELDS: dict[str, tuple[float, bool]] = {

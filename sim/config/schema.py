@@ -18,10 +18,10 @@ from pydantic import (
     model_validator,
 )
 
-from sim.config.catalogue import DATASETS, MODEL_DATASETS, MODELS
-from sim.config.distributions import PerDevice, PositiveFloat, Strict, Uniform
-from sim.world.channel.config import ChannelConfig
-from sim.world.mobility.config import MobilityConfig
+from wflsim.sim.config.catalogue import DATASETS, MODEL_DATASETS, MODELS
+from wflsim.sim.config.distributions import PerDevice, PositiveFloat, Strict, Uniform
+from wflsim.sim.world.channel.config import ChannelConfig
+from wflsim.sim.world.mobility.config import MobilityConfig
 
 #: Fields of ``[network]`` that moved to ``[channel]`` (version 0.2): old name -> where now.
 _MOVED_TO_CHANNEL = {

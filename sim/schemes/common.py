@@ -14,9 +14,9 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from sim.learner import UpdateRuleSpec
-from sim.schemes import controller
-from sim.schemes.base import (
+from wflsim.sim.learner import UpdateRuleSpec
+from wflsim.sim.schemes import controller
+from wflsim.sim.schemes.base import (
     F64,
     ClosesAt,
     CostPlan,
@@ -25,9 +25,9 @@ from sim.schemes.base import (
     SlotContext,
     SlotPlan,
 )
-from sim.slot import SlotOutcome, frame_costs
-from sim.world import physics
-from sim.world.system import SystemConstants
+from wflsim.sim.slot import SlotOutcome, frame_costs
+from wflsim.sim.world import physics
+from wflsim.sim.world.system import SystemConstants
 
 #: The learner-side rule of the paper's schemes: device ``n`` freezes its ``frozen_count[n]``
 #: most stable parameters (smallest stability score of the previous frame, eq. 6).

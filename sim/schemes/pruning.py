@@ -7,11 +7,11 @@ from typing import ClassVar, Literal
 import numpy as np
 from pydantic import Field
 
-from sim.learner import UpdateRuleSpec
-from sim.schemes.base import F64, CostPlan
-from sim.schemes.common import Compression, CompressionScheme, ControllerOptions
-from sim.schemes.registry import register
-from sim.world.system import SystemConstants
+from wflsim.sim.learner import UpdateRuleSpec
+from wflsim.sim.schemes.base import F64, CostPlan
+from wflsim.sim.schemes.common import Compression, CompressionScheme, ControllerOptions
+from wflsim.sim.schemes.registry import register
+from wflsim.sim.world.system import SystemConstants
 
 
 class PruningParams(ControllerOptions):

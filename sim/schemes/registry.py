@@ -6,8 +6,8 @@ from typing import Any, ClassVar, Protocol
 
 from pydantic import BaseModel
 
-from sim.schemes.base import Scheme
-from sim.world.system import SystemConstants
+from wflsim.sim.schemes.base import Scheme
+from wflsim.sim.world.system import SystemConstants
 
 
 class SchemeClass(Protocol):

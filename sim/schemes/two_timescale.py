@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from sim.schemes.common import ControllerOptions, FreezingScheme
-from sim.schemes.registry import register
-from sim.world.system import SystemConstants
+from wflsim.sim.schemes.common import ControllerOptions, FreezingScheme
+from wflsim.sim.schemes.registry import register
+from wflsim.sim.world.system import SystemConstants
 
 
 @register

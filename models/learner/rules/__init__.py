@@ -18,12 +18,12 @@ from typing import Any
 import torch
 from torch import nn
 
-from models.learner.rules.base import AGGREGATIONS, PlainRule, UpdateRule
-from models.learner.rules.freezing import Freezing, freeze_masks, stability_scores
-from models.learner.rules.ordered_dropout import OrderedDropout
-from models.learner.rules.pruning import ImportancePruning
-from models.learner.rules.quantisation import StochasticQuantisation
-from models.learner.rules.topk import TopKResidual
+from wflsim.models.learner.rules.base import AGGREGATIONS, PlainRule, UpdateRule
+from wflsim.models.learner.rules.freezing import Freezing, freeze_masks, stability_scores
+from wflsim.models.learner.rules.ordered_dropout import OrderedDropout
+from wflsim.models.learner.rules.pruning import ImportancePruning
+from wflsim.models.learner.rules.quantisation import StochasticQuantisation
+from wflsim.models.learner.rules.topk import TopKResidual
 
 __all__ = [
     "AGGREGATIONS",
@@ -79,7 +79,7 @@ def build_rule(
                 "ordered_dropout needs a catalogue model (TorchLearner.from_config, or "
                 "architecture=(model, dataset))"
             )
-        from sim.config.architectures import layers
+        from wflsim.sim.config.architectures import layers
 
         return OrderedDropout(
             num_devices,

@@ -26,10 +26,10 @@ import numpy as np
 import torch
 from torch import nn
 
-from models.learner import aggregate
-from models.learner.rules.base import PlainRule, frame_input
-from models.submodels import flat_width_mask
-from sim.config.architectures import Layer, kept
+from wflsim.models.learner import aggregate
+from wflsim.models.learner.rules.base import PlainRule, frame_input
+from wflsim.models.submodels import flat_width_mask
+from wflsim.sim.config.architectures import Layer, kept
 
 
 class OrderedDropout(PlainRule):

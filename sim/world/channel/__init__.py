@@ -16,9 +16,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sim.errors import ScenarioError
-from sim.rng import Streams
-from sim.world.channel.base import (
+from wflsim.sim.errors import ScenarioError
+from wflsim.sim.rng import Streams
+from wflsim.sim.world.channel.base import (
     Channel,
     FadingModel,
     LargeScale,
@@ -26,7 +26,7 @@ from sim.world.channel.base import (
     SlotChannel,
     SmallScale,
 )
-from sim.world.channel.config import (
+from wflsim.sim.world.channel.config import (
     ChannelConfig,
     GaussMarkovConfig,
     LogDistanceConfig,
@@ -37,9 +37,9 @@ from sim.world.channel.config import (
     UmaConfig,
     UmiConfig,
 )
-from sim.world.channel.csi import Csi
-from sim.world.channel.drawn import DrawnChannel
-from sim.world.channel.fading import (
+from wflsim.sim.world.channel.csi import Csi
+from wflsim.sim.world.channel.drawn import DrawnChannel
+from wflsim.sim.world.channel.fading import (
     Fading,
     Family,
     NakagamiFamily,
@@ -47,10 +47,10 @@ from sim.world.channel.fading import (
     RayleighFamily,
     RicianFamily,
 )
-from sim.world.channel.pathloss import MAX_2D_DISTANCE_M, LogDistance, Tr38901
-from sim.world.channel.record import ChannelRecorder
-from sim.world.channel.replay import ReplayChannel, read_channel_table
-from sim.world.channel.shadowing import LosState, Shadowing
+from wflsim.sim.world.channel.pathloss import MAX_2D_DISTANCE_M, LogDistance, Tr38901
+from wflsim.sim.world.channel.record import ChannelRecorder
+from wflsim.sim.world.channel.replay import ReplayChannel, read_channel_table
+from wflsim.sim.world.channel.shadowing import LosState, Shadowing
 
 __all__ = [
     "Channel",

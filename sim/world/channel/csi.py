@@ -24,8 +24,8 @@ from typing import Any
 
 import numpy as np
 
-from sim.rng import KeyedStream
-from sim.world.channel.base import C128, F64
+from wflsim.sim.rng import KeyedStream
+from wflsim.sim.world.channel.base import C128, F64
 
 
 def estimate(coefficient: C128, error_variance: float, error: C128) -> C128:

@@ -6,8 +6,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from sim.world import physics
-from sim.world.channel.base import (
+from wflsim.sim.world import physics
+from wflsim.sim.world.channel.base import (
     B8,
     CONTROLLER_ASSUMPTION,
     F64,
@@ -17,11 +17,11 @@ from sim.world.channel.base import (
     PathLossModel,
     SlotChannel,
 )
-from sim.world.channel.csi import Csi
-from sim.world.channel.shadowing import LosState, Shadowing
+from wflsim.sim.world.channel.csi import Csi
+from wflsim.sim.world.channel.shadowing import LosState, Shadowing
 
 if TYPE_CHECKING:
-    from sim.world.mobility.base import Kinematics
+    from wflsim.sim.world.mobility.base import Kinematics
 
 
 class DrawnChannel(Channel):

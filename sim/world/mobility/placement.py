@@ -7,10 +7,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from sim.errors import ScenarioError
-from sim.rng import Streams
-from sim.world.mobility.base import CELL_EDGE_RTOL, F64, id_list
-from sim.world.mobility.config import MobilityConfig
+from wflsim.sim.errors import ScenarioError
+from wflsim.sim.rng import Streams
+from wflsim.sim.world.mobility.base import CELL_EDGE_RTOL, F64, id_list
+from wflsim.sim.world.mobility.config import MobilityConfig
 
 
 def uniform_disc_positions_m(
