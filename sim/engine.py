@@ -53,11 +53,13 @@ _C_START, _C_END, _U_START, _U_END = (
 @dataclass(frozen=True)
 class EngineConfig:
     """The run's timing and logging settings (from the scenario's ``[run]``, ``[mobility]``,
-    ``[learning]`` and ``[trace]`` tables)."""
+    ``[learning]`` and ``[trace]`` tables).
+
+    The deadline ``tau_0`` is not here: it has one source, ``SystemConstants.deadline_s``, read
+    both by the server's SimPy timeout and by the slot's success test."""
 
     frames: int  #: ``K``
     slots_per_frame: int  #: ``T``
-    deadline_s: float  #: ``tau_0``, s
     #: positions at frame ``k`` are read at ``k T tau_0`` ("nominal") or at the frame's actual
     #: start ("simulated")
     mobility_clock: Literal["nominal", "simulated"] = "nominal"
@@ -254,7 +256,7 @@ class Engine:
             for j in range(cfg.slots_per_frame):
                 t = k * cfg.slots_per_frame + j
                 self._slot_start(k, t)
-                deadline = env.timeout(cfg.deadline_s)
+                deadline = env.timeout(self.system.deadline_s)
                 if self._remaining > 0:
                     assert self._all_done is not None
                     yield env.all_of([deadline, self._all_done])
@@ -275,7 +277,7 @@ class Engine:
         b, cfg, ids = self.buffer, self.config, self._ids
         t0 = k * cfg.slots_per_frame
         b.add("frame_start", now, k, t0)
-        when = t0 * cfg.deadline_s if cfg.mobility_clock == "nominal" else now
+        when = t0 * self.system.deadline_s if cfg.mobility_clock == "nominal" else now
         motion = self.mobility.kinematics(when)
         large = self.channel.large_scale(k, motion)
         pos = np.asarray(motion.positions_m, dtype=np.float64)
@@ -380,7 +382,7 @@ class Engine:
         out = sl.outcome
         self._log_processes(k, t, out)
         if self.rules.closes_at == "deadline":
-            b.add("deadline", sl.start_s + self.config.deadline_s, k, t)
+            b.add("deadline", sl.start_s + self.system.deadline_s, k, t)
         ok = np.flatnonzero(out.success)
         self.learner.apply(t, ok)
         if not self.learner.is_finite():

@@ -240,7 +240,6 @@ def engine_config(scenario: Scenario) -> EngineConfig:
     return EngineConfig(
         frames=scenario.run.frames,
         slots_per_frame=scenario.run.slots_per_frame,
-        deadline_s=scenario.run.deadline_s,
         mobility_clock=scenario.mobility.clock,
         eval_every_slots=scenario.learning.eval_every_slots,
         evaluate=scenario.learning.enabled,

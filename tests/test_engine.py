@@ -90,6 +90,45 @@ def test_no_late_upload_is_aggregated():
     assert sum(len(v) for v in learner.applied.values()) < len(dec)  # some outages happened
 
 
+def test_engine_has_one_deadline():
+    """An engine built from parts takes tau_0 from SystemConstants alone: its config has no second copy."""
+    import dataclasses
+
+    from wflsim.sim.engine import EngineConfig
+
+    assert "deadline_s" not in {f.name for f in dataclasses.fields(EngineConfig)}
+    with pytest.raises(TypeError):
+        EngineConfig(frames=1, slots_per_frame=1, deadline_s=0.8)  # type: ignore[call-arg]
+
+
+def test_engine_built_from_parts_closes_slots_at_the_systems_deadline():
+    """With a system deadline (0.6 s) unlike the scenario's (0.8 s), the server's timeout, the logged deadline and the success test all use 0.6 s."""
+    import dataclasses
+
+    import wflsim
+    from wflsim.sim.engine import Engine
+    from wflsim.sim.run import engine_config
+    from wflsim.sim.schemes.registry import build_scheme
+
+    prep = wflsim.prepare(_outage_scenario(frames=2))
+    system = dataclasses.replace(prep.system, deadline_s=0.6)
+    sc = prep.scenario
+    learner = RecordingLearner(300_000)
+    scheme = build_scheme(sc.scheme.name, sc.scheme.params, system)
+    engine = Engine(engine_config(sc), system, prep.mobility, prep.channel, scheme, learner)
+    engine.run()
+    df = engine.table().to_pandas()
+    starts = df[df.event == "slot_start"].set_index("slot")["time_s"]
+    deadline = df[df.event == "deadline"].set_index("slot")["time_s"]
+    np.testing.assert_allclose(deadline - starts.loc[deadline.index], 0.6, rtol=1e-12)
+    ue = df[df.event == "upload_end"]
+    ends = ue["time_s"].to_numpy() - starts.loc[ue["slot"]].to_numpy()
+    assert (ends <= 0.6 * (1 + DEADLINE_REL_TOL) + 1e-12).all()
+    ok = ue[ue["success"].astype(bool)]
+    applied = sum(len(v) for v in learner.applied.values())
+    assert applied == len(ok) and len(ue) > len(ok)  # the 0.6 s deadline caused outages
+
+
 def test_late_uploads_are_cut_at_the_deadline():
     """Every upload_end lies at or before its slot's deadline; late ones transmit for tau_0 - tau_cmp."""
     table, _ = run_in_memory(_outage_scenario(frames=3))
