@@ -1,4 +1,7 @@
-"""Golden traces: every scheme's events on short runs equal the recorded ones, column by column."""
+"""Golden traces: every scheme's events on short runs equal the recorded ones on any machine.
+
+Network-side columns must be bit-identical (hashes); the training columns (loss, accuracy)
+must agree within tolerances measured across CPUs (tests/golden_runs.py)."""
 
 from __future__ import annotations
 
@@ -7,22 +10,17 @@ import json
 import pytest
 
 from conftest import HAS_MNIST
-from golden_runs import GOLDEN_FILE, column_hashes, golden_runs, platform_fingerprint, run_table
+from golden_runs import GOLDEN_FILE, compare, golden_record, golden_runs, run_table
 
 _RECORD = json.loads(GOLDEN_FILE.read_text()) if GOLDEN_FILE.is_file() else None
 
 
 @pytest.mark.parametrize("name", sorted(golden_runs()))
 def test_golden_trace_is_unchanged(name):
-    """The run's events table hashes, column by column, to the recorded golden values."""
+    """The run's network-side columns hash to the recorded values and its training columns agree within tolerance."""
     assert _RECORD is not None, f"{GOLDEN_FILE} is missing; record it (see tests/golden_runs.py)"
-    here = platform_fingerprint()
-    if here != _RECORD["platform"]:
-        pytest.skip(f"golden hashes were recorded on {_RECORD['platform']}, this is {here}")
     scenario, needs_mnist = golden_runs()[name]
     if needs_mnist and not HAS_MNIST:
         pytest.skip("needs MNIST (set WFLSIM_DATA_DIR)")
-    expected = _RECORD["runs"][name]
-    got = column_hashes(run_table(scenario))
-    changed = sorted(k for k in expected if got.get(k) != expected[k])
-    assert not changed, f"{name}: columns changed: {changed}"
+    problems = compare(_RECORD["runs"][name], golden_record(run_table(scenario)))
+    assert not problems, f"{name}: " + "; ".join(problems)
