@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from matplotlib.axes import Axes
+from matplotlib.container import ErrorbarContainer
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
@@ -304,7 +305,13 @@ def _log_if_dwarfed(ax: Axes, peaks: Sequence[float], always: bool = False) -> N
     more (:func:`analysis.figures._symlog_if_dwarfed`), decided on the means, so that an interval
     reaching below 0 (two or three seeds) is cut at the panel's edge rather than turning the
     axis symmetric-log; symmetric-log where a mean is 0 or negative."""
-    means = np.concatenate([np.asarray(c.lines[0].get_ydata(), float) for c in ax.containers])
+    means = np.concatenate(
+        [
+            np.asarray(c.lines[0].get_ydata(), dtype=np.float64)
+            for c in ax.containers
+            if isinstance(c, ErrorbarContainer)  # the panels hold error bars only
+        ]
+    )
     means = means[np.isfinite(means)]
     p = np.array([v for v in peaks if np.isfinite(v) and v > 0])
     dwarfed = len(p) >= 2 and p.max() >= figures._SYMLOG_RATIO * p.min()

@@ -30,9 +30,11 @@ from __future__ import annotations
 import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 import pandas as pd
+from matplotlib.artist import Artist
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator, ScalarFormatter
@@ -209,7 +211,11 @@ def _ranks(series: Sequence[_Series]) -> dict[tuple, int]:
 
 
 def _figure(
-    n_panels: int, title: str, height: float = 3.4, rows: int = 1, sharey: bool | str = False
+    n_panels: int,
+    title: str,
+    height: float = 3.4,
+    rows: int = 1,
+    sharey: bool | Literal["none", "all", "row", "col"] = False,
 ) -> tuple[Figure, list[Axes]]:
     fig = Figure(figsize=(_PANEL * n_panels, height * rows), layout="constrained")
     axes = fig.subplots(rows, n_panels, squeeze=False, sharey=sharey)
@@ -221,7 +227,7 @@ def _legend(fig: Figure, axes: Sequence[Axes], order: Sequence[str] = ()) -> Non
     """One legend for the figure (labels of all panels, once each, those in ``order`` first and
     in that order): inside a single panel when there are few lines, else outside, to the right
     (or below, when there are many)."""
-    seen: dict[str, object] = {}
+    seen: dict[str, Artist] = {}
     for ax in axes:
         for h, lab in zip(*ax.get_legend_handles_labels(), strict=True):
             if not lab.startswith("_"):

@@ -14,12 +14,16 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 from scipy import stats as _st
 
 from wflsim.analysis.tidy import ID_COLUMNS
+
+if TYPE_CHECKING:
+    from pandas.api.typing import DataFrameGroupBy
 
 #: The identifying columns that tell configurations apart (``run`` and ``seed`` excluded).
 CONFIG_COLUMNS: list[str] = [c for c in ID_COLUMNS if c not in ("run", "seed")]
@@ -39,7 +43,7 @@ def _with_ids(result: pd.DataFrame, df: pd.DataFrame, by: Sequence[str]) -> pd.D
     return ids[extra].merge(result, on="run", how="right")
 
 
-def _group(df: pd.DataFrame, by: Sequence[str]):
+def _group(df: pd.DataFrame, by: Sequence[str]) -> DataFrameGroupBy:
     return df.groupby(list(by), sort=True, dropna=False, observed=True)
 
 

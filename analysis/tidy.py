@@ -24,7 +24,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -32,7 +32,10 @@ import pandas as pd
 from wflsim.analysis.io import events_glob, has_trace, load_events, read_metadata
 from wflsim.sim.rundir import liveness
 
-RunsArg = str | os.PathLike | Iterable[str | os.PathLike]
+if TYPE_CHECKING:
+    import duckdb
+
+RunsArg = str | os.PathLike[str] | Iterable[str | os.PathLike[str]]
 
 #: Columns identifying a run, carried by every tidy table (constant within a run).
 ID_COLUMNS: list[str] = [
@@ -142,7 +145,7 @@ def _flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
-def describe_budget(spec: Any) -> str:
+def describe_budget(spec: object) -> str:
     """A short text for a per-device field's value: ``0.35``, ``U[0.3, 0.45]``, a list summary."""
     if spec is None:
         return "-"
@@ -164,7 +167,7 @@ def describe_budget(spec: Any) -> str:
     return json.dumps(spec, sort_keys=True)
 
 
-def nominal_budget_j(spec: Any) -> float:
+def nominal_budget_j(spec: object) -> float:
     """The expected value of a per-device field's specification (NaN when unknown).
 
     A scalar is itself; a list its mean; ``uniform`` the midpoint; ``loguniform`` its mean
@@ -292,7 +295,7 @@ def runs_table(runs: RunsArg) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=cols)
 
 
-def _short(v: Any) -> str:
+def _short(v: object) -> str:
     if isinstance(v, float):
         return f"{v:g}"
     if isinstance(v, dict | list):
@@ -686,7 +689,9 @@ def evaluations(runs: RunsArg) -> pd.DataFrame:
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
-def duckdb_view(con: Any, runs: RunsArg, name: str = "events") -> pd.DataFrame:
+def duckdb_view(
+    con: duckdb.DuckDBPyConnection, runs: RunsArg, name: str = "events"
+) -> pd.DataFrame:
     """Create (or replace) a DuckDB view ``name`` over the runs' trace files.
 
     The view has every trace column plus :data:`ID_COLUMNS` (``run``, ``scheme``, ``V``, ...),
