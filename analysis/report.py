@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import html
 import io
+import os
 import shlex
 import sys
 import warnings
@@ -26,7 +27,8 @@ from wflsim.analysis import claims, stats, tidy
 from wflsim.analysis import figures as F
 from wflsim.analysis.io import read_metadata
 from wflsim.analysis.stats import to_markdown
-from wflsim.sim.rundir import read_manifest
+from wflsim.sim.errors import ScenarioError
+from wflsim.sim.rundir import link_error, read_manifest
 
 
 @dataclass(frozen=True)
@@ -172,8 +174,34 @@ def _png(fig: Figure, path: Path, dpi: int) -> bytes:
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=dpi)
     data = buf.getvalue()
-    path.write_bytes(data)
+    _write(path, data)
     return data
+
+
+def _write(path: Path, data: bytes | str) -> None:
+    """Write a report file, never through a symbolic link (``O_NOFOLLOW``: a link is refused)."""
+    raw = data.encode("utf-8") if isinstance(data, str) else data
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0)
+    try:
+        fd = os.open(path, flags, 0o644)
+    except OSError:
+        if path.is_symlink():
+            raise link_error(path) from None
+        raise
+    with os.fdopen(fd, "wb") as f:
+        f.write(raw)
+
+
+def _check_no_links(source: Path, out: Path, targets: list[Path]) -> None:
+    """Refuse (:class:`ScenarioError`, before anything is written) a symbolic link where the
+    report writes: a file of ``targets``, its ``figures/`` folder, or the report folder itself
+    when it lies inside the run or sweep folder ``source`` (``DIRECTORY/report``); a report
+    folder given elsewhere may be a link to a directory."""
+    if out.is_symlink() and out.parent.resolve().is_relative_to(source.resolve()):
+        raise link_error(out)
+    for path in [out / "figures", *targets]:
+        if path.is_symlink():
+            raise link_error(path)
 
 
 def _readable(dirs: list[Path]) -> tuple[list[Path], list[str]]:
@@ -207,10 +235,11 @@ def write_report(
     configuration the mean, standard error and 95 % Student-t interval over its seeds) and
     ``energy_per_device``, each as ``.csv`` and ``.md``. A figure the runs cannot make (one V
     only, no evaluations, ...) is skipped with a note; an unreadable trace (a run still being
-    written) is skipped with a note.
+    written) is skipped with a note. Nothing is written through a symbolic link.
 
     Raises:
         FileNotFoundError: ``run_or_sweep_dir`` does not exist or holds no readable run.
+        ScenarioError: a symbolic link where the report writes (nothing written).
     """
     source = Path(run_or_sweep_dir)
     out = Path(out_dir)
@@ -251,14 +280,21 @@ def write_report(
         ]
     )
 
-    out.mkdir(parents=True, exist_ok=True)
     fig_dir = out / "figures"
+    _check_no_links(
+        source,
+        out,
+        [out / f"{name}.{ext}" for name in tables for ext in ("csv", "md")]
+        + [fig_dir / f"{spec.slug}.png" for spec in FIGURES]
+        + [out / "report.html", out / "report.md"],
+    )
+    out.mkdir(parents=True, exist_ok=True)
     fig_dir.mkdir(exist_ok=True)
     for name, df in tables.items():
-        df.to_csv(out / f"{name}.csv", index=False)
+        _write(out / f"{name}.csv", df.to_csv(index=False))
         if name != "claims":
             md = stats.format_over_seeds(df) if name == "by_config" else df
-            (out / f"{name}.md").write_text(to_markdown(md) + "\n", encoding="utf-8")
+            _write(out / f"{name}.md", to_markdown(md) + "\n")
 
     sources = {
         "summary": summary,
@@ -296,8 +332,8 @@ def write_report(
         tables=_narrow_tables(tables, by_config),
         notes=notes,
     )
-    (out / "report.html").write_text(_html(page), encoding="utf-8")
-    (out / "report.md").write_text(_markdown(page), encoding="utf-8")
+    _write(out / "report.html", _html(page))
+    _write(out / "report.md", _markdown(page))
     return out / "report.html"
 
 
@@ -553,6 +589,9 @@ def main(argv: list[str] | None = None) -> int:
         print(write_report(args[0], args[1]))
     except FileNotFoundError as err:
         print(f"error: {err}", file=sys.stderr)
+        return 2
+    except ScenarioError as err:
+        print(f"error: {err.one_line()}", file=sys.stderr)
         return 2
     return 0
 

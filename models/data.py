@@ -32,16 +32,24 @@ Dataset files are input like any other: a damaged or foreign file is a
 :class:`sim.config.catalogue.DatasetError` naming ``learning.data_dir`` (exit 2 on the command
 line), never a traceback, and no message quotes a file's contents. CIFAR-10's files are Python
 pickles; they are read by a restricted unpickler that builds only the plain data the format holds
-(dicts, lists, strings, numbers and numpy arrays), so a crafted file cannot run code.
+(dicts, lists, strings, numbers, and numpy arrays as stand-ins holding shape, dtype and bytes), so
+a crafted file cannot run code. Before that, the file's size and opcodes are checked against
+bounds that every real batch keeps with a wide margin (memo references, nesting, objects reached
+through shared references, dict entries), so a small file that would expand into a huge, deep or
+slow-to-hash object is refused in milliseconds, and only the top dict and a flat labels list are
+looked into before the arrays are made.
 """
 
 from __future__ import annotations
 
+import io
 import logging
+import math
 import os
 import pickle
+import pickletools
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
 import numpy as np
 import torch
@@ -54,11 +62,6 @@ from wflsim.sim.config.catalogue import (
     NUM_CLASSES,
     DatasetError,
 )
-
-try:  # numpy >= 2 (pickles written by numpy 2 name numpy._core; older ones numpy.core)
-    from numpy._core.multiarray import _reconstruct
-except ImportError:  # pragma: no cover - numpy 1.x
-    from numpy.core.multiarray import _reconstruct  # type: ignore[no-redef]
 
 __all__ = ["DATASETS", "INPUT_SHAPES", "NUM_CLASSES"]
 
@@ -235,38 +238,308 @@ def _load_mnist_like(name: str, root: Path) -> CompactSet:
     return out[0], out[1], out[2], out[3]  # type: ignore[return-value]
 
 
-#: The only globals a CIFAR-10 batch file may name: what pickled numpy arrays are made of.
-_CIFAR_GLOBALS: dict[tuple[str, str], Any] = {
-    ("numpy.core.multiarray", "_reconstruct"): _reconstruct,
-    ("numpy._core.multiarray", "_reconstruct"): _reconstruct,
-    ("numpy", "ndarray"): np.ndarray,
-    ("numpy", "dtype"): np.dtype,
-}
-_CIFAR_TRAIN = tuple(f"data_batch_{i}" for i in range(1, 6))
-_CIFAR_TEST = ("test_batch",)
+#: Bounds that every CIFAR-10 batch file keeps with a wide margin (a real batch: 31 MB, 10000
+#: images, about 30000 opcodes, 3 global names, hardly any memo reference, containers 6 deep,
+#: 4 dict entries). They are checked on the opcode stream (:func:`_check_opcodes`) before
+#: anything is built, so that a small file cannot make the reader build something large, deep or
+#: slow to hash.
+_MAX_BATCH_BYTES = 64 * 1024 * 1024  # the file (strings and bytes can only be smaller)
+_MAX_OPCODES = 200_000
+_MAX_MEMO_GETS = 4096  # references to an earlier object (what makes a pickle expand)
+_MAX_MEMO_INDEX = _MAX_OPCODES  # picklers number their memo 0, 1, 2, ...
+_MAX_MARK_DEPTH = 16
+_MAX_NESTING = 32  # containers inside containers
+_MAX_OBJECTS = 1_000_000  # objects counted once per reference that reaches them
+_MAX_KEYS = 256  # dict entries and set items in the whole file (their keys are hashed)
+_MAX_GLOBALS = 16
+
+_NOT_PLAIN = "the file names a Python object that is not plain data"
+#: Opcodes that build class instances or reach outside the pickle; CIFAR-10's files use none.
+_REFUSED_OPCODES = frozenset(
+    {"INST", "OBJ", "NEWOBJ", "NEWOBJ_EX", "EXT1", "EXT2", "EXT4", "PERSID", "BINPERSID"}
+    | {"NEXT_BUFFER", "READONLY_BUFFER"}
+)
+#: Opcodes that add to the container below their arguments (it stays on the stack).
+_FILLING_OPCODES = frozenset({"APPEND", "APPENDS", "SETITEM", "SETITEMS", "ADDITEMS", "BUILD"})
+_MEMO_PUTS = frozenset({"PUT", "BINPUT", "LONG_BINPUT", "MEMOIZE"})
+_MEMO_GETS = frozenset({"GET", "BINGET", "LONG_BINGET"})
+#: Opcodes that push one new object made of nothing on the stack (their argument at most).
+_LEAF_OPCODES = (
+    frozenset(
+        op.name
+        for op in pickletools.opcodes
+        if not op.stack_before and len(op.stack_after) == 1 and op.stack_after[0].name != "mark"
+    )
+    - _MEMO_GETS
+    - _REFUSED_OPCODES
+    - {"GLOBAL"}
+)
+#: Plain numeric dtypes an array in a batch file may have (byte order aside).
+_PLAIN_DTYPES = frozenset({"b1", "i1", "i2", "i4", "i8", "u1", "u2", "u4", "u8", "f2", "f4", "f8"})
 
 
 class _RefusedGlobal(pickle.UnpicklingError):
     """A pickle named a global that is not on the list."""
 
 
+class _TooLarge(pickle.UnpicklingError):
+    """A pickle exceeds a bound that every CIFAR-10 batch keeps (the message says which)."""
+
+
+class _Node:
+    """What :func:`_check_opcodes` knows of one object on the pickle's stack: how deeply it nests
+    containers, how many objects it reaches counting every reference (``size``), and its text
+    if it is a short string (for ``STACK_GLOBAL``)."""
+
+    __slots__ = ("depth", "size", "text")
+
+    def __init__(self, depth: int = 1, size: int = 1, text: str | None = None) -> None:
+        self.depth, self.size, self.text = depth, size, text
+
+
+def _check_opcodes(data: bytes) -> None:
+    """Walk a pickle's opcodes (nothing is built) and refuse it unless it stays within the
+    bounds of a CIFAR-10 batch file.
+
+    The walk keeps, for every object the pickle would put on its stack or in its memo, its
+    nesting depth and the number of objects it reaches counting every shared reference, so
+    ``[B, B, B]`` with a large memoised ``B`` counts ``B`` three times. A container filled after
+    it was memoised and referenced is not updated in its earlier parents (the numbers are then
+    too small), which is why :func:`read_cifar_batch` also never descends into anything but the
+    top dict and a flat labels list.
+
+    Raises:
+        _TooLarge: a bound is exceeded (see ``_MAX_*``).
+        _RefusedGlobal: a global outside :data:`_CIFAR_GLOBALS`, or an opcode that builds
+            instances or reaches outside the pickle.
+        pickle.UnpicklingError, ValueError: the stream is not a well-formed pickle.
+    """
+    stack: list[_Node] = []
+    marks: list[int] = []
+    memo: dict[int, _Node] = {}
+    gets = keys = names = 0
+    for count, (op, arg, _pos) in enumerate(pickletools.genops(data), 1):
+        if count > _MAX_OPCODES:
+            raise _TooLarge(f"it holds more than {_MAX_OPCODES} opcodes")
+        name = op.name
+        if name in _REFUSED_OPCODES:
+            raise _RefusedGlobal(_NOT_PLAIN)
+        if name in _LEAF_OPCODES:  # a number, a string, None, an empty container
+            text = arg if type(arg) is str and len(arg) < 256 else None
+            stack.append(_Node(1, 1, text))
+            continue
+        if name == "MARK":
+            marks.append(len(stack))
+            if len(marks) > _MAX_MARK_DEPTH:
+                raise _TooLarge(f"it nests marks more than {_MAX_MARK_DEPTH} deep")
+            continue
+        fence = marks[-1] if marks else 0
+        if name in _MEMO_PUTS:
+            index = len(memo) if name == "MEMOIZE" else arg  # an int (genops reads it)
+            if not isinstance(index, int) or not 0 <= index < _MAX_MEMO_INDEX:
+                raise _TooLarge(f"it numbers its memo beyond {_MAX_MEMO_INDEX}")
+            if len(stack) <= fence:
+                raise pickle.UnpicklingError("a memo entry out of place")
+            memo[index] = stack[-1]
+            continue
+        if name in _MEMO_GETS or name == "DUP":
+            gets += 1
+            if gets > _MAX_MEMO_GETS:
+                raise _TooLarge(f"it refers to earlier objects more than {_MAX_MEMO_GETS} times")
+            if name == "DUP":
+                node = stack[-1] if len(stack) > fence else None
+            else:
+                node = memo.get(arg) if isinstance(arg, int) else None
+            if node is None:
+                raise pickle.UnpicklingError("a reference to an object never made")
+            stack.append(node)
+            continue
+        if name == "POP" and len(stack) <= fence and marks:  # POP also takes a bare mark
+            marks.pop()
+            continue
+        before = op.stack_before
+        items: list[_Node] = []
+        if pickletools.markobject in before:
+            if not marks:
+                raise pickle.UnpicklingError("a mark that was never set")
+            fence = marks.pop()
+            items, stack[fence:] = stack[fence:], []
+            before = before[: before.index(pickletools.markobject)]
+            fence = marks[-1] if marks else 0
+        if len(stack) - len(before) < fence:
+            raise pickle.UnpicklingError("the stack runs out")
+        args = stack[len(stack) - len(before) :] if before else []
+        del stack[len(stack) - len(args) :]
+        if name in ("GLOBAL", "STACK_GLOBAL"):
+            names += 1
+            if names > _MAX_GLOBALS:
+                raise _TooLarge(f"it names more than {_MAX_GLOBALS} globals")
+            if name == "GLOBAL":  # "module name" in the opcode
+                module, _, attr = str(arg).partition(" ")
+                known = (module, attr) in _CIFAR_GLOBALS
+            else:  # the two strings below it on the stack
+                known = (args[0].text, args[1].text) in _CIFAR_GLOBALS
+            if not known:
+                raise _RefusedGlobal(_NOT_PLAIN)
+        if name in ("SETITEM", "SETITEMS", "DICT", "ADDITEMS", "FROZENSET"):
+            if name == "SETITEM":
+                keys += 1
+            else:  # sets take single items, dicts key-value pairs
+                keys += len(items) // (1 if name in ("ADDITEMS", "FROZENSET") else 2)
+            if keys > _MAX_KEYS:
+                raise _TooLarge(f"it holds more than {_MAX_KEYS} dict entries or set items")
+        parts = args + items
+        if name in _FILLING_OPCODES:
+            node, parts = args[0], parts[1:]
+            node.depth = max(node.depth, 1 + max((p.depth for p in parts), default=0))
+            node.size += sum(p.size for p in parts)
+        elif op.stack_after:
+            node = _Node(
+                1 + max((p.depth for p in parts), default=0), 1 + sum(p.size for p in parts)
+            )
+        else:  # POP, POP_MARK, STOP, PROTO, FRAME
+            continue
+        if node.depth > _MAX_NESTING:
+            raise _TooLarge(f"it nests containers more than {_MAX_NESTING} deep")
+        if node.size > _MAX_OBJECTS:
+            raise _TooLarge(
+                f"it reaches more than {_MAX_OBJECTS} objects once shared references are counted"
+            )
+        stack.append(node)
+
+
+class _ArrayType:
+    """Stands for ``numpy.ndarray`` in a batch file: only ``_reconstruct`` may be given it."""
+
+    __slots__ = ()
+
+
+_NDARRAY = _ArrayType()
+
+
+class _Dtype:
+    """A numpy dtype as a pickle describes it (``numpy.dtype(spec, align, copy)`` and its
+    state): plain numbers only; nothing of numpy runs on the file's values."""
+
+    __slots__ = ("dtype",)
+
+    def __init__(self, spec: object, align: object = False, copy: object = True) -> None:
+        if not isinstance(spec, str) or spec.lstrip("<>|=") not in _PLAIN_DTYPES:
+            raise _RefusedGlobal(_NOT_PLAIN)
+        self.dtype = np.dtype(spec)
+
+    def __setstate__(self, state: object) -> None:
+        """``(version, byteorder, None, None, None, elsize, alignment, flags[, metadata])``: only
+        the byte order matters to a plain number."""
+        if (
+            not isinstance(state, tuple)
+            or len(state) not in (8, 9)
+            or state[2:5] != (None, None, None)
+            or state[1] not in ("<", ">", "|", "=")
+        ):
+            raise _RefusedGlobal(_NOT_PLAIN)
+        if state[1] in ("<", ">"):
+            self.dtype = self.dtype.newbyteorder(state[1])
+
+
+class _Array:
+    """A numpy array as a pickle describes it: shape, :class:`_Dtype`, order and raw bytes,
+    checked to agree when set; an ``ndarray`` only through :meth:`to_numpy`."""
+
+    __slots__ = ("shape", "dtype", "fortran", "raw")
+
+    def __init__(self) -> None:
+        self.shape: tuple[int, ...] = (0,)
+        self.dtype = np.dtype(np.uint8)
+        self.fortran = False
+        self.raw: str | bytes = b""
+
+    def __setstate__(self, state: object) -> None:
+        """``([version,] shape, dtype, is_fortran, raw)``, as ``ndarray.__reduce__`` writes it;
+        ``raw`` is a latin-1 string in Python 2's files, bytes in Python 3's."""
+        if isinstance(state, tuple) and len(state) == 5:
+            state = state[1:]
+        if not isinstance(state, tuple) or len(state) != 4:
+            raise ValueError("not an array state")
+        shape, dtype, fortran, raw = state
+        if (
+            not isinstance(shape, tuple)
+            or len(shape) > 8
+            or not all(type(d) is int and 0 <= d <= _MAX_BATCH_BYTES for d in shape)
+        ):
+            raise ValueError("not an array shape")
+        if not isinstance(dtype, _Dtype):
+            raise _RefusedGlobal(_NOT_PLAIN)
+        if not isinstance(raw, str | bytes) or len(raw) != math.prod(shape) * dtype.dtype.itemsize:
+            raise ValueError("the array's bytes do not match its shape")
+        self.shape, self.dtype, self.fortran, self.raw = shape, dtype.dtype, bool(fortran), raw
+
+    def to_numpy(self) -> np.ndarray:
+        """The array (a writable copy of the file's bytes)."""
+        raw = bytearray(self.raw, "latin-1") if isinstance(self.raw, str) else bytearray(self.raw)
+        flat = np.frombuffer(raw, dtype=self.dtype)
+        return flat.reshape(self.shape, order="F" if self.fortran else "C")
+
+
+def _reconstruct_plain(cls: object, shape: object, typecode: object) -> _Array:
+    """Stands for ``numpy.core.multiarray._reconstruct(ndarray, (0,), b"b")``: an empty array
+    that the pickle's state then fills."""
+    if cls is not _NDARRAY:
+        raise _RefusedGlobal(_NOT_PLAIN)
+    return _Array()
+
+
+#: The only globals a CIFAR-10 batch file may name (what pickled numpy arrays are made of), each
+#: mapped to a stand-in that holds plain data: no numpy code runs on a file's values.
+_CIFAR_GLOBALS: dict[tuple[str, str], Any] = {
+    ("numpy.core.multiarray", "_reconstruct"): _reconstruct_plain,
+    ("numpy._core.multiarray", "_reconstruct"): _reconstruct_plain,
+    ("numpy", "ndarray"): _NDARRAY,
+    ("numpy", "dtype"): _Dtype,
+}
+_CIFAR_TRAIN = tuple(f"data_batch_{i}" for i in range(1, 6))
+_CIFAR_TEST = ("test_batch",)
+
+
 class _PlainDataUnpickler(pickle.Unpickler):
     """An unpickler that builds plain data only: dicts, lists, tuples, strings, bytes, numbers
-    and numpy arrays (:data:`_CIFAR_GLOBALS`). Any other global a pickle names (a function to
-    call, a class to build) is refused before anything of it runs."""
+    and the stand-ins of numpy arrays (:data:`_CIFAR_GLOBALS`). Any other global a pickle names
+    (a function to call, a class to build) is refused before anything of it runs."""
 
     def find_class(self, module: str, name: str) -> Any:
-        """Admit exactly the numpy array constructors; refuse everything else."""
+        """Admit exactly the numpy array constructors' stand-ins; refuse everything else."""
         obj = _CIFAR_GLOBALS.get((module, name))
         if obj is None:
-            raise _RefusedGlobal("the file names a Python object that is not plain data")
+            raise _RefusedGlobal(_NOT_PLAIN)
         return obj
 
 
-def _unpickle_plain(f: BinaryIO) -> Any:
-    """Load a pickle with :class:`_PlainDataUnpickler` (Python 2 strings read as latin-1, as
-    CIFAR-10's files need)."""
-    return _PlainDataUnpickler(f, encoding="latin1").load()
+def _unpickle_plain(path: Path) -> Any:
+    """Read a batch file (at most :data:`_MAX_BATCH_BYTES`), check its opcodes
+    (:func:`_check_opcodes`), then load it with :class:`_PlainDataUnpickler` (Python 2 strings
+    read as latin-1, as CIFAR-10's files need)."""
+    with open(path, "rb") as f:
+        too_large = _TooLarge(f"it is larger than {_MAX_BATCH_BYTES // 2**20} MiB")
+        if os.fstat(f.fileno()).st_size > _MAX_BATCH_BYTES:
+            raise too_large
+        data = f.read(_MAX_BATCH_BYTES + 1)  # bounded also where the size is not known
+    if len(data) > _MAX_BATCH_BYTES:
+        raise too_large
+    _check_opcodes(data)
+    return _PlainDataUnpickler(io.BytesIO(data), encoding="latin1").load()
+
+
+def _cifar_labels(labels: object, n: int) -> np.ndarray | None:
+    """``n`` labels in ``0..9`` as ``int64``, from a flat list of ints or an integer array;
+    ``None`` for anything else (nothing nested is looked into)."""
+    if isinstance(labels, list):
+        if not all(isinstance(v, int) and 0 <= v < NUM_CLASSES for v in labels):
+            return None
+        return np.array(labels, dtype=np.int64).reshape(n)
+    if not isinstance(labels, _Array) or labels.dtype.kind not in "biu":
+        return None
+    y = labels.to_numpy().astype(np.int64).reshape(n)
+    return y if not y.size or (y.min() >= 0 and y.max() < NUM_CLASSES) else None
 
 
 def read_cifar_batch(path: Path) -> tuple[np.ndarray, np.ndarray]:
@@ -274,19 +547,29 @@ def read_cifar_batch(path: Path) -> tuple[np.ndarray, np.ndarray]:
 
     The file is a pickle of ``{"data": uint8 (M, 3072), "labels": [M ints], ...}`` (CIFAR-100's
     ``fine_labels`` is accepted too), as torchvision reads it, but loaded by a restricted
-    unpickler (:class:`_PlainDataUnpickler`): no code in the file runs.
+    unpickler (:class:`_PlainDataUnpickler`): no code in the file runs. Its opcodes are first
+    checked against bounds that every CIFAR-10 batch keeps with a wide margin (size, opcodes,
+    memo references, nesting, objects reached, dict entries, globals: ``_MAX_*``), so a small
+    file that would expand into a huge or deep object is refused in milliseconds; then only
+    the top dict and the labels list are looked into.
 
     Raises:
-        DatasetError: the file cannot be read, is not plain data, or is not a CIFAR-10 batch
-            (on ``learning.data_dir``; the message names the file, never its contents).
+        DatasetError: the file cannot be read, is not plain data, exceeds the bounds, or is not
+            a CIFAR-10 batch (on ``learning.data_dir``; the message names the file, never its
+            contents).
     """
     fix = "replace it with the original cifar-10-batches-py file"
     try:
-        with open(path, "rb") as f:
-            entry = _unpickle_plain(f)
+        entry = _unpickle_plain(path)
     except _RefusedGlobal as err:
         raise DatasetError(
             "learning.data_dir", f"refused {str(path)!r}: {err}; nothing in it was run", fix
+        ) from None
+    except _TooLarge as err:
+        raise DatasetError(
+            "learning.data_dir",
+            f"refused {str(path)!r}: {err}, far beyond any CIFAR-10 batch; nothing in it was built",
+            fix,
         ) from None
     except Exception as err:  # truncated, garbage, unreadable: the file is not a batch
         raise DatasetError(
@@ -296,13 +579,16 @@ def read_cifar_batch(path: Path) -> tuple[np.ndarray, np.ndarray]:
         ) from None
     data = entry.get("data") if isinstance(entry, dict) else None
     labels = entry.get("labels", entry.get("fine_labels")) if isinstance(entry, dict) else None
+    n = data.shape[0] if isinstance(data, _Array) else -1
     if (
-        not isinstance(data, np.ndarray)
+        not isinstance(data, _Array)
         or data.dtype != np.uint8
-        or data.ndim != 2
+        or len(data.shape) != 2
         or data.shape[1] != 3 * 32 * 32
-        or not isinstance(labels, list | np.ndarray)
-        or len(labels) != data.shape[0]
+        or not (
+            (isinstance(labels, list) and len(labels) == n)
+            or (isinstance(labels, _Array) and labels.shape == (n,))
+        )
     ):
         raise DatasetError(
             "learning.data_dir",
@@ -310,17 +596,14 @@ def read_cifar_batch(path: Path) -> tuple[np.ndarray, np.ndarray]:
             "and M labels)",
             fix,
         )
-    try:
-        y = np.asarray(labels, dtype=np.int64)
-    except (TypeError, ValueError, OverflowError):
-        y = np.full(1, -1, dtype=np.int64)
-    if y.ndim != 1 or (y.size and (y.min() < 0 or y.max() >= NUM_CLASSES)):
+    y = _cifar_labels(labels, n)
+    if y is None:
         raise DatasetError(
             "learning.data_dir",
             f"{str(path)!r} has labels outside 0..{NUM_CLASSES - 1}",
             fix,
         )
-    return data.reshape(-1, 3, 32, 32), y
+    return data.to_numpy().reshape(-1, 3, 32, 32), y
 
 
 def _load_cifar10(root: Path) -> CompactSet:

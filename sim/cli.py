@@ -16,6 +16,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from wflsim.sim import __version__
+from wflsim.sim.config.limits import (
+    MAX_POINT_NAME_CHARS,
+    MAX_WORKERS,
+    out_path_problem,
+    path_problem,
+    shorten,
+)
 from wflsim.sim.errors import ScenarioError
 from wflsim.sim.log import configure_logging
 
@@ -184,6 +191,7 @@ def _run(args: argparse.Namespace) -> int:
         raise ScenarioError("SCENARIO", "missing", "give a scenario file, or --resume RUN_DIR")
     prep = prepare(args.scenario, args.overrides, args.seed, args.data_dir)
     out = Path(args.out) if args.out else default_out_dir(prep)
+    check_out_path(out, "--out")
     check_out_dir(out, args.overwrite)
     learner = make_learner(prep)
     return _execute(
@@ -196,8 +204,9 @@ def _run(args: argparse.Namespace) -> int:
 
 def _resume(args: argparse.Namespace) -> int:
     from wflsim.sim.run import make_learner, prepare, prepare_from_manifest, resume
-    from wflsim.sim.rundir import read_manifest, require_run_folder
+    from wflsim.sim.rundir import never_started, read_manifest, require_run_folder
 
+    check_path_arg(args.resume, "--resume")
     out = Path(args.resume)
     require_run_folder(out)
     if args.out is not None and Path(args.out).resolve() != out.resolve():
@@ -216,6 +225,12 @@ def _resume(args: argparse.Namespace) -> int:
                 "give the run's scenario file with them, or neither",
             )
         manifest = read_manifest(out)
+        if manifest is None and never_started(out):
+            raise ScenarioError(
+                "--resume",
+                f"{str(out)!r} holds no completed frame (its run stopped before the first)",
+                f"run it again: wflsim run SCENARIO --out {out} (or --resume with SCENARIO)",
+            )
         if manifest is None:
             raise ScenarioError(
                 "--resume",
@@ -321,17 +336,43 @@ def _one_line(text: str) -> str:
     return " ".join(text.split())
 
 
+def check_path_arg(text: str, flag: str) -> None:
+    """Refuse a path option the system could not use (too long, a control character).
+
+    Raises:
+        ScenarioError: on ``flag``, with the fix.
+    """
+    problem = path_problem(text)
+    if problem is not None:
+        raise ScenarioError(flag, f"{problem} (got {shorten(text)!r})", "give a usable path")
+
+
+def check_out_path(out: Path, flag: str, sweep: bool = False) -> None:
+    """Refuse an output folder that could not be created (a bad path, a parent that is a file or
+    not writable, too long for the files in it: a sweep's point folders too) before anything
+    is written.
+
+    Raises:
+        ScenarioError: on ``flag``, with the fix.
+    """
+    room = 64 + (MAX_POINT_NAME_CHARS + 1 if sweep else 0)
+    problem = out_path_problem(out, room=room)
+    if problem is not None:
+        raise ScenarioError(flag, f"{shorten(str(out))!r} {problem}", f"choose another {flag}")
+
+
 def _sweep(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     from wflsim.sim.sweep import SweepInterrupted, plan_sweep, run_sweep
 
-    if args.workers < 1:
-        raise ScenarioError("--workers", "must be >= 1")
+    if not 1 <= args.workers <= MAX_WORKERS:
+        raise ScenarioError("--workers", f"must be in [1, {MAX_WORKERS}]", "e.g. --workers 2")
     plan = plan_sweep(
         args.scenario, args.grid, args.seeds, data_dir=args.data_dir, extra_overrides=args.overrides
     )
     out = Path(args.out) if args.out else Path("runs") / f"sweep-{Path(args.scenario).stem}"
+    check_out_path(out, "--out", sweep=True)
     bar = tqdm(total=len(plan.points), unit="run", disable=args.quiet, file=sys.stderr)
 
     def progress(name: str, result: dict) -> None:
@@ -384,6 +425,9 @@ def _sweep(args: argparse.Namespace) -> int:
 def _report(args: argparse.Namespace) -> int:
     from wflsim.analysis.report import write_report
 
+    check_path_arg(args.directory, "DIRECTORY")
+    if args.out is not None:
+        check_out_path(Path(args.out), "--out")
     src = Path(args.directory)
     if not src.is_dir():
         raise ScenarioError(

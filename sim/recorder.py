@@ -6,13 +6,17 @@ state of every component into checkpoint bytes) on the simulation's thread, then
 thread, while the next frame is simulated:
 
 1. writes ``events/part-NNNNNN.parquet`` (temporary name, fsync, rename, fsync of the folder);
-2. writes ``checkpoint.npz`` the same way, if this frame is checkpointed;
-3. replaces ``manifest.json`` (same way) listing the parts with their row counts and SHA-256,
-   the checkpoint, the heartbeat and the summary of the completed frames.
+2. replaces ``manifest.json`` (same way) listing the parts with their row counts and SHA-256,
+   the heartbeat and the summary of the completed frames and, if this frame is checkpointed, the
+   SHA-256 of its checkpoint (``checkpoint``) and of the one it replaces (``previous_checkpoint``);
+3. writes ``checkpoint.npz`` the same way, if this frame is checkpointed.
 
 At most one frame is in flight, so memory stays bounded, and the steps run in this order, so the
-files on disk always agree: a checkpoint of frame ``k`` exists only once every part up to ``k``
-is complete, and the manifest lists only complete files. A heartbeat thread refreshes the
+files on disk always agree: the manifest lists only complete parts, and a checkpoint of frame
+``k`` exists only once every part up to ``k`` is complete and listed, with the checkpoint's own
+SHA-256, in the manifest. ``--resume`` checks every file it keeps against these hashes (the
+checkpoint on disk is the manifest's ``checkpoint`` or, after a kill between steps 2 and 3, its
+``previous_checkpoint``; none where that is null). A heartbeat thread refreshes the
 manifest's ``heartbeat_at`` every :data:`sim.rundir.HEARTBEAT_S` seconds so that readers on other
 hosts can tell a live run from a dead one (on this host the pid tells).
 
@@ -169,15 +173,17 @@ class RunRecorder:
             frames_completed=frame + 1,
             summary=summary,
         )
-        if ckpt is not None:
-            write_atomic(self.folder / rundir.CHECKPOINT, ckpt)
-            log.debug("checkpoint after frame %d: %d bytes", frame + 1, len(ckpt))
+        if ckpt is not None:  # the manifest names the checkpoint before it replaces the last one
+            updates["previous_checkpoint"] = self.manifest.get("checkpoint")
             updates["checkpoint"] = {
                 "file": rundir.CHECKPOINT,
                 "next_frame": frame + 1,
                 "sha256": hashlib.sha256(ckpt).hexdigest(),
             }
         self.write_manifest(**updates)
+        if ckpt is not None:
+            write_atomic(self.folder / rundir.CHECKPOINT, ckpt)
+            log.debug("checkpoint after frame %d: %d bytes", frame + 1, len(ckpt))
 
     def _wait(self) -> None:
         pending, self._pending = self._pending, None

@@ -392,6 +392,7 @@ def _manifest(prep: Prepared, system: SystemConstants) -> dict[str, Any]:
         "frames_completed": 0,
         "parts": [],
         "checkpoint": None,
+        "previous_checkpoint": None,
         "resumed": [],
         "summary": None,
         "error": None,
@@ -502,24 +503,30 @@ def execute(
                 _remove_empty(out)
             raise
         # the new run has started cleanly: now the previous run's files go
-        log.info(
-            "run %s: scenario %r, scheme %s, seed %d, %d frames x %d slots, %d devices",
-            out,
-            prep.scenario.name,
-            prep.scenario.scheme.name,
-            prep.scenario.seed,
-            prep.scenario.run.frames,
-            prep.scenario.run.slots_per_frame,
-            prep.scenario.network.num_devices,
-        )
-        rundir.clear_run_files(out)
-        rundir.write_marker(out, __version__)
-        manifest = _manifest(prep, system)
-        recorder = _recorder(out, manifest, prep)
-        engine.writer = recorder
-        return _drive(engine, recorder)
+        return _begin(prep, system, engine, out)
     finally:
         lock.release()
+
+
+def _begin(prep: Prepared, system: SystemConstants, engine: Engine, out: Path) -> RunStats:
+    """Replace the run files in ``out`` (locked by this process) by a new run of ``prep`` on
+    ``engine`` from frame 0, and run it to the end."""
+    log.info(
+        "run %s: scenario %r, scheme %s, seed %d, %d frames x %d slots, %d devices",
+        out,
+        prep.scenario.name,
+        prep.scenario.scheme.name,
+        prep.scenario.seed,
+        prep.scenario.run.frames,
+        prep.scenario.run.slots_per_frame,
+        prep.scenario.network.num_devices,
+    )
+    rundir.clear_run_files(out)
+    rundir.write_marker(out, __version__)
+    manifest = _manifest(prep, system)
+    recorder = _recorder(out, manifest, prep)
+    engine.writer = recorder
+    return _drive(engine, recorder)
 
 
 def check_out_dir_locked(out: Path, overwrite: bool) -> None:
@@ -544,21 +551,30 @@ def resume(
 ) -> RunStats | None:
     """Continue the run in folder ``out`` from its last checkpoint (None: it had completed).
 
-    The parts of frames after the checkpoint are discarded, so the events equal the
-    uninterrupted run's. ``prep`` must have the run's fingerprint (:func:`fingerprint`).
+    Every file kept is checked first against the SHA-256 the manifest records for it: the
+    checkpoint and the parts of the frames before it (a damaged or edited one is refused).
+    Whether the run is complete is decided from these files, not from the manifest's
+    ``status``. The parts of frames after the checkpoint are discarded, so the events equal the
+    uninterrupted run's. A folder whose run stopped before it wrote its first manifest (no frame
+    completed: :func:`sim.rundir.never_started`) is started from frame 0. ``prep`` must have the
+    run's fingerprint (:func:`fingerprint`).
 
     Raises:
-        ScenarioError: not a run folder, in use, another fingerprint, or a damaged checkpoint
-            or trace (the message says which, and the fix).
+        ScenarioError: not a run folder, in use, another fingerprint, a symbolic link inside
+            it, or a damaged checkpoint or trace (the message says which, and the fix).
     """
     out = Path(out)
     rundir.require_run_folder(out)
     with rundir.RunLock(out, option="--resume"):
+        rundir.check_no_links(out, "--resume")  # again, now that no other wflsim writes it
         manifest = rundir.read_manifest(out)
         if manifest is None:
-            raise ScenarioError(
-                "--resume", f"{str(out)!r} has no readable manifest.json", "start a new run"
-            )
+            if not rundir.never_started(out):
+                raise ScenarioError(
+                    "--resume", f"{str(out)!r} has no readable manifest.json", "start a new run"
+                )
+            log.info("resume %s: no frame was completed; starting from frame 0", out)
+            return _begin(prep, prep.system, build_engine(prep, learner, progress=progress), out)
         diff = fingerprint_difference(manifest.get("fingerprint"), fingerprint(prep))
         if diff:
             raise ScenarioError(
@@ -567,29 +583,27 @@ def resume(
                 "resume with the run's own scenario, --set and --seed (or just --resume DIR), "
                 "or start a new run with --overwrite",
             )
-        if manifest.get("status") == "completed":
-            return None
         engine = build_engine(prep, learner, progress=progress)
-        ckpt = out / rundir.CHECKPOINT
-        if ckpt.is_file():
-            try:
-                checkpoints.load_run_state(engine, checkpoints.load(ckpt))
-            except (ValueError, KeyError, TypeError) as err:
-                raise ScenarioError(
-                    "--resume",
-                    f"the checkpoint of {str(out)!r} is damaged ({type(err).__name__})",
-                    "start the run again with --overwrite",
-                ) from None
+        checkpoint = _load_verified_checkpoint(engine, manifest, out)
         start = engine.next_frame
-        log.info("resume %s from frame %d of %d", out, start, prep.scenario.run.frames)
         events_dir = out / EVENTS_DIR
-        rundir.remove_parts_from(events_dir, start)
-        parts = _verified_parts(events_dir, start, engine.stats.rows, out)
+        parts = _verified_parts(events_dir, start, engine.stats.rows, out, manifest.get("parts"))
+        channel_parts = None
         if prep.scenario.channel.record:
-            channel_dir = out / rundir.CHANNEL_DIR
-            rundir.remove_parts_from(channel_dir, start)
             rows = start * prep.scenario.run.slots_per_frame * prep.channel.num_devices
-            manifest["channel_parts"] = _verified_parts(channel_dir, start, rows, out)
+            channel_parts = _verified_parts(
+                out / rundir.CHANNEL_DIR, start, rows, out, manifest.get("channel_parts")
+            )
+        frames = prep.scenario.run.frames
+        if start >= frames and manifest.get("status") == "completed":
+            return None
+        if manifest.get("status") == "completed":
+            log.warning("%s says completed but holds %d of %d frames: resuming", out, start, frames)
+        log.info("resume %s from frame %d of %d", out, start, frames)
+        rundir.remove_parts_from(events_dir, start)
+        if channel_parts is not None:
+            rundir.remove_parts_from(out / rundir.CHANNEL_DIR, start)
+            manifest["channel_parts"] = channel_parts
         manifest.update(
             status="running",
             writer=rundir.writer_identity(),
@@ -597,6 +611,8 @@ def resume(
             finished_at=None,
             parts=parts,
             frames_completed=start,
+            checkpoint=checkpoint,
+            previous_checkpoint=None,
             command=sys.argv,
             resumed=[
                 *(manifest.get("resumed") or []),
@@ -604,23 +620,92 @@ def resume(
             ],
         )
         if start == 0:
-            manifest.update(summary=None, checkpoint=None)
+            manifest.update(summary=None)
         recorder = _recorder(out, manifest, prep)
         engine.writer = recorder
         return _drive(engine, recorder)
 
 
-def _verified_parts(events_dir: Path, frames: int, rows: int, out: Path) -> list[dict[str, Any]]:
+def _tampered(path: Path, what: str) -> ScenarioError:
+    """The refusal of a run file that the manifest does not vouch for."""
+    return ScenarioError(
+        "--resume",
+        f"{str(path)!r} {what} (damaged or edited)",
+        "start the run again with --overwrite",
+    )
+
+
+def _load_verified_checkpoint(
+    engine: Engine, manifest: dict[str, Any], out: Path
+) -> dict[str, Any] | None:
+    """Load ``out``'s checkpoint into ``engine`` once its SHA-256 equals the one the manifest
+    records for it (``checkpoint``, or ``previous_checkpoint`` after a kill before the new one
+    replaced it); the manifest's entry of the checkpoint loaded (None: there is none yet, the run
+    starts from frame 0).
+
+    Raises:
+        ScenarioError: the checkpoint is missing though one was complete, or it matches no
+            recorded hash, or it is damaged.
+    """
+    ckpt = out / rundir.CHECKPOINT
+    known = [
+        e
+        for e in (manifest.get("checkpoint"), manifest.get("previous_checkpoint"))
+        if isinstance(e, dict)
+    ]
+    if not ckpt.exists():
+        if isinstance(manifest.get("previous_checkpoint"), dict):
+            raise _tampered(ckpt, "is missing, but manifest.json records a completed one")
+        return None  # no checkpoint was complete yet: the run starts from frame 0
+    digest = rundir.sha256_file(ckpt)
+    entry = next((e for e in known if e.get("sha256") == digest), None)
+    if entry is None:
+        raise _tampered(ckpt, "does not match the SHA-256 that manifest.json records for it")
+    try:
+        checkpoints.load_run_state(engine, checkpoints.load(ckpt))
+    except (ValueError, KeyError, TypeError) as err:
+        raise ScenarioError(
+            "--resume",
+            f"the checkpoint of {str(out)!r} is damaged ({type(err).__name__})",
+            "start the run again with --overwrite",
+        ) from None
+    if entry.get("next_frame") != engine.next_frame:
+        raise _tampered(ckpt, "is not the checkpoint manifest.json records for it")
+    return entry
+
+
+def _recorded_hashes(entries: Any) -> dict[int, str]:
+    """Frame -> SHA-256 of the part entries a manifest lists (malformed entries are skipped)."""
+    out: dict[int, str] = {}
+    for e in entries if isinstance(entries, list) else []:
+        if (
+            isinstance(e, dict)
+            and isinstance(e.get("frame"), int)
+            and isinstance(e.get("sha256"), str)
+        ):
+            out[e["frame"]] = e["sha256"]
+    return out
+
+
+def _verified_parts(
+    events_dir: Path, frames: int, rows: int, out: Path, recorded: Any = None
+) -> list[dict[str, Any]]:
     """The manifest entries of the parts ``0 .. frames-1`` in ``events_dir`` (the events or the
-    channel table), checked complete against the checkpoint's row count ``rows``."""
+    channel table), checked complete against the checkpoint's row count ``rows`` and each
+    against the SHA-256 the manifest lists for it (``recorded``: its ``parts`` entries)."""
     import pyarrow.parquet as pq
 
     found = dict(list_parts(events_dir))
     missing = [f for f in range(frames) if f not in found]
+    hashes = _recorded_hashes(recorded)
     entries, total = [], 0
     if not missing:
         for f in range(frames):
             p = found[f]
+            digest = rundir.sha256_file(p)
+            if hashes.get(f) != digest:
+                what = "is not listed in" if f not in hashes else "does not match the SHA-256 in"
+                raise _tampered(p, f"{what} manifest.json")
             try:
                 n = pq.ParquetFile(p).metadata.num_rows
             except Exception:  # a damaged part: reported below
@@ -632,7 +717,7 @@ def _verified_parts(events_dir: Path, frames: int, rows: int, out: Path) -> list
                     "file": f"{events_dir.name}/{p.name}",
                     "frame": f,
                     "rows": n,
-                    "sha256": rundir.sha256_file(p),
+                    "sha256": digest,
                 }
             )
     if missing or total != rows:

@@ -11,7 +11,13 @@ A run folder holds::
 One writer per folder: :class:`RunLock` holds an exclusive ``flock`` on ``wflsim.lock`` for the
 writer's lifetime (the kernel releases it when the process dies, however it dies) and records
 the writer's pid, host and process start time in it. A lock left behind by a dead process on this
-host is taken over; a live one, or one of another host, is refused with one line.
+host is taken over; a live one, or one of another host, is refused with one line. A sweep
+folder has the same lock, held by the sweep.
+
+Nothing is read, written or deleted through a symbolic link inside a run folder: a link in place
+of one of the entries above (or of a file in ``events/`` or ``channel/``) is refused with one line
+(:func:`check_no_links`), and the lock and the manifest are opened with ``O_NOFOLLOW``. The run
+folder itself (the ``--out`` a user gives) may be a link to a directory.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ import json
 import os
 import shutil
 import socket
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +50,9 @@ try:  # POSIX
     import fcntl
 except ImportError:  # pragma: no cover - Windows
     fcntl = None  # type: ignore[assignment]
+
+#: ``open`` flags that refuse a symbolic link as the last component (0 where unsupported).
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 
 
 def now_iso() -> str:
@@ -130,10 +140,12 @@ class RunLock:
             another host, which cannot be checked from here).
     """
 
-    def __init__(self, folder: Path, option: str = "--out") -> None:
+    def __init__(self, folder: Path, option: str = "--out", kind: str = "run") -> None:
         self.folder = Path(folder)
         self.path = self.folder / LOCK
         self.option = option
+        #: what holds the lock: ``run`` or ``sweep`` (recorded in the lock, named in refusals)
+        self.kind = kind
         self._fd: int | None = None
 
     def _refuse(self, owner: dict[str, Any], why: str, fix: str) -> ScenarioError:
@@ -144,21 +156,43 @@ class RunLock:
             fix,
         )
 
+    def _open(self) -> int:
+        """Open (create) the lock file without following a link; refuse anything but a file."""
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | _NOFOLLOW | os.O_NONBLOCK, 0o644)
+        except OSError as err:
+            if self.path.is_symlink():
+                raise link_error(self.path, self.option) from None
+            raise ScenarioError(
+                self.option,
+                f"cannot open the lock {str(self.path)!r} ({err.strerror})",
+                "choose another folder, or make it writable",
+            ) from None
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            raise ScenarioError(
+                self.option,
+                f"{str(self.path)!r} is not a regular file",
+                f"remove it, or choose another {self.option}",
+            )
+        return fd
+
     def acquire(self) -> None:
         """Take the lock or raise :class:`ScenarioError` (one line, exit 2)."""
         for _ in range(20):
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            fd = self._open()
             try:
                 locked = self._flock(fd)
                 owner = self._read(fd)
+                holder = str(owner.get("kind") or "run")
                 if not locked:
                     raise self._refuse(
                         owner,
-                        "in use by another run",
-                        "wait for that run to finish, or choose another --out",
+                        f"in use by another {holder}",
+                        f"wait for that {holder} to finish, or choose another {self.option}",
                     )
                 try:
-                    same_file = os.fstat(fd).st_ino == os.stat(self.path).st_ino
+                    same_file = os.fstat(fd).st_ino == os.lstat(self.path).st_ino
                 except FileNotFoundError:
                     same_file = False
                 if not same_file:  # the previous holder removed the file meanwhile: retry
@@ -174,9 +208,11 @@ class RunLock:
                     # flock said free but the recorded writer lives (a file system without
                     # working flock): trust the pid
                     raise self._refuse(
-                        owner, "in use by another run", "wait for it, or choose another --out"
+                        owner,
+                        f"in use by another {holder}",
+                        f"wait for it, or choose another {self.option}",
                     )
-                self._write(fd)
+                self._write(fd, self.kind)
             except BaseException:
                 if self._fd != fd:
                     os.close(fd)
@@ -210,8 +246,8 @@ class RunLock:
         return info if isinstance(info, dict) else {}
 
     @staticmethod
-    def _write(fd: int) -> None:
-        data = json.dumps({**writer_identity(), "since": now_iso()}).encode()
+    def _write(fd: int, kind: str = "run") -> None:
+        data = json.dumps({**writer_identity(), "kind": kind, "since": now_iso()}).encode()
         os.ftruncate(fd, 0)
         os.lseek(fd, 0, os.SEEK_SET)
         os.write(fd, data)
@@ -239,18 +275,58 @@ class RunLock:
 
 
 def is_run_folder(folder: Path) -> bool:
-    """Whether ``folder`` carries the marker a wflsim run writes."""
-    return (Path(folder) / MARKER).is_file()
+    """Whether ``folder`` carries the marker a wflsim run writes (a file, not a link)."""
+    marker = Path(folder) / MARKER
+    return marker.is_file() and not marker.is_symlink()
 
 
 def require_run_folder(folder: Path, option: str = "--resume") -> None:
-    """Raise :class:`ScenarioError` unless ``folder`` carries a wflsim run's marker."""
+    """Raise :class:`ScenarioError` unless ``folder`` carries a wflsim run's marker and no
+    symbolic link in place of a run's entry (:func:`check_no_links`)."""
+    check_no_links(folder, option)
     if not is_run_folder(folder):
         raise ScenarioError(
             option,
             f"{str(folder)!r} is not a wflsim run folder (no {MARKER} marker)",
             "give the --out folder of a run made by wflsim 0.3 or later",
         )
+
+
+def link_error(path: Path, option: str = "--out") -> ScenarioError:
+    """The one-line refusal of a symbolic link where a run or sweep folder's entry belongs."""
+    return ScenarioError(
+        option,
+        f"{str(path)!r} is a symbolic link; wflsim never reads, writes or deletes through a link "
+        "inside a run or sweep folder",
+        "remove the link, or put the real file or folder in its place",
+    )
+
+
+def _is_temporary(name: str) -> bool:
+    """A hidden temporary file name of an atomic write (``.NAME.PID.tmp``)."""
+    return name.startswith(".") and name.endswith(".tmp")
+
+
+def check_no_links(folder: Path, option: str = "--out") -> None:
+    """Refuse (:class:`ScenarioError`) a symbolic link in ``folder`` in place of an entry a
+    run reads, writes or deletes: the lock, the marker, the manifest, the checkpoint, the trace
+    (``events/``, ``events.parquet``), ``channel/``, a file inside ``events/`` or ``channel/``,
+    or a temporary file of an atomic write. ``folder`` itself may be a link (a user's
+    ``--out``); one that does not exist has nothing to check."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        return
+    for name in (LOCK, *RUN_ENTRIES):
+        if (folder / name).is_symlink():
+            raise link_error(folder / name, option)
+    for sub in (EVENTS_DIR, CHANNEL_DIR):
+        if (folder / sub).is_dir():
+            for p in (folder / sub).iterdir():
+                if p.is_symlink():
+                    raise link_error(p, option)
+    for p in folder.iterdir():
+        if _is_temporary(p.name) and p.is_symlink():
+            raise link_error(p, option)
 
 
 def write_marker(folder: Path, version: str) -> None:
@@ -268,17 +344,31 @@ RUN_ENTRIES = (EVENTS_DIR, CHANNEL_DIR, MANIFEST, CHECKPOINT, LEGACY_EVENTS, MAR
 
 
 def _is_leftover(p: Path) -> bool:
-    """The lock, or a hidden temporary file of an atomic write (``.NAME.PID.tmp``): what a run
-    killed before it began leaves in its folder."""
+    """What a run stopped before its first manifest leaves in its folder: the lock, the marker,
+    a hidden temporary file of an atomic write (``.NAME.PID.tmp``), an ``events/`` or
+    ``channel/`` folder holding no part (at most temporaries). Never a link."""
+    if p.is_symlink():
+        return False
     if p.name == LOCK:
         return True
-    return p.name.startswith(".") and p.name.endswith(".tmp") and p.is_file()
+    if p.name == MARKER or _is_temporary(p.name):
+        return p.is_file()
+    if p.name in (EVENTS_DIR, CHANNEL_DIR) and p.is_dir():
+        return all(
+            _is_temporary(q.name) and q.is_file() and not q.is_symlink() for q in p.iterdir()
+        )
+    return False
 
 
 def never_started(folder: Path) -> bool:
-    """Whether ``folder`` is empty or holds only what a run killed before it wrote its marker
-    leaves (its lock, a temporary file of the marker): nothing to keep or resume."""
-    return all(_is_leftover(p) for p in Path(folder).iterdir())
+    """Whether ``folder`` holds no completed frame and nothing else: it is empty, or holds only
+    what a run stopped (killed, a full disk) before it wrote its first manifest leaves (its lock,
+    its marker, empty ``events/`` and ``channel/`` folders, temporary files). Such a folder takes
+    a new run without ``--overwrite``, and ``--resume`` starts it from frame 0."""
+    folder = Path(folder)
+    if (folder / MANIFEST).exists() or (folder / MANIFEST).is_symlink():
+        return False
+    return all(_is_leftover(p) for p in folder.iterdir())
 
 
 def check_out_dir(out: Path, overwrite: bool) -> None:
@@ -289,13 +379,18 @@ def check_out_dir(out: Path, overwrite: bool) -> None:
         ScenarioError: on ``--out`` with the fix.
     """
     if not out.exists():
+        if out.is_symlink():
+            raise ScenarioError(
+                "--out", f"{str(out)!r} is a link to nothing", "choose another --out"
+            )
         return
     if not out.is_dir():
         raise ScenarioError(
             "--out", f"{str(out)!r} exists and is not a directory", "choose another --out"
         )
+    check_no_links(out, "--out")
     if never_started(out):
-        return  # empty, or only the lock of a run killed before it wrote anything
+        return  # empty, or what a run stopped before its first manifest leaves
     if not overwrite:
         raise ScenarioError(
             "--out",
@@ -321,8 +416,8 @@ def clear_run_files(out: Path) -> None:
         else:
             p.unlink(missing_ok=True)
     for p in out.iterdir():
-        if p.name.startswith(".") and p.name.endswith(".tmp") and p.is_file():
-            p.unlink()
+        if _is_temporary(p.name) and (p.is_file() or p.is_symlink()):
+            p.unlink()  # a link is removed, never followed
     fsync_dir(out)
 
 
@@ -330,9 +425,13 @@ def remove_parts_from(events_dir: Path, frame: int) -> list[int]:
     """Delete the parts of frames ``>= frame`` and any temporary file in ``events_dir``;
     returns the frames removed."""
     removed: list[int] = []
+    if events_dir.is_symlink():
+        raise link_error(events_dir, "--resume")
     if not events_dir.is_dir():
         return removed
     for p in events_dir.iterdir():
+        if p.is_symlink():
+            raise link_error(p, "--resume")
         f = part_frame(p.name)
         if f is not None and f >= frame:
             p.unlink()
@@ -358,9 +457,13 @@ def sha256_text(text: str) -> str:
 
 
 def read_manifest(folder: Path) -> dict[str, Any] | None:
-    """The folder's manifest, or None when absent or unreadable."""
+    """The folder's manifest, or None when absent, unreadable or a link (never followed)."""
     try:
-        m = json.loads((Path(folder) / MANIFEST).read_text(encoding="utf-8"))
+        fd = os.open(Path(folder) / MANIFEST, os.O_RDONLY | _NOFOLLOW | os.O_NONBLOCK)
+        with os.fdopen(fd, "rb") as f:
+            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                return None
+            m = json.loads(f.read().decode("utf-8"))
     except (OSError, ValueError):
         return None
     return m if isinstance(m, dict) else None

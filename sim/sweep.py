@@ -34,6 +34,7 @@ import importlib.util
 import itertools
 import json
 import logging
+import math
 import os
 import signal
 import threading
@@ -45,6 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from wflsim.sim import rundir
+from wflsim.sim.config.limits import MAX_POINT_NAME_CHARS, MAX_SEED, MAX_SWEEP_POINTS, shorten
 from wflsim.sim.errors import ScenarioError
 from wflsim.sim.log import configure_logging
 from wflsim.sim.trace import write_json_atomic
@@ -54,7 +56,7 @@ log = logging.getLogger(__name__)
 #: Grid keys that name a section rather than a field mean its ``name``.
 _SECTION_NAMES = {"scheme": "scheme.name"}
 #: Longest point folder name (file systems allow 255 bytes).
-_MAX_NAME = 160
+_MAX_NAME = MAX_POINT_NAME_CHARS
 
 
 @dataclass(frozen=True)
@@ -99,17 +101,30 @@ def parse_grid(specs: Iterable[str]) -> list[tuple[str, list[str]]]:
     Values stay text; each is read as a TOML value by ``--set`` (so ``10`` is a number).
     """
     out: list[tuple[str, list[str]]] = []
+    if isinstance(specs, str):  # one spec, not its characters
+        specs = [specs]
     for spec in specs:
         if "=" not in spec:
             raise ScenarioError(
-                "--grid", f"{spec!r} must look like field=v1,v2,...", "e.g. --grid scheme.V=10,100"
+                "--grid",
+                f"{shorten(spec)!r} must look like field=v1,v2,...",
+                "e.g. --grid scheme.V=10,100",
             )
         key, values = spec.split("=", 1)
         key = _SECTION_NAMES.get(key.strip(), key.strip())
+        if values.count(",") >= MAX_SWEEP_POINTS:
+            raise ScenarioError(
+                "--grid",
+                f"field {shorten(key)!r} has more than {MAX_SWEEP_POINTS:,} values; a sweep may "
+                f"have at most {MAX_SWEEP_POINTS:,} runs",
+                "sweep fewer values, or split the sweep into several",
+            )
         vals = [v.strip() for v in values.split(",") if v.strip()]
         if not key or not vals:
             raise ScenarioError(
-                "--grid", f"{spec!r} has no field or no values", "e.g. --grid scheme.V=10,100"
+                "--grid",
+                f"{shorten(spec)!r} has no field or no values",
+                "e.g. --grid scheme.V=10,100",
             )
         if any(k == key for k, _ in out):
             raise ScenarioError("--grid", f"field {key!r} appears twice", "give each field once")
@@ -120,25 +135,51 @@ def parse_grid(specs: Iterable[str]) -> list[tuple[str, list[str]]]:
 def parse_seeds(text: str) -> list[int]:
     """``"0-2"`` -> ``[0, 1, 2]``; ``"0,3,5"`` -> ``[0, 3, 5]``; ``"1-2,7"`` -> ``[1, 2, 7]``."""
     seeds: list[int] = []
+    too_many = ScenarioError(
+        "--seeds",
+        f"{shorten(text)!r} names more than {MAX_SWEEP_POINTS:,} seeds; a sweep may have at "
+        f"most {MAX_SWEEP_POINTS:,} runs",
+        "give fewer seeds, or split the sweep into several",
+    )
+    if text.count(",") >= MAX_SWEEP_POINTS:
+        raise too_many
     try:
         for part in text.split(","):
             part = part.strip()
             if "-" in part:
-                lo, hi = (int(x) for x in part.split("-", 1))
+                lo, hi = (_seed_int(x) for x in part.split("-", 1))
                 if hi < lo:
                     raise ValueError
+                if hi - lo + 1 + len(seeds) > MAX_SWEEP_POINTS:
+                    raise too_many
                 seeds.extend(range(lo, hi + 1))
             elif part:
-                seeds.append(int(part))
+                seeds.append(_seed_int(part))
+    except ScenarioError:
+        raise
     except ValueError:
         raise ScenarioError(
-            "--seeds", f"{text!r} is not a list of seeds", "e.g. --seeds 0-2 or --seeds 0,3,5"
+            "--seeds",
+            f"{shorten(text)!r} is not a list of seeds",
+            "e.g. --seeds 0-2 or --seeds 0,3,5",
         ) from None
     if not seeds or min(seeds) < 0 or len(set(seeds)) != len(seeds):
         raise ScenarioError(
-            "--seeds", f"{text!r} must name distinct seeds >= 0", "e.g. --seeds 0-2"
+            "--seeds", f"{shorten(text)!r} must name distinct seeds >= 0", "e.g. --seeds 0-2"
+        )
+    if max(seeds) > MAX_SEED:
+        raise ScenarioError(
+            "--seeds", f"seeds must be at most {MAX_SEED} (2^63 - 1)", "give smaller seeds"
         )
     return seeds
+
+
+def _seed_int(text: str) -> int:
+    """A seed's digits as an int (``ValueError`` for anything else, or more than 30 digits)."""
+    text = text.strip()
+    if not (text.isascii() and text.isdigit() and len(text) <= 30):
+        raise ValueError(text)
+    return int(text)
 
 
 def expand(grid: list[tuple[str, list[str]]], seeds: list[int]) -> list[GridPoint]:
@@ -149,6 +190,14 @@ def expand(grid: list[tuple[str, list[str]]], seeds: list[int]) -> list[GridPoin
             that differ only in characters a folder name cannot hold, like ``"a b"`` and
             ``"a_b"``).
     """
+    count = math.prod(len(v) for _, v in grid) * len(seeds)
+    if count > MAX_SWEEP_POINTS:
+        raise ScenarioError(
+            "--grid",
+            f"the grid and seeds make {count:,} runs; a sweep may have at most "
+            f"{MAX_SWEEP_POINTS:,}",
+            "sweep fewer values or seeds, or split the sweep into several",
+        )
     keys = [k for k, _ in grid]
     points: list[GridPoint] = []
     for combo in itertools.product(*(v for _, v in grid)):
@@ -185,25 +234,27 @@ def plan_sweep(
         ScenarioError: a malformed grid, or a grid point whose scenario is invalid (the message
             names the point).
     """
-    from wflsim.sim.config.loading import read_scenario_file
+    from wflsim.sim.config.loading import read_scenario_file, sweep_defaults
     from wflsim.sim.run import fingerprint, prepare
 
     path = Path(scenario)
     _, table = read_scenario_file(path)
-    file_sweep = table.get("sweep", {}) if isinstance(table.get("sweep"), dict) else {}
+    file_seed, file_sweep = sweep_defaults(table)
+    if isinstance(grid_specs, str):  # one spec, not its characters
+        grid_specs = [grid_specs]
     if grid_specs:
         grid = parse_grid(grid_specs)
     else:
         grid = parse_grid(
-            f"{k}={','.join(_toml_text(v) for v in vals)}"
-            for k, vals in file_sweep.get("grid", {}).items()
+            f"{k}={','.join(_toml_text(v, f'sweep.grid.{k}') for v in vals)}"
+            for k, vals in file_sweep.grid.items()
         )
     if seeds is not None:
         seed_list = parse_seeds(seeds)
-    elif "seeds" in file_sweep:
-        seed_list = parse_seeds(",".join(str(s) for s in file_sweep["seeds"]))
+    elif file_sweep.seeds:
+        seed_list = parse_seeds(",".join(str(s) for s in file_sweep.seeds))
     else:
-        seed_list = [int(table.get("seed", 0))]
+        seed_list = [file_seed]
     points = expand(grid, seed_list)
     fingerprints = {}
     for point in points:
@@ -217,10 +268,25 @@ def plan_sweep(
     return SweepPlan(path, grid, seed_list, points, fingerprints)
 
 
-def _toml_text(value: Any) -> str:
+def _toml_text(value: Any, field: str) -> str:
+    """A ``[sweep] grid`` value as ``--grid`` text (a number, a bool or text without commas)."""
+    if isinstance(value, list | dict):
+        raise ScenarioError(
+            shorten(field),
+            "a grid value is a list or a table, which --grid cannot pass",
+            "sweep numbers, true/false or text; set the other fields with --set",
+        )
     if isinstance(value, str):
-        return json.dumps(value)
-    return str(value).lower() if isinstance(value, bool) else str(value)
+        text = json.dumps(value)
+    else:
+        text = str(value).lower() if isinstance(value, bool) else str(value)
+    if "," in text:
+        raise ScenarioError(
+            shorten(field),
+            f"the grid value {shorten(text)} holds a comma",
+            "use values without commas",
+        )
+    return text
 
 
 def point_state(run_dir: Path, wanted: dict[str, Any]) -> str:
@@ -239,7 +305,9 @@ def point_state(run_dir: Path, wanted: dict[str, Any]) -> str:
         return "stale"  # killed before its manifest was written: nothing to keep
     if fingerprint_difference(manifest.get("fingerprint"), wanted):
         return "other"
-    return "completed" if manifest.get("status") == "completed" else "resume"
+    # a status alone is not trusted: an incomplete run is resumed (which checks its files)
+    done = manifest.get("frames_completed") == manifest.get("frames")
+    return "completed" if manifest.get("status") == "completed" and done else "resume"
 
 
 # A worker's run in progress, whether it is being stopped, and its parent (signal handlers
@@ -372,6 +440,9 @@ def check_points(plan: SweepPlan, out: Path, overwrite: bool) -> dict[str, str]:
     """
     modes: dict[str, str] = {}
     for p in plan.points:
+        if (out / p.name).is_symlink():  # a point's folder is the sweep's: never a link
+            raise rundir.link_error(out / p.name)
+        rundir.check_no_links(out / p.name)
         st = point_state(out / p.name, plan.fingerprints.get(p.name, {}))
         if st == "foreign":
             raise ScenarioError(
@@ -413,19 +484,69 @@ def run_sweep(
 ) -> dict[str, Any]:
     """Run every grid point not yet completed; returns the sweep manifest (also ``out/sweep.json``).
 
+    One sweep writes a sweep folder at a time: it holds the folder's lock
+    (:class:`sim.rundir.RunLock`, ``wflsim.lock``) while it runs; a lock left by a dead process
+    is taken over.
+
     Raises:
-        ScenarioError: a point's folder cannot be used (:func:`check_points`; nothing written).
+        ScenarioError: a point's folder cannot be used (:func:`check_points`; nothing written),
+            or another sweep (or run) writes the folder.
         SweepInterrupted: Ctrl-C / SIGTERM (``sweep.json`` records every point's state).
     """
-    extra = list(extra_overrides or [])
     if executor not in ("local", "ray"):
         raise ScenarioError("--executor", f"unknown executor {executor!r}", "use local or ray")
     if executor == "ray" and importlib.util.find_spec("ray") is None:  # before anything is written
         raise ScenarioError(
             "--executor", "ray is not installed", 'pip install -e ".[ray]", or use --executor local'
         )
-    modes = check_points(plan, out, overwrite) if out.is_dir() else {}
+    if out.is_dir():
+        if (out / "sweep.json").is_symlink():
+            raise rundir.link_error(out / "sweep.json")
+        check_points(plan, out, overwrite)
+    created = not out.exists()
     out.mkdir(parents=True, exist_ok=True)
+    lock = rundir.RunLock(out, kind="sweep")
+    try:
+        lock.acquire()
+    except BaseException:
+        if created:
+            try:
+                out.rmdir()
+            except OSError:
+                pass
+        raise
+    try:
+        return _run_sweep_locked(
+            plan,
+            out,
+            workers=workers,
+            executor=executor,
+            data_dir=data_dir,
+            extra=list(extra_overrides or []),
+            ray_address=ray_address,
+            progress=progress,
+            overwrite=overwrite,
+        )
+    finally:
+        lock.release()
+
+
+def _run_sweep_locked(
+    plan: SweepPlan,
+    out: Path,
+    *,
+    workers: int,
+    executor: str,
+    data_dir: str | None,
+    extra: list[str],
+    ray_address: str | None,
+    progress: ProgressFn | None,
+    overwrite: bool,
+) -> dict[str, Any]:
+    """:func:`run_sweep` once this process holds the sweep folder's lock."""
+    if (out / "sweep.json").is_symlink():
+        raise rundir.link_error(out / "sweep.json")
+    modes = check_points(plan, out, overwrite)  # again: the folder may have changed meanwhile
     manifest_path = out / "sweep.json"
     try:  # a previous execution of this sweep: its records of completed points are kept
         previous = json.loads(manifest_path.read_text(encoding="utf-8"))

@@ -234,11 +234,21 @@ def test_network_only_manifest_is_strict_json(tmp_path):
     ]
 
 
-def test_diverging_training_fails_with_a_clear_message(tmp_path, capsys):
-    """learning.lr = 1e308 on digits: exit 1, status failed, the error says it diverged."""
+def test_diverging_training_fails_with_a_clear_message(tmp_path, capsys, monkeypatch):
+    """A step that makes the weights non-finite: exit 1, status failed, the error says it diverged."""
+    from wflsim.models.learner import TorchLearner
+
+    original = TorchLearner.apply
+
+    def diverging_apply(self, slot, success_ids):  # stands in for a learning rate far too large
+        original(self, slot, success_ids)
+        if slot == 2:
+            self._w[0] = float("inf")
+
+    monkeypatch.setattr(TorchLearner, "apply", diverging_apply)
     quick = Path(__file__).resolve().parents[1] / "scenarios" / "quickstart.toml"
     out = tmp_path / "run"
-    args = ["--set", "learning.lr=1e308", "--set", "run.frames=2", "--set", "run.slots_per_frame=3"]
+    args = ["--set", "run.frames=2", "--set", "run.slots_per_frame=3"]
     assert run(str(quick), *args, "--out", str(out)) == 1
     manifest = strict(out / "manifest.json")
     assert manifest["status"] == "failed" and "diverged" in manifest["error"]

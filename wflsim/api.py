@@ -1,15 +1,16 @@
 """The functions behind :mod:`wflsim` (see ``docs/api.md``).
 
 A scenario is given as a TOML file path, a table (a ``dict`` shaped like the file) or a
-:class:`sim.config.schema.Scenario`; ``overrides`` are ``--set`` strings (``"run.frames=2"``)
-applied to it, ``seed`` replaces its seed. Problems with the input raise
+:class:`sim.config.schema.Scenario`; ``overrides`` are ``--set`` strings (``"run.frames=2"``; a
+single string is one override) applied to it, ``seed`` replaces its seed. Values are checked as
+strictly as in a file (NumPy scalars count as the Python values they hold). Problems with the
+input raise
 :class:`sim.errors.ScenarioError` (its ``field``, ``problem`` and ``fix`` are what the command
 line prints) before anything is written.
 """
 
 from __future__ import annotations
 
-import copy
 import json
 import os
 from collections.abc import Mapping, Sequence
@@ -18,8 +19,16 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from wflsim.sim import run as _run
-from wflsim.sim.config.loading import apply_overrides, scenario_text, validate_scenario
+from wflsim.sim.config.limits import MAX_WORKERS, out_path_problem, shorten
+from wflsim.sim.config.loading import (
+    apply_overrides,
+    plain_value,
+    scenario_text,
+    validate_scenario,
+)
 from wflsim.sim.config.schema import Scenario
 from wflsim.sim.engine import ProgressFn
 from wflsim.sim.errors import ScenarioError
@@ -51,16 +60,16 @@ def prepare(
     Raises:
         ScenarioError: any problem, naming the field and the fix.
     """
-    ovr = [str(o) for o in overrides]
+    ovr = _overrides(overrides)
     if seed is not None:
-        ovr.append(f"seed={int(seed)}")
+        ovr.append(f"seed={_seed(seed)}")
     ddir = None if data_dir is None else str(data_dir)
     if isinstance(scenario, (str, os.PathLike)):
         return _run.prepare(Path(scenario), ovr, None, ddir)
     if isinstance(scenario, Scenario):
         table = scenario.model_dump(mode="json", exclude_none=True)
     elif isinstance(scenario, Mapping):
-        table = copy.deepcopy(dict(scenario))
+        table = plain_value(scenario)
     else:
         raise ScenarioError(
             "scenario",
@@ -75,6 +84,38 @@ def prepare(
         data_dir=ddir,
         base_dir=Path.cwd(),
     )
+
+
+def _overrides(overrides: Sequence[str] | str) -> list[str]:
+    """``--set`` strings as a list (a single string is one override, not its characters)."""
+    if isinstance(overrides, str):
+        return [overrides]
+    out = []
+    for o in overrides:
+        if not isinstance(o, str):
+            raise ScenarioError(
+                "overrides",
+                f"holds a {type(o).__name__} ({shorten(repr(o))}), not a --set string",
+                'give strings like "run.frames=3"',
+            )
+        out.append(str(o))
+    return out
+
+
+def _seed(seed: Any) -> int:
+    """A seed given from Python: an int or a NumPy integer (not a bool, a float or text)."""
+    value = plain_value(seed)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ScenarioError(
+            "seed", f"must be a whole number >= 0 (got {shorten(repr(seed))})", "e.g. seed=3"
+        )
+    return value
+
+
+def _check_out(out: Path, field: str, room: int = 64) -> None:
+    problem = out_path_problem(out, room=room)
+    if problem is not None:
+        raise ScenarioError(field, f"{shorten(str(out))!r} {problem}", f"choose another {field}")
 
 
 @dataclass
@@ -170,6 +211,7 @@ def run(
     prep = prepare(scenario, overrides=overrides, seed=seed, data_dir=data_dir)
     if out is not None:
         folder = Path(out)
+        _check_out(folder, "out")
         _run.execute(prep, _run.make_learner(prep), folder, overwrite=overwrite, progress=progress)
         return load_run(folder)
     engine = _run.build_engine(prep, _run.make_learner(prep), progress=progress)
@@ -265,15 +307,26 @@ class SweepResult:
 def _grid_specs(grid: Mapping[str, Sequence[Any]] | Sequence[str] | None) -> list[str]:
     if grid is None:
         return []
+    if isinstance(grid, str):  # one --grid string, not its characters
+        return [grid]
     if isinstance(grid, Mapping):
         return [
-            f"{key}={','.join(_grid_value(key, v) for v in values)}" for key, values in grid.items()
+            f"{key}={','.join(_grid_value(key, v) for v in _grid_values(key, values))}"
+            for key, values in grid.items()
         ]
     return [str(g) for g in grid]
 
 
+def _grid_values(key: str, values: Any) -> list[Any]:
+    """A grid entry's values (a single number or text is one value)."""
+    if isinstance(values, str) or not isinstance(values, Sequence | np.ndarray):
+        return [values]
+    return list(values)
+
+
 def _grid_value(key: str, value: Any) -> str:
     """A grid value as ``--grid`` writes it (strings bare, as on the command line)."""
+    value = plain_value(value, f"grid {key}")
     if isinstance(value, bool):
         return str(value).lower()
     text = str(value)
@@ -317,21 +370,28 @@ def sweep(
     """
     from wflsim.sim.sweep import plan_sweep, run_sweep
 
-    if workers < 1:
-        raise ScenarioError("workers", "must be >= 1")
-    seed_text = seeds if isinstance(seeds, str) or seeds is None else ",".join(map(str, seeds))
+    if isinstance(workers, bool) or not isinstance(plain_value(workers), int):
+        raise ScenarioError("workers", f"must be a whole number (got {shorten(repr(workers))})")
+    if not 1 <= workers <= MAX_WORKERS:
+        raise ScenarioError("workers", f"must be in [1, {MAX_WORKERS}]", "e.g. workers=2")
+    if seeds is None or isinstance(seeds, str):
+        seed_text = seeds
+    else:
+        seed_text = ",".join(str(_seed(s)) for s in seeds)
     ddir = None if data_dir is None else str(data_dir)
+    extra = _overrides(overrides)
     plan = plan_sweep(
-        Path(scenario), _grid_specs(grid), seed_text, data_dir=ddir, extra_overrides=list(overrides)
+        Path(scenario), _grid_specs(grid), seed_text, data_dir=ddir, extra_overrides=extra
     )
     folder = Path(out)
+    _check_out(folder, "out", room=64 + 161)
     run_sweep(
         plan,
         folder,
-        workers=workers,
+        workers=int(workers),
         executor=executor,
         data_dir=ddir,
-        extra_overrides=list(overrides),
+        extra_overrides=extra,
         overwrite=overwrite,
     )
     return load_sweep(folder)

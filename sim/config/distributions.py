@@ -8,6 +8,8 @@ values of the others.
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 import numpy as np
@@ -21,6 +23,8 @@ from pydantic import (
     ValidationError,
     model_validator,
 )
+
+from wflsim.sim.config.limits import MAX_DEVICES
 
 PositiveFloat = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 NonNegFloat = Annotated[float, Field(ge=0, allow_inf_nan=False)]
@@ -66,16 +70,22 @@ class Normal(Strict):
     dist: Literal["normal"]
     mean: float = Field(allow_inf_nan=False)
     std: NonNegFloat
-    low: float | None = None
-    high: float | None = None
+    low: float | None = Field(None, allow_inf_nan=False)
+    high: float | None = Field(None, allow_inf_nan=False)
+
+    @model_validator(mode="after")
+    def _order(self) -> Normal:
+        if self.low is not None and self.high is not None and self.high < self.low:
+            raise ValueError(f"high ({self.high}) must be >= low ({self.low})")
+        return self
 
 
 class Choice(Strict):
     """One of ``values``, with probabilities ``probs`` (uniform when omitted)."""
 
     dist: Literal["choice"]
-    values: list[float] = Field(min_length=1)
-    probs: list[float] | None = None
+    values: list[float] = Field(min_length=1, max_length=MAX_DEVICES)
+    probs: list[float] | None = Field(None, max_length=MAX_DEVICES)
 
     @model_validator(mode="after")
     def _probs(self) -> Choice:
@@ -89,15 +99,18 @@ class Choice(Strict):
 
 Distribution = Annotated[Uniform | LogUniform | Normal | Choice, Field(discriminator="dist")]
 _DIST: TypeAdapter[Any] = TypeAdapter(Distribution)
-_FLOATS = TypeAdapter(list[Annotated[float, Field(allow_inf_nan=False)]])
+_FLOATS: TypeAdapter[list[float]] = TypeAdapter(
+    Annotated[list[Annotated[float, Field(allow_inf_nan=False)]], Field(max_length=MAX_DEVICES)]
+)
 _FLOAT: TypeAdapter[float] = TypeAdapter(Annotated[float, Field(allow_inf_nan=False)])
 
 
 def _per_device(value: Any) -> Any:
-    """Dispatch on the input's shape so that errors speak of the form the user wrote."""
+    """Dispatch on the input's shape so that errors speak of the form the user wrote. Strict:
+    a number is an int or a float (not a bool, not text), a list is a list of numbers."""
     adapter = _DIST if isinstance(value, dict) else _FLOATS if isinstance(value, list) else _FLOAT
     try:
-        return adapter.validate_python(value)
+        return adapter.validate_python(value, strict=True)
     except ValidationError as err:
         e = err.errors(include_url=False)[0]
         where = ".".join(
@@ -113,6 +126,72 @@ PerDevice = Annotated[
     PlainValidator(_per_device),
     PlainSerializer(lambda v: v.model_dump() if isinstance(v, BaseModel) else v),
 ]
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """The range of a per-device field: ``[low, high]`` (``(low, high]`` with ``open_low``)."""
+
+    low: float
+    high: float
+    unit: str
+    open_low: bool = False
+
+    def contains(self, x: float) -> bool:
+        """Whether ``x`` is finite and in the range."""
+        above = self.low < x if self.open_low else self.low <= x
+        return math.isfinite(x) and above and x <= self.high
+
+    def text(self) -> str:
+        """``in [low, high] unit``."""
+        unit = f" {self.unit}" if self.unit else ""
+        return f"in {'(' if self.open_low else '['}{self.low:g}, {self.high:g}]{unit}"
+
+
+#: The range of every per-device field (docs/scenario.md, [devices], says why each): a value,
+#: every value of a list, and every parameter of a distribution must lie in it; values drawn
+#: from a normal distribution are checked per device when they are drawn.
+DEVICE_BOUNDS: dict[str, Bounds] = {
+    "cpu_hz": Bounds(1e3, 1e12, "cycle/s"),
+    "cycles_per_sample": Bounds(0.0, 1e15, "cycles", open_low=True),
+    "capacitance": Bounds(0.0, 1e-15, ""),
+    "batch_size": Bounds(0.0, 1e7, "samples", open_low=True),
+    "peak_power_w": Bounds(1e-9, 1e4, "W"),
+    "energy_budget_j": Bounds(0.0, 1e6, "J"),
+}
+
+
+def check_bounds(spec: float | list[float] | BaseModel, bounds: Bounds) -> None:
+    """Check that a validated per-device value lies in ``bounds``: the number, every number of
+    the list, every parameter of the distribution (a normal's ``std`` at most the range's width).
+
+    Raises:
+        ValueError: naming the part out of range (``low must be in [...] (got ...)``).
+    """
+
+    def need(x: float, what: str) -> None:
+        if not bounds.contains(x):
+            raise ValueError(f"{what}must be {bounds.text()} (got {x:g})")
+
+    if isinstance(spec, list):
+        for i, x in enumerate(spec):
+            need(x, f"[{i}] ")
+    elif isinstance(spec, Uniform | LogUniform):
+        need(spec.low, "low ")
+        need(spec.high, "high ")
+    elif isinstance(spec, Normal):
+        need(spec.mean, "mean ")
+        width = bounds.high - bounds.low
+        if spec.std > width:
+            raise ValueError(f"std must be at most {width:g} (got {spec.std:g})")
+        for what, clip in (("low ", spec.low), ("high ", spec.high)):
+            if clip is not None:
+                need(clip, what)
+    elif isinstance(spec, Choice):
+        for i, value in enumerate(spec.values):
+            need(value, f"values[{i}] ")
+    elif isinstance(spec, int | float):
+        need(float(spec), "")
 
 
 def draw(dist: Uniform | LogUniform | Normal | Choice, rng: np.random.Generator) -> float:

@@ -1,40 +1,81 @@
 """Reading scenario files: TOML in, ``--set`` overrides applied, a validated :class:`Scenario`
 out (types, ranges, unknown fields, the scheme's name and its own parameters). Every problem is a
 :class:`sim.errors.ScenarioError` naming the dotted field and the fix.
+
+Types are strict, the same for a file, ``--set``, a sweep and the Python API: a bool is not a
+number, text is not a number or a bool, a float is not an integer; an integer stands for a float
+(``V = 100``). NumPy scalars in a table given from Python count as the Python value they hold
+(``np.bool_`` as a bool only).
 """
 
 from __future__ import annotations
 
-import copy
 import json
 import math
 import re
 import tomllib
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
+import numpy as np
+from pydantic import BaseModel, Field, ValidationError
 
-from wflsim.sim.config.schema import Scenario
+from wflsim.sim.config.limits import path_problem, shorten
+from wflsim.sim.config.schema import Scenario, Seed, Strict, SweepConfig
 from wflsim.sim.errors import ScenarioError
 from wflsim.sim.schemes import SCHEMES
+
+#: Largest scenario file read (explicit positions of 1,000,000 devices take about 40 MB).
+MAX_FILE_BYTES = 64 * 2**20
+#: Deepest nesting of tables and lists a scenario may have (the deepest field needs 5).
+MAX_DEPTH = 32
+#: Most times a random-waypoint device may cross the cell (its radius) per slot: beyond it,
+#: walking the legs costs far more than simulating the slot, and nothing a channel drawn per
+#: frame can show.
+MAX_CROSSINGS_PER_SLOT = 1000.0
+
+#: What to write instead, for each kind of wrong type (pydantic's error types).
+_TYPE_FIXES = {
+    "int_type": "write a whole number without quotes, e.g. 3",
+    "float_type": "write a number without quotes, e.g. 0.5",
+    "bool_type": "write true or false without quotes",
+    "string_type": 'write quoted text, e.g. "name"',
+    "list_type": "write a list, e.g. [1, 2]",
+    "tuple_type": "write a list, e.g. [1, 2]",
+    "dict_type": "write a table, e.g. { key = 1 }",
+    "model_type": "write a table, e.g. { key = 1 }",
+    "finite_number": "write a finite number",
+}
+_RANGE_TYPES = {"greater_than", "greater_than_equal", "less_than", "less_than_equal"}
+_LENGTH_TYPES = {"string_too_long", "string_too_short", "too_long", "too_short"}
 
 
 def _from_validation_error(err: ValidationError) -> ScenarioError:
     errors = err.errors(include_url=False)
     first = errors[0]
-    field = ".".join(f"[{x}]" if isinstance(x, int) else str(x) for x in first["loc"]).replace(
-        ".[", "["
-    )
+    field = ".".join(
+        f"[{x}]" if isinstance(x, int) else shorten(str(x)) for x in first["loc"]
+    ).replace(".[", "[")
     msg = first["msg"].removeprefix("Value error, ")
-    fix = None
+    fix = _TYPE_FIXES.get(first["type"])
     if first["type"] == "extra_forbidden":
         msg = "unknown field"
         fix = "remove it or check its spelling against docs/scenario.md"
     elif first["type"] == "missing":
         fix = "add it to the scenario"
-    elif "input" in first and not isinstance(first["input"], dict | list):
-        msg += f" (got {first['input']!r})"
+    elif (
+        "input" in first
+        and not isinstance(first["input"], dict | list | tuple)
+        and "got " not in msg  # the validator's message quotes the value already
+    ):
+        msg += f" (got {shorten(repr(first['input']))})"
+    if first["type"] in _RANGE_TYPES:
+        fix = "use a value in the field's range (docs/scenario.md)"
+    elif first["type"] in _LENGTH_TYPES:
+        fix = "keep to the length docs/scenario.md gives for the field"
+    elif first["type"] == "value_error":
+        fix = "see the field in docs/scenario.md"
     more = f"; and {len(errors) - 1} more problem(s)" if len(errors) > 1 else ""
     return ScenarioError(field or "(top level)", msg + more, fix)
 
@@ -48,17 +89,67 @@ def parse_override(text: str) -> tuple[list[str], Any]:
     key, raw = text.split("=", 1)
     path = [k.strip() for k in key.strip().split(".")]
     if not all(path):
-        raise ScenarioError(key, "empty component in the field path", "e.g. --set learning.lr=0.01")
+        raise ScenarioError(
+            shorten(key), "empty component in the field path", "e.g. --set learning.lr=0.01"
+        )
     try:
         value = tomllib.loads(f"v = {raw}")["v"]
     except tomllib.TOMLDecodeError:
         value = raw
+    except RecursionError:
+        raise ScenarioError(
+            shorten(key.strip()),
+            f"the --set value is nested more than {MAX_DEPTH} levels deep",
+            "give a value as the field takes it (docs/scenario.md)",
+        ) from None
+    except ValueError:  # an integer of more than 4300 digits
+        raise ScenarioError(
+            shorten(key.strip()), "the --set value holds a number too long to read", _FIX_DIGITS
+        ) from None
     return path, value
 
 
+_FIX_DIGITS = "write numbers with at most a few dozen digits (docs/scenario.md gives each range)"
+
+
+def plain_value(value: Any, where: str = "", depth: int = 0) -> Any:
+    """A copy of a scenario table (or a value in it) made of plain Python values: NumPy scalars
+    become the Python value they hold (``np.bool_`` a bool), tuples lists, mappings dicts;
+    anything else is kept (the schema refuses what it cannot take).
+
+    Raises:
+        ScenarioError: nested more than :data:`MAX_DEPTH` levels deep (names where).
+    """
+    if depth > MAX_DEPTH:
+        raise ScenarioError(
+            where or "(top level)",
+            f"is nested more than {MAX_DEPTH} levels deep",
+            "give a value as the field takes it (docs/scenario.md)",
+        )
+    if isinstance(value, np.generic):
+        if isinstance(value, np.bool_):
+            return bool(value)
+        if isinstance(value, np.integer):
+            return int(value)
+        if isinstance(value, np.floating):
+            return float(value)
+        return value.item() if isinstance(value, np.str_) else value
+    if isinstance(value, Mapping):
+        return {
+            key: plain_value(v, f"{where}.{shorten(str(key))}".lstrip("."), depth + 1)
+            for key, v in value.items()
+        }
+    if isinstance(value, list | tuple):
+        return [plain_value(v, f"{where}[{i}]", depth + 1) for i, v in enumerate(value)]
+    return value
+
+
 def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
-    """Apply ``--set`` overrides to the raw scenario table (a deep copy is returned)."""
-    out = copy.deepcopy(data)
+    """Apply ``--set`` overrides to the raw scenario table (a plain copy, :func:`plain_value`,
+    is returned)."""
+    out = plain_value(data)
+    if isinstance(overrides, str):  # one override, not its characters
+        overrides = [overrides]
     for text in overrides:
         path, value = parse_override(text)
         node = out
@@ -69,7 +160,7 @@ def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any
                     ".".join(path[: i + 1]), "is a value, not a table", "check the --set path"
                 )
             node = nxt
-        node[path[-1]] = value
+        node[path[-1]] = plain_value(value, ".".join(path), len(path))
     return out
 
 
@@ -133,25 +224,70 @@ def scenario_text(table: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def validate_scenario(data: dict[str, Any]) -> Scenario:
-    """Validate a raw scenario table (types, ranges, unknown fields, scheme parameters)."""
+def validate_scenario(data: Mapping[str, Any]) -> Scenario:
+    """Validate a raw scenario table (types, strictly; ranges, unknown fields, scheme
+    parameters; the work a random-waypoint mobility makes)."""
+    data = plain_value(data)
     try:
-        scenario = Scenario.model_validate(data)
+        scenario = Scenario.model_validate(data, strict=True)
     except ValidationError as err:
         raise _from_validation_error(err) from None
     name = scenario.scheme.name
     if name not in SCHEMES:
         raise ScenarioError(
             "scheme.name",
-            f"unknown scheme {name!r}; known: {', '.join(sorted(SCHEMES))}",
+            f"unknown scheme {shorten(name)!r}; known: {', '.join(sorted(SCHEMES))}",
             "see docs/scenario.md, [scheme]",
         )
     try:
-        SCHEMES[name].Params.model_validate(scenario.scheme.params)
+        SCHEMES[name].Params.model_validate(scenario.scheme.params, strict=True)
     except ValidationError as err:
         e = _from_validation_error(err)
         raise ScenarioError(f"scheme.{e.field}", e.problem, e.fix) from None
+    _check_mobility_work(scenario)
     return scenario
+
+
+def _check_mobility_work(scenario: Scenario) -> None:
+    """Random waypoint walks every leg of every device: refuse speeds that would make it walk
+    more than :data:`MAX_CROSSINGS_PER_SLOT` cell radii per device and slot."""
+    mob = scenario.mobility
+    if mob.model != "random_waypoint":
+        return
+    crossings = mob.speed_mps[1] * scenario.run.deadline_s / scenario.network.cell_radius_m
+    if crossings > MAX_CROSSINGS_PER_SLOT:
+        raise ScenarioError(
+            "mobility.speed_mps",
+            f"a device at {mob.speed_mps[1]:g} m/s crosses the cell radius "
+            f"({scenario.network.cell_radius_m:g} m) {crossings:,.0f} times per slot "
+            f"(run.deadline_s = {scenario.run.deadline_s:g} s); at most "
+            f"{MAX_CROSSINGS_PER_SLOT:,.0f} are simulated",
+            "lower mobility.speed_mps or run.deadline_s, or raise network.cell_radius_m",
+        )
+
+
+class _SweepDefaults(Strict):
+    """The parts of a scenario table that ``wflsim sweep`` reads before its grid points."""
+
+    seed: Seed = 0
+    sweep: SweepConfig = Field(default_factory=SweepConfig)
+
+
+def sweep_defaults(table: Mapping[str, Any]) -> tuple[int, SweepConfig]:
+    """The seed and the ``[sweep]`` table of a raw scenario table, validated as
+    :func:`validate_scenario` would (the rest is validated with each grid point).
+
+    Raises:
+        ScenarioError: naming the field (``seed``, ``sweep.grid``, ``sweep.seeds``).
+    """
+    data = plain_value(table)
+    part = {k: data[k] for k in ("seed", "sweep") if k in data}
+    try:
+        got: BaseModel = _SweepDefaults.model_validate(part, strict=True)
+    except ValidationError as err:
+        raise _from_validation_error(err) from None
+    assert isinstance(got, _SweepDefaults)
+    return got.seed, got.sweep
 
 
 def read_scenario_file(path: str | Path) -> tuple[str, dict[str, Any]]:
@@ -160,10 +296,20 @@ def read_scenario_file(path: str | Path) -> tuple[str, dict[str, Any]]:
     Raises:
         ScenarioError: missing or unreadable file, not UTF-8 text, TOML syntax error.
     """
+    problem = path_problem(str(path))
+    if problem is not None:
+        raise ScenarioError(shorten(str(path)), f"the scenario path {problem}", "check the path")
     p = Path(path)
-    if not p.is_file():
-        raise ScenarioError(str(path), "scenario file not found", "check the path")
     try:
+        if not p.is_file():
+            raise ScenarioError(str(path), "scenario file not found", "check the path")
+        size = p.stat().st_size
+        if size > MAX_FILE_BYTES:
+            raise ScenarioError(
+                str(path),
+                f"the scenario file is {size:,} bytes; at most {MAX_FILE_BYTES:,} are read",
+                "give per-device values as distributions, or positions as a mobility trace file",
+            )
         raw = p.read_bytes()
     except OSError as err:
         raise ScenarioError(
@@ -185,6 +331,14 @@ def parse_scenario_text(text: str, source: str = "scenario") -> dict[str, Any]:
     except tomllib.TOMLDecodeError as err:
         # tomllib's messages give the position ("Invalid value (at line 3, column 5)"), not text
         raise ScenarioError(source, f"not valid TOML: {err}", "fix the syntax") from None
+    except RecursionError:
+        raise ScenarioError(
+            source,
+            f"holds lists or tables nested more than {MAX_DEPTH} levels deep",
+            "give each field a value as it takes it (docs/scenario.md)",
+        ) from None
+    except ValueError:  # an integer of more than 4300 digits
+        raise ScenarioError(source, "holds a number too long to read", _FIX_DIGITS) from None
 
 
 def load_scenario(path: str | Path, overrides: list[str] | None = None) -> tuple[Scenario, str]:

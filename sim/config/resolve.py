@@ -11,21 +11,22 @@ from pathlib import Path
 import numpy as np
 
 from wflsim.sim.config.catalogue import DATASET_FILES, model_num_params
-from wflsim.sim.config.distributions import draw
+from wflsim.sim.config.distributions import DEVICE_BOUNDS, draw
+from wflsim.sim.config.limits import path_problem, shorten
 from wflsim.sim.config.schema import DevicesConfig, LearningConfig, RunConfig, Scenario
 from wflsim.sim.errors import ScenarioError
 from wflsim.sim.rng import Streams
 from wflsim.sim.world.system import DeviceArrays
 
-#: Lower bounds of the per-device fields (strict: > bound), checked after resolution.
-_DEVICE_FIELDS: dict[str, tuple[float, bool]] = {
-    # name: (bound, integer)
-    "cpu_hz": (0.0, False),
-    "cycles_per_sample": (0.0, False),
-    "capacitance": (-1.0, False),  # >= 0 checked separately (0 = free computation)
-    "batch_size": (0.0, True),
-    "peak_power_w": (0.0, False),
-    "energy_budget_j": (-1.0, False),  # >= 0
+#: The per-device fields in stream order (the index keys each field's random stream) and
+#: whether each is an integer; their ranges are :data:`DEVICE_BOUNDS`, checked after resolution.
+_DEVICE_FIELDS: dict[str, bool] = {
+    "cpu_hz": False,
+    "cycles_per_sample": False,
+    "capacitance": False,
+    "batch_size": True,
+    "peak_power_w": False,
+    "energy_budget_j": False,
 }
 
 
@@ -36,7 +37,7 @@ def resolve_devices(cfg: DevicesConfig, num_devices: int, streams: Streams) -> D
         ScenarioError: a list of the wrong length, or a value out of range.
     """
     out: dict[str, np.ndarray] = {}
-    for index, (name, (bound, integer)) in enumerate(_DEVICE_FIELDS.items()):
+    for index, (name, integer) in enumerate(_DEVICE_FIELDS.items()):
         spec = getattr(cfg, name)
         field = f"devices.{name}"
         if isinstance(spec, list):
@@ -57,23 +58,15 @@ def resolve_devices(cfg: DevicesConfig, num_devices: int, streams: Streams) -> D
             raise ScenarioError(field, "must be finite")
         if integer:
             values = np.rint(values)
-            if np.any(values > 2**31 - 1):
-                n = int(np.argmax(values > 2**31 - 1))
-                raise ScenarioError(
-                    field,
-                    f"must be at most {2**31 - 1} (device {n} has {values[n]:g})",
-                    "use a realistic value",
-                )
-        if bound < 0:
-            bad = values < 0
-            need = ">= 0"
-        else:
-            bad = values <= bound
-            need = f"> {bound:g}"
+        bounds = DEVICE_BOUNDS[name]
+        low_ok = values > bounds.low if bounds.open_low else values >= bounds.low
+        bad = ~(low_ok & (values <= bounds.high))
         if np.any(bad):
             n = int(np.argmax(bad))
             raise ScenarioError(
-                field, f"must be {need} for every device (device {n} has {values[n]:g})"
+                field,
+                f"must be {bounds.text()} for every device (device {n} has {values[n]:g})",
+                "use a value (or distribution) in the field's range (docs/scenario.md)",
             )
         out[name] = values.astype(np.int64) if integer else values
     return DeviceArrays(**out)
@@ -103,14 +96,22 @@ def resolve_data_dir(cli_value: str | None, scenario: Scenario, base_dir: Path |
     current directory.
     """
     if cli_value:
+        _check_path(cli_value, "--data-dir")
         return Path(cli_value).expanduser()
     if scenario.learning.data_dir:
         p = Path(scenario.learning.data_dir).expanduser()
         return p if p.is_absolute() or base_dir is None else base_dir / p
     env = os.environ.get("WFLSIM_DATA_DIR")
     if env:
+        _check_path(env, "WFLSIM_DATA_DIR")
         return Path(env).expanduser()
     return Path("data")
+
+
+def _check_path(text: str, field: str) -> None:
+    problem = path_problem(text)
+    if problem is not None:
+        raise ScenarioError(field, f"{problem} (got {shorten(text)!r})", "give a usable path")
 
 
 def check_data_dir(dataset: str, data_dir: Path) -> None:
@@ -122,7 +123,14 @@ def check_data_dir(dataset: str, data_dir: Path) -> None:
     needed = DATASET_FILES.get(dataset)
     if not needed:
         return
-    missing = [f for f in needed if not (data_dir / f).is_file()]
+    try:
+        missing = [f for f in needed if not (data_dir / f).is_file()]
+    except OSError as err:
+        raise ScenarioError(
+            "learning.data_dir",
+            f"cannot look into {shorten(str(data_dir))!r} ({err.strerror or type(err).__name__})",
+            "point --data-dir, learning.data_dir or WFLSIM_DATA_DIR at a readable folder",
+        ) from None
     if missing:
         raise ScenarioError(
             "learning.data_dir",

@@ -7,7 +7,7 @@ devices, the data directory or the scheme registry is checked by :mod:`sim.confi
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -19,7 +19,23 @@ from pydantic import (
 )
 
 from wflsim.sim.config.catalogue import DATASETS, MODEL_DATASETS, MODELS
-from wflsim.sim.config.distributions import PerDevice, PositiveFloat, Strict, Uniform
+from wflsim.sim.config.distributions import (
+    DEVICE_BOUNDS,
+    PerDevice,
+    Strict,
+    Uniform,
+    check_bounds,
+)
+from wflsim.sim.config.limits import (
+    MAX_DESCRIPTION_CHARS,
+    MAX_DEVICES,
+    MAX_NAME_CHARS,
+    MAX_SEED,
+    MAX_SLOTS,
+    MAX_SWEEP_POINTS,
+    path_problem,
+    shorten,
+)
 from wflsim.sim.world.channel.config import ChannelConfig
 from wflsim.sim.world.mobility.config import MobilityConfig
 
@@ -31,25 +47,56 @@ _MOVED_TO_CHANNEL = {
 }
 
 
+#: A finite float (``int`` values are taken as floats; bounds come with each field).
+_Float = Annotated[float, Field(allow_inf_nan=False)]
+#: A seed: an integer in ``[0, 2^63 - 1]``.
+Seed = Annotated[int, Field(ge=0, le=MAX_SEED)]
+
+
+def _path_text(value: str | None) -> str | None:
+    """A path field: refused if the system could not use it as a path."""
+    if value is not None:
+        problem = path_problem(value)
+        if problem is not None:
+            raise ValueError(f"{problem} (got {shorten(value)!r})")
+    return value
+
+
 class RunConfig(Strict):
     """Run length and the per-round latency deadline."""
 
-    frames: int = Field(20, ge=1, description="number of frames K")
-    slots_per_frame: int = Field(20, ge=1, description="slots per frame T")
-    deadline_s: PositiveFloat = Field(0.8, description="per-round latency tau_0, seconds")
-    checkpoint_every_frames: int = Field(
-        1, ge=1, description="save every component's state after every this many frames"
+    frames: int = Field(20, ge=1, le=1_000_000, description="number of frames K")
+    slots_per_frame: int = Field(20, ge=1, le=1_000_000, description="slots per frame T")
+    deadline_s: _Float = Field(
+        0.8, ge=1e-6, le=86_400.0, description="per-round latency tau_0, seconds"
     )
+    checkpoint_every_frames: int = Field(
+        1,
+        ge=1,
+        le=1_000_000,
+        description="save every component's state after every this many frames",
+    )
+
+    @field_validator("slots_per_frame")
+    @classmethod
+    def _slots(cls, v: int, info: ValidationInfo) -> int:
+        frames = info.data.get("frames")
+        if isinstance(frames, int) and frames * v > MAX_SLOTS:
+            raise ValueError(
+                f"frames x slots_per_frame = {frames * v:,} slots; a run may have at most "
+                f"{MAX_SLOTS:,} (lower run.frames or run.slots_per_frame)"
+            )
+        return v
 
 
 class NetworkConfig(Strict):
     """Cell, radio and channel model."""
 
-    num_devices: int = Field(30, ge=1, le=1_000_000)
-    cell_radius_m: PositiveFloat = 1000.0
-    min_distance_m: PositiveFloat = 10.0
-    bandwidth_hz: PositiveFloat = 10e6
-    noise_dbm: float = Field(-104.0, allow_inf_nan=False, description="total noise power over W")
+    num_devices: int = Field(30, ge=1, le=MAX_DEVICES)
+    cell_radius_m: _Float = Field(1000.0, gt=0, le=100_000.0)
+    min_distance_m: _Float = Field(10.0, ge=1e-3, le=100_000.0)
+    bandwidth_hz: _Float = Field(10e6, ge=1.0, le=1e12)
+    noise_dbm: _Float = Field(-104.0, ge=-250.0, le=100.0, description="total noise power over W")
 
     @model_validator(mode="before")
     @classmethod
@@ -84,6 +131,12 @@ class DevicesConfig(Strict):
         default_factory=lambda: Uniform(dist="uniform", low=0.30, high=0.45)
     )
 
+    @field_validator("*")
+    @classmethod
+    def _in_bounds(cls, value: Any, info: ValidationInfo) -> Any:
+        check_bounds(value, DEVICE_BOUNDS[str(info.field_name)])
+        return value
+
 
 class LearningConfig(Strict):
     """The learning side: data, model, FedSGD."""
@@ -94,25 +147,32 @@ class LearningConfig(Strict):
     dataset: str = Field("digits", description="a dataset of sim.config.catalogue")
     data_dir: str | None = None
     partition: Literal["iid", "dirichlet"] = "iid"
-    dirichlet_alpha: PositiveFloat = 0.3
+    dirichlet_alpha: _Float = Field(0.3, gt=0, le=1e6)
     model: str = Field("mlp", description="a model of sim.config.catalogue")
-    lr: PositiveFloat = 0.05
+    lr: _Float = Field(0.05, gt=0, le=1e3)
     lr_schedule: Literal["constant", "half_life"] = "constant"
     aggregation: Literal["weighted", "per_coordinate"] = "weighted"
-    eval_every_slots: int = Field(20, ge=1)
-    eval_max_samples: int | None = Field(None, ge=1)
+    eval_every_slots: int = Field(20, ge=1, le=MAX_SLOTS)
+    eval_max_samples: int | None = Field(None, ge=1, le=1_000_000_000)
     device: Literal["cpu", "cuda", "auto"] = "cpu"
-    num_params: int | None = Field(None, ge=1, description="payload size D for network-only runs")
-    bits_per_param: int = Field(32, ge=1)
-    unmoved_stability: float = Field(1.0, ge=0, le=1)
+    num_params: int | None = Field(
+        None, ge=1, le=10**12, description="payload size D for network-only runs"
+    )
+    bits_per_param: int = Field(32, ge=1, le=64)
+    unmoved_stability: _Float = Field(1.0, ge=0, le=1)
 
     @field_validator("dataset", "model")
     @classmethod
     def _in_catalogue(cls, v: str, info: ValidationInfo) -> str:
         known = DATASETS if info.field_name == "dataset" else MODELS
         if v not in known:
-            raise ValueError(f"unknown {info.field_name} {v!r}; known: {', '.join(known)}")
+            raise ValueError(f"unknown {info.field_name} {shorten(v)!r}; known: {', '.join(known)}")
         return v
+
+    @field_validator("data_dir")
+    @classmethod
+    def _data_dir(cls, v: str | None) -> str | None:
+        return _path_text(v)
 
     @model_validator(mode="after")
     def _model_fits_dataset(self) -> LearningConfig:
@@ -157,16 +217,18 @@ class SchemeConfig(BaseModel):
 class SweepConfig(Strict):
     """Default grid and seeds of ``wflsim sweep`` (ignored by ``wflsim run``)."""
 
-    grid: dict[str, list[Any]] = Field(default_factory=dict, description="field -> values")
-    seeds: list[int] = Field(default_factory=list)
+    grid: dict[str, Annotated[list[Any], Field(max_length=MAX_SWEEP_POINTS)]] = Field(
+        default_factory=dict, description="field -> values"
+    )
+    seeds: list[Seed] = Field(default_factory=list, max_length=MAX_SWEEP_POINTS)
 
 
 class Scenario(Strict):
     """A whole scenario file."""
 
-    name: str = "scenario"
-    description: str = ""
-    seed: int = Field(0, ge=0)
+    name: str = Field("scenario", max_length=MAX_NAME_CHARS)
+    description: str = Field("", max_length=MAX_DESCRIPTION_CHARS)
+    seed: Seed = 0
     run: RunConfig = Field(default_factory=RunConfig)
     network: NetworkConfig = Field(default_factory=NetworkConfig)
     channel: ChannelConfig = Field(default_factory=ChannelConfig)
@@ -182,4 +244,6 @@ class Scenario(Strict):
     def _name(cls, v: str) -> str:
         if not v.strip():
             raise ValueError("must not be empty")
+        if not v.isprintable():
+            raise ValueError("must be one line of text without tabs or control characters")
         return v

@@ -43,15 +43,16 @@ class CostParams(BaseModel):
     """
 
     model_config = ConfigDict(extra="forbid")
-    V: float = Field(100.0, ge=0, allow_inf_nan=False)
-    lam: float | None = Field(None, gt=0, allow_inf_nan=False)
+    # Bounds far beyond any study (docs/scenario.md): V lam B stays finite for every B.
+    V: float = Field(100.0, ge=0, le=1e12, allow_inf_nan=False)
+    lam: float | None = Field(None, gt=0, le=1e12, allow_inf_nan=False)
 
 
 class ControllerOptions(CostParams):
     """Parameters of schemes that run the paper's MM controller."""
 
     tol: float = Field(1e-9, gt=0, lt=1, description="relative (scale-free) MM stopping tolerance")
-    max_iter: int = Field(200, ge=1, description="MM iteration cap per piece")
+    max_iter: int = Field(200, ge=1, le=100_000, description="MM iteration cap per piece")
 
 
 @dataclass(frozen=True)

@@ -12,12 +12,23 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
+
+from wflsim.sim.config.limits import path_problem, shorten
 
 #: TR 38.901's UT height range for UMa is 1.5 .. 22.5 m, but above 13 m its breakpoint distance
 #: uses a random effective environment height (Table 7.4.1-1, note 1), which wflsim does not
 #: draw: UMa accepts 1.5 .. 13 m, where that height is 1 m with probability 1.
 UMA_MAX_UT_HEIGHT_M = 13.0
+#: The log-distance model's ranges (docs/scenario.md): intercept, dB; slope, dB per decade
+#: (10 x the path-loss exponent, which is 2 to 6 in practice); reference distance, m.
+LOG_DISTANCE_RANGES = {
+    "intercept_db": (-100.0, 300.0),
+    "slope_db": (0.0, 200.0),
+    "reference_distance_m": (1e-3, 1e6),
+}
+#: Longest shadowing decorrelation distance, m (measured ones are 10 to 100 m).
+MAX_DECORRELATION_M = 1e6
 
 
 class _Strict(BaseModel):
@@ -91,8 +102,11 @@ class ShadowingConfig(_Strict):
         s, d = self.sigma_db, self.decorrelation_m
         if isinstance(s, float) and not 0.0 <= s <= 30.0:
             raise ValueError(f"sigma_db must be in [0, 30] dB or '3gpp'; got {s}")
-        if isinstance(d, float) and not (0.0 < d < float("inf")):
-            raise ValueError(f"decorrelation_m must be a finite distance > 0 m or '3gpp'; got {d}")
+        if isinstance(d, float) and not (0.0 < d <= MAX_DECORRELATION_M):
+            raise ValueError(
+                f"decorrelation_m must be a distance in (0, {MAX_DECORRELATION_M:g}] m or "
+                f"'3gpp'; got {d}"
+            )
         return self
 
     @property
@@ -188,6 +202,27 @@ class ChannelConfig(_Strict):
     csi: CsiConfig | None = None
     record: bool = False
     replay: str | None = None
+
+    @field_validator("pathloss")
+    @classmethod
+    def _log_distance_ranges(cls, value: Any) -> Any:
+        """The log-distance parameters in their ranges (reported on ``channel.pathloss``)."""
+        if isinstance(value, LogDistanceConfig):
+            for name, (lo, hi) in LOG_DISTANCE_RANGES.items():
+                x = getattr(value, name)
+                ok = (lo < x if name == "slope_db" else lo <= x) and x <= hi
+                if not ok:
+                    bracket = "(" if name == "slope_db" else "["
+                    raise ValueError(f"{name} must be in {bracket}{lo:g}, {hi:g}]; got {x:g}")
+        return value
+
+    @field_validator("replay")
+    @classmethod
+    def _replay_path(cls, value: str | None) -> str | None:
+        problem = None if value is None or not value.strip() else path_problem(value)
+        if problem is not None:
+            raise ValueError(f"replay {problem} (got {shorten(str(value))!r})")
+        return value
 
     @model_validator(mode="after")
     def _combinations(self) -> ChannelConfig:

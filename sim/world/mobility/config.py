@@ -3,9 +3,19 @@
 from __future__ import annotations
 
 import math
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from wflsim.sim.config.limits import MAX_DEVICES, path_problem, shorten
+
+#: Fastest random-waypoint speed, m/s (faster than any vehicle on or near the ground; a jet
+#: airliner cruises at about 250 m/s).
+MAX_SPEED_MPS = 1000.0
+#: Longest random-waypoint pause, s (11.6 days).
+MAX_PAUSE_S = 1e6
+#: Farthest explicit position from the server, m, on either axis.
+MAX_POSITION_M = 1e6
 
 
 class MobilityConfig(BaseModel):
@@ -35,11 +45,25 @@ class MobilityConfig(BaseModel):
 
     model: Literal["static", "random_waypoint", "trace"] = "static"
     placement: Literal["uniform_disc", "explicit"] = "uniform_disc"
-    positions_m: list[tuple[float, float]] | None = None
+    positions_m: list[tuple[float, float]] | None = Field(None, max_length=MAX_DEVICES)
     speed_mps: tuple[float, float] = (0.5, 1.5)
     pause_s: float = 0.0
     file: str | None = None
     clock: Literal["nominal", "simulated"] = "nominal"
+
+    @field_validator("speed_mps", mode="before")
+    @classmethod
+    def _list_as_pair(cls, value: Any) -> Any:
+        """A file's ``[lo, hi]`` is a list: take it as the pair (also in strict validation)."""
+        return tuple(value) if isinstance(value, list) else value
+
+    @field_validator("positions_m", mode="before")
+    @classmethod
+    def _lists_as_pairs(cls, value: Any) -> Any:
+        """A file's ``[[x, y], ...]`` holds lists: take them as the pairs."""
+        if isinstance(value, list):
+            return [tuple(v) if isinstance(v, list) else v for v in value]
+        return value
 
     @field_validator("speed_mps")
     @classmethod
@@ -51,13 +75,19 @@ class MobilityConfig(BaseModel):
             raise ValueError(
                 f"speed_mps must be (lo, hi) with 0 < lo <= hi, in m/s; got ({lo}, {hi})"
             )
+        if hi > MAX_SPEED_MPS:
+            raise ValueError(
+                f"speed_mps must be at most {MAX_SPEED_MPS:g} m/s; got ({lo:g}, {hi:g})"
+            )
         return value
 
     @field_validator("pause_s")
     @classmethod
     def _check_pause(cls, value: float) -> float:
-        if not (math.isfinite(value) and value >= 0.0):
-            raise ValueError(f"pause_s must be a finite number of seconds >= 0; got {value}")
+        if not (math.isfinite(value) and 0.0 <= value <= MAX_PAUSE_S):
+            raise ValueError(
+                f"pause_s must be a finite number of seconds in [0, {MAX_PAUSE_S:g}]; got {value}"
+            )
         return value
 
     @field_validator("positions_m")
@@ -72,6 +102,11 @@ class MobilityConfig(BaseModel):
         for i, (x, y) in enumerate(value):
             if not (math.isfinite(x) and math.isfinite(y)):
                 raise ValueError(f"positions_m[{i}] must be finite metres; got [{x}, {y}]")
+            if max(abs(x), abs(y)) > MAX_POSITION_M:
+                raise ValueError(
+                    f"positions_m[{i}] must be within {MAX_POSITION_M:g} m of the server on "
+                    f"each axis; got [{x:g}, {y:g}]"
+                )
         return value
 
     @field_validator("file")
@@ -79,6 +114,9 @@ class MobilityConfig(BaseModel):
     def _check_file(cls, value: str | None) -> str | None:
         if value is not None and not value.strip():
             raise ValueError("file must be a non-empty path to a .csv or .parquet trace")
+        problem = None if value is None else path_problem(value)
+        if value is not None and problem is not None:
+            raise ValueError(f"file {problem} (got {shorten(value)!r})")
         return value
 
     @model_validator(mode="after")
