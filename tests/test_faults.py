@@ -28,6 +28,10 @@ from golden_runs import column_hashes
 from wflsim.analysis.io import events_files
 from wflsim.sim.rundir import pid_alive, read_manifest
 
+#: Real processes killed at random instants, full disks, concurrent writers: long, run by CI with
+#: ``pytest -m slow`` (README, "Tests").
+pytestmark = pytest.mark.slow
+
 ENV = {**os.environ, "PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1"}
 
 NETWORK = """
@@ -323,9 +327,11 @@ SWEEP = ["--grid", "scheme=two_timescale,only_pc,ideal", "--seeds", "0", "--work
 
 
 def sweep_scenario(tmp_path: Path) -> Path:
-    """A network-only scenario for 3-point sweeps (each point a second or two)."""
+    """A network-only scenario for 3-point sweeps (each point a few seconds: long enough that a
+    point seen running is still running when the test signals the sweep, even on a loaded
+    machine)."""
     path = tmp_path / "s.toml"
-    text = NETWORK.format(frames=20, scheme="two_timescale")
+    text = NETWORK.format(frames=50, scheme="two_timescale")
     path.write_text(text.replace("num_devices = 300", "num_devices = 150"))
     return path
 
@@ -335,7 +341,14 @@ def _sweep_points(out: Path) -> dict[str, dict]:
 
 
 def _running_points(out: Path) -> list[Path]:
-    return [d for d in out.iterdir() if d.is_dir() and frames_done(d) >= 1]
+    """Point folders whose run has completed a frame and is still running."""
+    return [
+        d
+        for d in out.iterdir()
+        if d.is_dir()
+        and frames_done(d) >= 1
+        and (read_manifest(d) or {}).get("status") == "running"
+    ]
 
 
 def test_ctrl_c_stops_a_sweep_and_a_repeat_resumes_it(tmp_path):
