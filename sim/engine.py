@@ -1,4 +1,4 @@
-"""The SimPy engine: a server process and one process per device. It orchestrates; it decides
+"""The SimPy engine: the run's clock and its server process. It orchestrates; it decides
 nothing itself.
 
 Per frame: mobility gives positions, the channel the large-scale gains, the scheme its frame plan
@@ -10,11 +10,12 @@ Per frame: mobility gives positions, the channel the large-scale gains, the sche
    plan and true gains into the outcome (success, upload times, energies, queues); the learner
    computes the participating devices' uploads in one batched call (virtual time does not
    advance);
-2. each participating device's process plays its slot out in virtual time: compute
-   (``tau_cmp``), then upload (``tau_com``, cut at the deadline if late);
-3. the server closes the slot at the deadline ``tau_0`` or, for schemes that promise no outage,
-   when the last upload arrives; the learner aggregates the uploads that arrived in time; the
-   scheme hears the outcome; the trace gets the slot's rows.
+2. the slot kernel (:mod:`sim.kernels`, the scenario's ``[run] kernel``) plays the participating
+   devices' compute (``tau_cmp``) and upload (``tau_com``, cut at the deadline if late) out in
+   virtual time: in closed form when devices do not interact, or as one SimPy process per device;
+3. the server closes the slot at the deadline ``tau_0`` or, if later, when the last upload
+   arrives (schemes that promise no outage); the learner aggregates the uploads that arrived in
+   time; the scheme hears the outcome; the trace gets the slot's rows.
 
 The frame boundary is the cut for checkpoints: :meth:`Engine.state_dict` after frame ``k`` and
 :meth:`Engine.load_state_dict` into an engine built from the same scenario continue the run
@@ -34,20 +35,14 @@ import simpy
 
 from wflsim.sim import slot as slots
 from wflsim.sim.errors import RunDiverged
+from wflsim.sim.kernels import C_END, U_END, U_START, KernelName, SlotActivity, make_kernel
 from wflsim.sim.learner import Learner
 from wflsim.sim.schemes.base import FrameContext, FramePlan, Scheme, SlotContext
 from wflsim.sim.slot import FrameCosts, SlotOutcome, SlotRules
-from wflsim.sim.trace import SCHEMA, TraceBuffer, event_code
+from wflsim.sim.trace import SCHEMA, TraceBuffer
 from wflsim.sim.world.channel import Channel, LargeScale
 from wflsim.sim.world.mobility import Mobility
 from wflsim.sim.world.system import SystemConstants
-
-_C_START, _C_END, _U_START, _U_END = (
-    event_code("compute_start"),
-    event_code("compute_end"),
-    event_code("upload_start"),
-    event_code("upload_end"),
-)
 
 
 @dataclass(frozen=True)
@@ -66,6 +61,8 @@ class EngineConfig:
     eval_every_slots: int = 20
     evaluate: bool = True
     late_upload_energy: Literal["until_deadline", "full"] = "until_deadline"
+    #: the slot kernel that plays each slot's device activity out (:mod:`sim.kernels`)
+    kernel: KernelName = "closed_form"
 
 
 @dataclass
@@ -162,8 +159,7 @@ class SlotState:
     slot: int
     start_s: float
     outcome: SlotOutcome
-    compute_s: list[float]  #: the outcome's compute times as Python floats (SimPy compares
-    upload_s: list[float]  #: times on its heap; Python floats compare faster than NumPy's)
+    who: np.ndarray  #: the participating devices, ascending
 
 
 class Engine:
@@ -215,34 +211,11 @@ class Engine:
         self._frame: FrameState | None = None
         self._slot: SlotState | None = None
         self._env = simpy.Environment()
-        self._wake: list[simpy.Event | None] = [None] * n
-        self._proc_log: list[tuple[float, int, int]] = []
-        self._remaining = 0
-        self._all_done: simpy.Event | None = None
+        self.kernel = make_kernel(config.kernel)
         self._wall_start = 0.0  # perf_counter at the start of run(), and the wall time before it
         self._wall_before = 0.0
 
     # ------------------------------------------------------------------ processes
-
-    def _device(self, d: int) -> Any:
-        """A device: wakes when it participates in a slot, computes, uploads, reports."""
-        env = self._env
-        log = self._proc_log
-        while True:
-            wake = env.event()
-            self._wake[d] = wake
-            yield wake
-            assert self._slot is not None
-            log.append((env.now, d, _C_START))
-            yield env.timeout(self._slot.compute_s[d])
-            # compute_end; its upload_start (same instant, next) is added by _log_processes
-            log.append((env.now, d, _C_END))
-            yield env.timeout(self._slot.upload_s[d])
-            log.append((env.now, d, _U_END))
-            self._remaining -= 1
-            if self._remaining == 0:
-                assert self._all_done is not None
-                self._all_done.succeed()
 
     def _server(self, stop_frame: int) -> Any:
         env = self._env
@@ -256,13 +229,16 @@ class Engine:
             for j in range(cfg.slots_per_frame):
                 t = k * cfg.slots_per_frame + j
                 self._slot_start(k, t)
-                deadline = env.timeout(self.system.deadline_s)
-                if self._remaining > 0:
-                    assert self._all_done is not None
-                    yield env.all_of([deadline, self._all_done])
-                else:
-                    yield deadline
-                self._slot_end(k, t)
+                sl = self._slot
+                assert sl is not None
+                activity = yield from self.kernel.play(
+                    env,
+                    sl.who,
+                    sl.outcome.compute_s,
+                    sl.outcome.upload_s,
+                    self.system.deadline_s,
+                )
+                self._slot_end(k, t, activity)
             self._frame_end(k)
             # the boundary after frame k: the state is saveable, the frame's rows are complete
             self.next_frame = k + 1
@@ -338,13 +314,8 @@ class Engine:
             self.system,
             self.rules,
         )
-        self._slot = SlotState(
-            slot=t,
-            start_s=now,
-            outcome=out,
-            compute_s=out.compute_s.tolist(),
-            upload_s=out.upload_s.tolist(),
-        )
+        who = np.flatnonzero(out.participating)
+        self._slot = SlotState(slot=t, start_s=now, outcome=out, who=who)
         self.buffer.add("slot_start", now, k, t)
         self.buffer.add(
             "decision",
@@ -365,22 +336,14 @@ class Engine:
             upload_s=out.upload_full_s,
             **plan.columns,
         )
-        who = np.flatnonzero(out.participating)
         self.learner.compute(t, who)
-        self._remaining = len(who)
-        self._all_done = self._env.event()
-        self._proc_log.clear()
-        for d in who:
-            wake = self._wake[d]
-            assert wake is not None
-            wake.succeed()
 
-    def _slot_end(self, k: int, t: int) -> None:
+    def _slot_end(self, k: int, t: int, activity: SlotActivity) -> None:
         now = self._env.now
         b, fr, sl = self.buffer, self._frame, self._slot
         assert fr is not None and sl is not None
         out = sl.outcome
-        self._log_processes(k, t, out)
+        self._log_activity(k, t, out, activity)
         if self.rules.closes_at == "deadline":
             b.add("deadline", sl.start_s + self.system.deadline_s, k, t)
         ok = np.flatnonzero(out.success)
@@ -448,16 +411,17 @@ class Engine:
         if self.progress is not None:
             self.progress(t, st)
 
-    def _log_processes(self, k: int, t: int, out: SlotOutcome) -> None:
-        if not self._proc_log:
+    def _log_activity(self, k: int, t: int, out: SlotOutcome, activity: SlotActivity) -> None:
+        """The slot's device rows, in the kernel's event order; every ``compute_end`` is followed,
+        at the same instant, by the device's ``upload_start``."""
+        if not len(activity):
             return
-        arr = np.array(self._proc_log, dtype=np.float64)
-        # every compute_end is followed, at the same instant, by the device's upload_start
-        arr = np.repeat(arr, np.where(arr[:, 2] == _C_END, 2, 1), axis=0)
-        second = np.flatnonzero(arr[:, 2] == _C_END)[1::2]
-        arr[second, 2] = _U_START
-        times, devs, codes = arr[:, 0], arr[:, 1].astype(np.int64), arr[:, 2].astype(np.int8)
-        is_ce, is_us, is_ue = codes == _C_END, codes == _U_START, codes == _U_END
+        twice = np.where(activity.code == C_END, 2, 1)
+        times = np.repeat(activity.time_s, twice)
+        devs = np.repeat(activity.device, twice)
+        codes = np.repeat(activity.code, twice)
+        codes[np.flatnonzero(codes == C_END)[1::2]] = U_START
+        is_ce, is_us, is_ue = codes == C_END, codes == U_START, codes == U_END
 
         def masked(values: np.ndarray, keep: np.ndarray) -> np.ma.MaskedArray:
             return np.ma.MaskedArray(values[devs], mask=~keep)
@@ -525,8 +489,7 @@ class Engine:
         self._wall_before = self.stats.wall_time_s
         self._wall_start = time.perf_counter()
         self._env = env = simpy.Environment(initial_time=self.now_s)
-        for d in range(self.num_devices):
-            env.process(self._device(d))
+        self.kernel.start_run(env, self.num_devices)
         env.process(self._server(stop))
         try:
             env.run()

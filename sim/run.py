@@ -41,6 +41,7 @@ from wflsim.sim.config.resolve import (
 from wflsim.sim.config.schema import Scenario
 from wflsim.sim.engine import Engine, EngineConfig, FrameSink, ProgressFn, RunStats
 from wflsim.sim.errors import ScenarioError
+from wflsim.sim.kernels import KernelName
 from wflsim.sim.learner import Learner, NullLearner, build_learner
 from wflsim.sim.recorder import RunRecorder
 from wflsim.sim.rng import Streams
@@ -244,7 +245,15 @@ def engine_config(scenario: Scenario) -> EngineConfig:
         eval_every_slots=scenario.learning.eval_every_slots,
         evaluate=scenario.learning.enabled,
         late_upload_energy=scenario.trace.late_upload_energy,
+        kernel=kernel_of(scenario),
     )
+
+
+def kernel_of(scenario: Scenario) -> KernelName:
+    """The slot kernel a scenario runs on: its ``[run] kernel``, with ``auto`` resolved (the
+    closed form: no component of today's scenarios makes devices interact)."""
+    kernel = scenario.run.kernel
+    return "closed_form" if kernel == "auto" else kernel
 
 
 def build_engine(
@@ -369,6 +378,7 @@ def _manifest(prep: Prepared, system: SystemConstants) -> dict[str, Any]:
     return {
         "wflsim_version": __version__,
         "layout": 2,
+        "kernel": kernel_of(sc),
         "status": "running",
         "writer": rundir.writer_identity(),
         "scenario_file": str(prep.path) if prep.path else None,

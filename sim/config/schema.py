@@ -76,6 +76,11 @@ class RunConfig(Strict):
         le=1_000_000,
         description="save every component's state after every this many frames",
     )
+    kernel: Literal["auto", "closed_form", "event"] = Field(
+        "auto",
+        description="slot kernel: closed_form (devices do not interact), event (one SimPy "
+        "process per device), auto (closed_form unless a component needs events)",
+    )
 
     @field_validator("slots_per_frame")
     @classmethod

@@ -1,0 +1,241 @@
+"""Slot kernels: how one slot's device activity plays out on the run's SimPy clock.
+
+The engine decides what each device does in a slot (:func:`sim.slot.resolve_slot`: who
+participates, compute time ``tau_cmp``, upload time ``tau_com`` cut at the deadline, energies).
+A kernel plays that activity out in virtual time and closes the slot: the server waits until the
+deadline ``tau_0`` or, if later, until the last upload has arrived. It returns the slot's device
+events (``compute_start``, ``compute_end``, ``upload_end``) in the order they happened, which the
+engine writes to the trace (each ``compute_end`` followed at the same instant by the device's
+``upload_start``).
+
+Two kernels, one result (``tests/test_kernels.py`` compares whole traces):
+
+* :class:`ClosedFormKernel` (``closed_form``): the devices of a slot do not interact (the paper's
+  model), so every event time is a closed form: ``S``, ``S + tau_cmp`` and ``S + tau_cmp +
+  tau_com`` for a slot starting at ``S``, computed for all participants at once. Their order is
+  the order SimPy would process them in (time, then the order their timeouts were scheduled), and
+  the server waits with one timeout (the deadline) or two (the last upload's compute and upload
+  times, so that the clock lands on the same float). No per-device process exists.
+* :class:`EventKernel` (``event``): one SimPy process per device that wakes when it participates,
+  computes, uploads and reports; the server waits for the deadline and the last report. This is
+  where devices that share resources or can be interrupted live (the interaction models build on
+  it); on the paper's model it gives the closed form's trace, event for event.
+
+The kernel is chosen by the scenario's ``[run] kernel`` (``auto``: the closed form unless a
+component needs events) and recorded in the run's manifest.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Generator
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal
+
+import numpy as np
+import numpy.typing as npt
+import simpy
+
+from wflsim.sim.trace import event_code
+
+KernelName = Literal["closed_form", "event"]
+#: Every kernel name a scenario may give (``auto`` resolves to one of the others).
+KERNEL_CHOICES = ("auto", "closed_form", "event")
+
+C_START, C_END, U_START, U_END = (
+    event_code("compute_start"),
+    event_code("compute_end"),
+    event_code("upload_start"),
+    event_code("upload_end"),
+)
+
+
+@dataclass(frozen=True)
+class SlotActivity:
+    """A slot's device events in the order they happened, ``(M,)`` arrays."""
+
+    time_s: npt.NDArray[np.float64]  #: the event's virtual time, s
+    device: npt.NDArray[np.int64]  #: the device
+    code: npt.NDArray[np.int8]  #: :func:`sim.trace.event_code` of the event
+
+    @classmethod
+    def empty(cls) -> SlotActivity:
+        """No device took part."""
+        return cls(np.zeros(0), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int8))
+
+    def __len__(self) -> int:
+        return int(self.time_s.shape[0])
+
+
+#: What :meth:`SlotKernel.play` is: a SimPy process body that returns the slot's activity.
+SlotPlay = Generator[simpy.Event, Any, SlotActivity]
+
+
+class SlotKernel(ABC):
+    """Plays a slot's device activity out on the run's SimPy clock (the module's docstring)."""
+
+    name: ClassVar[KernelName]
+
+    def start_run(self, env: simpy.Environment, num_devices: int) -> None:  # noqa: B027
+        """Called once per :meth:`Engine.run` with its fresh environment, before the server
+        process starts (a kernel with per-device processes starts them here)."""
+
+    @abstractmethod
+    def play(
+        self,
+        env: simpy.Environment,
+        who: npt.NDArray[np.int64],
+        compute_s: npt.NDArray[np.float64],
+        upload_s: npt.NDArray[np.float64],
+        deadline_s: float,
+    ) -> SlotPlay:
+        """The server's wait for one slot, as a SimPy process body (``yield from``).
+
+        Args:
+            env: the run's environment; ``env.now`` is the slot's start ``S``.
+            who: the participating devices, ascending, ``(M,)``.
+            compute_s: every device's compute time ``tau_cmp`` this slot, ``(N,)``, s.
+            upload_s: every device's upload time (cut at the deadline if late), ``(N,)``, s.
+            deadline_s: ``tau_0``, s.
+
+        Returns (as the generator's value), once ``env.now`` is the slot's end, i.e.
+        ``max(S + tau_0, last upload's end)``: the slot's device events.
+        """
+
+
+class ClosedFormKernel(SlotKernel):
+    """Every device event of a slot as a closed form, vectorised; no per-device process."""
+
+    name = "closed_form"
+
+    def play(
+        self,
+        env: simpy.Environment,
+        who: npt.NDArray[np.int64],
+        compute_s: npt.NDArray[np.float64],
+        upload_s: npt.NDArray[np.float64],
+        deadline_s: float,
+    ) -> SlotPlay:
+        start = float(env.now)
+        m = int(who.shape[0])
+        if m == 0:
+            yield env.timeout(deadline_s)
+            return SlotActivity.empty()
+        c, u = compute_s[who], upload_s[who]
+        c_end = start + c  # what SimPy's clock gives: now + delay, in float64
+        u_end = c_end + u
+        last = int(np.argmax(u_end))
+        if u_end[last] > start + deadline_s:  # the last upload closes the slot
+            yield env.timeout(float(c[last]))
+            yield env.timeout(float(u[last]))
+        else:
+            yield env.timeout(deadline_s)
+        return _event_order(start, who, c_end, u_end)
+
+
+def _event_order(
+    start_s: float,
+    who: npt.NDArray[np.int64],
+    compute_end_s: npt.NDArray[np.float64],
+    upload_end_s: npt.NDArray[np.float64],
+) -> SlotActivity:
+    """The order SimPy processes a slot's device events in: all ``compute_start`` at ``S`` (in
+    ``who`` order, the order the devices were woken), then ``compute_end`` and ``upload_end``
+    by time; at equal times by the order their timeouts were scheduled. The compute timeouts
+    were all scheduled at ``S`` in ``who`` order, before any upload timeout; each upload timeout
+    was scheduled when its device's ``compute_end`` was processed."""
+    m = who.shape[0]
+    rank = np.arange(m)
+    compute_order = np.lexsort((rank, compute_end_s))
+    upload_rank = np.empty(m, dtype=np.int64)
+    upload_rank[compute_order] = rank  # upload timeouts in the order compute_end was processed
+    times = np.concatenate([compute_end_s, upload_end_s])
+    kind = np.repeat(np.array([0, 1], dtype=np.int8), m)  # every compute timeout came first
+    order = np.lexsort((np.concatenate([rank, upload_rank]), kind, times))
+    codes = np.concatenate([np.full(m, C_END, np.int8), np.full(m, U_END, np.int8)])
+    devices = np.asarray(who, dtype=np.int64)
+    return SlotActivity(
+        np.concatenate([np.full(m, start_s), times[order]]),
+        np.concatenate([devices, np.tile(devices, 2)[order]]),
+        np.concatenate([np.full(m, C_START, np.int8), codes[order]]),
+    )
+
+
+class EventKernel(SlotKernel):
+    """One SimPy process per device: it wakes when it participates, computes, uploads and
+    reports; the server waits for the deadline and the last report."""
+
+    name = "event"
+
+    def __init__(self) -> None:
+        self._env: simpy.Environment | None = None
+        self._wake: list[simpy.Event | None] = []
+        self._log: list[tuple[float, int, int]] = []
+        self._compute_s: list[float] = []  # Python floats: SimPy's heap compares them faster
+        self._upload_s: list[float] = []
+        self._remaining = 0
+        self._all_done: simpy.Event | None = None
+
+    def start_run(self, env: simpy.Environment, num_devices: int) -> None:
+        self._env = env
+        self._wake = [None] * num_devices
+        for d in range(num_devices):
+            env.process(self._device(d))
+
+    def _device(self, d: int) -> Generator[simpy.Event, Any, None]:
+        """A device: wakes when it participates in a slot, computes, uploads, reports."""
+        env = self._env
+        assert env is not None
+        log = self._log
+        while True:
+            wake = env.event()
+            self._wake[d] = wake
+            yield wake
+            log.append((env.now, d, C_START))
+            yield env.timeout(self._compute_s[d])
+            log.append((env.now, d, C_END))
+            yield env.timeout(self._upload_s[d])
+            log.append((env.now, d, U_END))
+            self._remaining -= 1
+            if self._remaining == 0:
+                assert self._all_done is not None
+                self._all_done.succeed()
+
+    def play(
+        self,
+        env: simpy.Environment,
+        who: npt.NDArray[np.int64],
+        compute_s: npt.NDArray[np.float64],
+        upload_s: npt.NDArray[np.float64],
+        deadline_s: float,
+    ) -> SlotPlay:
+        if env is not self._env:
+            raise RuntimeError("EventKernel.start_run was not called with this environment")
+        self._log.clear()
+        self._compute_s, self._upload_s = compute_s.tolist(), upload_s.tolist()
+        self._remaining = int(who.shape[0])
+        self._all_done = env.event()
+        for d in who.tolist():
+            wake = self._wake[d]
+            assert wake is not None
+            wake.succeed()
+        deadline = env.timeout(deadline_s)
+        if self._remaining > 0:
+            yield env.all_of([deadline, self._all_done])
+        else:
+            yield deadline
+        if not self._log:
+            return SlotActivity.empty()
+        arr = np.array(self._log, dtype=np.float64)
+        return SlotActivity(arr[:, 0], arr[:, 1].astype(np.int64), arr[:, 2].astype(np.int8))
+
+
+KERNELS: dict[str, type[SlotKernel]] = {k.name: k for k in (ClosedFormKernel, EventKernel)}
+
+
+def make_kernel(name: str) -> SlotKernel:
+    """The kernel called ``name`` (``closed_form`` or ``event``)."""
+    try:
+        return KERNELS[name]()
+    except KeyError:
+        raise ValueError(f"unknown slot kernel {name!r}; known: {', '.join(KERNELS)}") from None
