@@ -133,7 +133,13 @@ ProgressFn = Callable[[int, RunStats], None]
 
 
 class FrameSink(Protocol):
-    """Where a run's trace goes, frame by frame (:class:`sim.recorder.RunRecorder`)."""
+    """Where a run's trace goes, slot by slot and frame by frame
+    (:class:`sim.recorder.RunRecorder`)."""
+
+    def slot_done(self, engine: Engine, frame: int, buffer: TraceBuffer) -> None:
+        """A slot of frame ``frame`` is complete; ``buffer`` holds the rows since the last call
+        (the sink empties it). The frame is not complete: its part must not become visible."""
+        ...
 
     def frame_done(self, engine: Engine, frame: int, buffer: TraceBuffer) -> None:
         """Frame ``frame`` is complete; ``engine`` is at the boundary after it (its state can be
@@ -239,6 +245,9 @@ class Engine:
                     self.system.deadline_s,
                 )
                 self._slot_end(k, t, activity)
+                if self.writer is not None:  # the slot's rows leave memory
+                    self.stats.rows += self.buffer.num_rows
+                    self.writer.slot_done(self, k, self.buffer)
             self._frame_end(k)
             # the boundary after frame k: the state is saveable, the frame's rows are complete
             self.next_frame = k + 1

@@ -1,11 +1,15 @@
 """Writing a run folder frame by frame, so that a crash loses at most the frame in flight.
 
-At the end of every frame the engine hands its rows to :meth:`RunRecorder.frame_done`. The
-recorder turns them into a Parquet table (and, every ``run.checkpoint_every_frames`` frames, the
-state of every component into checkpoint bytes) on the simulation's thread, then one background
-thread, while the next frame is simulated:
+After every slot the engine hands the slot's rows to :meth:`RunRecorder.slot_done`: the recorder
+turns them into an Arrow table on the simulation's thread and one background thread encodes it
+as a row group of the frame's part, a hidden temporary file (so the rows leave memory slot by
+slot, and at most two slots' rows are held). At the end of every frame the engine hands the
+rest to :meth:`RunRecorder.frame_done`. The recorder takes, every ``run.checkpoint_every_frames``
+frames, the state of every component as checkpoint bytes on the simulation's thread, then the
+background thread, while the next frame is simulated:
 
-1. writes ``events/part-NNNNNN.parquet`` (temporary name, fsync, rename, fsync of the folder);
+1. completes ``events/part-NNNNNN.parquet`` (the last row group, the footer, fsync, rename from
+   the temporary name, fsync of the folder);
 2. replaces ``manifest.json`` (same way) listing the parts with their row counts and SHA-256,
    the heartbeat and the summary of the completed frames and, if this frame is checkpointed, the
    SHA-256 of its checkpoint (``checkpoint``) and of the one it replaces (``previous_checkpoint``);
@@ -29,17 +33,23 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
 import threading
 from collections.abc import Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import pyarrow as pa
+import pyarrow.parquet as pq
+
 from wflsim.sim import rundir, state
 from wflsim.sim.trace import (
     EVENTS_DIR,
+    SCHEMA,
     TraceBuffer,
     encode_part,
+    fsync_dir,
     part_name,
     trace_metadata,
     write_atomic,
@@ -48,6 +58,80 @@ from wflsim.sim.trace import (
 from wflsim.sim.world.channel.record import ChannelRecorder
 
 log = logging.getLogger(__name__)
+
+
+class _HashingFile:
+    """A binary file that also computes the SHA-256 of everything written to it."""
+
+    def __init__(self, path: Path) -> None:
+        self._f = open(path, "wb")  # noqa: SIM115 - closed by close()
+        self.sha256 = hashlib.sha256()
+        self.closed = False
+
+    def write(self, data: Any) -> int:
+        view = memoryview(data)
+        self.sha256.update(view)
+        return self._f.write(view)
+
+    def tell(self) -> int:
+        return self._f.tell()
+
+    def flush(self) -> None:
+        self._f.flush()
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True  # also when the close fails (a full disk): it is not retried
+            self._f.close()
+
+    def sync(self) -> None:
+        """Flush and fsync the file (before it is renamed into place)."""
+        self._f.flush()
+        os.fsync(self._f.fileno())
+
+
+class PartWriter:
+    """One frame's part, written row group by row group to a hidden temporary file and renamed
+    into place, complete, by :meth:`finish` (so a reader or a resume never sees half a part)."""
+
+    def __init__(self, path: Path, metadata: Mapping[bytes, bytes]) -> None:
+        self.path = Path(path)
+        self.tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
+        self.rows = 0
+        self._schema = SCHEMA.with_metadata(metadata)
+        self._file = _HashingFile(self.tmp)
+        self._writer: pq.ParquetWriter | None = None
+
+    def write(self, table: pa.Table) -> None:
+        """Append ``table`` (:data:`sim.trace.SCHEMA`) as one row group."""
+        if self._writer is None:
+            self._writer = pq.ParquetWriter(self._file, self._schema, compression="zstd")
+        self._writer.write_table(table.replace_schema_metadata(self._schema.metadata))
+        self.rows += table.num_rows
+
+    def finish(self) -> str:
+        """Close the file, make it durable and rename it into place; its SHA-256."""
+        if self._writer is None:
+            self.write(SCHEMA.empty_table())
+        assert self._writer is not None
+        self._writer.close()
+        self._file.sync()
+        self._file.close()
+        os.replace(self.tmp, self.path)
+        fsync_dir(self.path.parent)
+        return self._file.sha256.hexdigest()
+
+    def abort(self) -> None:
+        """Drop the unfinished part (its temporary file), whatever state a failed write left
+        it in (a full disk also fails the footer and the close)."""
+        for step in (self._writer.close if self._writer is not None else None, self._file.close):
+            try:
+                if step is not None:
+                    step()
+            except Exception:  # noqa: S110 - a failed write is being abandoned anyway
+                pass
+        self.tmp.unlink(missing_ok=True)
+
 
 if TYPE_CHECKING:
     from wflsim.sim.engine import Engine
@@ -98,6 +182,8 @@ class RunRecorder:
         self._lock = threading.Lock()
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="wflsim-trace")
         self._pending: Future[None] | None = None
+        self._slot_pending: Future[None] | None = None
+        self._part: PartWriter | None = None  # the frame in progress (written slot by slot)
         self._stop = threading.Event()
         self._beat: threading.Thread | None = None
         self.write_manifest()
@@ -125,6 +211,21 @@ class RunRecorder:
 
     # ------------------------------------------------------------------ frames
 
+    def slot_done(self, engine: Engine, frame: int, buffer: TraceBuffer) -> None:
+        """A slot of frame ``frame`` is complete: its rows become a row group of the frame's
+        part, encoded by the writer thread. Raises an earlier write error, if any."""
+        table = buffer.to_table()
+        self._wait_slot()  # at most one slot in the writer thread, one being built
+        if self._part is None:
+            self._wait()  # the previous frame's part is in place before this one is opened
+            self._part = PartWriter(self.events_dir / part_name(frame), self._meta)
+        self._slot_pending = self._pool.submit(self._part.write, table)
+
+    def _wait_slot(self) -> None:
+        pending, self._slot_pending = self._slot_pending, None
+        if pending is not None:
+            pending.result()
+
     def frame_done(self, engine: Engine, frame: int, buffer: TraceBuffer) -> None:
         """Frame ``frame`` is complete and ``engine`` is at the boundary after it: hand its
         rows (and, if due, a checkpoint) to the writer thread. Raises the previous frame's
@@ -136,15 +237,19 @@ class RunRecorder:
             ckpt = state.dumps(state.run_state(engine))
         summary = engine.stats.as_dict()
         channel = self.channel.take_frame() if self.channel is not None else None
+        self._wait_slot()
         self._wait()
+        part, self._part = self._part, None
+        if part is None:  # a sink used without slot_done: the whole frame at once
+            part = PartWriter(self.events_dir / part_name(frame), self._meta)
         log.info(
             "frame %d of %d done: %d events, %.1f J so far",
             frame + 1,
             self.frames,
-            table.num_rows,
+            part.rows + table.num_rows,
             summary.get("total_energy_j", float("nan")),
         )
-        self._pending = self._pool.submit(self._commit, frame, table, ckpt, summary, channel)
+        self._pending = self._pool.submit(self._commit, frame, part, table, ckpt, summary, channel)
 
     def _write_part(
         self, folder: str, frame: int, table: Any, meta: Mapping[bytes, bytes]
@@ -161,13 +266,31 @@ class RunRecorder:
         }
 
     def _commit(
-        self, frame: int, table: Any, ckpt: bytes | None, summary: dict, channel: Any
+        self,
+        frame: int,
+        part: PartWriter,
+        table: pa.Table,
+        ckpt: bytes | None,
+        summary: dict,
+        channel: Any,
     ) -> None:
         updates: dict[str, Any] = {}
-        if channel is not None:
-            centry = self._write_part(rundir.CHANNEL_DIR, frame, channel, self._channel_meta)
-            updates["channel_parts"] = [*self.manifest["channel_parts"], centry]
-        entry = self._write_part(EVENTS_DIR, frame, table, self._meta)
+        try:
+            if channel is not None:
+                centry = self._write_part(rundir.CHANNEL_DIR, frame, channel, self._channel_meta)
+                updates["channel_parts"] = [*self.manifest["channel_parts"], centry]
+            if table.num_rows:
+                part.write(table)
+            sha256 = part.finish()
+        except BaseException:
+            part.abort()
+            raise
+        entry = {
+            "file": f"{EVENTS_DIR}/{part.path.name}",
+            "frame": frame,
+            "rows": part.rows,
+            "sha256": sha256,
+        }
         updates.update(
             parts=[*self.manifest["parts"], entry],
             frames_completed=frame + 1,
@@ -202,11 +325,15 @@ class RunRecorder:
         disk) leaves the last one, whose writer is then dead (``crashed`` for readers).
         """
         try:
+            self._wait_slot()
             self._wait()
         except Exception:  # noqa: S110 - the run's own error is what gets reported
             pass
         finally:
             self._pool.shutdown(wait=True)
+            if self._part is not None:  # a frame that never completed leaves no file
+                self._part.abort()
+                self._part = None
             self._stop.set()
             if self._beat is not None:
                 self._beat.join()

@@ -227,34 +227,47 @@ class TraceBuffer:
         self.num_rows += n
 
     def to_table(self) -> pa.Table:
-        """The buffered rows as an Arrow table with :data:`SCHEMA`; empties the buffer."""
+        """The buffered rows as an Arrow table with :data:`SCHEMA`; empties the buffer.
+
+        Each column is materialised once: a column no block sets is one null array; any other is
+        one NumPy array of all the rows (with a validity mask where some rows are null), filled
+        block by block and handed to Arrow without a further copy."""
+        blocks, total = self._blocks, self.num_rows
+        self._blocks, self.num_rows = [], 0
+        starts = np.cumsum([0] + [n for n, _ in blocks])
         arrays = []
         for name, (typ, _, _) in COLUMNS.items():
             if name == "event":
-                codes = [
-                    np.full(n, _EVENT_CODE[b["event"]], np.int8)
-                    if isinstance(b["event"], str)
-                    else b["event"]
-                    for n, b in self._blocks
-                ]
-                idx = np.concatenate(codes) if codes else np.zeros(0, np.int8)
+                idx = np.empty(total, np.int8)
+                for (n, b), lo in zip(blocks, starts, strict=False):
+                    ev = b["event"]
+                    idx[lo : lo + n] = _EVENT_CODE[ev] if isinstance(ev, str) else ev
                 arrays.append(pa.DictionaryArray.from_arrays(pa.array(idx, pa.int8()), _EVENT_DICT))
                 continue
-            parts = []
-            for n, block in self._blocks:
-                v = block.get(name)
-                if v is None:
-                    parts.append(pa.nulls(n, typ))
-                elif isinstance(v, np.ma.MaskedArray):
-                    parts.append(pa.array(np.ma.getdata(v), typ, mask=np.ma.getmaskarray(v)))
-                elif isinstance(v, np.ndarray) and v.ndim > 0:
-                    parts.append(pa.array(v, typ))
+            present = [(lo, n, b[name]) for (n, b), lo in zip(blocks, starts, strict=False)
+                       if b.get(name) is not None]  # fmt: skip
+            if not present:
+                arrays.append(pa.nulls(total, typ))
+                continue
+            values: np.ndarray = np.zeros(total, _NUMPY_TYPES[typ])
+            valid = np.zeros(total, bool) if sum(n for _, n, _ in present) < total else None
+            for lo, n, v in present:
+                if isinstance(v, np.ma.MaskedArray):
+                    values[lo : lo + n] = np.ma.getdata(v)
+                    if valid is None:
+                        valid = np.ones(total, bool)
+                    valid[lo : lo + n] = ~np.ma.getmaskarray(v)
                 else:
-                    parts.append(pa.array(np.full(n, v), typ))
-            arrays.append(pa.concat_arrays(parts) if parts else pa.array([], typ))
-        self._blocks = []
-        self.num_rows = 0
+                    values[lo : lo + n] = v
+                    if valid is not None:
+                        valid[lo : lo + n] = True
+            arrays.append(pa.array(values, typ, mask=None if valid is None else ~valid))
         return pa.Table.from_arrays(arrays, schema=SCHEMA)
+
+
+#: The NumPy dtype that holds each Arrow type of the schema.
+_NUMPY_TYPES = {pa.float64(): np.float64, pa.int32(): np.int32, pa.int64(): np.int64,
+                pa.bool_(): np.bool_, pa.int8(): np.int8}  # fmt: skip
 
 
 def event_code(name: str) -> int:

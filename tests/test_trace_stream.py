@@ -1,0 +1,102 @@
+"""The trace leaves memory slot by slot: the buffer's table and the streamed parts."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from conftest import base_scenario, run_in_memory
+from wflsim.sim.trace import COLUMNS, EVENTS, SCHEMA, TraceBuffer
+
+
+def reference_table(blocks: list[tuple[str, int, dict]]) -> pa.Table:
+    """The table of ``blocks`` built the plain way: one Arrow array per block and column,
+    concatenated (what :meth:`TraceBuffer.to_table` must equal)."""
+    arrays = []
+    for name, (typ, _, _) in COLUMNS.items():
+        parts = []
+        for event, n, cols in blocks:
+            v = event if name == "event" else cols.get(name)
+            if name == "event":
+                parts.append(pa.array([event] * n, pa.string()).dictionary_encode())
+            elif v is None:
+                parts.append(pa.nulls(n, typ))
+            elif isinstance(v, np.ma.MaskedArray):
+                parts.append(pa.array(np.ma.getdata(v), typ, mask=np.ma.getmaskarray(v)))
+            elif isinstance(v, np.ndarray):
+                parts.append(pa.array(v, typ))
+            else:
+                parts.append(pa.array([v] * n, typ))
+        col = pa.chunked_array(parts, parts[0].type if parts else typ).combine_chunks()
+        arrays.append(col.cast(typ) if name != "event" else col.cast(pa.string()))
+    return pa.Table.from_arrays(arrays, names=list(COLUMNS))
+
+
+_FLOAT_COLS = [n for n, (t, _, _) in COLUMNS.items() if t == pa.float64()][:6]
+
+
+@st.composite
+def blocks(draw):
+    out = []
+    for _ in range(draw(st.integers(1, 5))):
+        n = draw(st.integers(1, 6))
+        cols: dict = {
+            "time_s": draw(st.floats(0, 10)),
+            "frame": 0,
+            "slot": draw(st.integers(-1, 9)),
+        }
+        for name in draw(st.lists(st.sampled_from(_FLOAT_COLS), unique=True, max_size=4)):
+            kind = draw(st.sampled_from(["array", "scalar", "masked"]))
+            values = np.array(draw(st.lists(st.floats(-1e9, 1e9), min_size=n, max_size=n)))
+            if kind == "array":
+                cols[name] = values
+            elif kind == "scalar":
+                cols[name] = float(values[0])
+            else:
+                mask = np.array(draw(st.lists(st.booleans(), min_size=n, max_size=n)))
+                cols[name] = np.ma.MaskedArray(values, mask=mask)
+        cols["device"] = np.arange(n, dtype=np.int32)  # an array sets the block's length
+        if draw(st.booleans()):
+            cols["success"] = np.ma.MaskedArray(np.ones(n, bool), mask=np.arange(n) % 2 == 0)
+        out.append((draw(st.sampled_from(sorted(EVENTS))), n, cols))
+    return out
+
+
+@settings(max_examples=100, deadline=None)
+@given(blocks())
+def test_buffer_table_equals_the_plain_construction(bs):
+    """TraceBuffer.to_table (each column built once) equals per-block arrays concatenated, nulls included."""
+    buf = TraceBuffer()
+    for event, _, cols in bs:
+        c = dict(cols)
+        buf.add(event, c.pop("time_s"), c.pop("frame"), c.pop("slot"), c.pop("device", None), **c)
+    table = buf.to_table()
+    assert table.schema == SCHEMA and buf.num_rows == 0
+    got = table.set_column(
+        table.column_names.index("event"), "event", table.column("event").cast(pa.string())
+    )
+    want = reference_table(
+        [
+            (e, n, {"time_s": c["time_s"], "frame": c["frame"], "slot": c["slot"], **c})
+            for e, n, c in bs
+        ]
+    )
+    assert got.equals(want)
+
+
+def test_parts_hold_a_row_group_per_slot_and_the_in_memory_events(tmp_path):
+    """A run folder's part holds one row group per slot (and one for the frame's closing rows);
+    the parts read back are the in-memory run's events."""
+    import wflsim
+
+    data = base_scenario(run={"frames": 2, "slots_per_frame": 5, "deadline_s": 0.8})
+    out = tmp_path / "run"
+    wflsim.run(data, out=out)
+    parts = sorted((out / "events").glob("part-*.parquet"))
+    assert [pq.ParquetFile(p).metadata.num_row_groups for p in parts] == [6, 6]
+    on_disk = pa.concat_tables(pq.read_table(p).replace_schema_metadata(None) for p in parts)
+    in_memory, _ = run_in_memory(data)
+    assert on_disk.combine_chunks().equals(in_memory.combine_chunks())
