@@ -357,7 +357,13 @@ def test_ctrl_c_stops_a_sweep_and_a_repeat_resumes_it(tmp_path):
     path = sweep_scenario(tmp_path)
     out = tmp_path / "sw"
     cmd = ["sweep", str(path), *SWEEP, "--out", str(out), "--quiet"]
-    proc = start(*cmd, start_new_session=True)
+    # a foreground program hears Ctrl-C: SIGINT at its default even where the test runner was
+    # started in the background of a script (which starts it, and so its children, ignoring it)
+    proc = start(
+        *cmd,
+        start_new_session=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     assert wait_until(lambda: out.is_dir() and bool(_running_points(out)))
     os.killpg(proc.pid, signal.SIGINT)
     _, err = proc.communicate(timeout=120)
