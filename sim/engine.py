@@ -171,6 +171,10 @@ class SlotState:
 class Engine:
     """One simulation run. Build it with every part resolved, then call :meth:`run`.
 
+    With a writer, the trace leaves memory at the end of the first slot after which the
+    buffer holds at least :attr:`row_group_rows` rows (one row group of the frame's part), and
+    at the end of every frame: memory holds about that many rows, however many devices run.
+
     Args:
         config: timing and logging settings.
         system: devices and radio constants.
@@ -179,6 +183,10 @@ class Engine:
             It is called at each frame boundary, with the engine's state saveable.
         progress: called after every slot with ``(slot, stats)``.
     """
+
+    #: rows buffered before they are handed to the writer within a frame (a row group: about
+    #: 100 MB of Arrow arrays); a slot with more rows than this is handed over on its own
+    row_group_rows: int = 250_000
 
     def __init__(
         self,
@@ -245,8 +253,8 @@ class Engine:
                     self.system.deadline_s,
                 )
                 self._slot_end(k, t, activity)
-                if self.writer is not None:  # the slot's rows leave memory
-                    self.stats.rows += self.buffer.num_rows
+                if self.writer is not None and self.buffer.num_rows >= self.row_group_rows:
+                    self.stats.rows += self.buffer.num_rows  # the rows leave memory
                     self.writer.slot_done(self, k, self.buffer)
             self._frame_end(k)
             # the boundary after frame k: the state is saveable, the frame's rows are complete

@@ -1,9 +1,10 @@
 """Writing a run folder frame by frame, so that a crash loses at most the frame in flight.
 
-After every slot the engine hands the slot's rows to :meth:`RunRecorder.slot_done`: the recorder
-turns them into an Arrow table on the simulation's thread and one background thread encodes it
-as a row group of the frame's part, a hidden temporary file (so the rows leave memory slot by
-slot, and at most two slots' rows are held). At the end of every frame the engine hands the
+Within a frame the engine hands its rows to :meth:`RunRecorder.slot_done` whenever a slot ends
+with at least ``Engine.row_group_rows`` rows buffered: the recorder turns them into an Arrow table
+on the simulation's thread and one background thread encodes it as a row group of the frame's
+part, a hidden temporary file (so the rows leave memory slot by slot, and at most two row groups
+are held, however many devices run). At the end of every frame the engine hands the
 rest to :meth:`RunRecorder.frame_done`. The recorder takes, every ``run.checkpoint_every_frames``
 frames, the state of every component as checkpoint bytes on the simulation's thread, then the
 background thread, while the next frame is simulated:

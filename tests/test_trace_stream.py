@@ -87,11 +87,13 @@ def test_buffer_table_equals_the_plain_construction(bs):
     assert got.equals(want)
 
 
-def test_parts_hold_a_row_group_per_slot_and_the_in_memory_events(tmp_path):
-    """A run folder's part holds one row group per slot (and one for the frame's closing rows);
-    the parts read back are the in-memory run's events."""
+def test_parts_hold_a_row_group_per_slot_and_the_in_memory_events(tmp_path, monkeypatch):
+    """With a row group as small as a slot, a run folder's part holds one row group per slot
+    (and one for the frame's closing rows); the parts read back are the in-memory run's events."""
     import wflsim
+    from wflsim.sim.engine import Engine
 
+    monkeypatch.setattr(Engine, "row_group_rows", 1)
     data = base_scenario(run={"frames": 2, "slots_per_frame": 5, "deadline_s": 0.8})
     out = tmp_path / "run"
     wflsim.run(data, out=out)
@@ -100,3 +102,52 @@ def test_parts_hold_a_row_group_per_slot_and_the_in_memory_events(tmp_path):
     on_disk = pa.concat_tables(pq.read_table(p).replace_schema_metadata(None) for p in parts)
     in_memory, _ = run_in_memory(data)
     assert on_disk.combine_chunks().equals(in_memory.combine_chunks())
+
+
+def test_small_frames_are_one_row_group(tmp_path):
+    """A frame with fewer rows than a row group is written as one row group."""
+    import wflsim
+
+    out = tmp_path / "run"
+    wflsim.run(base_scenario(run={"frames": 2, "slots_per_frame": 5}), out=out)
+    parts = sorted((out / "events").glob("part-*.parquet"))
+    assert [pq.ParquetFile(p).metadata.num_row_groups for p in parts] == [1, 1]
+
+
+def test_a_run_failing_mid_frame_leaves_no_part_of_it_and_resumes_identically(
+    tmp_path, monkeypatch
+):
+    """Rows of a frame already written as row groups when the run fails leave no file behind;
+    --resume gives the uninterrupted run's events."""
+    from wflsim.sim.cli import main
+    from wflsim.sim.engine import Engine
+
+    monkeypatch.setattr(Engine, "row_group_rows", 1)
+    path = tmp_path / "s.toml"
+    path.write_text(
+        'name = "stream"\nseed = 2\n[run]\nframes = 3\nslots_per_frame = 5\n'
+        "[network]\nnum_devices = 6\n[learning]\nenabled = false\nnum_params = 100000\n"
+        '[scheme]\nname = "two_timescale"\n'
+    )
+    original = Engine._slot_end
+
+    def failing(self, k, t, activity):
+        if t == 7:  # frame 1, after two of its slots were handed to the writer
+            raise OSError(28, "No space left on device")
+        return original(self, k, t, activity)
+
+    monkeypatch.setattr(Engine, "_slot_end", failing)
+    out = tmp_path / "run"
+    assert main(["run", str(path), "--out", str(out), "--quiet"]) == 1
+    assert sorted(p.name for p in (out / "events").iterdir()) == ["part-000000.parquet"]
+    monkeypatch.setattr(Engine, "_slot_end", original)
+    assert main(["run", "--resume", str(out), "--quiet"]) == 0
+    parts = sorted((out / "events").glob("part-*.parquet"))
+    on_disk = pa.concat_tables(pq.read_table(p).replace_schema_metadata(None) for p in parts)
+    whole = tmp_path / "whole"
+    assert main(["run", str(path), "--out", str(whole), "--quiet"]) == 0
+    ref = pa.concat_tables(
+        pq.read_table(p).replace_schema_metadata(None)
+        for p in sorted((whole / "events").glob("part-*.parquet"))
+    )
+    assert on_disk.combine_chunks().equals(ref.combine_chunks())
