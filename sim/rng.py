@@ -71,6 +71,19 @@ class Streams:
         """One generator per device for stream ``name``."""
         return [self.device(name, n) for n in range(num_devices)]
 
+    def device_uniforms(self, name: str, num_devices: int, count: int, *sub: int) -> F64:
+        """The first ``count`` uniform doubles of every device's generator, ``(N, count)``.
+
+        Bit for bit ``[self.device(name, n, *sub).random(count) for n in range(N)]``, computed
+        for all devices at once (:func:`seed_states`, :func:`pcg64_doubles`): about 60 times
+        faster, which is what makes a million devices cheap to set up."""
+        try:
+            sid = STREAM_IDS[name]
+        except KeyError:
+            raise KeyError(f"unknown random stream {name!r}; known: {sorted(STREAM_IDS)}") from None
+        states = seed_states(self.seed, (sid,), np.arange(num_devices, dtype=np.uint64), sub)
+        return pcg64_doubles(states, count)
+
     def global_(self, name: str) -> np.random.Generator:
         """Generator of a stream that is not per device (e.g. the data partition)."""
         return np.random.Generator(np.random.PCG64(self._seq(name, _GLOBAL)))
@@ -84,6 +97,115 @@ class Streams:
         """The counter-based stream ``name``: draws keyed by ``(device, slot, draw)``."""
         key = self._seq(name, _GLOBAL).generate_state(2, dtype=np.uint64)
         return KeyedStream(key)
+
+
+# ------------------------------------------------------- many devices' generators at once
+
+F64 = NDArray[np.float64]
+
+# numpy.random.SeedSequence's hashing constants (O'Neill's seed_seq_fe; numpy's bit_generator.pyx)
+_SS_INIT_A, _SS_MULT_A = np.uint32(0x43B0D7E5), np.uint32(0x931E8875)
+_SS_INIT_B, _SS_MULT_B = np.uint32(0x8B51F9DD), np.uint32(0x58F38DED)
+_SS_MIX_L, _SS_MIX_R = np.uint32(0xCA01F9DD), np.uint32(0x4973F715)
+_SS_SHIFT = np.uint32(16)
+_SS_POOL = 4
+# PCG64's 128-bit LCG multiplier (PCG_DEFAULT_MULTIPLIER_128), high and low words
+_PCG_MULT_HI, _PCG_MULT_LO = np.uint64(0x2360ED051FC65DA4), np.uint64(0x4385DF649FCCF645)
+
+
+def _uint32_words(value: int) -> list[int]:
+    """An integer as SeedSequence reads it: little-endian 32-bit words (``[0]`` for 0)."""
+    if value < 0:
+        raise ValueError("SeedSequence words must be >= 0")
+    words = []
+    while value:
+        words.append(value & 0xFFFFFFFF)
+        value >>= 32
+    return words or [0]
+
+
+def seed_states(
+    seed: int, prefix: tuple[int, ...], index: NDArray[np.uint64], suffix: tuple[int, ...] = ()
+) -> NDArray[np.uint64]:
+    """``SeedSequence(seed, spawn_key=(*prefix, i, *suffix)).generate_state(4, uint64)`` for
+    every ``i`` of ``index`` (each below 2^32), ``(N, 4)``: numpy's algorithm (entropy pool of
+    four 32-bit words, hash-mixed), vectorised over ``i``."""
+    index = np.asarray(index, dtype=np.uint64)
+    if index.size and int(index.max()) >= 2**32:
+        raise ValueError("device indices must be below 2^32")
+    n = index.shape[0]
+    run = _uint32_words(int(seed))
+    run += [0] * (_SS_POOL - len(run))  # a spawn key pads the run entropy to the pool size
+    words: list[NDArray[np.uint32]] = [np.full(n, w, np.uint32) for w in run]
+    for k in prefix:
+        words += [np.full(n, w, np.uint32) for w in _uint32_words(int(k))]
+    words.append(index.astype(np.uint32))
+    for k in suffix:
+        words += [np.full(n, w, np.uint32) for w in _uint32_words(int(k))]
+    const = [_SS_INIT_A]
+
+    def hashmix(v: NDArray[np.uint32]) -> NDArray[np.uint32]:
+        v = v ^ const[0]
+        const[0] = np.uint32(const[0] * _SS_MULT_A)
+        v = v * const[0]
+        return v ^ (v >> _SS_SHIFT)
+
+    def mix(x: NDArray[np.uint32], y: NDArray[np.uint32]) -> NDArray[np.uint32]:
+        r = _SS_MIX_L * x - _SS_MIX_R * y
+        return r ^ (r >> _SS_SHIFT)
+
+    with np.errstate(over="ignore"):
+        pool = [hashmix(words[i]) for i in range(_SS_POOL)]
+        for src in range(_SS_POOL):
+            for dst in range(_SS_POOL):
+                if src != dst:
+                    pool[dst] = mix(pool[dst], hashmix(pool[src]))
+        for src in range(_SS_POOL, len(words)):
+            for dst in range(_SS_POOL):
+                pool[dst] = mix(pool[dst], hashmix(words[src]))
+        hb = _SS_INIT_B
+        out32 = []
+        for i in range(8):
+            v = pool[i % _SS_POOL] ^ hb
+            hb = np.uint32(hb * _SS_MULT_B)
+            v = v * hb
+            out32.append(v ^ (v >> _SS_SHIFT))
+    halves = [
+        out32[2 * k].astype(np.uint64) | (out32[2 * k + 1].astype(np.uint64) << _S32)
+        for k in range(4)
+    ]
+    return np.stack(halves, axis=1)
+
+
+def _pcg_step(s_hi: U64, s_lo: U64, i_hi: U64, i_lo: U64) -> tuple[U64, U64]:
+    """One step of PCG64's LCG, ``state * MULT + inc`` modulo 2^128, on (high, low) words."""
+    lo, hi = _mulhilo(_PCG_MULT_LO, s_lo)
+    hi = hi + s_hi * _PCG_MULT_LO + s_lo * _PCG_MULT_HI
+    new_lo = lo + i_lo
+    return hi + i_hi + (new_lo < lo).astype(np.uint64), new_lo
+
+
+def pcg64_doubles(states: NDArray[np.uint64], count: int) -> F64:
+    """The first ``count`` values of ``Generator(PCG64(s)).random()`` for each seed state ``s``
+    of :func:`seed_states`, ``(N, count)``: PCG64 seeded as numpy seeds it (state from words
+    0-1, increment from words 2-3), XSL-RR output, ``(x >> 11) * 2^-53``."""
+    n = states.shape[0]
+    with np.errstate(over="ignore"):
+        one = np.uint64(1)
+        i_hi = (states[:, 2] << one) | (states[:, 3] >> np.uint64(63))
+        i_lo = (states[:, 3] << one) | one
+        s_hi, s_lo = _pcg_step(np.zeros(n, np.uint64), np.zeros(n, np.uint64), i_hi, i_lo)
+        lo = s_lo + states[:, 1]
+        s_hi = s_hi + states[:, 0] + (lo < s_lo).astype(np.uint64)
+        s_hi, s_lo = _pcg_step(s_hi, lo, i_hi, i_lo)
+        out = np.empty((n, count), dtype=np.float64)
+        for j in range(count):
+            s_hi, s_lo = _pcg_step(s_hi, s_lo, i_hi, i_lo)
+            x = s_hi ^ s_lo
+            rot = s_hi >> np.uint64(58)
+            v = (x >> rot) | (x << ((np.uint64(64) - rot) & np.uint64(63)))
+            out[:, j] = (v >> np.uint64(11)).astype(np.float64) * (1.0 / 9007199254740992.0)
+    return out
 
 
 # ---------------------------------------------------------------------------- keyed draws

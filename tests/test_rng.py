@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-from wflsim.sim.rng import KeyedStream, Streams, philox4x64
+from wflsim.sim.rng import STREAM_IDS, KeyedStream, Streams, philox4x64, seed_states
 
 U64 = st.integers(0, 2**64 - 1)
 
@@ -192,3 +192,52 @@ def test_keyed_draws_of_a_permutation_of_all_devices_come_in_the_order_asked():
     k = Streams(26).keyed("fading")
     perm = np.array([0, 2, 1, 3, 4, 5])  # first 0 and last n - 1, as the full range
     np.testing.assert_array_equal(k.raw(perm, 8), k.raw(np.arange(6), 8)[perm])
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    seed=st.sampled_from([0, 1, 7, 2**32 - 1, 2**32, 2**40 + 3, 2**63 - 1]),
+    name=st.sampled_from(sorted(STREAM_IDS)),
+    sub=st.lists(st.integers(0, 2**33), max_size=2),
+    n=st.integers(1, 40),
+    count=st.integers(1, 3),
+)
+def test_device_uniforms_equal_each_devices_generator(seed, name, sub, n, count):
+    """Streams.device_uniforms (all devices at once) equals each device's own generator's
+    first doubles, bit for bit."""
+    s = Streams(seed)
+    got = s.device_uniforms(name, n, count, *sub)
+    want = np.array([s.device(name, d, *sub).random(count) for d in range(n)])
+    np.testing.assert_array_equal(got, want)
+
+
+def test_seed_states_equal_numpys_seed_sequence_at_large_indices():
+    """seed_states equals SeedSequence.generate_state for device indices up to 2^32 - 1."""
+    idx = np.array([0, 1, 65_535, 2**31, 2**32 - 1], dtype=np.uint64)
+    got = seed_states(123, (4,), idx, (9,))
+    want = np.array(
+        [
+            np.random.SeedSequence(123, spawn_key=(4, int(i), 9)).generate_state(4, np.uint64)
+            for i in idx
+        ]
+    )
+    np.testing.assert_array_equal(got, want)
+
+
+def test_uniform_device_fields_are_drawn_as_each_devices_generator_draws_them():
+    """A uniform per-device field resolved for all devices at once equals rng.uniform(low, high)
+    drawn from each device's own generator."""
+    from wflsim.sim.config.distributions import draw
+    from wflsim.sim.config.resolve import _DEVICE_FIELDS, resolve_devices
+    from wflsim.sim.config.schema import DevicesConfig
+
+    cfg = DevicesConfig.model_validate(
+        {"energy_budget_j": {"dist": "uniform", "low": 0.3, "high": 0.45}}
+    )
+    streams = Streams(5)
+    arrays = resolve_devices(cfg, 300, streams)
+    index = list(_DEVICE_FIELDS).index("energy_budget_j")
+    want = [
+        draw(cfg.energy_budget_j, streams.device("device_params", n, index)) for n in range(300)
+    ]
+    np.testing.assert_array_equal(arrays.energy_budget_j, want)

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from wflsim.sim.config.catalogue import DATASET_FILES, model_num_params
-from wflsim.sim.config.distributions import DEVICE_BOUNDS, draw
+from wflsim.sim.config.distributions import DEVICE_BOUNDS, Uniform, draw
 from wflsim.sim.config.limits import path_problem, shorten
 from wflsim.sim.config.schema import DevicesConfig, LearningConfig, RunConfig, Scenario
 from wflsim.sim.errors import ScenarioError
@@ -50,6 +50,9 @@ def resolve_devices(cfg: DevicesConfig, num_devices: int, streams: Streams) -> D
             values = np.asarray(spec, dtype=np.float64)
         elif isinstance(spec, int | float):
             values = np.full(num_devices, float(spec))
+        elif isinstance(spec, Uniform):  # low + (high - low) u, as Generator.uniform draws it
+            u = streams.device_uniforms("device_params", num_devices, 1, index)[:, 0]
+            values = spec.low + (spec.high - spec.low) * u
         else:
             values = np.array(
                 [draw(spec, streams.device("device_params", n, index)) for n in range(num_devices)]

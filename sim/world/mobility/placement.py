@@ -17,19 +17,21 @@ def uniform_disc_positions_m(
     num_devices: int,
     radius_m: float,
     min_distance_m: float,
-    rngs: Sequence[np.random.Generator],
+    rngs: Sequence[np.random.Generator] | F64,
 ) -> F64:
     """Positions uniform by area in the annulus ``min_distance_m <= r <= radius_m``.
 
     Device ``n`` uses only ``rngs[n]`` (``streams.device("placement", n)``): two doubles
     ``u0, u1``; radius ``sqrt(r_min^2 + u0 (R^2 - r_min^2))`` (radial CDF
-    ``(r^2 - r_min^2) / (R^2 - r_min^2)``), angle ``2 pi u1``.
+    ``(r^2 - r_min^2) / (R^2 - r_min^2)``), angle ``2 pi u1``. ``rngs`` may also be those
+    doubles themselves, an ``(N, 2)`` array (``streams.device_uniforms("placement", N, 2)``, the
+    same numbers drawn for all devices at once).
 
     Args:
         num_devices: ``N >= 1``.
         radius_m: outer radius ``R``, metres.
         min_distance_m: inner radius ``r_min``, metres, ``0 <= r_min <= R``.
-        rngs: ``N`` generators, one per device.
+        rngs: ``N`` generators, one per device, or their first two doubles, ``(N, 2)``.
 
     Returns:
         shape ``(N, 2)``, ``float64``, metres.
@@ -42,7 +44,10 @@ def uniform_disc_positions_m(
         raise ValueError(
             f"need 0 <= min_distance_m <= radius_m < inf; got {min_distance_m}, {radius_m}"
         )
-    u = np.array([rng.random(2) for rng in rngs], dtype=np.float64).reshape(num_devices, 2)
+    if isinstance(rngs, np.ndarray):
+        u = np.asarray(rngs, dtype=np.float64).reshape(num_devices, 2)
+    else:
+        u = np.array([rng.random(2) for rng in rngs], dtype=np.float64).reshape(num_devices, 2)
     r2_min = min_distance_m * min_distance_m
     r = np.sqrt(r2_min + u[:, 0] * (radius_m * radius_m - r2_min))
     r = np.clip(r, min_distance_m, radius_m)  # guard against rounding at the edges
@@ -86,5 +91,8 @@ def initial_positions(
             "increase the cell radius or decrease the minimum distance",
         )
     return uniform_disc_positions_m(
-        num_devices, cell_radius_m, min_distance_m, streams.devices("placement", num_devices)
+        num_devices,
+        cell_radius_m,
+        min_distance_m,
+        streams.device_uniforms("placement", num_devices, 2),
     )
