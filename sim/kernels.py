@@ -122,6 +122,7 @@ class ClosedFormKernel(SlotKernel):
             yield env.timeout(deadline_s)
             return SlotActivity.empty()
         c, u = compute_s[who], upload_s[who]
+        check_times(c, u)
         c_end = start + c  # what SimPy's clock gives: now + delay, in float64
         u_end = c_end + u
         last = int(np.argmax(u_end))
@@ -131,6 +132,18 @@ class ClosedFormKernel(SlotKernel):
         else:
             yield env.timeout(deadline_s)
         return _event_order(start, who, c_end, u_end)
+
+
+def check_times(compute_s: npt.NDArray[np.float64], upload_s: npt.NDArray[np.float64]) -> None:
+    """Refuse a participant's compute or upload time that is negative or NaN (a scheme's bad
+    power, say): SimPy cannot order such events, and no kernel can close the slot after them."""
+    bad = ~((compute_s >= 0.0) & (upload_s >= 0.0))  # NaN compares False
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise ValueError(
+            f"a participating device has compute time {compute_s[i]!r} s and upload time "
+            f"{upload_s[i]!r} s; slot times must be >= 0 and not NaN (check the scheme's power)"
+        )
 
 
 def _event_order(
@@ -211,6 +224,7 @@ class EventKernel(SlotKernel):
     ) -> SlotPlay:
         if env is not self._env:
             raise RuntimeError("EventKernel.start_run was not called with this environment")
+        check_times(compute_s[who], upload_s[who])
         self._log.clear()
         self._compute_s, self._upload_s = compute_s.tolist(), upload_s.tolist()
         self._remaining = int(who.shape[0])

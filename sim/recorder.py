@@ -240,9 +240,9 @@ class RunRecorder:
         channel = self.channel.take_frame() if self.channel is not None else None
         self._wait_slot()
         self._wait()
-        part, self._part = self._part, None
-        if part is None:  # a sink used without slot_done: the whole frame at once
-            part = PartWriter(self.events_dir / part_name(frame), self._meta)
+        if self._part is None:  # a sink used without slot_done: the whole frame at once
+            self._part = PartWriter(self.events_dir / part_name(frame), self._meta)
+        part = self._part
         log.info(
             "frame %d of %d done: %d events, %.1f J so far",
             frame + 1,
@@ -251,6 +251,7 @@ class RunRecorder:
             summary.get("total_energy_j", float("nan")),
         )
         self._pending = self._pool.submit(self._commit, frame, part, table, ckpt, summary, channel)
+        self._part = None  # the commit owns it now (and aborts it if it fails)
 
     def _write_part(
         self, folder: str, frame: int, table: Any, meta: Mapping[bytes, bytes]

@@ -223,6 +223,9 @@ class TraceBuffer:
         unknown = set(block) - set(COLUMNS)
         if unknown:
             raise KeyError(f"unknown trace columns {sorted(unknown)}")
+        for name, v in block.items():
+            if isinstance(v, np.ndarray) and v.ndim > 0:
+                _check_column(name, v, n)
         self._blocks.append((n, block))
         self.num_rows += n
 
@@ -233,7 +236,6 @@ class TraceBuffer:
         one NumPy array of all the rows (with a validity mask where some rows are null), filled
         block by block and handed to Arrow without a further copy."""
         blocks, total = self._blocks, self.num_rows
-        self._blocks, self.num_rows = [], 0
         starts = np.cumsum([0] + [n for n, _ in blocks])
         arrays = []
         for name, (typ, _, _) in COLUMNS.items():
@@ -262,7 +264,31 @@ class TraceBuffer:
                     if valid is not None:
                         valid[lo : lo + n] = True
             arrays.append(pa.array(values, typ, mask=None if valid is None else ~valid))
-        return pa.Table.from_arrays(arrays, schema=SCHEMA)
+        table = pa.Table.from_arrays(arrays, schema=SCHEMA)
+        self._blocks, self.num_rows = [], 0  # only once the table is built
+        return table
+
+
+def _check_column(name: str, v: np.ndarray, n: int) -> None:
+    """Refuse an array that does not fit its column: a length other than the block's, or values
+    that an integer, boolean or event column cannot hold exactly (out of range, fractional,
+    NaN), which a plain NumPy assignment would wrap or truncate."""
+    if v.shape != (n,):
+        raise ValueError(f"trace column {name!r}: shape {v.shape} for a block of {n} rows")
+    if name == "event":
+        codes = np.ma.getdata(v)
+        if codes.size and (codes.min() < 0 or codes.max() >= len(EVENTS)):
+            raise ValueError("trace column 'event': codes outside the event dictionary")
+        return
+    dtype = _NUMPY_TYPES[COLUMNS[name][0]]
+    data = np.ma.getdata(v)
+    if dtype is np.float64 or np.can_cast(data.dtype, dtype, "safe"):
+        return
+    kept = data[~np.ma.getmaskarray(v)] if isinstance(v, np.ma.MaskedArray) else data
+    with np.errstate(invalid="ignore", over="ignore"):
+        exact = np.array_equal(kept.astype(dtype).astype(kept.dtype), kept)
+    if not exact:
+        raise ValueError(f"trace column {name!r}: values that {np.dtype(dtype).name} cannot hold")
 
 
 #: The NumPy dtype that holds each Arrow type of the schema.

@@ -219,3 +219,11 @@ def test_unknown_kernel_is_refused():
         validate_scenario(with_kernel(base_scenario(), "fast"))
     with pytest.raises(ValueError, match="unknown slot kernel"):
         make_kernel("fast")
+
+
+@pytest.mark.parametrize("kernel", [ClosedFormKernel, EventKernel])
+def test_nan_or_negative_slot_times_are_refused(kernel):
+    """A participant's NaN or negative upload time is refused by both kernels (no event order exists)."""
+    for bad in (float("nan"), -1.0):
+        with pytest.raises(ValueError, match="slot times must be"):
+            _play(kernel(), [0, 1], np.array([0.1, 0.2]), np.array([bad, 2.0]))

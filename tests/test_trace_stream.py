@@ -151,3 +151,51 @@ def test_a_run_failing_mid_frame_leaves_no_part_of_it_and_resumes_identically(
         for p in sorted((whole / "events").glob("part-*.parquet"))
     )
     assert on_disk.combine_chunks().equals(ref.combine_chunks())
+
+
+def test_values_a_column_cannot_hold_are_refused_when_added():
+    """An array of the wrong length, or values an integer column cannot hold exactly (out of range, fractional, NaN), is refused by add, and the buffer keeps its rows."""
+    import pytest
+
+    buf = TraceBuffer()
+    buf.add("decision", 0.0, 0, 0, np.arange(3, dtype=np.int32), energy_j=np.ones(3))
+    for cols in (
+        {"device": np.array([1, 2**31 + 5, 0])},
+        {"device": np.arange(3), "sent_values": np.array([1.5, 2.0, 3.0])},
+        {"device": np.arange(3), "iterations": np.array([np.nan, 3.0, 1.0])},
+        {"device": np.arange(3), "energy_j": np.array([7.0])},
+    ):
+        with pytest.raises(ValueError, match="trace column"):
+            buf.add("decision", 0.0, 0, 0, **cols)
+    assert buf.num_rows == 3 and buf.to_table().num_rows == 3
+
+
+def test_an_interrupt_while_a_frame_is_handed_over_leaves_no_temporary_part(tmp_path, monkeypatch):
+    """Ctrl-C at the instant a frame's part passes to the writer thread: the run says
+    interrupted and no hidden temporary part (or open file) is left behind."""
+    import json
+
+    from wflsim.sim import recorder
+    from wflsim.sim.cli import main
+    from wflsim.sim.config.loading import scenario_text
+    from wflsim.sim.engine import Engine
+
+    monkeypatch.setattr(Engine, "row_group_rows", 1)
+    calls = {"n": 0}
+    original = recorder.log.info
+
+    def interrupting(msg, *args):
+        if msg.startswith("frame"):
+            calls["n"] += 1
+            if calls["n"] == 2:
+                raise KeyboardInterrupt
+        original(msg, *args)
+
+    monkeypatch.setattr(recorder.log, "info", interrupting)
+    out = tmp_path / "run"
+    data = base_scenario(run={"frames": 3, "slots_per_frame": 4})
+    path = tmp_path / "s.toml"
+    path.write_text(scenario_text(data))
+    assert main(["run", str(path), "--out", str(out), "--quiet"]) == 130
+    assert json.loads((out / "manifest.json").read_text())["status"] == "interrupted"
+    assert sorted(p.name for p in (out / "events").iterdir()) == ["part-000000.parquet"]
