@@ -134,8 +134,9 @@ def memory_table(text: str) -> pa.Table:
 
 def kill_and_resume(path: Path, out: Path, frames: int, seed: int, kills: int) -> list[int]:
     """Run ``path`` into ``out`` and SIGKILL it ``kills`` times, continuing after each kill, at
-    seeded random instants: the first within 1.5 s of the start (often before any frame is
-    complete, sometimes before anything is written), the others a random fraction of a frame
+    seeded random instants: the first within 1.5 s of the start and before a quarter of the
+    frames are complete (often before any frame is complete, sometimes before anything is
+    written), the others a random fraction of a frame
     after a random frame completed. Then continue to the end. A run continues with
     ``--resume`` once its folder has a manifest, else it starts again (``--overwrite``).
     Returns the frames completed at each kill."""
@@ -150,8 +151,15 @@ def kill_and_resume(path: Path, out: Path, frames: int, seed: int, kills: int) -
     seen = []
     for i in range(kills):
         proc = start(*again())
-        if i == 0:
-            time.sleep(rng.uniform(0.0, 1.5))
+        if i == 0:  # a random instant, but before a quarter of the frames (runs are fast)
+            until = time.monotonic() + rng.uniform(0.0, 1.5)
+            wait_until(
+                lambda p=proc, until=until: (
+                    time.monotonic() >= until
+                    or frames_done(out) >= max(1, frames // 4)
+                    or p.poll() is not None
+                )
+            )
         else:
             target = targets[i - 1]
             wait_until(lambda t=target, p=proc: frames_done(out) >= t or p.poll() is not None)

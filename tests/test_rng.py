@@ -224,10 +224,10 @@ def test_seed_states_equal_numpys_seed_sequence_at_large_indices():
     np.testing.assert_array_equal(got, want)
 
 
-def test_uniform_device_fields_are_drawn_as_each_devices_generator_draws_them():
-    """A uniform per-device field resolved for all devices at once equals rng.uniform(low, high)
-    drawn from each device's own generator."""
-    from wflsim.sim.config.distributions import draw
+def test_uniform_device_fields_are_drawn_from_each_devices_generator():
+    """A uniform per-device field resolved for all devices at once is low + (high - low) u with u
+    the first double of each device's own generator (what Generator.uniform computes on x86-64;
+    written out here so the result is the same on every platform)."""
     from wflsim.sim.config.resolve import _DEVICE_FIELDS, resolve_devices
     from wflsim.sim.config.schema import DevicesConfig
 
@@ -237,7 +237,5 @@ def test_uniform_device_fields_are_drawn_as_each_devices_generator_draws_them():
     streams = Streams(5)
     arrays = resolve_devices(cfg, 300, streams)
     index = list(_DEVICE_FIELDS).index("energy_budget_j")
-    want = [
-        draw(cfg.energy_budget_j, streams.device("device_params", n, index)) for n in range(300)
-    ]
-    np.testing.assert_array_equal(arrays.energy_budget_j, want)
+    u = np.array([streams.device("device_params", n, index).random() for n in range(300)])
+    np.testing.assert_array_equal(arrays.energy_budget_j, 0.3 + (0.45 - 0.3) * u)
