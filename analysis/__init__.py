@@ -5,8 +5,8 @@ metrics on them; ``analysis.figures``: the paper's figures (matplotlib); ``analy
 ``write_report(run_or_sweep_dir, out_dir)``, one self-contained HTML page with tables.
 """
 
-from wflsim.analysis.io import load_events, load_manifest, read_metadata
-from wflsim.analysis.tidy import (
+from .io import load_events, load_manifest, read_metadata
+from .tidy import (
     device_slots,
     duckdb_view,
     evaluations,

@@ -38,7 +38,7 @@ from matplotlib.container import ErrorbarContainer
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
-from wflsim.analysis import figures, stats, tidy
+from . import figures, stats, tidy
 
 #: Channel and mobility settings of a run (flattened scenario fields) -> column name.
 SETTINGS: dict[str, str] = {

@@ -28,8 +28,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from wflsim.analysis.stats import CONFIG_COLUMNS, t_interval
-from wflsim.analysis.tidy import SCHEME_LABELS
+from .stats import CONFIG_COLUMNS, t_interval
+from .tidy import SCHEME_LABELS
 
 HOLDS = "holds"
 FAILS = "does not hold"

@@ -39,8 +39,8 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator, ScalarFormatter
 
-from wflsim.analysis.stats import over_seeds
-from wflsim.analysis.tidy import SCHEME_LABELS
+from .stats import over_seeds
+from .tidy import SCHEME_LABELS
 
 
 class InsufficientData(ValueError):
@@ -596,7 +596,7 @@ def _label_rank(label: str, series: Sequence[_Series]) -> tuple:
 
 
 def _t(values: pd.Series) -> tuple[float, float, float, float, int]:
-    from wflsim.analysis.stats import t_interval
+    from .stats import t_interval
 
     mean, se, lo, hi, n = t_interval(values.to_numpy(dtype=float))
     return float(mean), float(se), float(lo), float(hi), int(n)

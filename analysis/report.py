@@ -23,12 +23,13 @@ from pathlib import Path
 import pandas as pd
 from matplotlib.figure import Figure
 
-from wflsim.analysis import claims, stats, tidy
-from wflsim.analysis import figures as F
-from wflsim.analysis.io import read_metadata
-from wflsim.analysis.stats import to_markdown
 from wflsim.sim.errors import ScenarioError
 from wflsim.sim.rundir import link_error, read_manifest
+
+from . import claims, stats, tidy
+from . import figures as F
+from .io import read_metadata
+from .stats import to_markdown
 
 
 @dataclass(frozen=True)

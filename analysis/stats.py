@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats as _st
 
-from wflsim.analysis.tidy import ID_COLUMNS
+from .tidy import ID_COLUMNS
 
 if TYPE_CHECKING:
     from pandas.api.typing import DataFrameGroupBy
@@ -370,7 +370,7 @@ def to_markdown(df: pd.DataFrame, digits: int = 4) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m wflsim.analysis.stats``: the summary table of runs or sweeps, in Markdown."""
-    from wflsim.analysis.tidy import find_runs, load
+    from .tidy import find_runs, load
 
     ap = argparse.ArgumentParser(
         prog="python -m wflsim.analysis.stats",

@@ -29,8 +29,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from wflsim.analysis.io import events_glob, has_trace, load_events, read_metadata
 from wflsim.sim.rundir import liveness
+
+from .io import events_glob, has_trace, load_events, read_metadata
 
 if TYPE_CHECKING:
     import duckdb

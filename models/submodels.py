@@ -50,8 +50,9 @@ import torch.nn.functional as F
 from torch import nn
 from torch.nn.utils import skip_init
 
-from wflsim.models.nets import _BasicBlock
 from wflsim.sim.config.architectures import Layer
+
+from .nets import _BasicBlock
 
 __all__ = ["NarrowBasicBlock", "flat_width_mask", "narrow_model", "width_masks"]
 

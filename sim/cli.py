@@ -15,22 +15,22 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from wflsim.sim import __version__
-from wflsim.sim.config.limits import (
+from . import __version__
+from .config.limits import (
     MAX_POINT_NAME_CHARS,
     MAX_WORKERS,
     out_path_problem,
     path_problem,
     shorten,
 )
-from wflsim.sim.errors import ScenarioError
-from wflsim.sim.log import configure_logging
+from .errors import ScenarioError
+from .log import configure_logging
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from wflsim.sim.engine import ProgressFn, RunStats
-    from wflsim.sim.run import Prepared
+    from .engine import ProgressFn, RunStats
+    from .run import Prepared
 
 EXIT_BAD_INPUT = 2
 
@@ -162,7 +162,7 @@ def _fail(message: str, code: int = EXIT_BAD_INPUT) -> int:
 
 
 def _validate(args: argparse.Namespace) -> int:
-    from wflsim.sim.run import make_learner, prepare
+    from .run import make_learner, prepare
 
     prep = prepare(args.scenario, args.overrides, args.seed, args.data_dir)
     # Build the learner as `run` would (data, model, torch device), so that what only the learner
@@ -183,7 +183,7 @@ def _validate(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from wflsim.sim.run import check_out_dir, default_out_dir, execute, make_learner, prepare
+    from .run import check_out_dir, default_out_dir, execute, make_learner, prepare
 
     if args.resume is not None:
         return _resume(args)
@@ -203,8 +203,8 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _resume(args: argparse.Namespace) -> int:
-    from wflsim.sim.run import make_learner, prepare, prepare_from_manifest, resume
-    from wflsim.sim.rundir import never_started, read_manifest, require_run_folder
+    from .run import make_learner, prepare, prepare_from_manifest, resume
+    from .rundir import never_started, read_manifest, require_run_folder
 
     check_path_arg(args.resume, "--resume")
     out = Path(args.resume)
@@ -364,7 +364,7 @@ def check_out_path(out: Path, flag: str, sweep: bool = False) -> None:
 def _sweep(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
-    from wflsim.sim.sweep import SweepInterrupted, plan_sweep, run_sweep
+    from .sweep import SweepInterrupted, plan_sweep, run_sweep
 
     if not 1 <= args.workers <= MAX_WORKERS:
         raise ScenarioError("--workers", f"must be in [1, {MAX_WORKERS}]", "e.g. --workers 2")

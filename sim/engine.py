@@ -33,16 +33,16 @@ import numpy as np
 import pyarrow as pa
 import simpy
 
-from wflsim.sim import slot as slots
-from wflsim.sim.errors import RunDiverged
-from wflsim.sim.kernels import C_END, U_END, U_START, KernelName, SlotActivity, make_kernel
-from wflsim.sim.learner import Learner
-from wflsim.sim.schemes.base import FrameContext, FramePlan, Scheme, SlotContext
-from wflsim.sim.slot import FrameCosts, SlotOutcome, SlotRules
-from wflsim.sim.trace import SCHEMA, TraceBuffer
-from wflsim.sim.world.channel import Channel, LargeScale
-from wflsim.sim.world.mobility import Mobility
-from wflsim.sim.world.system import SystemConstants
+from . import slot as slots
+from .errors import RunDiverged
+from .kernels import C_END, U_END, U_START, KernelName, SlotActivity, make_kernel
+from .learner import Learner
+from .schemes.base import FrameContext, FramePlan, Scheme, SlotContext
+from .slot import FrameCosts, SlotOutcome, SlotRules
+from .trace import SCHEMA, TraceBuffer
+from .world.channel import Channel, LargeScale
+from .world.mobility import Mobility
+from .world.system import SystemConstants
 
 
 @dataclass(frozen=True)

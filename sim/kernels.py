@@ -36,7 +36,7 @@ import numpy as np
 import numpy.typing as npt
 import simpy
 
-from wflsim.sim.trace import event_code
+from .trace import event_code
 
 KernelName = Literal["closed_form", "event"]
 #: Every kernel name a scenario may give (``auto`` resolves to one of the others).

@@ -44,8 +44,8 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from wflsim.sim import rundir, state
-from wflsim.sim.trace import (
+from . import rundir, state
+from .trace import (
     EVENTS_DIR,
     SCHEMA,
     TraceBuffer,
@@ -56,7 +56,7 @@ from wflsim.sim.trace import (
     write_atomic,
     write_json_atomic,
 )
-from wflsim.sim.world.channel.record import ChannelRecorder
+from .world.channel.record import ChannelRecorder
 
 log = logging.getLogger(__name__)
 
@@ -135,7 +135,7 @@ class PartWriter:
 
 
 if TYPE_CHECKING:
-    from wflsim.sim.engine import Engine
+    from .engine import Engine
 
 
 class RunRecorder:

@@ -21,37 +21,37 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from wflsim.sim import __version__, rundir
-from wflsim.sim import state as checkpoints
-from wflsim.sim.config.catalogue import DatasetError
-from wflsim.sim.config.derived import check_derived
-from wflsim.sim.config.loading import (
+from . import __version__, rundir
+from . import state as checkpoints
+from .config.catalogue import DatasetError
+from .config.derived import check_derived
+from .config.loading import (
     apply_overrides,
     load_scenario,
     parse_scenario_text,
     validate_scenario,
 )
-from wflsim.sim.config.resolve import (
+from .config.resolve import (
     check_data_dir,
     check_deadline,
     payload_num_params,
     resolve_data_dir,
     resolve_devices,
 )
-from wflsim.sim.config.schema import Scenario
-from wflsim.sim.engine import Engine, EngineConfig, FrameSink, ProgressFn, RunStats
-from wflsim.sim.errors import ScenarioError
-from wflsim.sim.kernels import KernelName
-from wflsim.sim.learner import Learner, NullLearner, build_learner
-from wflsim.sim.recorder import RunRecorder
-from wflsim.sim.rng import Streams
-from wflsim.sim.rundir import check_out_dir
-from wflsim.sim.schemes import build_scheme
-from wflsim.sim.trace import EVENTS_DIR, list_parts
-from wflsim.sim.world import physics
-from wflsim.sim.world.channel import Channel, ChannelRecorder, build_channel
-from wflsim.sim.world.mobility import Mobility, build_mobility
-from wflsim.sim.world.system import DeviceArrays, SystemConstants
+from .config.schema import Scenario
+from .engine import Engine, EngineConfig, FrameSink, ProgressFn, RunStats
+from .errors import ScenarioError
+from .kernels import KernelName
+from .learner import Learner, NullLearner, build_learner
+from .recorder import RunRecorder
+from .rng import Streams
+from .rundir import check_out_dir
+from .schemes import build_scheme
+from .trace import EVENTS_DIR, list_parts
+from .world import physics
+from .world.channel import Channel, ChannelRecorder, build_channel
+from .world.mobility import Mobility, build_mobility
+from .world.system import DeviceArrays, SystemConstants
 
 log = logging.getLogger(__name__)
 

@@ -33,8 +33,8 @@ import stat
 from pathlib import Path
 from typing import Any
 
-from wflsim.sim.errors import ScenarioError
-from wflsim.sim.trace import EVENTS_DIR, fsync_dir, part_frame
+from .errors import ScenarioError
+from .trace import EVENTS_DIR, fsync_dir, part_frame
 
 MARKER = ".wflsim-run"
 LOCK = "wflsim.lock"
@@ -331,7 +331,7 @@ def check_no_links(folder: Path, option: str = "--out") -> None:
 
 def write_marker(folder: Path, version: str) -> None:
     """Mark ``folder`` as a wflsim run's (what ``--overwrite`` looks for)."""
-    from wflsim.sim.trace import write_json_atomic
+    from .trace import write_json_atomic
 
     write_json_atomic(folder / MARKER, {"wflsim_run": 1, "created_by": version})
 

@@ -24,8 +24,8 @@ from typing import Literal
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from wflsim.sim.world import physics
-from wflsim.sim.world.system import SystemConstants
+from .world import physics
+from .world.system import SystemConstants
 
 F64 = NDArray[np.float64]
 B8 = NDArray[np.bool_]

@@ -23,10 +23,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from wflsim.sim.trace import write_atomic
+from .trace import write_atomic
 
 if TYPE_CHECKING:
-    from wflsim.sim.engine import Engine
+    from .engine import Engine
 
 #: Version of the checkpoint layout; a checkpoint of another version is refused. Version 2: the
 #: channel's models with memory, the random-waypoint odometer, the wasted-energy total.

@@ -45,11 +45,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from wflsim.sim import rundir
-from wflsim.sim.config.limits import MAX_POINT_NAME_CHARS, MAX_SEED, MAX_SWEEP_POINTS, shorten
-from wflsim.sim.errors import ScenarioError
-from wflsim.sim.log import configure_logging
-from wflsim.sim.trace import write_json_atomic
+from . import rundir
+from .config.limits import MAX_POINT_NAME_CHARS, MAX_SEED, MAX_SWEEP_POINTS, shorten
+from .errors import ScenarioError
+from .log import configure_logging
+from .trace import write_json_atomic
 
 log = logging.getLogger(__name__)
 
@@ -234,8 +234,8 @@ def plan_sweep(
         ScenarioError: a malformed grid, or a grid point whose scenario is invalid (the message
             names the point).
     """
-    from wflsim.sim.config.loading import read_scenario_file, sweep_defaults
-    from wflsim.sim.run import fingerprint, prepare
+    from .config.loading import read_scenario_file, sweep_defaults
+    from .run import fingerprint, prepare
 
     path = Path(scenario)
     _, table = read_scenario_file(path)
@@ -298,7 +298,7 @@ def point_state(run_dir: Path, wanted: dict[str, Any]) -> str:
         return "new"  # nothing, or a run killed before it began (its lock, no marker)
     if not rundir.is_run_folder(run_dir):
         return "foreign"
-    from wflsim.sim.run import fingerprint_difference
+    from .run import fingerprint_difference
 
     manifest = rundir.read_manifest(run_dir)
     if manifest is None:
@@ -380,7 +380,7 @@ def run_point(
     if threads:
         os.environ.setdefault("OMP_NUM_THREADS", str(threads))
         os.environ.setdefault("MKL_NUM_THREADS", str(threads))
-    from wflsim.sim.run import execute, make_learner, prepare, resume
+    from .run import execute, make_learner, prepare, resume
 
     if in_worker and _STOPPING.is_set():
         return {"status": "not started"}
@@ -451,7 +451,7 @@ def check_points(plan: SweepPlan, out: Path, overwrite: bool) -> dict[str, str]:
                 "choose another --out",
             )
         if st == "other" and not overwrite:
-            from wflsim.sim.run import fingerprint_difference
+            from .run import fingerprint_difference
 
             made = (rundir.read_manifest(out / p.name) or {}).get("fingerprint")
             why = fingerprint_difference(made, plan.fingerprints[p.name])

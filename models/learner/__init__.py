@@ -11,13 +11,13 @@
   the paper's Fig. 1 metric.
 """
 
-from wflsim.models.learner.core import (
+from .core import (
     AUTO_CHUNK_SAMPLES,
     LR_SCHEDULES,
     TorchLearner,
     resolve_device,
 )
-from wflsim.models.learner.rules import Freezing, UpdateRule, freeze_masks, stability_scores
+from .rules import Freezing, UpdateRule, freeze_masks, stability_scores
 
 __all__ = [
     "AUTO_CHUNK_SAMPLES",

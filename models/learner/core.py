@@ -36,15 +36,16 @@ import numpy as np
 import torch
 from torch import nn
 
-from wflsim.models import data as _data
-from wflsim.models.learner.evaluation import evaluate
-from wflsim.models.learner.flat import FlatModel
-from wflsim.models.learner.gradients import GradientPaths
-from wflsim.models.learner.rules import AGGREGATIONS, Freezing, UpdateRule, build_rule
-from wflsim.models.learner.sampling import DeviceStreams, LocalData, images_on
-from wflsim.models.learner.stable_fraction import StableFraction
-from wflsim.models.nets import build_model
 from wflsim.sim.config.catalogue import DatasetError
+
+from .. import data as _data
+from ..nets import build_model
+from .evaluation import evaluate
+from .flat import FlatModel
+from .gradients import GradientPaths
+from .rules import AGGREGATIONS, Freezing, UpdateRule, build_rule
+from .sampling import DeviceStreams, LocalData, images_on
+from .stable_fraction import StableFraction
 
 LR_SCHEDULES = ("constant", "half_life")
 #: ``vmap_chunk_samples="auto"`` per torch device type. On a CPU, 512 samples at a time keep the

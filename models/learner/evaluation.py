@@ -6,8 +6,8 @@ import torch
 import torch.nn.functional as F
 from torch.func import functional_call
 
-from wflsim.models import data as _data
-from wflsim.models.learner.flat import FlatModel
+from .. import data as _data
+from .flat import FlatModel
 
 
 def evaluate(

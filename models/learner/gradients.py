@@ -18,9 +18,9 @@ import torch
 import torch.nn.functional as F
 from torch.func import functional_call, grad, vmap
 
-from wflsim.models import data as _data
-from wflsim.models.learner.flat import FlatModel
-from wflsim.models.learner.sampling import Batch
+from .. import data as _data
+from .flat import FlatModel
+from .sampling import Batch
 
 #: ``(uploads (n, D), losses (n,), per-device buffers {name: (n, ...)})``
 Grads = tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]

@@ -9,7 +9,7 @@ from typing import Any, Protocol
 import numpy as np
 import torch
 
-from wflsim.models import data as _data
+from .. import data as _data
 
 
 class DeviceStreams(Protocol):

@@ -32,7 +32,7 @@ from typing import Literal
 
 import numpy as np
 
-from wflsim.sim.config.catalogue import INPUT_SHAPES, MODEL_DATASETS, MODELS, NUM_CLASSES
+from .catalogue import INPUT_SHAPES, MODEL_DATASETS, MODELS, NUM_CLASSES
 
 __all__ = [
     "KEPT_EPS",

@@ -15,11 +15,11 @@ import math
 
 import numpy as np
 
-from wflsim.sim.config.schema import Scenario
-from wflsim.sim.errors import ScenarioError
-from wflsim.sim.world import physics
-from wflsim.sim.world.channel import Channel
-from wflsim.sim.world.system import DeviceArrays
+from ..errors import ScenarioError
+from ..world import physics
+from ..world.channel import Channel
+from ..world.system import DeviceArrays
+from .schema import Scenario
 
 #: Largest value a trace column of type int32 holds (frame, device, batch_size, iterations).
 INT32_MAX = 2**31 - 1

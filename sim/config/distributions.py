@@ -24,7 +24,7 @@ from pydantic import (
     model_validator,
 )
 
-from wflsim.sim.config.limits import MAX_DEVICES
+from .limits import MAX_DEVICES
 
 PositiveFloat = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 NonNegFloat = Annotated[float, Field(ge=0, allow_inf_nan=False)]

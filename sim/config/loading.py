@@ -21,10 +21,10 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, Field, ValidationError
 
-from wflsim.sim.config.limits import path_problem, shorten
-from wflsim.sim.config.schema import Scenario, Seed, Strict, SweepConfig
-from wflsim.sim.errors import ScenarioError
-from wflsim.sim.schemes import SCHEMES
+from ..errors import ScenarioError
+from ..schemes import SCHEMES
+from .limits import path_problem, shorten
+from .schema import Scenario, Seed, Strict, SweepConfig
 
 #: Largest scenario file read (explicit positions of 1,000,000 devices take about 40 MB).
 MAX_FILE_BYTES = 64 * 2**20

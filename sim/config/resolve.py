@@ -10,13 +10,13 @@ from pathlib import Path
 
 import numpy as np
 
-from wflsim.sim.config.catalogue import DATASET_FILES, model_num_params
-from wflsim.sim.config.distributions import DEVICE_BOUNDS, Uniform, draw
-from wflsim.sim.config.limits import path_problem, shorten
-from wflsim.sim.config.schema import DevicesConfig, LearningConfig, RunConfig, Scenario
-from wflsim.sim.errors import ScenarioError
-from wflsim.sim.rng import Streams
-from wflsim.sim.world.system import DeviceArrays
+from ..errors import ScenarioError
+from ..rng import Streams
+from ..world.system import DeviceArrays
+from .catalogue import DATASET_FILES, model_num_params
+from .distributions import DEVICE_BOUNDS, Uniform, draw
+from .limits import path_problem, shorten
+from .schema import DevicesConfig, LearningConfig, RunConfig, Scenario
 
 #: The per-device fields in stream order (the index keys each field's random stream) and
 #: whether each is an integer; their ranges are :data:`DEVICE_BOUNDS`, checked after resolution.

@@ -18,15 +18,17 @@ from pydantic import (
     model_validator,
 )
 
-from wflsim.sim.config.catalogue import DATASETS, MODEL_DATASETS, MODELS
-from wflsim.sim.config.distributions import (
+from ..world.channel.config import ChannelConfig
+from ..world.mobility.config import MobilityConfig
+from .catalogue import DATASETS, MODEL_DATASETS, MODELS
+from .distributions import (
     DEVICE_BOUNDS,
     PerDevice,
     Strict,
     Uniform,
     check_bounds,
 )
-from wflsim.sim.config.limits import (
+from .limits import (
     MAX_DESCRIPTION_CHARS,
     MAX_DEVICES,
     MAX_NAME_CHARS,
@@ -36,8 +38,6 @@ from wflsim.sim.config.limits import (
     path_problem,
     shorten,
 )
-from wflsim.sim.world.channel.config import ChannelConfig
-from wflsim.sim.world.mobility.config import MobilityConfig
 
 #: Fields of ``[network]`` that moved to ``[channel]`` (version 0.2): old name -> where now.
 _MOVED_TO_CHANNEL = {

@@ -13,7 +13,7 @@
 
 from __future__ import annotations
 
-from wflsim.sim.schemes import (  # noqa: F401 (each module registers its scheme)
+from . import (  # noqa: F401 (each module registers its scheme)
     fedhq,
     fixed_power,
     fjord,
@@ -25,7 +25,7 @@ from wflsim.sim.schemes import (  # noqa: F401 (each module registers its scheme
     topk_ef,
     two_timescale,
 )
-from wflsim.sim.schemes.base import Scheme
-from wflsim.sim.schemes.registry import SCHEMES, build_scheme, register
+from .base import Scheme
+from .registry import SCHEMES, build_scheme, register
 
 __all__ = ["SCHEMES", "Scheme", "build_scheme", "register"]

@@ -28,8 +28,8 @@ import numpy as np
 from numpy.typing import NDArray
 from pydantic import BaseModel
 
-from wflsim.sim.learner import UpdateRuleSpec
-from wflsim.sim.slot import SlotOutcome
+from ..learner import UpdateRuleSpec
+from ..slot import SlotOutcome
 
 F64 = NDArray[np.float64]
 

@@ -14,9 +14,12 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from wflsim.sim.learner import UpdateRuleSpec
-from wflsim.sim.schemes import controller
-from wflsim.sim.schemes.base import (
+from ..learner import UpdateRuleSpec
+from ..slot import SlotOutcome, frame_costs
+from ..world import physics
+from ..world.system import SystemConstants
+from . import controller
+from .base import (
     F64,
     ClosesAt,
     CostPlan,
@@ -25,9 +28,6 @@ from wflsim.sim.schemes.base import (
     SlotContext,
     SlotPlan,
 )
-from wflsim.sim.slot import SlotOutcome, frame_costs
-from wflsim.sim.world import physics
-from wflsim.sim.world.system import SystemConstants
 
 #: The learner-side rule of the paper's schemes: device ``n`` freezes its ``frozen_count[n]``
 #: most stable parameters (smallest stability score of the previous frame, eq. 6).

@@ -60,7 +60,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy.special import exp1
 
-from wflsim.sim.world.physics import compute_energy_j, compute_time_s
+from ..world.physics import compute_energy_j, compute_time_s
 
 F64 = NDArray[np.float64]
 

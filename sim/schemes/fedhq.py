@@ -8,11 +8,11 @@ from typing import ClassVar
 
 import numpy as np
 
-from wflsim.sim.learner import UpdateRuleSpec
-from wflsim.sim.schemes.base import F64, CostPlan
-from wflsim.sim.schemes.common import Compression, CompressionScheme, ControllerOptions
-from wflsim.sim.schemes.registry import register
-from wflsim.sim.world.system import SystemConstants
+from ..learner import UpdateRuleSpec
+from ..world.system import SystemConstants
+from .base import F64, CostPlan
+from .common import Compression, CompressionScheme, ControllerOptions
+from .registry import register
 
 #: Bits per upload besides the coordinates: the gradient's norm and its quantisation error.
 SIDE_BITS = 64

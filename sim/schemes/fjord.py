@@ -8,13 +8,13 @@ from typing import ClassVar, Literal
 import numpy as np
 from pydantic import Field
 
-from wflsim.sim.config.architectures import width_costs
-from wflsim.sim.errors import ScenarioError
-from wflsim.sim.learner import UpdateRuleSpec
-from wflsim.sim.schemes.base import F64, CostPlan
-from wflsim.sim.schemes.common import Compression, CompressionScheme, ControllerOptions
-from wflsim.sim.schemes.registry import register
-from wflsim.sim.world.system import SystemConstants
+from ..config.architectures import width_costs
+from ..errors import ScenarioError
+from ..learner import UpdateRuleSpec
+from ..world.system import SystemConstants
+from .base import F64, CostPlan
+from .common import Compression, CompressionScheme, ControllerOptions
+from .registry import register
 
 
 class FjordParams(ControllerOptions):

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from wflsim.sim.schemes.common import ControllerOptions, FreezingScheme
-from wflsim.sim.schemes.registry import register
-from wflsim.sim.world.system import SystemConstants
+from ..world.system import SystemConstants
+from .common import ControllerOptions, FreezingScheme
+from .registry import register
 
 
 @register

@@ -6,8 +6,8 @@ from typing import Any, ClassVar, Protocol
 
 from pydantic import BaseModel
 
-from wflsim.sim.schemes.base import Scheme
-from wflsim.sim.world.system import SystemConstants
+from ..world.system import SystemConstants
+from .base import Scheme
 
 
 class SchemeClass(Protocol):

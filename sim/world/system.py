@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from wflsim.sim.world import physics
+from . import physics
 
 
 @dataclass(frozen=True)

@@ -18,12 +18,12 @@ from typing import Any
 import torch
 from torch import nn
 
-from wflsim.models.learner.rules.base import AGGREGATIONS, PlainRule, UpdateRule
-from wflsim.models.learner.rules.freezing import Freezing, freeze_masks, stability_scores
-from wflsim.models.learner.rules.ordered_dropout import OrderedDropout
-from wflsim.models.learner.rules.pruning import ImportancePruning
-from wflsim.models.learner.rules.quantisation import StochasticQuantisation
-from wflsim.models.learner.rules.topk import TopKResidual
+from .base import AGGREGATIONS, PlainRule, UpdateRule
+from .freezing import Freezing, freeze_masks, stability_scores
+from .ordered_dropout import OrderedDropout
+from .pruning import ImportancePruning
+from .quantisation import StochasticQuantisation
+from .topk import TopKResidual
 
 __all__ = [
     "AGGREGATIONS",

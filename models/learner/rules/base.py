@@ -13,7 +13,7 @@ from typing import Any, Protocol
 import numpy as np
 import torch
 
-from wflsim.models.learner import aggregate
+from .. import aggregate
 
 AGGREGATIONS = ("weighted", "per_coordinate")
 

@@ -16,8 +16,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from wflsim.models.learner import aggregate
-from wflsim.models.learner.rules.base import AGGREGATIONS, PlainRule, check_counts, frame_input
+from .. import aggregate
+from .base import AGGREGATIONS, PlainRule, check_counts, frame_input
 
 SELECTIONS = ("stability", "random")
 

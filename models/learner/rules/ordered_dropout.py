@@ -26,10 +26,11 @@ import numpy as np
 import torch
 from torch import nn
 
-from wflsim.models.learner import aggregate
-from wflsim.models.learner.rules.base import PlainRule, frame_input
-from wflsim.models.submodels import flat_width_mask
 from wflsim.sim.config.architectures import Layer, kept
+
+from ...submodels import flat_width_mask
+from .. import aggregate
+from .base import PlainRule, frame_input
 
 
 class OrderedDropout(PlainRule):

@@ -23,8 +23,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from wflsim.models.learner import aggregate
-from wflsim.models.learner.rules.base import PlainRule, check_counts, frame_input
+from .. import aggregate
+from .base import PlainRule, check_counts, frame_input
 
 PRUNING_AGGREGATIONS = ("zeros", "per_coordinate")
 

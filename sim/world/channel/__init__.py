@@ -16,9 +16,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from wflsim.sim.errors import ScenarioError
-from wflsim.sim.rng import Streams
-from wflsim.sim.world.channel.base import (
+from ...errors import ScenarioError
+from ...rng import Streams
+from .base import (
     Channel,
     FadingModel,
     LargeScale,
@@ -26,7 +26,7 @@ from wflsim.sim.world.channel.base import (
     SlotChannel,
     SmallScale,
 )
-from wflsim.sim.world.channel.config import (
+from .config import (
     ChannelConfig,
     GaussMarkovConfig,
     LogDistanceConfig,
@@ -37,9 +37,9 @@ from wflsim.sim.world.channel.config import (
     UmaConfig,
     UmiConfig,
 )
-from wflsim.sim.world.channel.csi import Csi
-from wflsim.sim.world.channel.drawn import DrawnChannel
-from wflsim.sim.world.channel.fading import (
+from .csi import Csi
+from .drawn import DrawnChannel
+from .fading import (
     Fading,
     Family,
     NakagamiFamily,
@@ -47,10 +47,10 @@ from wflsim.sim.world.channel.fading import (
     RayleighFamily,
     RicianFamily,
 )
-from wflsim.sim.world.channel.pathloss import MAX_2D_DISTANCE_M, LogDistance, Tr38901
-from wflsim.sim.world.channel.record import ChannelRecorder
-from wflsim.sim.world.channel.replay import ReplayChannel, read_channel_table
-from wflsim.sim.world.channel.shadowing import LosState, Shadowing
+from .pathloss import MAX_2D_DISTANCE_M, LogDistance, Tr38901
+from .record import ChannelRecorder
+from .replay import ReplayChannel, read_channel_table
+from .shadowing import LosState, Shadowing
 
 __all__ = [
     "Channel",

@@ -23,8 +23,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 if TYPE_CHECKING:
-    from wflsim.sim.world.channel.record import ChannelRecorder
-    from wflsim.sim.world.mobility.base import Kinematics
+    from ..mobility.base import Kinematics
+    from .record import ChannelRecorder
 
 F64 = NDArray[np.float64]
 C128 = NDArray[np.complex128]

@@ -14,7 +14,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
-from wflsim.sim.config.limits import path_problem, shorten
+from ...config.limits import path_problem, shorten
 
 #: TR 38.901's UT height range for UMa is 1.5 .. 22.5 m, but above 13 m its breakpoint distance
 #: uses a random effective environment height (Table 7.4.1-1, note 1), which wflsim does not

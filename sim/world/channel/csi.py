@@ -24,8 +24,8 @@ from typing import Any
 
 import numpy as np
 
-from wflsim.sim.rng import KeyedStream
-from wflsim.sim.world.channel.base import C128, F64
+from ...rng import KeyedStream
+from .base import C128, F64
 
 
 def estimate(coefficient: C128, error_variance: float, error: C128) -> C128:

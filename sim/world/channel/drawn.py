@@ -6,8 +6,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from wflsim.sim.world import physics
-from wflsim.sim.world.channel.base import (
+from .. import physics
+from .base import (
     B8,
     CONTROLLER_ASSUMPTION,
     F64,
@@ -17,11 +17,11 @@ from wflsim.sim.world.channel.base import (
     PathLossModel,
     SlotChannel,
 )
-from wflsim.sim.world.channel.csi import Csi
-from wflsim.sim.world.channel.shadowing import LosState, Shadowing
+from .csi import Csi
+from .shadowing import LosState, Shadowing
 
 if TYPE_CHECKING:
-    from wflsim.sim.world.mobility.base import Kinematics
+    from ..mobility.base import Kinematics
 
 
 class DrawnChannel(Channel):

@@ -31,8 +31,8 @@ import numpy as np
 from numpy.typing import ArrayLike
 from scipy import special
 
-from wflsim.sim.rng import KeyedStream, gamma_from_exponential, gamma_from_uniform
-from wflsim.sim.world.channel.base import C128, F64, FadingModel, SmallScale
+from ...rng import KeyedStream, gamma_from_exponential, gamma_from_uniform
+from .base import C128, F64, FadingModel, SmallScale
 
 #: Speed of light in vacuum, m/s (for the Doppler shift).
 SPEED_OF_LIGHT_MPS = 299_792_458.0

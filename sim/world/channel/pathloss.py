@@ -13,8 +13,8 @@ from typing import Any, Literal
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from wflsim.sim.world import physics
-from wflsim.sim.world.channel.base import F64, PathLossModel
+from .. import physics
+from .base import F64, PathLossModel
 
 #: Propagation speed TR 38.901 uses in the breakpoint distance (Table 7.4.1-1, note 1), m/s.
 C_38901_MPS = 3.0e8

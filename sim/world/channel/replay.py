@@ -20,9 +20,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from wflsim.sim.errors import ScenarioError
-from wflsim.sim.world import physics
-from wflsim.sim.world.channel.base import (
+from ...errors import ScenarioError
+from .. import physics
+from .base import (
     B8,
     CONTROLLER_ASSUMPTION,
     F64,
@@ -30,11 +30,11 @@ from wflsim.sim.world.channel.base import (
     LargeScale,
     SlotChannel,
 )
-from wflsim.sim.world.channel.drawn import DrawnChannel
-from wflsim.sim.world.channel.record import COLUMNS
+from .drawn import DrawnChannel
+from .record import COLUMNS
 
 if TYPE_CHECKING:
-    from wflsim.sim.world.mobility.base import Kinematics
+    from ..mobility.base import Kinematics
 
 FIELD = "channel.replay"
 _PANDAS_INDEX = re.compile(r"__index_level_\d+__")

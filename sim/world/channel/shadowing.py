@@ -31,8 +31,8 @@ import numpy as np
 from numpy.typing import ArrayLike
 from scipy import special
 
-from wflsim.sim.rng import KeyedStream
-from wflsim.sim.world.channel.base import B8, F64
+from ...rng import KeyedStream
+from .base import B8, F64
 
 
 def gudmundson_correlation(travelled_m: ArrayLike, decorrelation_m: ArrayLike) -> F64:

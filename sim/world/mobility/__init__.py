@@ -34,13 +34,13 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from wflsim.sim.rng import Streams
-from wflsim.sim.world.mobility.base import Mobility
-from wflsim.sim.world.mobility.config import MobilityConfig
-from wflsim.sim.world.mobility.placement import initial_positions, uniform_disc_positions_m
-from wflsim.sim.world.mobility.random_waypoint import RandomWaypoint
-from wflsim.sim.world.mobility.static import StaticMobility
-from wflsim.sim.world.mobility.trace import TRACE_COLUMNS, TraceMobility, read_trace
+from ...rng import Streams
+from .base import Mobility
+from .config import MobilityConfig
+from .placement import initial_positions, uniform_disc_positions_m
+from .random_waypoint import RandomWaypoint
+from .static import StaticMobility
+from .trace import TRACE_COLUMNS, TraceMobility, read_trace
 
 __all__ = [
     "TRACE_COLUMNS",

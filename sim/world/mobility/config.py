@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from wflsim.sim.config.limits import MAX_DEVICES, path_problem, shorten
+from ...config.limits import MAX_DEVICES, path_problem, shorten
 
 #: Fastest random-waypoint speed, m/s (faster than any vehicle on or near the ground; a jet
 #: airliner cruises at about 250 m/s).

@@ -7,10 +7,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from wflsim.sim.errors import ScenarioError
-from wflsim.sim.rng import Streams
-from wflsim.sim.world.mobility.base import CELL_EDGE_RTOL, F64, id_list
-from wflsim.sim.world.mobility.config import MobilityConfig
+from ...errors import ScenarioError
+from ...rng import Streams
+from .base import CELL_EDGE_RTOL, F64, id_list
+from .config import MobilityConfig
 
 
 def uniform_disc_positions_m(

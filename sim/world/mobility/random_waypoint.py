@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from wflsim.sim.world.mobility.base import F64, Mobility, as_positions, check_time
+from .base import F64, Mobility, as_positions, check_time
 
 #: Legs drawn at a time per device by :class:`RandomWaypoint`. The paths do not depend on it
 #: (draws and time sums are sequential), it only trades memory for Python overhead.

@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
-from wflsim.sim.world.mobility.base import F64, Mobility, as_positions, check_time
+from .base import F64, Mobility, as_positions, check_time
 
 
 class StaticMobility(Mobility):

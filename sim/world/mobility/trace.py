@@ -11,8 +11,8 @@ import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike
 
-from wflsim.sim.errors import ScenarioError
-from wflsim.sim.world.mobility.base import (
+from ...errors import ScenarioError
+from .base import (
     CELL_EDGE_RTOL,
     F64,
     Mobility,
