@@ -52,6 +52,7 @@ from .trace import (
     encode_part,
     fsync_dir,
     part_name,
+    temporary_path,
     trace_metadata,
     write_atomic,
     write_json_atomic,
@@ -97,7 +98,7 @@ class PartWriter:
 
     def __init__(self, path: Path, metadata: Mapping[bytes, bytes]) -> None:
         self.path = Path(path)
-        self.tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
+        self.tmp = temporary_path(self.path)
         self.rows = 0
         self._schema = SCHEMA.with_metadata(metadata)
         self._file = _HashingFile(self.tmp)

@@ -341,13 +341,19 @@ def encode_part(table: pa.Table, metadata: Mapping[bytes, bytes]) -> bytes:
     return sink.getvalue().to_pybytes()
 
 
+def temporary_path(path: Path) -> Path:
+    """The hidden name a file is written under before it is renamed to ``path`` (in the same
+    folder, so the rename is atomic; the pid keeps two writers apart; never listed as a part)."""
+    return path.with_name(f".{path.name}.{os.getpid()}.tmp")
+
+
 def write_atomic(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path`` so that a crash leaves the old file or the new one, never half:
     a hidden temporary file in the same folder, fsync, rename, fsync of the folder.
 
     A failed write (a full disk, a file-size limit) removes its temporary file and raises."""
     path = Path(path)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp = temporary_path(path)
     try:
         with open(tmp, "wb") as f:
             f.write(data)
