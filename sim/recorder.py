@@ -48,9 +48,11 @@ from . import rundir, state
 from .trace import (
     EVENTS_DIR,
     SCHEMA,
+    Compression,
     TraceBuffer,
     encode_part,
     fsync_dir,
+    parquet_options,
     part_name,
     temporary_path,
     trace_metadata,
@@ -92,22 +94,36 @@ class _HashingFile:
         os.fsync(self._f.fileno())
 
 
+#: bytes the part writer buffers before it hands them to the file (and its hash)
+WRITE_BUFFER_BYTES = 8 << 20
+
+
 class PartWriter:
     """One frame's part, written row group by row group to a hidden temporary file and renamed
     into place, complete, by :meth:`finish` (so a reader or a resume never sees half a part)."""
 
-    def __init__(self, path: Path, metadata: Mapping[bytes, bytes]) -> None:
+    def __init__(
+        self, path: Path, metadata: Mapping[bytes, bytes], compression: Compression = "lz4"
+    ) -> None:
         self.path = Path(path)
+        self.compression: Compression = compression
         self.tmp = temporary_path(self.path)
         self.rows = 0
         self._schema = SCHEMA.with_metadata(metadata)
         self._file = _HashingFile(self.tmp)
+        # Arrow's encoder reaches the (Python) file, and so the GIL, once per WRITE_BUFFER_BYTES
+        # instead of once per page: the simulation's thread keeps the GIL meanwhile
+        self._sink = pa.BufferedOutputStream(
+            pa.PythonFile(self._file, mode="w"), buffer_size=WRITE_BUFFER_BYTES
+        )
         self._writer: pq.ParquetWriter | None = None
 
     def write(self, table: pa.Table) -> None:
         """Append ``table`` (:data:`sim.trace.SCHEMA`) as one row group."""
         if self._writer is None:
-            self._writer = pq.ParquetWriter(self._file, self._schema, compression="zstd")
+            self._writer = pq.ParquetWriter(
+                self._sink, self._schema, **parquet_options(self._schema, self.compression)
+            )
         self._writer.write_table(table.replace_schema_metadata(self._schema.metadata))
         self.rows += table.num_rows
 
@@ -117,6 +133,7 @@ class PartWriter:
             self.write(SCHEMA.empty_table())
         assert self._writer is not None
         self._writer.close()
+        self._sink.flush()  # into the file; the sink is not closed (that would close the file)
         self._file.sync()
         self._file.close()
         os.replace(self.tmp, self.path)
@@ -126,7 +143,8 @@ class PartWriter:
     def abort(self) -> None:
         """Drop the unfinished part (its temporary file), whatever state a failed write left
         it in (a full disk also fails the footer and the close)."""
-        for step in (self._writer.close if self._writer is not None else None, self._file.close):
+        writer_close = self._writer.close if self._writer is not None else None
+        for step in (writer_close, self._sink.close, self._file.close):
             try:
                 if step is not None:
                     step()
@@ -153,6 +171,7 @@ class RunRecorder:
         channel: with ``[channel] record = true``, the channel's recorder: each frame's channel
             rows go to ``channel/part-NNNNNN.parquet``, written before the frame's events part
             and listed in the manifest's ``channel_parts``.
+        compression: the Parquet codec of every part (``[trace] compression``).
     """
 
     def __init__(
@@ -165,8 +184,10 @@ class RunRecorder:
         checkpoint_every: int,
         heartbeat_s: float | None = rundir.HEARTBEAT_S,
         channel: ChannelRecorder | None = None,
+        compression: Compression = "lz4",
     ) -> None:
         self.folder = Path(folder)
+        self.compression: Compression = compression
         self.events_dir = self.folder / EVENTS_DIR
         self.events_dir.mkdir(exist_ok=True)
         self.channel = channel
@@ -220,7 +241,9 @@ class RunRecorder:
         self._wait_slot()  # at most one slot in the writer thread, one being built
         if self._part is None:
             self._wait()  # the previous frame's part is in place before this one is opened
-            self._part = PartWriter(self.events_dir / part_name(frame), self._meta)
+            self._part = PartWriter(
+                self.events_dir / part_name(frame), self._meta, self.compression
+            )
         self._slot_pending = self._pool.submit(self._part.write, table)
 
     def _wait_slot(self) -> None:
@@ -242,7 +265,9 @@ class RunRecorder:
         self._wait_slot()
         self._wait()
         if self._part is None:  # a sink used without slot_done: the whole frame at once
-            self._part = PartWriter(self.events_dir / part_name(frame), self._meta)
+            self._part = PartWriter(
+                self.events_dir / part_name(frame), self._meta, self.compression
+            )
         part = self._part
         log.info(
             "frame %d of %d done: %d events, %.1f J so far",
@@ -258,7 +283,7 @@ class RunRecorder:
         self, folder: str, frame: int, table: Any, meta: Mapping[bytes, bytes]
     ) -> dict[str, Any]:
         """Write ``table`` as frame ``frame``'s part in ``folder``; its manifest entry."""
-        data = encode_part(table, meta)
+        data = encode_part(table, meta, self.compression)
         name = part_name(frame)
         write_atomic(self.folder / folder / name, data)
         return {

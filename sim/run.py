@@ -430,6 +430,7 @@ def _recorder(out: Path, manifest: dict[str, Any], prep: Prepared) -> RunRecorde
         frames=sc.run.frames,
         checkpoint_every=sc.run.checkpoint_every_frames,
         channel=_channel_recorder(prep, metadata),
+        compression=sc.trace.compression,
     )
 
 

@@ -104,6 +104,49 @@ def test_parts_hold_a_row_group_per_slot_and_the_in_memory_events(tmp_path, monk
     assert on_disk.combine_chunks().equals(in_memory.combine_chunks())
 
 
+def _codecs(path) -> set[str]:
+    meta = pq.ParquetFile(path).metadata
+    return {
+        meta.row_group(g).column(c).compression
+        for g in range(meta.num_row_groups)
+        for c in range(meta.num_columns)
+    }
+
+
+def test_the_trace_codec_is_the_scenarios_and_leaves_the_data_unchanged(tmp_path):
+    """``[trace] compression`` picks the parts' Parquet codec (lz4 by default); zstd and lz4 parts
+    read back as the same table."""
+    import wflsim
+
+    tables = {}
+    for codec in ("lz4", "zstd"):
+        data = base_scenario(run={"frames": 2, "slots_per_frame": 3})
+        if codec != "lz4":
+            data["trace"] = {"compression": codec}
+        out = tmp_path / codec
+        wflsim.run(data, out=out)
+        parts = sorted((out / "events").glob("part-*.parquet"))
+        assert {c for p in parts for c in _codecs(p)} == {codec.upper()}
+        tables[codec] = pa.concat_tables(pq.read_table(p) for p in parts).replace_schema_metadata(
+            None
+        )
+    assert tables["lz4"].equals(tables["zstd"])
+
+
+def test_parts_keep_statistics_of_the_key_columns_only(tmp_path):
+    """A part's row groups carry min/max statistics for time, frame, slot and device (what
+    readers filter on), and none for the other columns."""
+    import wflsim
+
+    out = tmp_path / "run"
+    wflsim.run(base_scenario(run={"frames": 1, "slots_per_frame": 3}), out=out)
+    meta = pq.ParquetFile(out / "events" / "part-000000.parquet").metadata
+    rg = meta.row_group(0)
+    with_stats = {rg.column(c).path_in_schema for c in range(meta.num_columns)
+                  if rg.column(c).is_stats_set}  # fmt: skip
+    assert with_stats == {"time_s", "frame", "slot", "device"}
+
+
 def test_small_frames_are_one_row_group(tmp_path):
     """A frame with fewer rows than a row group is written as one row group."""
     import wflsim

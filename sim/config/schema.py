@@ -204,6 +204,13 @@ class TraceConfig(Strict):
             "the deadline and stops; 'full' = p * tau_com for the whole payload (the paper's eq. 11)"
         ),
     )
+    compression: Literal["lz4", "zstd", "snappy", "none"] = Field(
+        "lz4",
+        description=(
+            "Parquet codec of the trace's parts: 'lz4' = fastest to write; 'zstd' = about a fifth "
+            "smaller files, about a third slower to write (docs/performance.md)"
+        ),
+    )
 
 
 class SchemeConfig(BaseModel):
