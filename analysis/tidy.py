@@ -330,7 +330,6 @@ def plain_dtypes(df: pd.DataFrame) -> pd.DataFrame:
 
 # --------------------------------------------------------------------------- per-run builders
 
-_DEVICE_SLOT_EVENTS = ["device_config", "decision", "energy"]
 _DECISION_COLS = [
     "slot",
     "device",
@@ -370,12 +369,29 @@ def _rows(ev: pd.DataFrame, name: str, cols: list[str]) -> pd.DataFrame:
     return plain_dtypes(sub.reset_index(drop=True))
 
 
-def device_slots_from_events(ev: pd.DataFrame) -> pd.DataFrame:
-    """The device-slot table (see :func:`device_slots`) of one run's events."""
-    en = _rows(ev, "energy", _ENERGY_COLS).rename(columns={"time_s": "end_s"})
-    de = _rows(ev, "decision", _DECISION_COLS).rename(
-        columns={"time_s": "start_s", "upload_s": "upload_planned_s"}
+def _device_slot_rows(ev: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The outcome (``energy``) and decision rows of one run, renamed for the device-slot table;
+    from a ``[trace] level = "device_slots"`` trace, split out of its ``device_slot`` rows (the
+    slot's end from its ``aggregate`` row)."""
+    if not (ev["event"] == "device_slot").any():
+        en = _rows(ev, "energy", _ENERGY_COLS).rename(columns={"time_s": "end_s"})
+        de = _rows(ev, "decision", _DECISION_COLS).rename(
+            columns={"time_s": "start_s", "upload_s": "upload_planned_s"}
+        )
+        return en, de
+    both = _rows(ev, "device_slot", sorted({*_ENERGY_COLS, *_DECISION_COLS, "upload_planned_s"}))
+    ends = _rows(ev, "aggregate", ["slot", "time_s"]).rename(columns={"time_s": "end_s"})
+    en = both[[c for c in _ENERGY_COLS if c in both and c != "time_s"]].merge(
+        ends, on="slot", how="left"
     )
+    de_cols = [c for c in _DECISION_COLS if c != "upload_s"] + ["upload_planned_s"]
+    de = both[[c for c in de_cols if c in both]].rename(columns={"time_s": "start_s"})
+    return en, de
+
+
+def device_slots_from_events(ev: pd.DataFrame) -> pd.DataFrame:
+    """The device-slot table (see :func:`device_slots`) of one run's events (either trace level)."""
+    en, de = _device_slot_rows(ev)
     cfg = _rows(ev, "device_config", ["device", "energy_budget_j"])
     df = en.merge(de, on=["slot", "device"], how="left")
     df = df.merge(cfg, on="device", how="left")
@@ -552,6 +568,7 @@ class Tidy:
 
 
 _ALL_EVENTS = [
+    "device_slot",
     "device_config",
     "position",
     "freeze",
@@ -564,7 +581,7 @@ _ALL_EVENTS = [
 
 # Every trace column the tidy tables read.
 _ALL_COLUMNS = sorted(
-    set(_DECISION_COLS + _ENERGY_COLS)
+    set(_DECISION_COLS + _ENERGY_COLS + ["upload_planned_s"])
     | {"x_m", "y_m", "expected_cost", "iterations", "energy_budget_j"}
     | {"n_participants", "n_success", "slot_duration_s", "stable_fraction", "loss", "accuracy"}
 )

@@ -39,7 +39,7 @@ from .kernels import C_END, U_END, U_START, KernelName, SlotActivity, make_kerne
 from .learner import Learner
 from .schemes.base import FrameContext, FramePlan, Scheme, SlotContext
 from .slot import FrameCosts, SlotOutcome, SlotRules
-from .trace import SCHEMA, TraceBuffer
+from .trace import SCHEMA, TraceBuffer, TraceLevel
 from .world.channel import Channel, LargeScale
 from .world.mobility import Mobility
 from .world.system import SystemConstants
@@ -63,6 +63,9 @@ class EngineConfig:
     late_upload_energy: Literal["until_deadline", "full"] = "until_deadline"
     #: the slot kernel that plays each slot's device activity out (:mod:`sim.kernels`)
     kernel: KernelName = "closed_form"
+    #: ``events``: every event; ``device_slots``: one ``device_slot`` row per device per slot in
+    #: place of its decision, compute, upload and energy rows (:mod:`sim.trace`)
+    trace_level: TraceLevel = "events"
 
 
 @dataclass
@@ -166,6 +169,8 @@ class SlotState:
     start_s: float
     outcome: SlotOutcome
     who: np.ndarray  #: the participating devices, ascending
+    #: the decision columns, written at the slot's end with the outcome (``device_slots``)
+    decision: dict[str, Any] = field(default_factory=dict)
 
 
 class Engine:
@@ -226,6 +231,7 @@ class Engine:
         self._slot: SlotState | None = None
         self._env = simpy.Environment()
         self.kernel = make_kernel(config.kernel)
+        self._events = config.trace_level == "events"  # else device_slots
         self._wall_start = 0.0  # perf_counter at the start of run(), and the wall time before it
         self._wall_before = 0.0
 
@@ -251,6 +257,7 @@ class Engine:
                     sl.outcome.compute_s,
                     sl.outcome.upload_s,
                     self.system.deadline_s,
+                    record=self._events,
                 )
                 self._slot_end(k, t, activity)
                 if self.writer is not None and self.buffer.num_rows >= self.row_group_rows:
@@ -332,27 +339,25 @@ class Engine:
             self.rules,
         )
         who = np.flatnonzero(out.participating)
-        self._slot = SlotState(slot=t, start_s=now, outcome=out, who=who)
-        self.buffer.add("slot_start", now, k, t)
-        self.buffer.add(
-            "decision",
-            now,
-            k,
-            t,
-            self._ids,
-            distance_m=fr.large.distance_m,
-            large_scale_gain=fr.large.gain,
-            channel_gain=gains.gain,
-            seen_channel_gain=gains.seen_gain,
-            gamma=fr.plan.gamma,
-            payload_bits=fr.costs.payload_bits,
-            min_tx_power_w=p_min,
-            tx_power_w=out.tx_power_w,
-            participating=out.participating,
-            compute_s=out.compute_s,
-            upload_s=out.upload_full_s,
+        decision = {
+            "distance_m": fr.large.distance_m,
+            "large_scale_gain": fr.large.gain,
+            "channel_gain": gains.gain,
+            "seen_channel_gain": gains.seen_gain,
+            "gamma": fr.plan.gamma,
+            "payload_bits": fr.costs.payload_bits,
+            "min_tx_power_w": p_min,
+            "tx_power_w": out.tx_power_w,
+            "participating": out.participating,
+            "compute_s": out.compute_s,
+            "upload_s": out.upload_full_s,
             **plan.columns,
-        )
+        }
+        self.buffer.add("slot_start", now, k, t)
+        if self._events:
+            self.buffer.add("decision", now, k, t, self._ids, **decision)
+            decision = {}
+        self._slot = SlotState(slot=t, start_s=now, outcome=out, who=who, decision=decision)
         self.learner.compute(t, who)
 
     def _slot_end(self, k: int, t: int, activity: SlotActivity) -> None:
@@ -360,7 +365,36 @@ class Engine:
         b, fr, sl = self.buffer, self._frame, self._slot
         assert fr is not None and sl is not None
         out = sl.outcome
-        self._log_activity(k, t, out, activity)
+        cols: dict[str, Any] = {}
+        weights = self.scheme.cost_weights()
+        if weights is not None:
+            x, z = slots.drift_plus_penalty(
+                out.success,
+                fr.plan.gamma,
+                self.system.devices.batch_size,
+                out.energy_j,
+                fr.queue_j,
+                *weights,
+            )
+            cols = {"conv_error": x, "cost": z}
+        outcome = {
+            "participating": out.participating,
+            "success": out.success,
+            "tx_power_w": out.tx_power_w,
+            "upload_s": out.upload_s,
+            "energy_compute_j": out.energy_compute_j,
+            "energy_upload_j": out.energy_upload_j,
+            "energy_j": out.energy_j,
+            "wasted_energy_j": out.wasted_energy_j,
+            "queue_j": out.queue_j,
+            **cols,
+        }
+        if self._events:
+            self._log_activity(k, t, out, activity)
+        else:  # the decision and the outcome in one row, at the slot's start
+            # participating and tx_power_w are the decision's; upload_s becomes the outcome's
+            row = {**sl.decision, "upload_planned_s": sl.decision["upload_s"], **outcome}
+            b.add("device_slot", sl.start_s, k, t, self._ids, **row)
         if self.rules.closes_at == "deadline":
             b.add("deadline", sl.start_s + self.system.deadline_s, k, t)
         ok = np.flatnonzero(out.success)
@@ -380,35 +414,8 @@ class Engine:
             stable_fraction=None if np.isnan(stable) else stable,
         )
         self.queue_j = out.queue_j
-        cols: dict[str, Any] = {}
-        weights = self.scheme.cost_weights()
-        if weights is not None:
-            x, z = slots.drift_plus_penalty(
-                out.success,
-                fr.plan.gamma,
-                self.system.devices.batch_size,
-                out.energy_j,
-                fr.queue_j,
-                *weights,
-            )
-            cols = {"conv_error": x, "cost": z}
-        b.add(
-            "energy",
-            now,
-            k,
-            t,
-            self._ids,
-            participating=out.participating,
-            success=out.success,
-            tx_power_w=out.tx_power_w,
-            upload_s=out.upload_s,
-            energy_compute_j=out.energy_compute_j,
-            energy_upload_j=out.energy_upload_j,
-            energy_j=out.energy_j,
-            wasted_energy_j=out.wasted_energy_j,
-            queue_j=self.queue_j,
-            **cols,
-        )
+        if self._events:
+            b.add("energy", now, k, t, self._ids, **outcome)
         self.scheme.observe(out)
         self._slot = None
 

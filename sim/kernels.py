@@ -88,6 +88,7 @@ class SlotKernel(ABC):
         compute_s: npt.NDArray[np.float64],
         upload_s: npt.NDArray[np.float64],
         deadline_s: float,
+        record: bool = True,
     ) -> SlotPlay:
         """The server's wait for one slot, as a SimPy process body (``yield from``).
 
@@ -97,6 +98,8 @@ class SlotKernel(ABC):
             compute_s: every device's compute time ``tau_cmp`` this slot, ``(N,)``, s.
             upload_s: every device's upload time (cut at the deadline if late), ``(N,)``, s.
             deadline_s: ``tau_0``, s.
+            record: False when the caller writes no device events (``[trace] level =
+                "device_slots"``): a kernel may then return an empty activity.
 
         Returns (as the generator's value), once ``env.now`` is the slot's end, i.e.
         ``max(S + tau_0, last upload's end)``: the slot's device events.
@@ -115,6 +118,7 @@ class ClosedFormKernel(SlotKernel):
         compute_s: npt.NDArray[np.float64],
         upload_s: npt.NDArray[np.float64],
         deadline_s: float,
+        record: bool = True,
     ) -> SlotPlay:
         start = float(env.now)
         m = int(who.shape[0])
@@ -131,7 +135,7 @@ class ClosedFormKernel(SlotKernel):
             yield env.timeout(float(u[last]))
         else:
             yield env.timeout(deadline_s)
-        return _event_order(start, who, c_end, u_end)
+        return _event_order(start, who, c_end, u_end) if record else SlotActivity.empty()
 
 
 def check_times(compute_s: npt.NDArray[np.float64], upload_s: npt.NDArray[np.float64]) -> None:
@@ -221,6 +225,7 @@ class EventKernel(SlotKernel):
         compute_s: npt.NDArray[np.float64],
         upload_s: npt.NDArray[np.float64],
         deadline_s: float,
+        record: bool = True,
     ) -> SlotPlay:
         if env is not self._env:
             raise RuntimeError("EventKernel.start_run was not called with this environment")

@@ -246,6 +246,7 @@ def engine_config(scenario: Scenario) -> EngineConfig:
         evaluate=scenario.learning.enabled,
         late_upload_energy=scenario.trace.late_upload_energy,
         kernel=kernel_of(scenario),
+        trace_level=scenario.trace.level,
     )
 
 

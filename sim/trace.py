@@ -19,8 +19,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-TRACE_SCHEMA_VERSION = "1"
+TRACE_SCHEMA_VERSION = "2"  # 2: the device_slot event and upload_planned_s ([trace] level)
 
+#: What a run's trace records (``[trace] level``): every event (the paper's) or, for large
+#: network studies, the device events of a slot folded into one ``device_slot`` row per device.
+TraceLevel = Literal["events", "device_slots"]
+TRACE_LEVELS: tuple[str, ...] = ("events", "device_slots")
 #: Parquet compression codecs a trace may be written with (``[trace] compression``).
 Compression = Literal["lz4", "zstd", "snappy", "none"]
 COMPRESSIONS: tuple[str, ...] = ("lz4", "zstd", "snappy", "none")
@@ -42,6 +46,7 @@ EVENTS: dict[str, str] = {
     "energy": "one per device per slot, at the slot's end: energy spent, outcome, queue after the update",
     "eval": "server: test loss and accuracy of the global model",
     "frame_end": "server: a frame ends",
+    "device_slot": "[trace] level = 'device_slots' only, in place of decision .. upload_end and energy: one per device per slot, at the slot's start: the decision and outcome columns of both",
 }
 
 # name -> (arrow type, unit, description)
@@ -121,7 +126,12 @@ COLUMNS: dict[str, tuple[pa.DataType, str, str]] = {
     "upload_s": (
         pa.float64(),
         "s",
-        "upload latency: full tau_com on decision rows, time actually transmitted on upload_end/energy rows",
+        "upload latency: full tau_com on decision rows, time actually transmitted on upload_end/energy/device_slot rows",
+    ),
+    "upload_planned_s": (
+        pa.float64(),
+        "s",
+        "device_slot rows: full upload latency tau_com of the decision (what upload_s is on decision rows)",
     ),
     "energy_compute_j": (pa.float64(), "J", "computation energy of the slot"),
     "energy_upload_j": (

@@ -53,6 +53,13 @@ def base_scenario(**sections: dict[str, Any]) -> dict[str, Any]:
     return data
 
 
+def network_only(**sections: dict[str, Any]) -> dict[str, Any]:
+    """:func:`base_scenario` with the MNIST CNN's D, network only (FjORD needs the architecture)."""
+    data = base_scenario(**sections)
+    data["learning"] = {"enabled": False, "dataset": "mnist", "model": "cnn_mnist"}
+    return data
+
+
 def run_in_memory(data: dict[str, Any], learner=None) -> tuple[pa.Table, Any]:
     """Validate, prepare and run a scenario table without writing files: (trace, stats).
 

@@ -12,20 +12,13 @@ import simpy
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import HAS_MNIST, base_scenario, run_in_memory
+from conftest import HAS_MNIST, base_scenario, network_only, run_in_memory
 from golden_runs import golden_runs
 from wflsim.sim import state
 from wflsim.sim.config.loading import validate_scenario
 from wflsim.sim.kernels import ClosedFormKernel, EventKernel, SlotActivity, make_kernel
 from wflsim.sim.run import build_engine, kernel_of, make_learner, prepare_scenario
 from wflsim.sim.schemes import SCHEMES
-
-
-def network_only(**sections: dict) -> dict:
-    """A network-only scenario whose D is the MNIST CNN's (FjORD needs the architecture)."""
-    data = base_scenario(**sections)
-    data["learning"] = {"enabled": False, "dataset": "mnist", "model": "cnn_mnist"}
-    return data
 
 
 def with_kernel(data: dict, kernel: str) -> dict:

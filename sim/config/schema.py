@@ -204,6 +204,14 @@ class TraceConfig(Strict):
             "the deadline and stops; 'full' = p * tau_com for the whole payload (the paper's eq. 11)"
         ),
     )
+    level: Literal["events", "device_slots"] = Field(
+        "events",
+        description=(
+            "'events' = one row per event (the paper's trace); 'device_slots' = the decision, "
+            "compute, upload and energy rows of a device in a slot folded into one device_slot "
+            "row (same information, about a third of the rows: for large network studies)"
+        ),
+    )
     compression: Literal["lz4", "zstd", "snappy", "none"] = Field(
         "lz4",
         description=(
