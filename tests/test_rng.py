@@ -239,3 +239,28 @@ def test_uniform_device_fields_are_drawn_from_each_devices_generator():
     index = list(_DEVICE_FIELDS).index("energy_budget_j")
     u = np.array([streams.device("device_params", n, index).random() for n in range(300)])
     np.testing.assert_array_equal(arrays.energy_budget_j, 0.3 + (0.45 - 0.3) * u)
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        {"dist": "loguniform", "low": 1e9, "high": 3e9},
+        {"dist": "choice", "values": [1e9, 2e9, 2.5e9], "probs": [0.2, 0.5, 0.3]},
+        {"dist": "normal", "mean": 2e9, "std": 3e8, "low": 1e9},
+        {"dist": "choice", "values": [1e9, 2e9]},
+    ],
+    ids=["loguniform", "choice", "normal", "choice-no-probs"],
+)
+def test_distributed_device_fields_equal_each_devices_draw(spec):
+    """Every per-device distribution resolved for all devices at once (vectorised where one
+    double decides the value) equals drawing it device by device from each device's generator."""
+    from wflsim.sim.config.distributions import draw
+    from wflsim.sim.config.resolve import _DEVICE_FIELDS, resolve_devices
+    from wflsim.sim.config.schema import DevicesConfig
+
+    cfg = DevicesConfig.model_validate({"cpu_hz": spec})
+    streams = Streams(11)
+    arrays = resolve_devices(cfg, 500, streams)
+    index = list(_DEVICE_FIELDS).index("cpu_hz")
+    want = [draw(cfg.cpu_hz, streams.device("device_params", n, index)) for n in range(500)]
+    np.testing.assert_array_equal(arrays.cpu_hz, np.array(want))

@@ -194,6 +194,25 @@ def check_bounds(spec: float | list[float] | BaseModel, bounds: Bounds) -> None:
         need(float(spec), "")
 
 
+def from_uniform(dist: Uniform | LogUniform | Choice, u: np.ndarray) -> np.ndarray:
+    """The values :func:`draw` gives for generators whose next uniform double is ``u``, ``(N,)``:
+    ``Generator.uniform(a, b)`` is ``a + (b - a) u`` and ``Generator.choice(values, p=probs)``
+    searches ``u`` in the normalised cumulative ``probs``, each from one double, so that the
+    values of a million devices are computed at once, bit for bit (``tests/test_rng.py``)."""
+    if isinstance(dist, Uniform):
+        return dist.low + (dist.high - dist.low) * u
+    if isinstance(dist, LogUniform):
+        lo, hi = np.log(dist.low), np.log(dist.high)
+        return np.exp(lo + (hi - lo) * u)
+    if dist.probs is None:
+        raise ValueError("a choice without probs draws a bounded integer, not a double")
+    probs = np.asarray(dist.probs, dtype=np.float64)
+    cdf = probs.cumsum()
+    cdf /= cdf[-1]
+    idx = cdf.searchsorted(u, side="right")
+    return np.asarray(dist.values, dtype=np.float64)[idx]
+
+
 def draw(dist: Uniform | LogUniform | Normal | Choice, rng: np.random.Generator) -> float:
     if isinstance(dist, Uniform):
         return float(rng.uniform(dist.low, dist.high))

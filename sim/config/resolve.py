@@ -14,7 +14,7 @@ from ..errors import ScenarioError
 from ..rng import Streams
 from ..world.system import DeviceArrays
 from .catalogue import DATASET_FILES, model_num_params
-from .distributions import DEVICE_BOUNDS, Uniform, draw
+from .distributions import DEVICE_BOUNDS, Choice, LogUniform, Uniform, draw, from_uniform
 from .limits import path_problem, shorten
 from .schema import DevicesConfig, LearningConfig, RunConfig, Scenario
 
@@ -50,10 +50,13 @@ def resolve_devices(cfg: DevicesConfig, num_devices: int, streams: Streams) -> D
             values = np.asarray(spec, dtype=np.float64)
         elif isinstance(spec, int | float):
             values = np.full(num_devices, float(spec))
-        elif isinstance(spec, Uniform):  # low + (high - low) u, as Generator.uniform draws it
+        elif isinstance(spec, Uniform | LogUniform) or (
+            isinstance(spec, Choice) and spec.probs is not None
+        ):
+            # each device's first uniform double, vectorised (bit for bit ``draw``'s)
             u = streams.device_uniforms("device_params", num_devices, 1, index)[:, 0]
-            values = spec.low + (spec.high - spec.low) * u
-        else:
+            values = from_uniform(spec, u)
+        else:  # normal (a ziggurat) and choice without probs (bounded integers): device by device
             values = np.array(
                 [draw(spec, streams.device("device_params", n, index)) for n in range(num_devices)]
             )
