@@ -202,7 +202,7 @@ _junk = st.one_of(
 )
 def test_bad_values_raise_scenario_error_or_validate(section, key, value):
     """Junk anywhere either prepares fine or raises ScenarioError naming a field; never another exception."""
-    from wflsim.sim.run import prepare_scenario
+    from wflsim.app.run import prepare_scenario
 
     data = base_scenario(**{section: {key: value}})
     try:
