@@ -41,7 +41,8 @@ import _common  # noqa: E402
 _common.add_repo_to_path()
 
 from wflsim.app.run import execute, prepare_scenario  # noqa: E402
-from wflsim.sim.config.loading import read_scenario_file, validate_scenario  # noqa: E402
+from wflsim.app.scenario import validate_scenario  # noqa: E402
+from wflsim.sim.config.loading import read_scenario_file  # noqa: E402
 from wflsim.sim.learner import NullLearner  # noqa: E402
 
 SCENARIO = _common.REPO / "scenarios" / "paper" / "mnist_iid.toml"

@@ -155,7 +155,8 @@ def part_wflsim(args: argparse.Namespace) -> dict:
 
         torch.set_num_threads(args.threads)
     from wflsim.app.run import execute, make_learner, prepare_scenario
-    from wflsim.sim.config.loading import read_scenario_file, validate_scenario
+    from wflsim.app.scenario import validate_scenario
+    from wflsim.sim.config.loading import read_scenario_file
 
     text, data = read_scenario_file(SCENARIO)
     data["seed"] = args.seed

@@ -52,7 +52,8 @@ import pyarrow.parquet as pq  # noqa: E402
 import simpy  # noqa: E402
 
 from wflsim.app.run import Prepared, execute, prepare_scenario  # noqa: E402
-from wflsim.sim.config.loading import read_scenario_file, validate_scenario  # noqa: E402
+from wflsim.app.scenario import validate_scenario  # noqa: E402
+from wflsim.sim.config.loading import read_scenario_file  # noqa: E402
 from wflsim.sim.learner import NullLearner  # noqa: E402
 from wflsim.sim.schemes import SCHEMES  # noqa: E402
 

@@ -4,10 +4,11 @@
 ``schemes`` (the scheme seam and the controller), ``slot`` (pure slot resolution), ``kernels``
 (slot kernels), ``engine`` (SimPy orchestration), ``trace`` (the event trace's format),
 ``rundir`` (the run folder's format and its readers), ``state`` (checkpoints), ``rng``, and
-``learner`` (the learner interface). Nothing in this package imports torch: the learning side
-lives in :mod:`models` and is reached through the :class:`sim.learner.Learner` protocol only;
-the application that runs scenarios into folders is :mod:`wflsim.app`
-(``docs/architecture.md``).
+``learner`` (the learner protocol and the network-only learner). Nothing in this package
+imports torch, nor anything of :mod:`wflsim.models`, :mod:`wflsim.analysis`, :mod:`wflsim.app`
+or :mod:`wflsim.api`: the application (:mod:`wflsim.app`) builds the learner and hands it to the
+engine, which sees it through the :class:`sim.learner.Learner` protocol only
+(``docs/architecture.md``, "Layers").
 """
 
 from wflsim._version import __version__

@@ -22,13 +22,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from wflsim.app import run as _run
+from wflsim.app.scenario import validate_scenario
 from wflsim.sim.config.limits import MAX_WORKERS, out_path_problem, shorten
-from wflsim.sim.config.loading import (
-    apply_overrides,
-    plain_value,
-    scenario_text,
-    validate_scenario,
-)
+from wflsim.sim.config.loading import apply_overrides, plain_value, scenario_text
 from wflsim.sim.config.schema import Scenario
 from wflsim.sim.engine import ProgressFn
 from wflsim.sim.errors import ScenarioError

@@ -26,12 +26,7 @@ from wflsim.sim import rundir
 from wflsim.sim import state as checkpoints
 from wflsim.sim.config.catalogue import DatasetError
 from wflsim.sim.config.derived import check_derived
-from wflsim.sim.config.loading import (
-    apply_overrides,
-    load_scenario,
-    parse_scenario_text,
-    validate_scenario,
-)
+from wflsim.sim.config.loading import apply_overrides, parse_scenario_text
 from wflsim.sim.config.resolve import (
     check_data_dir,
     check_deadline,
@@ -43,7 +38,7 @@ from wflsim.sim.config.schema import Scenario
 from wflsim.sim.engine import Engine, EngineConfig, FrameSink, ProgressFn, RunStats
 from wflsim.sim.errors import ScenarioError
 from wflsim.sim.kernels import KernelName
-from wflsim.sim.learner import Learner, NullLearner, build_learner
+from wflsim.sim.learner import Learner, NullLearner
 from wflsim.sim.rng import Streams
 from wflsim.sim.schemes import build_scheme
 from wflsim.sim.trace import EVENTS_DIR, list_parts
@@ -55,6 +50,7 @@ from wflsim.sim.world.system import DeviceArrays, SystemConstants
 from . import folders
 from .folders import check_out_dir
 from .recorder import RunRecorder
+from .scenario import check_scheme, load_scenario, validate_scenario
 
 log = logging.getLogger(__name__)
 
@@ -112,7 +108,9 @@ def prepare_scenario(
     data_dir: str | None = None,
     base_dir: Path | None = None,
 ) -> Prepared:
-    """Resolve an already validated :class:`Scenario` (devices, mobility, data directory)."""
+    """Resolve an already validated :class:`Scenario` (devices, mobility, data directory; its
+    scheme is checked against the registry first, :func:`wflsim.app.scenario.check_scheme`)."""
+    check_scheme(scenario)
     streams = Streams(scenario.seed)
     n = scenario.network.num_devices
     devices = resolve_devices(scenario.devices, n, streams)
@@ -189,12 +187,21 @@ def prepare_from_manifest(manifest: dict[str, Any], data_dir: str | None = None)
 
 
 def make_learner(prep: Prepared) -> Learner:
-    """The learner of a prepared scenario (a :class:`NullLearner` for network-only runs)."""
+    """The learner of a prepared scenario, for the engine: the PyTorch learner of
+    :mod:`wflsim.models.learner` when learning is enabled (torch is imported here, and only
+    then), else a :class:`~wflsim.sim.learner.NullLearner` (network-only runs).
+
+    Raises:
+        ScenarioError: missing data files, a dataset the catalogue does not know, a torch
+            device that is not there.
+    """
     lc = prep.scenario.learning
     if not lc.enabled:
         return NullLearner(payload_num_params(lc))
+    from wflsim.models.learner import TorchLearner
+
     try:
-        return build_learner(
+        return TorchLearner.from_config(
             dataset=lc.dataset,
             data_dir=str(prep.data_dir),
             model=lc.model,
