@@ -14,7 +14,7 @@ round to round):
   Rician fading (K = 9 dB), CSI error 0.1 and a 2-slot delay, and ``[channel] record = true``
   (the channel table written too).
 
-Throughput = devices x slots / wall seconds of ``sim.run.execute`` (the scenario is prepared
+Throughput = devices x slots / wall seconds of ``wflsim.app.run.execute`` (the scenario is prepared
 before the clock starts). The ratios are printed, never asserted. The channel changes what the
 scheme decides (with CSI error ``two_timescale`` admits devices it would have dropped, and more
 participations are more SimPy events), so the whole-run ratio of ``two_timescale`` mixes the
@@ -40,9 +40,10 @@ import _common  # noqa: E402
 
 _common.add_repo_to_path()
 
-from wflsim.sim.config.loading import read_scenario_file, validate_scenario  # noqa: E402
+from wflsim.app.run import execute, prepare_scenario  # noqa: E402
+from wflsim.app.scenario import validate_scenario  # noqa: E402
+from wflsim.sim.config.loading import read_scenario_file  # noqa: E402
 from wflsim.sim.learner import NullLearner  # noqa: E402
-from wflsim.sim.run import execute, prepare_scenario  # noqa: E402
 
 SCENARIO = _common.REPO / "scenarios" / "paper" / "mnist_iid.toml"
 NUM_PARAMS = 440_812
@@ -118,7 +119,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     for name in args.variants:
         print(f"  {name}: [channel] = {CHANNELS[name] or '(defaults: the paper)'}")
-    what = "the channel's calls only (--component)" if args.component else "sim.run.execute"
+    what = "the channel's calls only (--component)" if args.component else "wflsim.app.run.execute"
     print(f"timed: {what}; rounds: {args.warmup} warm-up + {args.reps} recorded, order rotating\n")
     root = Path(tempfile.mkdtemp(prefix="wflsim-chan-", dir=args.tmp_dir))
     counter = {"i": 0}

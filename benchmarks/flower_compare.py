@@ -6,7 +6,7 @@ server averages weighted by the batch sizes and takes one SGD step (lr 0.05): Fe
 CNN (``cnn_mnist``, 440,812 parameters), CPU. The global model is evaluated on the 10,000 test
 samples before the first and after the last round, on both sides.
 
-* ``wflsim``: ``sim.run`` (``prepare_scenario`` + ``make_learner`` + ``execute``) on
+* ``wflsim``: ``wflsim.app.run`` (``prepare_scenario`` + ``make_learner`` + ``execute``) on
   ``scenarios/paper/mnist_iid.toml`` with the ``ideal`` scheme (no freezing, no outage: every
   client's update is aggregated, as in Flower), one frame of ``--rounds`` slots,
   ``eval_every_slots = --rounds``. The network side is included: channels, powers, SimPy
@@ -154,8 +154,9 @@ def part_wflsim(args: argparse.Namespace) -> dict:
         import torch
 
         torch.set_num_threads(args.threads)
-    from wflsim.sim.config.loading import read_scenario_file, validate_scenario
-    from wflsim.sim.run import execute, make_learner, prepare_scenario
+    from wflsim.app.run import execute, make_learner, prepare_scenario
+    from wflsim.app.scenario import validate_scenario
+    from wflsim.sim.config.loading import read_scenario_file
 
     text, data = read_scenario_file(SCENARIO)
     data["seed"] = args.seed

@@ -7,7 +7,7 @@ and ``--slots`` slots (default 100, frames of 20), network only (``learning.enab
 ``two_timescale``, the paper's scheme, and ``fixed_power``, where every device participates in
 every slot).
 
-* ``wflsim``: ``sim.run.execute`` on the prepared scenario, once per slot kernel of
+* ``wflsim``: ``wflsim.app.run.execute`` on the prepared scenario, once per slot kernel of
   ``--kernels`` (default both: ``closed_form``, every device event in closed form with the SimPy
   server alone; ``event``, one SimPy process per device): channels, the scheme's decisions
   (for ``two_timescale`` the per-frame MM controller, vectorised over devices), the SimPy server
@@ -51,9 +51,10 @@ import pyarrow.compute as pc  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 import simpy  # noqa: E402
 
-from wflsim.sim.config.loading import read_scenario_file, validate_scenario  # noqa: E402
+from wflsim.app.run import Prepared, execute, prepare_scenario  # noqa: E402
+from wflsim.app.scenario import validate_scenario  # noqa: E402
+from wflsim.sim.config.loading import read_scenario_file  # noqa: E402
 from wflsim.sim.learner import NullLearner  # noqa: E402
-from wflsim.sim.run import Prepared, execute, prepare_scenario  # noqa: E402
 from wflsim.sim.schemes import SCHEMES  # noqa: E402
 
 SCENARIO = _common.REPO / "scenarios" / "paper" / "mnist_iid.toml"

@@ -9,5 +9,6 @@
   participating devices' gradients in one ``torch.func.vmap`` call (implements
   :class:`sim.learner.Learner`).
 
-Only this package imports torch; ``sim`` imports it lazily through ``sim.learner.build_learner``.
+Only this package imports torch; the application builds the learner
+(:func:`wflsim.app.run.make_learner`) and hands it to ``sim``'s engine.
 """

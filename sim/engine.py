@@ -137,7 +137,7 @@ ProgressFn = Callable[[int, RunStats], None]
 
 class FrameSink(Protocol):
     """Where a run's trace goes, slot by slot and frame by frame
-    (:class:`sim.recorder.RunRecorder`)."""
+    (:class:`wflsim.app.recorder.RunRecorder`)."""
 
     def slot_done(self, engine: Engine, frame: int, buffer: TraceBuffer) -> None:
         """A slot of frame ``frame`` is complete; ``buffer`` holds the rows since the last call

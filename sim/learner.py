@@ -1,8 +1,9 @@
 """The engine's view of the learning side: the :class:`Learner` protocol and a network-only learner.
 
-The real learner (:class:`models.learner.TorchLearner`) lives in :mod:`models` and is imported
-lazily by :func:`build_learner`, so ``sim`` never imports torch and a network-only run does not
-need it.
+The real learner (:class:`models.learner.TorchLearner`) lives in :mod:`models`; the application
+builds it (:func:`wflsim.app.run.make_learner`, which imports torch only when learning is enabled)
+and hands it to the :class:`~sim.engine.Engine`, so ``sim`` never imports torch or
+:mod:`models`, and a network-only run does not need them.
 
 Call order within a run (device indices are 0-based ``int64`` numpy arrays):
 
@@ -29,7 +30,6 @@ Call order within a run (device indices are 0-based ``int64`` numpy arrays):
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
@@ -74,8 +74,12 @@ class Learner(Protocol):
     #: ``D``: parameters counted in the payload ``S = bits_per_param * D`` (BatchNorm statistics
     #: are not counted).
     num_params: int
-    stable_fraction: float
     num_samples: np.ndarray | None
+
+    @property
+    def stable_fraction(self) -> float:
+        """Read by the engine after every ``apply`` (a property or a plain attribute)."""
+        ...
 
     def set_update_rule(self, rule: UpdateRuleSpec) -> None: ...
 
@@ -142,10 +146,3 @@ class NullLearner:
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Nothing to restore."""
-
-
-def build_learner(**kwargs: Any) -> Learner:
-    """Build the PyTorch learner (imports :mod:`models` lazily; see ``models.learner``)."""
-    module = importlib.import_module("wflsim.models.learner")
-    learner: Learner = module.TorchLearner.from_config(**kwargs)
-    return learner

@@ -66,7 +66,7 @@ def run_in_memory(data: dict[str, Any], learner=None) -> tuple[pa.Table, Any]:
     ``wflsim.run(data)`` gives the same events as a DataFrame; the tests want the Arrow table
     and the engine's totals."""
     import wflsim
-    from wflsim.sim.run import build_engine, make_learner
+    from wflsim.app.run import build_engine, make_learner
 
     prep = wflsim.prepare(data)
     engine = build_engine(prep, learner if learner is not None else make_learner(prep))

@@ -17,8 +17,8 @@ from scipy import stats as st
 from conftest import base_scenario
 from wflsim.analysis import channel, figures
 from wflsim.analysis.tidy import SCHEME_LABELS
+from wflsim.app.run import execute, make_learner, prepare_scenario
 from wflsim.sim.config.loading import validate_scenario
-from wflsim.sim.run import execute, make_learner, prepare_scenario
 
 PAPER = dict(
     run={"frames": 20, "slots_per_frame": 20, "deadline_s": 0.8},

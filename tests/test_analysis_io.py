@@ -7,8 +7,8 @@ import pytest
 
 from conftest import base_scenario
 from wflsim.analysis import load_events, load_manifest, read_metadata
+from wflsim.app.run import execute, make_learner, prepare_scenario
 from wflsim.sim.config.loading import validate_scenario
-from wflsim.sim.run import execute, make_learner, prepare_scenario
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 import wflsim
 from conftest import REPO, base_scenario
 from wflsim.analysis.io import load_events
-from wflsim.sim.cli import main
+from wflsim.app.cli import main
 from wflsim.sim.config.loading import scenario_text, validate_scenario
 from wflsim.sim.errors import ScenarioError
 

@@ -1,4 +1,12 @@
-"""The package layout keeps its promises: sim is torch-free, and no module-level import cycles."""
+"""The package layout keeps its promises: every import points down the layers, sim is torch-free,
+and there is no module-level import cycle.
+
+Layers, bottom to top (docs/architecture.md, "Layers"): ``wflsim.sim`` < ``wflsim.models`` and
+``wflsim.analysis`` < ``wflsim.app`` < ``wflsim.api`` (and the package root ``wflsim``, which
+re-exports the API). ``wflsim._version`` sits below them all. The layer tests read every import
+of every module: at module level, inside functions, under ``if TYPE_CHECKING:`` and as
+``importlib.import_module("...")`` with a literal name.
+"""
 
 from __future__ import annotations
 
@@ -9,45 +17,82 @@ from pathlib import Path
 
 from conftest import REPO
 
+#: The top-level folders linked into ``wflsim/`` as its subpackages.
 PACKAGES = ("sim", "models", "analysis")
 #: What models may import of sim: the torch-free catalogue data (datasets, models, layer tables).
-ALLOWED_SIM = {
+MODELS_USE_OF_SIM = {
     "wflsim.sim",
     "wflsim.sim.config",
     "wflsim.sim.config.catalogue",
     "wflsim.sim.config.architectures",
 }
+#: What analysis may import of sim: the one-line error of its refusals and the run folder's
+#: format and readers (``read_manifest``, ``liveness``, ``link_error``).
+ANALYSIS_USE_OF_SIM = {"wflsim.sim", "wflsim.sim.errors", "wflsim.sim.rundir"}
+#: Every layer of the package, and the package root's modules that are not a layer's.
+LAYERS = {"version", "sim", "models", "analysis", "app", "api", "root"}
 
 
 def _module_name(path: Path) -> str:
     rel = path.relative_to(REPO).with_suffix("")
-    parts = rel.parts[:-1] if rel.name == "__init__" else rel.parts
-    return ".".join(("wflsim", *parts))
+    parts = rel.parts if rel.parts[0] == "wflsim" else ("wflsim", *rel.parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def _module_level_imports(path: Path, modules: set[str]) -> set[str]:
-    """Modules imported at module level (not inside functions or ``if TYPE_CHECKING:``);
-    ``from pkg import sub`` counts as an import of the module ``pkg.sub`` where there is one."""
-    tree = ast.parse(path.read_text())
+def _files() -> list[Path]:
+    """Every source file of the package: ``wflsim/``'s own (the API, the application, ...) and
+    the linked folders' through their real paths."""
+    root = REPO / "wflsim"
+    own = [p for p in root.rglob("*.py") if p.relative_to(root).parts[0] not in PACKAGES]
+    return [*own, *(p for pkg in PACKAGES for p in (REPO / pkg).rglob("*.py"))]
+
+
+def _layer(module: str) -> str:
+    """The layer of a module of the package: ``version``, ``sim``, ``models``, ``analysis``,
+    ``app``, ``api`` or ``root`` (``wflsim`` itself and ``wflsim.__main__``)."""
+    if module == "wflsim._version":
+        return "version"
+    if module in ("wflsim", "wflsim.__main__"):
+        return "root"
+    return module.split(".")[1]
+
+
+def _imported(node: ast.AST, package: str, modules: set[str]) -> set[str]:
+    """The modules one statement or call imports; ``from pkg import sub`` counts as an import
+    of the module ``pkg.sub`` where there is one, a relative import is resolved in ``package``."""
+    if isinstance(node, ast.Import):
+        return {a.name for a in node.names}
+    if isinstance(node, ast.ImportFrom):
+        base = node.module or ""
+        if node.level:
+            parts = package.split(".")
+            base = ".".join(parts[: len(parts) - node.level + 1] + [base]).strip(".")
+        return {f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base for a in node.names}
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute | ast.Name)
+        and getattr(node.func, "attr", getattr(node.func, "id", None))
+        in ("import_module", "__import__")
+        and node.args
+        and isinstance(node.args[0], ast.Constant)
+        and isinstance(node.args[0].value, str)
+    ):
+        return {node.args[0].value}
+    return set()
+
+
+def _imports(source: str, package: str, modules: set[str], everywhere: bool) -> set[str]:
+    """Modules ``source`` imports: every import anywhere (``everywhere``), or those run at module
+    level only (not inside functions or ``if TYPE_CHECKING:``)."""
+    tree = ast.parse(source)
+    if everywhere:
+        return {m for node in ast.walk(tree) for m in _imported(node, package, modules)}
     found: set[str] = set()
-    package = (
-        _module_name(path) if path.name == "__init__.py" else _module_name(path).rpartition(".")[0]
-    )
 
     def visit(nodes: list[ast.stmt]) -> None:
         for node in nodes:
-            if isinstance(node, ast.Import):
-                found.update(a.name for a in node.names)
-            elif isinstance(node, ast.ImportFrom):
-                base = node.module or ""
-                if node.level:
-                    base = ".".join(
-                        package.split(".")[: len(package.split(".")) - node.level + 1] + [base]
-                    ).strip(".")
-                for a in node.names:
-                    sub = f"{base}.{a.name}"
-                    found.add(sub if sub in modules else base)
-            elif isinstance(node, ast.If):
+            found.update(_imported(node, package, modules))
+            if isinstance(node, ast.If):
                 if not (isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING"):
                     visit(node.body)
                     visit(node.orelse)
@@ -58,33 +103,124 @@ def _module_level_imports(path: Path, modules: set[str]) -> set[str]:
     return found
 
 
-def _graph() -> dict[str, set[str]]:
-    files = [p for pkg in PACKAGES for p in (REPO / pkg).rglob("*.py")]
-    modules = {_module_name(p): p for p in files}
+def _graph(everywhere: bool = True) -> dict[str, set[str]]:
+    """Module -> the modules of the package it imports (``everywhere``: wherever the import is;
+    else at module level)."""
+    paths = {_module_name(p): p for p in _files()}
+    modules = set(paths)
     graph = {}
-    for name, path in modules.items():
-        deps = _module_level_imports(path, set(modules))
+    for name, path in paths.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        deps = _imports(path.read_text(), package, modules, everywhere)
         graph[name] = {m for m in deps if m in modules and m != name}
     return graph
 
 
-def test_sim_never_imports_torch_models_or_analysis():
-    """Importing every sim module (and running a network-only scenario) loads no torch, models or analysis."""
-    modules = sorted(m for m in _graph() if m.split(".")[1] == "sim")
-    code = (
-        "import importlib, sys; sys.path.insert(0, 'tests');"
-        f"[importlib.import_module(m) for m in {modules!r}];"
-        "from conftest import base_scenario, run_in_memory; run_in_memory(base_scenario());"
-        "bad = sorted(m for m in sys.modules if m.split('.')[0] == 'torch' or m.startswith(('wflsim.models', 'wflsim.analysis')));"
+def _foreign(layer: str) -> dict[str, set[str]]:
+    """Each module of ``layer`` -> what it imports of other layers (``wflsim._version`` aside)."""
+    return {
+        name: {d for d in deps if _layer(d) not in (layer, "version")}
+        for name, deps in _graph().items()
+        if _layer(name) == layer
+    }
+
+
+def _violations(layer: str, allowed: set[str]) -> dict[str, set[str]]:
+    """Modules of ``layer`` that import anything of another layer outside ``allowed``."""
+    found = {name: deps - allowed for name, deps in _foreign(layer).items()}
+    return {name: deps for name, deps in found.items() if deps}
+
+
+def test_the_import_graph_holds_every_layer():
+    """The graph holds modules of sim, models, analysis, app, the API, the root and the version."""
+    assert {_layer(m) for m in _graph()} == LAYERS
+
+
+def test_the_scanner_sees_imports_inside_functions_type_checking_and_import_module():
+    """Imports in a function, under TYPE_CHECKING and through import_module("...") are found."""
+    source = (
+        "import importlib\nfrom typing import TYPE_CHECKING\n"
+        "if TYPE_CHECKING:\n    from wflsim.app import run\n"
+        "def f():\n    import wflsim.models.learner\n"
+        "    return importlib.import_module('wflsim.analysis.tidy')\n"
+    )
+    modules = {"wflsim.app.run", "wflsim.models.learner", "wflsim.analysis.tidy"}
+    assert _imports(source, "wflsim.sim", modules, everywhere=True) >= modules
+
+
+def test_the_module_level_scanner_skips_functions_and_type_checking():
+    """The module-level scanner (of the cycle test) leaves out function bodies and TYPE_CHECKING."""
+    source = (
+        "from typing import TYPE_CHECKING\nimport wflsim.sim.rng\n"
+        "if TYPE_CHECKING:\n    from wflsim.app import run\n"
+        "def f():\n    import wflsim.models.learner\n"
+    )
+    modules = {"wflsim.sim.rng", "wflsim.app.run", "wflsim.models.learner"}
+    assert _imports(source, "wflsim.sim", modules, everywhere=False) & modules == {"wflsim.sim.rng"}
+
+
+def test_sim_imports_nothing_of_models_analysis_app_or_the_api():
+    """No sim module imports anything of models, analysis, app, the API or the root, anywhere."""
+    assert not _violations("sim", set())
+
+
+def test_models_imports_of_sim_only_the_catalogue():
+    """models imports of the other layers only sim's catalogue and layer tables, anywhere."""
+    assert not _violations("models", MODELS_USE_OF_SIM)
+
+
+def test_analysis_imports_of_sim_only_the_run_folder_format_and_errors():
+    """analysis imports of the other layers only sim.rundir and sim.errors, anywhere."""
+    assert not _violations("analysis", ANALYSIS_USE_OF_SIM)
+
+
+def test_app_never_imports_the_api():
+    """No app module imports the API or the package root (which re-exports it), anywhere."""
+    assert not {
+        n: d for n, d in _foreign("app").items() if {_layer(m) for m in d} & {"api", "root"}
+    }
+
+
+def test_sim_never_names_torch():
+    """No sim module imports torch or torchvision, anywhere (not even inside a function)."""
+    found = {}
+    for path in (REPO / "sim").rglob("*.py"):
+        names = _imports(path.read_text(), "wflsim.sim", set(), everywhere=True)
+        roots = {m.split(".")[0] for m in names} & {"torch", "torchvision"}
+        if roots:
+            found[_module_name(path)] = roots
+    assert not found
+
+
+def _loads_none_of(code: str, packages: tuple[str, ...]) -> None:
+    """Run ``code`` in a fresh interpreter (in the repository, ``tests/`` on the path); fail if
+    it loaded torch or a module of ``packages``."""
+    check = (
+        "bad = sorted(m for m in sys.modules"
+        f" if m.split('.')[0] == 'torch' or m.startswith({packages!r}));"
         "assert not bad, bad"
     )
-    res = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True)
+    full = f"import importlib, sys; sys.path.insert(0, 'tests'); {code}; {check}"
+    res = subprocess.run([sys.executable, "-c", full], cwd=REPO, capture_output=True, text=True)
     assert res.returncode == 0, res.stderr
 
 
+def test_importing_sim_loads_nothing_above_it():
+    """Importing every sim module loads no torch, models, analysis, app or API."""
+    modules = sorted(m for m in _graph() if _layer(m) == "sim")
+    above = ("wflsim.models", "wflsim.analysis", "wflsim.app", "wflsim.api")
+    _loads_none_of(f"[importlib.import_module(m) for m in {modules!r}]", above)
+
+
+def test_a_network_only_run_loads_no_torch_models_or_analysis():
+    """Running a network-only scenario in memory loads no torch, models or analysis."""
+    run = "from conftest import base_scenario, run_in_memory; run_in_memory(base_scenario())"
+    _loads_none_of(run, ("wflsim.models", "wflsim.analysis"))
+
+
 def test_no_module_level_import_cycles():
-    """The module-level import graph of sim, models and analysis has no cycle."""
-    graph = _graph()
+    """The module-level import graph of the package has no cycle."""
+    graph = _graph(everywhere=False)
     state: dict[str, int] = {}
     stack: list[str] = []
     cycles: list[list[str]] = []
@@ -104,12 +240,3 @@ def test_no_module_level_import_cycles():
         if node not in state:
             dfs(node)
     assert not cycles, cycles
-
-
-def test_models_depend_on_sim_only_through_the_catalogue():
-    """models imports nothing of sim at module level but the torch-free catalogue and layer
-    tables (sim.config.catalogue, sim.config.architectures)."""
-    for name, deps in _graph().items():
-        if name.split(".")[1] == "models":
-            sim_deps = {d for d in deps if d.split(".")[1] == "sim"}
-            assert sim_deps <= ALLOWED_SIM, (name, sim_deps)

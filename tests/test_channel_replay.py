@@ -16,11 +16,11 @@ from hypothesis import strategies as st
 
 from conftest import base_scenario, events
 from wflsim.analysis.io import events_files
-from wflsim.sim.cli import main
+from wflsim.app.cli import main
+from wflsim.app.run import build_engine, execute, make_learner, prepare_scenario
 from wflsim.sim.config.loading import validate_scenario
 from wflsim.sim.errors import ScenarioError
 from wflsim.sim.learner import NullLearner
-from wflsim.sim.run import build_engine, execute, make_learner, prepare_scenario
 from wflsim.sim.world.channel.record import COLUMNS
 
 FRAMES, T, N = 3, 4, 5
@@ -310,8 +310,8 @@ def test_no_recording_without_record_and_overwrite_replaces_a_recording(tmp_path
 def test_a_failed_recording_run_resumes_to_the_uninterrupted_channel_table(tmp_path, monkeypatch):
     """A recording run that fails in frame 2 and is resumed writes the same channel parts (and
     events) as the uninterrupted run."""
+    from wflsim.app.run import resume
     from wflsim.sim.engine import Engine
-    from wflsim.sim.run import resume
 
     data = scenario(**CHANNEL, record=True)
     whole = tmp_path / "whole"

@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from conftest import REPO
-from wflsim.sim.cli import main
+from wflsim.app.cli import main
 
 QUICK = REPO / "scenarios" / "quickstart.toml"
 MNIST = REPO / "scenarios" / "mnist_ideal.toml"
@@ -193,7 +193,7 @@ def test_mnist_ideal_short_run_learns(tmp_path, data_dir):
 
 
 def test_python_module_entry_point(tmp_path):
-    """python -m wflsim.sim.cli works like the console script."""
+    """python -m wflsim.app.cli works like the console script."""
     res = subprocess.run(
         [sys.executable, "-m", "wflsim", "validate", str(QUICK)],
         capture_output=True,
@@ -300,7 +300,7 @@ def test_summary_notes_energy_above_every_budget(tmp_path, capsys):
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
-    """``python -m wflsim.sim.cli ARGS`` in a fresh process (its own logging setup)."""
+    """``python -m wflsim.app.cli ARGS`` in a fresh process (its own logging setup)."""
     return subprocess.run(
         [sys.executable, "-m", "wflsim", *args],
         capture_output=True,
@@ -342,7 +342,7 @@ def test_log_level_reaches_the_sweep_workers(tmp_path):
         str(tmp_path / "sw"),
     )
     assert res.returncode == 0, res.stderr
-    points = [ln for ln in res.stderr.splitlines() if "sim.sweep: point" in ln]
+    points = [ln for ln in res.stderr.splitlines() if "app.sweep: point" in ln]
     assert len(points) == 2
     assert len({ln.split("[")[1].split("]")[0] for ln in points}) == 2  # two processes
     assert "checkpoint after frame 2" in res.stderr

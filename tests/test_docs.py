@@ -94,3 +94,14 @@ def test_channel_table_layout_is_documented():
 
     doc = (REPO / "docs" / "scenario.md").read_text()
     assert markdown_table() in doc
+
+
+def test_docs_name_existing_source_files():
+    """Every source file path (sim/..., wflsim/app/..., tests/...) named in README.md, docs/ and
+    benchmarks/README.md exists."""
+    docs = [REPO / "README.md", REPO / "benchmarks" / "README.md", *(REPO / "docs").glob("*.md")]
+    pattern = r"\b((?:sim|models|analysis|wflsim|tests|benchmarks)/[\w/]+\.py)\b"
+    named = {path for doc in docs for path in re.findall(pattern, doc.read_text())}
+    assert named
+    missing = sorted(path for path in named if not (REPO / path).is_file())
+    assert not missing, missing

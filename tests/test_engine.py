@@ -106,8 +106,8 @@ def test_engine_built_from_parts_closes_slots_at_the_systems_deadline():
     import dataclasses
 
     import wflsim
+    from wflsim.app.run import engine_config
     from wflsim.sim.engine import Engine
-    from wflsim.sim.run import engine_config
     from wflsim.sim.schemes.registry import build_scheme
 
     prep = wflsim.prepare(_outage_scenario(frames=2))

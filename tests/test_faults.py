@@ -1,7 +1,7 @@
 """Fault injection on real `wflsim` processes: SIGKILL at random instants then --resume, a full
 disk, concurrent runs on one folder, interrupted and killed sweeps.
 
-Every test runs the command line in subprocesses (``python -m wflsim.sim.cli``) on tiny scenarios and
+Every test runs the command line in subprocesses (``python -m wflsim.app.cli``) on tiny scenarios and
 checks the promise of the run folder: a kill loses at most the frame in flight, a resumed run's
 events equal the uninterrupted run's, and every failure is one line with the documented code.
 """
@@ -82,7 +82,7 @@ V = 100.0
 
 
 def start(*args: str, **kw) -> subprocess.Popen:
-    """``python -m wflsim.sim.cli ARGS`` in the background (stdout and stderr captured)."""
+    """``python -m wflsim.app.cli ARGS`` in the background (stdout and stderr captured)."""
     return subprocess.Popen(
         [sys.executable, "-m", "wflsim", *args],
         env=ENV,
@@ -94,7 +94,7 @@ def start(*args: str, **kw) -> subprocess.Popen:
 
 
 def wflsim(*args: str, timeout: float = 240) -> subprocess.CompletedProcess:
-    """``python -m wflsim.sim.cli ARGS`` to completion."""
+    """``python -m wflsim.app.cli ARGS`` to completion."""
     return subprocess.run(
         [sys.executable, "-m", "wflsim", *args],
         env=ENV,
@@ -224,7 +224,7 @@ DISK_FULL_CHILD = """
 import json, resource, sys, time
 from pathlib import Path
 from wflsim.sim.engine import Engine
-from wflsim.sim.cli import main
+from wflsim.app.cli import main
 
 out = Path(sys.argv[2])
 original = Engine._frame_start
@@ -293,7 +293,7 @@ def test_simultaneous_starts_on_one_folder_give_one_run(tmp_path):
 SLOW_CHILD = """
 import sys, time
 from wflsim.sim.engine import Engine
-from wflsim.sim.cli import main
+from wflsim.app.cli import main
 
 original = Engine._frame_start
 
@@ -309,7 +309,7 @@ sys.exit(main(["run", sys.argv[1], "--out", sys.argv[2], "--quiet"]))
 def test_second_writer_is_refused_while_a_run_is_live(tmp_path, capsys):
     """While a run writes a folder, --overwrite and --resume into it exit 2 ('in use') and the
     live run completes unharmed."""
-    from wflsim.sim.cli import main
+    from wflsim.app.cli import main
 
     text = NETWORK.format(frames=30, scheme="two_timescale")
     path = tmp_path / "s.toml"

@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import REPO
-from wflsim.sim.cli import main
+from wflsim.app.cli import main
 from wflsim.sim.errors import ScenarioError
 
 S = REPO / "scenarios" / "paper" / "mnist_noniid.toml"
@@ -130,7 +130,7 @@ def _toml(value: object) -> str:
 def test_run_sweep_and_api_refuse_the_same_wrong_types(tmp_path_factory, case):
     """A wrong type is refused naming the field by `validate`, by a sweep's grid and by the API."""
     import wflsim
-    from wflsim.sim.sweep import plan_sweep
+    from wflsim.app.sweep import plan_sweep
 
     field, value = case
     override = f"{field}={_toml(value)}"
@@ -225,7 +225,7 @@ def test_an_api_out_under_a_file_raises_a_scenario_error(tmp_path):
 
 def test_seed_ranges_over_the_cap_are_refused_without_building_them():
     """`--seeds` over 10,000 seeds is refused from the range's ends, not by listing it."""
-    from wflsim.sim.sweep import parse_seeds
+    from wflsim.app.sweep import parse_seeds
 
     with pytest.raises(ScenarioError):  # a small case first: the old code would list it
         parse_seeds("0-20000")
@@ -236,7 +236,7 @@ def test_seed_ranges_over_the_cap_are_refused_without_building_them():
 
 def test_a_billion_seeds_on_the_command_line_is_exit_2(tmp_path):
     """`wflsim sweep --seeds 0-1000000000`: exit 2 naming --seeds (it was a MemoryError)."""
-    from wflsim.sim.sweep import parse_seeds
+    from wflsim.app.sweep import parse_seeds
 
     with pytest.raises(ScenarioError):  # the cap exists (else the command would eat memory)
         parse_seeds("0-20000")
@@ -363,7 +363,7 @@ def test_distribution_parameters_are_bounded_and_ordered(spec):
 
 def test_a_grid_over_the_cap_is_refused_before_planning():
     """A grid of 101 x 100 points is refused (a sweep has at most 10,000 runs)."""
-    from wflsim.sim.sweep import expand, parse_grid
+    from wflsim.app.sweep import expand, parse_grid
 
     values = ",".join(str(v) for v in range(1, 102))
     grid = parse_grid([f"scheme.V={values}", f"scheme.max_iter={values[: values.index(',101')]}"])
@@ -374,7 +374,7 @@ def test_a_grid_over_the_cap_is_refused_before_planning():
 
 def test_a_2000_by_2000_grid_is_exit_2_at_once(tmp_path):
     """`--grid` of 2000 x 2000 values is exit 2 without planning 4,000,000 points."""
-    from wflsim.sim.sweep import expand, parse_grid
+    from wflsim.app.sweep import expand, parse_grid
 
     with pytest.raises(ScenarioError):  # the cap exists (else planning would take minutes)
         expand(parse_grid(["scheme.V=" + ",".join(str(v) for v in range(10_001))]), [0])

@@ -28,7 +28,7 @@ import json, resource, sys, time
 from pathlib import Path
 
 from wflsim.models.data import read_cifar_batch
-from wflsim.sim.cli import main
+from wflsim.app.cli import main
 from wflsim.sim.config.catalogue import DatasetError
 
 

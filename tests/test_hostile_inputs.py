@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import REPO, Py2Array, write_fake_cifar
-from wflsim.sim.cli import main
+from wflsim.app.cli import main
 from wflsim.sim.config.catalogue import DatasetError
 
 CIFAR_SCENARIO = REPO / "scenarios" / "paper" / "cifar10_noniid.toml"

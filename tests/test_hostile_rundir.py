@@ -47,7 +47,7 @@ V = 10.0
 FAIL_CHILD = """
 import sys
 from wflsim.sim.engine import Engine
-from wflsim.sim.cli import main
+from wflsim.app.cli import main
 
 original = Engine._frame_start
 stop = int(sys.argv[3])
@@ -64,8 +64,8 @@ sys.exit(main(["run", sys.argv[1], "--out", sys.argv[2], "--quiet", *sys.argv[4:
 #: ``wflsim run SCENARIO --out OUT`` on a disk that is full when the first manifest is written.
 FULL_DISK_CHILD = """
 import errno, sys
-from wflsim.sim.recorder import RunRecorder
-from wflsim.sim.cli import main
+from wflsim.app.recorder import RunRecorder
+from wflsim.app.cli import main
 
 def write_manifest(self, **updates):
     raise OSError(errno.ENOSPC, "No space left on device")
@@ -77,8 +77,8 @@ sys.exit(main(["run", sys.argv[1], "--out", sys.argv[2], "--quiet"]))
 #: ``wflsim run SCENARIO --out OUT`` killed (os._exit) as it writes its checkpoint of frame 3.
 KILL_AT_CHECKPOINT_CHILD = """
 import os, sys
-import wflsim.sim.recorder as recorder
-from wflsim.sim.cli import main
+import wflsim.app.recorder as recorder
+from wflsim.app.cli import main
 
 original = recorder.write_atomic
 seen = []
@@ -98,7 +98,7 @@ sys.exit(main(["run", sys.argv[1], "--out", sys.argv[2], "--quiet"]))
 SLOW_SWEEP_CHILD = """
 import sys, time
 from wflsim.sim.engine import Engine
-from wflsim.sim.cli import main
+from wflsim.app.cli import main
 
 original = Engine._frame_start
 

@@ -14,10 +14,10 @@ from hypothesis import strategies as st
 
 from conftest import HAS_MNIST, base_scenario, network_only, run_in_memory
 from golden_runs import golden_runs
+from wflsim.app.run import build_engine, kernel_of, make_learner, prepare_scenario
 from wflsim.sim import state
 from wflsim.sim.config.loading import validate_scenario
 from wflsim.sim.kernels import ClosedFormKernel, EventKernel, SlotActivity, make_kernel
-from wflsim.sim.run import build_engine, kernel_of, make_learner, prepare_scenario
 from wflsim.sim.schemes import SCHEMES
 
 

@@ -14,7 +14,7 @@ from torch.nn.utils import parameters_to_vector, vector_to_parameters
 from wflsim.models.data import partition
 from wflsim.models.learner import Freezing, TorchLearner, freeze_masks, stability_scores
 from wflsim.models.learner.gradients import GradientPaths
-from wflsim.sim.learner import Learner, UpdateRuleSpec, build_learner
+from wflsim.sim.learner import Learner, NullLearner, UpdateRuleSpec
 from wflsim.sim.rng import Streams
 
 # ----------------------------------------------------------------------------- helpers
@@ -485,21 +485,27 @@ def digits_learner(seed: int, **kwargs) -> TorchLearner:
     return TorchLearner.from_config(**config)
 
 
-def test_build_learner_implements_the_protocol() -> None:
-    """sim.learner.build_learner returns a TorchLearner that satisfies the Learner protocol."""
-    learner = build_learner(
-        dataset="digits",
-        data_dir=None,
-        model="mlp",
-        partition="dirichlet",
-        dirichlet_alpha=0.5,
-        batch_sizes=np.full(5, 8),
-        lr=0.1,
-        total_slots=10,
-        streams=Streams(0),
-    )
+def test_the_application_builds_a_torch_learner_that_implements_the_protocol() -> None:
+    """wflsim.app.run.make_learner of a learning scenario returns a TorchLearner that
+    satisfies the Learner protocol."""
+    import wflsim
+    from golden_runs import digits
+    from wflsim.app.run import make_learner
+
+    learner = make_learner(wflsim.prepare(digits("two_timescale", 0)))
     assert isinstance(learner, TorchLearner) and isinstance(learner, Learner)
     assert learner.num_params == 9610
+
+
+def test_the_application_builds_a_null_learner_without_learning() -> None:
+    """wflsim.app.run.make_learner of a network-only scenario returns a NullLearner with the
+    scenario's D."""
+    import wflsim
+    from conftest import base_scenario
+    from wflsim.app.run import make_learner
+
+    learner = make_learner(wflsim.prepare(base_scenario()))
+    assert isinstance(learner, NullLearner) and learner.num_params == 100_000
 
 
 def test_init_does_not_touch_the_global_torch_rng() -> None:

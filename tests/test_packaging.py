@@ -65,9 +65,12 @@ def _wheel_files(wheel: Path) -> set[str]:
 
 
 def test_wheel_ships_every_source_file(wheel: Path):
-    """Every .py file of sim/, models/, analysis/ and wflsim/ is in the wheel under wflsim/."""
+    """Every .py file of sim/, models/, analysis/, wflsim/ and wflsim/app/ is in the wheel under wflsim/."""
     files = _wheel_files(wheel)
-    expected = {p.relative_to(REPO).as_posix() for p in (REPO / "wflsim").glob("*.py")} | {
+    root = REPO / "wflsim"
+    own = [p for p in root.rglob("*.py") if p.relative_to(root).parts[0] not in FOLDERS]
+    assert any(p.parent.name == "app" for p in own)
+    expected = {p.relative_to(REPO).as_posix() for p in own} | {
         f"{FOLDERS[folder]}/{p.relative_to(REPO / folder).as_posix()}"
         for folder in FOLDERS
         for p in (REPO / folder).rglob("*.py")
@@ -85,7 +88,7 @@ def test_wheel_installs_only_wflsim_and_its_type_marker(wheel: Path):
 
 
 def test_wheel_version_and_entry_point_come_from_the_package(wheel: Path):
-    """The wheel's version is wflsim.__version__ and its command is wflsim.sim.cli:main."""
+    """The wheel's version is wflsim.__version__ and its command is wflsim.app.cli:main."""
     from wflsim import __version__
 
     with zipfile.ZipFile(wheel) as zf:
@@ -93,7 +96,7 @@ def test_wheel_version_and_entry_point_come_from_the_package(wheel: Path):
         meta = Parser().parsestr(zf.read(info).decode())
         entry = zf.read(info.replace("METADATA", "entry_points.txt")).decode()
     assert meta["Version"] == __version__
-    assert "wflsim = wflsim.sim.cli:main" in entry
+    assert "wflsim = wflsim.app.cli:main" in entry
 
 
 def test_every_module_of_the_wheel_imports_from_a_user_folder(unpacked: Path, user_folder: Path):

@@ -7,9 +7,9 @@ import torch
 
 from conftest import events, run_in_memory
 from golden_runs import digits, paper_network
+from wflsim.app.run import build_engine, make_learner, prepare_scenario
 from wflsim.models.learner import Freezing
 from wflsim.sim.config.loading import validate_scenario
-from wflsim.sim.run import build_engine, make_learner, prepare_scenario
 
 
 def test_network_side_equals_two_timescale():

@@ -12,8 +12,8 @@ from conftest import base_scenario
 from test_tidy import write_synthetic_run
 from wflsim.analysis.io import load_events
 from wflsim.analysis.report import FIGURES, write_report
+from wflsim.app.run import execute, make_learner, prepare_scenario
 from wflsim.sim.config.loading import validate_scenario
-from wflsim.sim.run import execute, make_learner, prepare_scenario
 
 
 @pytest.fixture(scope="module")

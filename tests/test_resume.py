@@ -13,7 +13,7 @@ import pytest
 from conftest import run_in_memory
 from golden_runs import column_hashes
 from wflsim.analysis.io import events_files, load_events
-from wflsim.sim.cli import main
+from wflsim.app.cli import main
 from wflsim.sim.schemes import SCHEMES
 
 #: A network-only scenario with moving devices and the paper's controller: 6 frames x 4 slots.

@@ -10,6 +10,7 @@ import sys
 
 import pytest
 
+from wflsim.app import folders
 from wflsim.sim import rundir
 from wflsim.sim.errors import ScenarioError
 from wflsim.sim.trace import json_text, write_atomic
@@ -24,11 +25,11 @@ def _dead_pid() -> int:
 
 def test_second_lock_on_a_folder_is_refused(tmp_path):
     """While one RunLock holds a folder, another is refused with the holder's pid in one line."""
-    first = rundir.RunLock(tmp_path)
+    first = folders.RunLock(tmp_path)
     first.acquire()
     try:
         with pytest.raises(ScenarioError) as err:
-            rundir.RunLock(tmp_path).acquire()
+            folders.RunLock(tmp_path).acquire()
         assert "in use" in err.value.one_line() and str(os.getpid()) in err.value.one_line()
     finally:
         first.release()
@@ -39,7 +40,7 @@ def test_lock_of_a_dead_process_is_taken_over(tmp_path):
     """A lock file left by a dead process of this host is recognised and taken over."""
     stale = {"pid": _dead_pid(), "host": rundir.hostname(), "start_ticks": 1, "since": "x"}
     (tmp_path / rundir.LOCK).write_text(json.dumps(stale))
-    lock = rundir.RunLock(tmp_path)
+    lock = folders.RunLock(tmp_path)
     lock.acquire()
     try:
         assert json.loads((tmp_path / rundir.LOCK).read_text())["pid"] == os.getpid()
@@ -52,13 +53,13 @@ def test_lock_of_another_host_is_refused_with_the_fix(tmp_path):
     other = {"pid": 1, "host": rundir.hostname() + "-elsewhere", "since": "x"}
     (tmp_path / rundir.LOCK).write_text(json.dumps(other))
     with pytest.raises(ScenarioError) as err:
-        rundir.RunLock(tmp_path).acquire()
+        folders.RunLock(tmp_path).acquire()
     assert "another host" in err.value.problem and rundir.LOCK in (err.value.fix or "")
 
 
 def test_liveness_tells_a_crashed_run_from_a_live_one():
     """A 'running' manifest is crashed when its writer's pid is dead, running while it lives."""
-    me = rundir.writer_identity()
+    me = folders.writer_identity()
     live = {"status": "running", "writer": me}
     dead = {"status": "running", "writer": {**me, "pid": _dead_pid()}}
     assert rundir.liveness(live) == "running"
@@ -69,7 +70,7 @@ def test_liveness_tells_a_crashed_run_from_a_live_one():
 def test_liveness_of_another_host_follows_the_heartbeat():
     """On another host the heartbeat decides: recent = running, older than the limit = crashed."""
     writer = {"pid": 1, "host": rundir.hostname() + "-elsewhere"}
-    fresh = {"status": "running", "writer": writer, "heartbeat_at": rundir.now_iso()}
+    fresh = {"status": "running", "writer": writer, "heartbeat_at": folders.now_iso()}
     old = {**fresh, "heartbeat_at": "2000-01-01T00:00:00+00:00"}
     assert rundir.liveness(fresh) == "running"
     assert rundir.liveness(old) == "crashed"
@@ -109,19 +110,19 @@ def test_overwrite_needs_the_marker_even_with_a_manifest(tmp_path):
     (tmp_path / "manifest.json").write_text("{}")
     (tmp_path / "events.parquet").write_bytes(b"x")
     with pytest.raises(ScenarioError, match="not made by a wflsim run"):
-        rundir.check_out_dir(tmp_path, overwrite=True)
-    rundir.write_marker(tmp_path, "test")
-    rundir.check_out_dir(tmp_path, overwrite=True)  # now it is a run's folder
+        folders.check_out_dir(tmp_path, overwrite=True)
+    folders.write_marker(tmp_path, "test")
+    folders.check_out_dir(tmp_path, overwrite=True)  # now it is a run's folder
 
 
 def test_a_folder_with_only_a_lock_and_temporaries_is_free(tmp_path):
     """A run killed before its marker left a lock and a temporary: the folder takes a new run."""
     (tmp_path / "wflsim.lock").write_text("{}")
     (tmp_path / ".wflsim-run.9.tmp").write_text("{")
-    rundir.check_out_dir(tmp_path, overwrite=False)
+    folders.check_out_dir(tmp_path, overwrite=False)
     (tmp_path / "notes.txt").write_text("mine")
     with pytest.raises(ScenarioError, match="not empty"):
-        rundir.check_out_dir(tmp_path, overwrite=False)
+        folders.check_out_dir(tmp_path, overwrite=False)
 
 
 def test_clearing_a_run_folder_keeps_other_files(tmp_path):
@@ -131,5 +132,5 @@ def test_clearing_a_run_folder_keeps_other_files(tmp_path):
     for name in ("manifest.json", "checkpoint.npz", rundir.MARKER, ".manifest.json.1.tmp"):
         (tmp_path / name).write_text("x")
     (tmp_path / "notes.txt").write_text("mine")
-    rundir.clear_run_files(tmp_path)
+    folders.clear_run_files(tmp_path)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]

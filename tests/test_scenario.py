@@ -8,13 +8,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import REPO, base_scenario
+from wflsim.app.scenario import load_scenario, validate_scenario
 from wflsim.sim.config.catalogue import model_num_params
-from wflsim.sim.config.loading import (
-    apply_overrides,
-    load_scenario,
-    parse_override,
-    validate_scenario,
-)
+from wflsim.sim.config.loading import apply_overrides, parse_override
 from wflsim.sim.config.resolve import check_deadline, resolve_devices
 from wflsim.sim.config.schema import DevicesConfig
 from wflsim.sim.errors import ScenarioError
@@ -65,6 +61,51 @@ def test_unknown_scheme_is_rejected():
 def test_unknown_scheme_parameter_is_rejected():
     """A scheme rejects parameters it does not have."""
     assert _field_of(base_scenario(scheme={"name": "ideal", "bogus": 3})) == "scheme.bogus"
+
+
+#: A scenario whose scheme has a parameter it does not know.
+BAD_SCHEME = base_scenario(scheme={"name": "ideal", "bogus": 3})
+
+
+def _refuse_bad_scheme(entry: str, tmp_path) -> None:
+    """Hand :data:`BAD_SCHEME` to one entry point (raises its ScenarioError)."""
+    import wflsim
+    from wflsim.app.run import prepare, prepare_from_manifest, prepare_scenario
+    from wflsim.app.sweep import plan_sweep
+    from wflsim.sim.config import loading
+
+    path = tmp_path / "bad.toml"
+    path.write_text(loading.scenario_text(BAD_SCHEME))
+    if entry == "file":
+        prepare(path)
+    elif entry == "api":
+        wflsim.prepare(BAD_SCHEME)
+    elif entry == "sweep":
+        plan_sweep(path, [], "0")
+    elif entry == "resume":
+        prepare_from_manifest({"scenario_text": path.read_text(), "overrides": []})
+    elif entry == "library_scenario":  # validated by sim.config alone, then prepared
+        prepare_scenario(loading.validate_scenario(BAD_SCHEME))
+
+
+@pytest.mark.parametrize("entry", ["file", "api", "sweep", "resume", "library_scenario"])
+def test_every_entry_point_refuses_a_bad_scheme_parameter_in_one_line(entry, tmp_path):
+    """A scheme parameter the scheme does not have is the same ScenarioError from a file, the
+    API, a sweep (which names the grid point too), a resume and a Scenario that only sim.config
+    validated."""
+    with pytest.raises(ScenarioError) as info:
+        _refuse_bad_scheme(entry, tmp_path)
+    err = info.value
+    assert err.field == "scheme.bogus" and err.problem.startswith("unknown field")
+    assert err.fix == "remove it or check its spelling against docs/scenario.md"
+
+
+def test_sim_config_leaves_the_scheme_parameters_to_the_application():
+    """sim.config.loading validates [scheme] as a name and a table; the registry check is the
+    application's (wflsim.app.scenario)."""
+    from wflsim.sim.config import loading
+
+    assert loading.validate_scenario(BAD_SCHEME).scheme.params == {"bogus": 3}
 
 
 def test_model_must_fit_dataset():
@@ -202,7 +243,7 @@ _junk = st.one_of(
 )
 def test_bad_values_raise_scenario_error_or_validate(section, key, value):
     """Junk anywhere either prepares fine or raises ScenarioError naming a field; never another exception."""
-    from wflsim.sim.run import prepare_scenario
+    from wflsim.app.run import prepare_scenario
 
     data = base_scenario(**{section: {key: value}})
     try:

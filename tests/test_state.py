@@ -11,9 +11,9 @@ import torch
 
 from conftest import base_scenario
 from golden_runs import digits
+from wflsim.app.run import build_engine, make_learner, prepare_scenario
 from wflsim.sim import state
 from wflsim.sim.config.loading import validate_scenario
-from wflsim.sim.run import build_engine, make_learner, prepare_scenario
 from wflsim.sim.schemes import SCHEMES
 
 

@@ -10,9 +10,9 @@ import pandas as pd
 import pytest
 
 from conftest import REPO
-from wflsim.sim.cli import main
+from wflsim.app.cli import main
+from wflsim.app.sweep import GridPoint, expand, parse_grid, parse_seeds, plan_sweep, run_sweep
 from wflsim.sim.errors import ScenarioError
-from wflsim.sim.sweep import GridPoint, expand, parse_grid, parse_seeds, plan_sweep, run_sweep
 
 SCENARIO = REPO / "scenarios" / "paper" / "mnist_noniid.toml"
 NET = [

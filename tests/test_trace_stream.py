@@ -162,7 +162,7 @@ def test_a_run_failing_mid_frame_leaves_no_part_of_it_and_resumes_identically(
 ):
     """Rows of a frame already written as row groups when the run fails leave no file behind;
     --resume gives the uninterrupted run's events."""
-    from wflsim.sim.cli import main
+    from wflsim.app.cli import main
     from wflsim.sim.engine import Engine
 
     monkeypatch.setattr(Engine, "row_group_rows", 1)
@@ -218,8 +218,8 @@ def test_an_interrupt_while_a_frame_is_handed_over_leaves_no_temporary_part(tmp_
     interrupted and no hidden temporary part (or open file) is left behind."""
     import json
 
-    from wflsim.sim import recorder
-    from wflsim.sim.cli import main
+    from wflsim.app import recorder
+    from wflsim.app.cli import main
     from wflsim.sim.config.loading import scenario_text
     from wflsim.sim.engine import Engine
 

@@ -6,6 +6,8 @@ One import name holds the whole project:
   schemes, slot resolution, the SimPy engine, the trace, checkpoints); never imports torch;
 * :mod:`wflsim.models` -- the learning side (datasets, networks, the federated learner);
 * :mod:`wflsim.analysis` -- reading and analysing traces (pandas, DuckDB, figures, report);
+* :mod:`wflsim.app` -- the application: running scenarios into run folders, sweeps, the
+  ``wflsim`` command;
 * the Python API below (``docs/api.md``)::
 
     import wflsim

@@ -1,6 +1,6 @@
 """``python -m wflsim ...`` is the ``wflsim`` command."""
 
-from wflsim.sim.cli import main
+from wflsim.app.cli import main
 
 if __name__ == "__main__":
     raise SystemExit(main())

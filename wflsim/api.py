@@ -21,14 +21,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from wflsim.sim import run as _run
+from wflsim.app import run as _run
+from wflsim.app.scenario import validate_scenario
 from wflsim.sim.config.limits import MAX_WORKERS, out_path_problem, shorten
-from wflsim.sim.config.loading import (
-    apply_overrides,
-    plain_value,
-    scenario_text,
-    validate_scenario,
-)
+from wflsim.sim.config.loading import apply_overrides, plain_value, scenario_text
 from wflsim.sim.config.schema import Scenario
 from wflsim.sim.engine import ProgressFn
 from wflsim.sim.errors import ScenarioError
@@ -366,9 +362,9 @@ def sweep(
     Raises:
         ScenarioError: a bad grid or point (nothing written), or a point folder that another
             scenario made (without ``overwrite``).
-        sim.sweep.SweepInterrupted: Ctrl-C (``sweep.json`` records every point's state).
+        wflsim.app.sweep.SweepInterrupted: Ctrl-C (``sweep.json`` records every point's state).
     """
-    from wflsim.sim.sweep import plan_sweep, run_sweep
+    from wflsim.app.sweep import plan_sweep, run_sweep
 
     if isinstance(workers, bool) or not isinstance(plain_value(workers), int):
         raise ScenarioError("workers", f"must be a whole number (got {shorten(repr(workers))})")

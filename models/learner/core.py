@@ -68,7 +68,7 @@ def resolve_device(device: str | torch.device) -> torch.device:
 class TorchLearner:
     """FedSGD over ``N`` simulated devices with a scheme's update rule (see the module doc).
 
-    Use :meth:`from_config` (what ``sim.learner.build_learner`` calls); the constructor takes
+    Use :meth:`from_config` (what ``wflsim.app.run.make_learner`` calls); the constructor takes
     ready tensors, a model and a partition, which the tests use with tiny synthetic models. The
     update rule is per-device freezing by stability until :meth:`set_update_rule` names another.
 

@@ -1,6 +1,11 @@
 """Reading scenario files: TOML in, ``--set`` overrides applied, a validated :class:`Scenario`
-out (types, ranges, unknown fields, the scheme's name and its own parameters). Every problem is a
+out (types, ranges, unknown fields, the work a mobility model makes). Every problem is a
 :class:`sim.errors.ScenarioError` naming the dotted field and the fix.
+
+The ``[scheme]`` table is validated here as a name and a table of parameters only: the schemes
+are built on this package (``sim.schemes`` imports ``sim.config``), so checking the name and the
+parameters against the scheme registry is the application's step after this one
+(:func:`wflsim.app.scenario.validate_scenario`, which every entry point uses).
 
 Types are strict, the same for a file, ``--set``, a sweep and the Python API: a bool is not a
 number, text is not a number or a bool, a float is not an integer; an integer stands for a float
@@ -22,7 +27,6 @@ import numpy as np
 from pydantic import BaseModel, Field, ValidationError
 
 from ..errors import ScenarioError
-from ..schemes import SCHEMES
 from .limits import path_problem, shorten
 from .schema import Scenario, Seed, Strict, SweepConfig
 
@@ -51,7 +55,9 @@ _RANGE_TYPES = {"greater_than", "greater_than_equal", "less_than", "less_than_eq
 _LENGTH_TYPES = {"string_too_long", "string_too_short", "too_long", "too_short"}
 
 
-def _from_validation_error(err: ValidationError) -> ScenarioError:
+def scenario_error(err: ValidationError) -> ScenarioError:
+    """The one-line :class:`ScenarioError` of a pydantic ``ValidationError``: its first
+    problem's dotted field, message and fix (and how many more problems there are)."""
     errors = err.errors(include_url=False)
     first = errors[0]
     field = ".".join(
@@ -225,25 +231,14 @@ def scenario_text(table: dict[str, Any]) -> str:
 
 
 def validate_scenario(data: Mapping[str, Any]) -> Scenario:
-    """Validate a raw scenario table (types, strictly; ranges, unknown fields, scheme
-    parameters; the work a random-waypoint mobility makes)."""
+    """Validate a raw scenario table (types, strictly; ranges, unknown fields; the work a
+    random-waypoint mobility makes). The scheme's name and parameters are checked against the
+    scheme registry by :func:`wflsim.app.scenario.validate_scenario`."""
     data = plain_value(data)
     try:
         scenario = Scenario.model_validate(data, strict=True)
     except ValidationError as err:
-        raise _from_validation_error(err) from None
-    name = scenario.scheme.name
-    if name not in SCHEMES:
-        raise ScenarioError(
-            "scheme.name",
-            f"unknown scheme {shorten(name)!r}; known: {', '.join(sorted(SCHEMES))}",
-            "see docs/scenario.md, [scheme]",
-        )
-    try:
-        SCHEMES[name].Params.model_validate(scenario.scheme.params, strict=True)
-    except ValidationError as err:
-        e = _from_validation_error(err)
-        raise ScenarioError(f"scheme.{e.field}", e.problem, e.fix) from None
+        raise scenario_error(err) from None
     _check_mobility_work(scenario)
     return scenario
 
@@ -285,7 +280,7 @@ def sweep_defaults(table: Mapping[str, Any]) -> tuple[int, SweepConfig]:
     try:
         got: BaseModel = _SweepDefaults.model_validate(part, strict=True)
     except ValidationError as err:
-        raise _from_validation_error(err) from None
+        raise scenario_error(err) from None
     assert isinstance(got, _SweepDefaults)
     return got.seed, got.sweep
 
@@ -342,6 +337,7 @@ def parse_scenario_text(text: str, source: str = "scenario") -> dict[str, Any]:
 
 
 def load_scenario(path: str | Path, overrides: list[str] | None = None) -> tuple[Scenario, str]:
-    """Read, override and validate a scenario file: ``(scenario, original_text)``."""
+    """Read, override and validate a scenario file: ``(scenario, original_text)`` (the
+    scheme's parameters: :func:`wflsim.app.scenario.load_scenario`)."""
     text, data = read_scenario_file(path)
     return validate_scenario(apply_overrides(data, overrides or [])), text

@@ -223,7 +223,7 @@ class TraceConfig(Strict):
 
 class SchemeConfig(BaseModel):
     """``name`` plus the scheme's own parameters (both validated against the scheme registry by
-    :func:`sim.config.loading.validate_scenario`)."""
+    :func:`wflsim.app.scenario.validate_scenario`)."""
 
     model_config = ConfigDict(extra="allow")
     name: str = "ideal"

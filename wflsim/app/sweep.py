@@ -8,7 +8,7 @@
 * Every grid point is validated before anything runs or is written (a bad value anywhere stops
   the sweep with the usual one-line error).
 * Each point's run folder records the fingerprint of what produced it (scenario text, overrides,
-  seed, wflsim version: :func:`sim.run.fingerprint`). Repeating the command skips the points
+  seed, wflsim version: :func:`wflsim.app.run.fingerprint`). Repeating the command skips the points
   completed with the same fingerprint and resumes the killed, failed or interrupted ones from
   their last checkpoint; a point whose folder holds a run of another fingerprint (the scenario
   file was edited, other ``--set`` values) is refused before anything runs, naming the point,
@@ -45,11 +45,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import rundir
-from .config.limits import MAX_POINT_NAME_CHARS, MAX_SEED, MAX_SWEEP_POINTS, shorten
-from .errors import ScenarioError
+from wflsim.sim import rundir
+from wflsim.sim.config.limits import MAX_POINT_NAME_CHARS, MAX_SEED, MAX_SWEEP_POINTS, shorten
+from wflsim.sim.errors import ScenarioError
+from wflsim.sim.trace import write_json_atomic
+
+from . import folders
 from .log import configure_logging
-from .trace import write_json_atomic
 
 log = logging.getLogger(__name__)
 
@@ -91,7 +93,7 @@ class SweepPlan:
     grid: list[tuple[str, list[str]]]
     seeds: list[int]
     points: list[GridPoint] = field(default_factory=list)
-    #: point name -> the fingerprint its run records (:func:`sim.run.fingerprint`)
+    #: point name -> the fingerprint its run records (:func:`wflsim.app.run.fingerprint`)
     fingerprints: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
@@ -234,7 +236,8 @@ def plan_sweep(
         ScenarioError: a malformed grid, or a grid point whose scenario is invalid (the message
             names the point).
     """
-    from .config.loading import read_scenario_file, sweep_defaults
+    from wflsim.sim.config.loading import read_scenario_file, sweep_defaults
+
     from .run import fingerprint, prepare
 
     path = Path(scenario)
@@ -294,7 +297,7 @@ def point_state(run_dir: Path, wanted: dict[str, Any]) -> str:
     this fingerprint, finished or not), ``other`` (a run of another fingerprint), ``stale`` (a
     run killed before it wrote its manifest: nothing to keep), ``foreign`` (files not made by a
     wflsim run)."""
-    if not run_dir.exists() or (run_dir.is_dir() and rundir.never_started(run_dir)):
+    if not run_dir.exists() or (run_dir.is_dir() and folders.never_started(run_dir)):
         return "new"  # nothing, or a run killed before it began (its lock, no marker)
     if not rundir.is_run_folder(run_dir):
         return "foreign"
@@ -485,8 +488,8 @@ def run_sweep(
     """Run every grid point not yet completed; returns the sweep manifest (also ``out/sweep.json``).
 
     One sweep writes a sweep folder at a time: it holds the folder's lock
-    (:class:`sim.rundir.RunLock`, ``wflsim.lock``) while it runs; a lock left by a dead process
-    is taken over.
+    (:class:`wflsim.app.folders.RunLock`, ``wflsim.lock``) while it runs; a lock left by a dead
+    process is taken over.
 
     Raises:
         ScenarioError: a point's folder cannot be used (:func:`check_points`; nothing written),
@@ -505,7 +508,7 @@ def run_sweep(
         check_points(plan, out, overwrite)
     created = not out.exists()
     out.mkdir(parents=True, exist_ok=True)
-    lock = rundir.RunLock(out, kind="sweep")
+    lock = folders.RunLock(out, kind="sweep")
     try:
         lock.acquire()
     except BaseException:

@@ -15,21 +15,23 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from . import __version__
-from .config.limits import (
+from wflsim._version import __version__
+from wflsim.sim.config.limits import (
     MAX_POINT_NAME_CHARS,
     MAX_WORKERS,
     out_path_problem,
     path_problem,
     shorten,
 )
-from .errors import ScenarioError
+from wflsim.sim.errors import ScenarioError
+
 from .log import configure_logging
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from .engine import ProgressFn, RunStats
+    from wflsim.sim.engine import ProgressFn, RunStats
+
     from .run import Prepared
 
 EXIT_BAD_INPUT = 2
@@ -203,8 +205,10 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _resume(args: argparse.Namespace) -> int:
+    from wflsim.sim.rundir import read_manifest, require_run_folder
+
+    from .folders import never_started
     from .run import make_learner, prepare, prepare_from_manifest, resume
-    from .rundir import never_started, read_manifest, require_run_folder
 
     check_path_arg(args.resume, "--resume")
     out = Path(args.resume)

@@ -4,9 +4,9 @@ Nothing is written before the scenario, the data directory, the mobility trace, 
 constants and the learner have all been checked, so a bad input leaves no output folder behind.
 Once the run has started, each completed frame is a complete Parquet file and every
 ``run.checkpoint_every_frames`` frames the state of every component is saved
-(:mod:`sim.recorder`); a run killed at any instant loses at most the frame in flight, and
+(:mod:`wflsim.app.recorder`); a run killed at any instant loses at most the frame in flight, and
 :func:`resume` continues it so that its events equal the uninterrupted run's. The run folder's
-layout, lock and marker are in :mod:`sim.rundir`.
+format is :mod:`wflsim.sim.rundir`; its lock and marker are written by :mod:`wflsim.app.folders`.
 """
 
 from __future__ import annotations
@@ -21,37 +21,36 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import __version__, rundir
-from . import state as checkpoints
-from .config.catalogue import DatasetError
-from .config.derived import check_derived
-from .config.loading import (
-    apply_overrides,
-    load_scenario,
-    parse_scenario_text,
-    validate_scenario,
-)
-from .config.resolve import (
+from wflsim._version import __version__
+from wflsim.sim import rundir
+from wflsim.sim import state as checkpoints
+from wflsim.sim.config.catalogue import DatasetError
+from wflsim.sim.config.derived import check_derived
+from wflsim.sim.config.loading import apply_overrides, parse_scenario_text
+from wflsim.sim.config.resolve import (
     check_data_dir,
     check_deadline,
     payload_num_params,
     resolve_data_dir,
     resolve_devices,
 )
-from .config.schema import Scenario
-from .engine import Engine, EngineConfig, FrameSink, ProgressFn, RunStats
-from .errors import ScenarioError
-from .kernels import KernelName
-from .learner import Learner, NullLearner, build_learner
+from wflsim.sim.config.schema import Scenario
+from wflsim.sim.engine import Engine, EngineConfig, FrameSink, ProgressFn, RunStats
+from wflsim.sim.errors import ScenarioError
+from wflsim.sim.kernels import KernelName
+from wflsim.sim.learner import Learner, NullLearner
+from wflsim.sim.rng import Streams
+from wflsim.sim.schemes import build_scheme
+from wflsim.sim.trace import EVENTS_DIR, list_parts
+from wflsim.sim.world import physics
+from wflsim.sim.world.channel import Channel, ChannelRecorder, build_channel
+from wflsim.sim.world.mobility import Mobility, build_mobility
+from wflsim.sim.world.system import DeviceArrays, SystemConstants
+
+from . import folders
+from .folders import check_out_dir
 from .recorder import RunRecorder
-from .rng import Streams
-from .rundir import check_out_dir
-from .schemes import build_scheme
-from .trace import EVENTS_DIR, list_parts
-from .world import physics
-from .world.channel import Channel, ChannelRecorder, build_channel
-from .world.mobility import Mobility, build_mobility
-from .world.system import DeviceArrays, SystemConstants
+from .scenario import check_scheme, load_scenario, validate_scenario
 
 log = logging.getLogger(__name__)
 
@@ -109,7 +108,9 @@ def prepare_scenario(
     data_dir: str | None = None,
     base_dir: Path | None = None,
 ) -> Prepared:
-    """Resolve an already validated :class:`Scenario` (devices, mobility, data directory)."""
+    """Resolve an already validated :class:`Scenario` (devices, mobility, data directory; its
+    scheme is checked against the registry first, :func:`wflsim.app.scenario.check_scheme`)."""
+    check_scheme(scenario)
     streams = Streams(scenario.seed)
     n = scenario.network.num_devices
     devices = resolve_devices(scenario.devices, n, streams)
@@ -186,12 +187,21 @@ def prepare_from_manifest(manifest: dict[str, Any], data_dir: str | None = None)
 
 
 def make_learner(prep: Prepared) -> Learner:
-    """The learner of a prepared scenario (a :class:`NullLearner` for network-only runs)."""
+    """The learner of a prepared scenario, for the engine: the PyTorch learner of
+    :mod:`wflsim.models.learner` when learning is enabled (torch is imported here, and only
+    then), else a :class:`~wflsim.sim.learner.NullLearner` (network-only runs).
+
+    Raises:
+        ScenarioError: missing data files, a dataset the catalogue does not know, a torch
+            device that is not there.
+    """
     lc = prep.scenario.learning
     if not lc.enabled:
         return NullLearner(payload_num_params(lc))
+    from wflsim.models.learner import TorchLearner
+
     try:
-        return build_learner(
+        return TorchLearner.from_config(
             dataset=lc.dataset,
             data_dir=str(prep.data_dir),
             model=lc.model,
@@ -339,16 +349,16 @@ def fingerprint(prep: Prepared) -> dict[str, Any]:
     resolved = json.dumps(sc.model_dump(mode="json"), sort_keys=True)
     fp: dict[str, Any] = {
         "wflsim_version": __version__,
-        "scenario_text_sha256": rundir.sha256_text(prep.text),
+        "scenario_text_sha256": folders.sha256_text(prep.text),
         "overrides": list(prep.overrides),
         "seed": sc.seed,
-        "scenario_sha256": rundir.sha256_text(resolved),
+        "scenario_sha256": folders.sha256_text(resolved),
     }
     if sc.mobility.model == "trace" and sc.mobility.file:
         path = Path(sc.mobility.file).expanduser()
         if not path.is_absolute() and prep.base_dir is not None:
             path = prep.base_dir / path
-        fp["mobility_file_sha256"] = rundir.sha256_file(path)
+        fp["mobility_file_sha256"] = folders.sha256_file(path)
     return fp
 
 
@@ -381,7 +391,7 @@ def _manifest(prep: Prepared, system: SystemConstants) -> dict[str, Any]:
         "layout": 2,
         "kernel": kernel_of(sc),
         "status": "running",
-        "writer": rundir.writer_identity(),
+        "writer": folders.writer_identity(),
         "scenario_file": str(prep.path) if prep.path else None,
         "scenario_dir": str(prep.base_dir.resolve()) if prep.base_dir else None,
         "scenario_text": prep.text,
@@ -395,7 +405,7 @@ def _manifest(prep: Prepared, system: SystemConstants) -> dict[str, Any]:
         "channel": prep.channel.describe(),
         "versions": package_versions(),
         "command": sys.argv,
-        "started_at": rundir.now_iso(),
+        "started_at": folders.now_iso(),
         "heartbeat_at": None,
         "finished_at": None,
         "frames": sc.run.frames,
@@ -449,13 +459,13 @@ def _drive(engine: Engine, recorder: RunRecorder) -> RunStats:
         log.info("run %s %s: %s: %s", recorder.folder, status, type(err).__name__, err)
         try:
             recorder.close(
-                status=status, error=f"{type(err).__name__}: {err}", finished_at=rundir.now_iso()
+                status=status, error=f"{type(err).__name__}: {err}", finished_at=folders.now_iso()
             )
         except OSError:  # a full disk: the manifest keeps its last state (writer dead: crashed)
             pass
         raise
     recorder.close(
-        status="completed", summary=stats.as_dict(), error=None, finished_at=rundir.now_iso()
+        status="completed", summary=stats.as_dict(), error=None, finished_at=folders.now_iso()
     )
     log.info("run %s completed: %d events, %.1f J", recorder.folder, stats.rows, stats.energy_j)
     return stats
@@ -486,7 +496,7 @@ def execute(
     overwrite: bool = False,
     progress: ProgressFn | None = None,
 ) -> RunStats:
-    """Run a prepared scenario into the run folder ``out`` (:mod:`sim.rundir`).
+    """Run a prepared scenario into the run folder ``out`` (:mod:`wflsim.sim.rundir`).
 
     ``out`` must not exist or be empty, or (``overwrite``) carry the marker of a wflsim run:
     its previous run's files are removed only once this run has the lock and its engine is
@@ -496,7 +506,7 @@ def execute(
     check_out_dir(out, overwrite)
     created = not out.exists()
     out.mkdir(parents=True, exist_ok=True)
-    lock = rundir.RunLock(out)
+    lock = folders.RunLock(out)
     try:
         lock.acquire()
         check_out_dir_locked(out, overwrite)
@@ -533,8 +543,8 @@ def _begin(prep: Prepared, system: SystemConstants, engine: Engine, out: Path) -
         prep.scenario.run.slots_per_frame,
         prep.scenario.network.num_devices,
     )
-    rundir.clear_run_files(out)
-    rundir.write_marker(out, __version__)
+    folders.clear_run_files(out)
+    folders.write_marker(out, __version__)
     manifest = _manifest(prep, system)
     recorder = _recorder(out, manifest, prep)
     engine.writer = recorder
@@ -542,7 +552,7 @@ def _begin(prep: Prepared, system: SystemConstants, engine: Engine, out: Path) -
 
 
 def check_out_dir_locked(out: Path, overwrite: bool) -> None:
-    """:func:`sim.rundir.check_out_dir` again once this process holds the folder's lock
+    """:func:`wflsim.app.folders.check_out_dir` again once this process holds the folder's lock
     (another run may have written the folder meanwhile)."""
     check_out_dir(out, overwrite)
 
@@ -568,8 +578,8 @@ def resume(
     Whether the run is complete is decided from these files, not from the manifest's
     ``status``. The parts of frames after the checkpoint are discarded, so the events equal the
     uninterrupted run's. A folder whose run stopped before it wrote its first manifest (no frame
-    completed: :func:`sim.rundir.never_started`) is started from frame 0. ``prep`` must have the
-    run's fingerprint (:func:`fingerprint`).
+    completed: :func:`wflsim.app.folders.never_started`) is started from frame 0. ``prep`` must
+    have the run's fingerprint (:func:`fingerprint`).
 
     Raises:
         ScenarioError: not a run folder, in use, another fingerprint, a symbolic link inside
@@ -577,11 +587,11 @@ def resume(
     """
     out = Path(out)
     rundir.require_run_folder(out)
-    with rundir.RunLock(out, option="--resume"):
+    with folders.RunLock(out, option="--resume"):
         rundir.check_no_links(out, "--resume")  # again, now that no other wflsim writes it
         manifest = rundir.read_manifest(out)
         if manifest is None:
-            if not rundir.never_started(out):
+            if not folders.never_started(out):
                 raise ScenarioError(
                     "--resume", f"{str(out)!r} has no readable manifest.json", "start a new run"
                 )
@@ -612,13 +622,13 @@ def resume(
         if manifest.get("status") == "completed":
             log.warning("%s says completed but holds %d of %d frames: resuming", out, start, frames)
         log.info("resume %s from frame %d of %d", out, start, frames)
-        rundir.remove_parts_from(events_dir, start)
+        folders.remove_parts_from(events_dir, start)
         if channel_parts is not None:
-            rundir.remove_parts_from(out / rundir.CHANNEL_DIR, start)
+            folders.remove_parts_from(out / rundir.CHANNEL_DIR, start)
             manifest["channel_parts"] = channel_parts
         manifest.update(
             status="running",
-            writer=rundir.writer_identity(),
+            writer=folders.writer_identity(),
             error=None,
             finished_at=None,
             parts=parts,
@@ -628,7 +638,7 @@ def resume(
             command=sys.argv,
             resumed=[
                 *(manifest.get("resumed") or []),
-                {"at": rundir.now_iso(), "from_frame": start, "host": rundir.hostname()},
+                {"at": folders.now_iso(), "from_frame": start, "host": rundir.hostname()},
             ],
         )
         if start == 0:
@@ -669,7 +679,7 @@ def _load_verified_checkpoint(
         if isinstance(manifest.get("previous_checkpoint"), dict):
             raise _tampered(ckpt, "is missing, but manifest.json records a completed one")
         return None  # no checkpoint was complete yet: the run starts from frame 0
-    digest = rundir.sha256_file(ckpt)
+    digest = folders.sha256_file(ckpt)
     entry = next((e for e in known if e.get("sha256") == digest), None)
     if entry is None:
         raise _tampered(ckpt, "does not match the SHA-256 that manifest.json records for it")
@@ -714,7 +724,7 @@ def _verified_parts(
     if not missing:
         for f in range(frames):
             p = found[f]
-            digest = rundir.sha256_file(p)
+            digest = folders.sha256_file(p)
             if hashes.get(f) != digest:
                 what = "is not listed in" if f not in hashes else "does not match the SHA-256 in"
                 raise _tampered(p, f"{what} manifest.json")

@@ -44,8 +44,8 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from . import rundir, state
-from .trace import (
+from wflsim.sim import rundir, state
+from wflsim.sim.trace import (
     EVENTS_DIR,
     SCHEMA,
     Compression,
@@ -59,7 +59,9 @@ from .trace import (
     write_atomic,
     write_json_atomic,
 )
-from .world.channel.record import ChannelRecorder
+from wflsim.sim.world.channel.record import ChannelRecorder
+
+from .folders import now_iso
 
 log = logging.getLogger(__name__)
 
@@ -154,7 +156,7 @@ class PartWriter:
 
 
 if TYPE_CHECKING:
-    from .engine import Engine
+    from wflsim.sim.engine import Engine
 
 
 class RunRecorder:
@@ -222,7 +224,7 @@ class RunRecorder:
         """Apply ``updates`` to the manifest, stamp the heartbeat and replace the file."""
         with self._lock:
             self.manifest.update(updates)
-            self.manifest["heartbeat_at"] = rundir.now_iso()
+            self.manifest["heartbeat_at"] = now_iso()
             write_json_atomic(self.folder / rundir.MANIFEST, self.manifest)
 
     def _heartbeat(self, every_s: float) -> None:

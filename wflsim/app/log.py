@@ -1,8 +1,8 @@
 """Logging of the command line: what a run, a sweep and the data loading do, on stderr.
 
-The library logs to the standard :mod:`logging` loggers of its modules (``sim.run``,
-``sim.recorder``, ``sim.sweep``, ``models.data``, ...) and configures nothing itself; a
-notebook turns it on with ``logging.basicConfig(level=logging.INFO)``. The ``wflsim`` command
+The library logs to the standard :mod:`logging` loggers of its modules (``wflsim.app.run``,
+``wflsim.app.recorder``, ``wflsim.app.sweep``, ``wflsim.models.data``, ...) and configures
+nothing itself; a notebook turns it on with ``logging.basicConfig(level=logging.INFO)``. The ``wflsim`` command
 calls :func:`configure_logging` with its ``-v`` / ``--log-level``; the level also reaches a
 sweep's worker processes (through :data:`ENV`).
 """
