@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -19,11 +20,19 @@ FOLDERS = {"sim": "wflsim/sim", "models": "wflsim/models", "analysis": "wflsim/a
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The project built as a wheel (no dependencies, no build isolation: the test is offline)."""
+    """The project built as a wheel (no dependencies, no build isolation: the test is offline),
+    from a copy of its sources: setuptools' build/ folder in a checkout keeps modules that were
+    since moved or deleted, and would ship them."""
+    src = tmp_path_factory.mktemp("src")
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy2(REPO / name, src / name)
+    skip = shutil.ignore_patterns("__pycache__", "*.pyc")
+    for name in ("wflsim", "sim", "models", "analysis"):  # wflsim/sim etc. stay relative links
+        shutil.copytree(REPO / name, src / name, symlinks=True, ignore=skip)
     out = tmp_path_factory.mktemp("dist")
     subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
-         "-w", str(out), str(REPO)],
+         "-w", str(out), str(src)],
         check=True,
         capture_output=True,
     )  # fmt: skip
