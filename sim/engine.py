@@ -135,6 +135,26 @@ class RunStats:
 ProgressFn = Callable[[int, RunStats], None]
 
 
+@dataclass(frozen=True)
+class Hooks:
+    """Callbacks the engine calls as a run goes, for a researcher's own logging, checks or
+    interventions (each optional). They run on the simulation's thread, in virtual time (the
+    clock does not move while they run); an exception they raise ends the run as a component's
+    would (a run folder is then ``failed`` with its completed frames kept, and resumable).
+
+    * ``frame_start(engine, frame)``: frame ``frame`` is about to start (before mobility, the
+      channel and the scheme's frame plan; ``engine.now_s``, ``engine.queue_j`` are its start's);
+    * ``slot_end(engine, slot, outcome)``: slot ``slot`` is resolved and closed
+      (:class:`sim.slot.SlotOutcome`: who participated, succeeded, their energies and queues);
+    * ``frame_end(engine, frame)``: frame ``frame`` is complete, its rows about to be handed
+      to the trace (``engine.state_dict()`` would be the checkpoint after it).
+    """
+
+    frame_start: Callable[[Engine, int], None] | None = None
+    slot_end: Callable[[Engine, int, SlotOutcome], None] | None = None
+    frame_end: Callable[[Engine, int], None] | None = None
+
+
 class FrameSink(Protocol):
     """Where a run's trace goes, slot by slot and frame by frame
     (:class:`wflsim.app.recorder.RunRecorder`)."""
@@ -187,6 +207,7 @@ class Engine:
         writer: where the trace goes frame by frame (None: kept in memory, :meth:`table`).
             It is called at each frame boundary, with the engine's state saveable.
         progress: called after every slot with ``(slot, stats)``.
+        hooks: the researcher's callbacks (:class:`Hooks`).
     """
 
     #: rows buffered before they are handed to the writer within a frame (a row group: about
@@ -204,6 +225,7 @@ class Engine:
         *,
         writer: FrameSink | None = None,
         progress: ProgressFn | None = None,
+        hooks: Hooks | None = None,
     ) -> None:
         self.config = config
         self.system = system
@@ -213,6 +235,7 @@ class Engine:
         self.learner = learner
         self.writer = writer
         self.progress = progress
+        self.hooks = hooks if hooks is not None else Hooks()
         learner.set_update_rule(scheme.update_rule)
         self.rules = SlotRules(scheme.closes_at, config.late_upload_energy)
 
@@ -244,7 +267,10 @@ class Engine:
             self._log_device_config()
             if cfg.evaluate:
                 self._eval(frame=0, slot=-1)
+        hooks = self.hooks
         for k in range(self.next_frame, stop_frame):
+            if hooks.frame_start is not None:
+                hooks.frame_start(self, k)
             self._frame_start(k)
             for j in range(cfg.slots_per_frame):
                 t = k * cfg.slots_per_frame + j
@@ -268,6 +294,8 @@ class Engine:
             self.next_frame = k + 1
             self.now_s = float(env.now)
             self.stats.wall_time_s = self._wall_before + time.perf_counter() - self._wall_start
+            if hooks.frame_end is not None:
+                hooks.frame_end(self, k)
             self._flush(k)
 
     # ------------------------------------------------------------------ frame
@@ -432,6 +460,8 @@ class Engine:
         last = t == cfg.frames * cfg.slots_per_frame - 1
         if cfg.evaluate and ((t + 1) % cfg.eval_every_slots == 0 or last):
             self._eval(k, t)
+        if self.hooks.slot_end is not None:
+            self.hooks.slot_end(self, t, out)
         if self.progress is not None:
             self.progress(t, st)
 

@@ -60,6 +60,18 @@ def network_only(**sections: dict[str, Any]) -> dict[str, Any]:
     return data
 
 
+def failing_at_frame(frame: int, exc: type[BaseException] = RuntimeError) -> Any:
+    """Engine hooks (:class:`wflsim.Hooks`) that raise ``exc("injected")`` as frame ``frame``
+    starts: a run that fails there, its earlier frames complete."""
+    from wflsim import Hooks
+
+    def frame_start(engine: Any, k: int) -> None:
+        if k == frame:
+            raise exc("injected")
+
+    return Hooks(frame_start=frame_start)
+
+
 def run_in_memory(data: dict[str, Any], learner=None) -> tuple[pa.Table, Any]:
     """Validate, prepare and run a scenario table without writing files: (trace, stats).
 

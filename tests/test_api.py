@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import wflsim
-from conftest import REPO, base_scenario
+from conftest import REPO, base_scenario, failing_at_frame
 from wflsim.analysis.io import load_events
 from wflsim.app.cli import main
 from wflsim.sim.config.loading import scenario_text, validate_scenario
@@ -106,21 +106,10 @@ def test_something_that_is_not_a_scenario_is_refused():
     assert err.value.field == "scenario"
 
 
-def test_resume_continues_a_failed_run_to_the_uninterrupted_events(tmp_path, monkeypatch):
+def test_resume_continues_a_failed_run_to_the_uninterrupted_events(tmp_path):
     """wflsim.resume after a failure in frame 2 gives the uninterrupted run's events."""
-    from wflsim.sim.engine import Engine
-
-    original = Engine._frame_start
-
-    def boom(self, k):
-        if k == 2:
-            raise RuntimeError("injected")
-        return original(self, k)
-
-    with monkeypatch.context() as m:
-        m.setattr(Engine, "_frame_start", boom)
-        with pytest.raises(RuntimeError):
-            wflsim.run(SMALL, out=tmp_path / "r")
+    with pytest.raises(RuntimeError):
+        wflsim.run(SMALL, out=tmp_path / "r", hooks=failing_at_frame(2))
     assert wflsim.load_run(tmp_path / "r").status == "failed"
     res = wflsim.resume(tmp_path / "r")
     assert res.status == "completed"

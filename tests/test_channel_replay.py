@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import base_scenario, events
+from conftest import base_scenario, events, failing_at_frame
 from wflsim.analysis.io import events_files
 from wflsim.app.cli import main
 from wflsim.app.run import build_engine, execute, make_learner, prepare_scenario
@@ -307,28 +307,18 @@ def test_no_recording_without_record_and_overwrite_replaces_a_recording(tmp_path
     assert not (out / "channel").exists()
 
 
-def test_a_failed_recording_run_resumes_to_the_uninterrupted_channel_table(tmp_path, monkeypatch):
+def test_a_failed_recording_run_resumes_to_the_uninterrupted_channel_table(tmp_path):
     """A recording run that fails in frame 2 and is resumed writes the same channel parts (and
     events) as the uninterrupted run."""
     from wflsim.app.run import resume
-    from wflsim.sim.engine import Engine
 
     data = scenario(**CHANNEL, record=True)
     whole = tmp_path / "whole"
     run_to(data, whole)
-    original = Engine._frame_start
-
-    def boom(self, k):
-        if k == 2:
-            raise RuntimeError("injected")
-        return original(self, k)
-
     cut = tmp_path / "cut"
     prep = prepare_scenario(validate_scenario(data))
-    with monkeypatch.context() as m:
-        m.setattr(Engine, "_frame_start", boom)
-        with pytest.raises(RuntimeError):
-            execute(prep, make_learner(prep), cut)
+    with pytest.raises(RuntimeError):
+        execute(prep, make_learner(prep), cut, hooks=failing_at_frame(2))
     assert len(list((cut / "channel").glob("part-*.parquet"))) == 2
     prep = prepare_scenario(validate_scenario(data))
     resume(prep, make_learner(prep), cut)

@@ -333,3 +333,52 @@ def test_simulated_clock_moves_devices_during_long_slots():
     a = events(run_in_memory(_moving("ideal", "simulated"))[0], "position")
     b = events(run_in_memory(_moving("only_pc", "simulated"))[0], "position")
     assert not np.allclose(a.loc[a.frame == 2, "distance_m"], b.loc[b.frame == 2, "distance_m"])
+
+
+def test_hooks_are_called_at_every_frame_start_slot_end_and_frame_end():
+    """Hooks see frame starts, slot ends (with the slot's outcome) and frame ends in run order."""
+    import wflsim
+
+    calls = []
+    hooks = wflsim.Hooks(
+        frame_start=lambda e, k: calls.append(("start", k, e.next_frame)),
+        slot_end=lambda e, t, out: calls.append(("slot", t, int(out.participating.sum()))),
+        frame_end=lambda e, k: calls.append(("end", k, e.next_frame)),
+    )
+    data = base_scenario(run={"frames": 2, "slots_per_frame": 3})
+    res = wflsim.run(data, hooks=hooks)
+    ev = res.events
+    parts = ev[ev["event"] == "aggregate"]["n_participants"].tolist()
+    want = [("start", 0, 0), *[("slot", t, parts[t]) for t in range(3)], ("end", 0, 1),
+            ("start", 1, 1), *[("slot", t, parts[t]) for t in range(3, 6)], ("end", 1, 2)]  # fmt: skip
+    assert calls == want
+
+
+def test_hooks_leave_the_trace_unchanged():
+    """A run with hooks that only observe has the events of the run without them."""
+    import pandas as pd
+
+    import wflsim
+
+    data = base_scenario(scheme={"name": "two_timescale"})
+    seen = []
+    hooks = wflsim.Hooks(slot_end=lambda e, t, out: seen.append(out.energy_j.sum()))
+    pd.testing.assert_frame_equal(wflsim.run(data, hooks=hooks).events, wflsim.run(data).events)
+    assert len(seen) == 10
+
+
+def test_a_sweep_in_worker_processes_refuses_hooks(tmp_path):
+    """Hooks run in the sweep's own process: a sweep with workers > 1 and hooks is refused,
+    naming 'hooks', before anything is written."""
+    import wflsim
+    from wflsim.sim.errors import ScenarioError
+
+    path = tmp_path / "s.toml"
+    path.write_text(
+        'name = "h"\n[run]\nframes = 1\nslots_per_frame = 2\n[network]\nnum_devices = 3\n'
+        "[learning]\nenabled = false\nnum_params = 1000\n"
+    )
+    hooks = wflsim.Hooks(frame_start=lambda e, k: None)
+    with pytest.raises(ScenarioError, match="hooks"):
+        wflsim.sweep(path, ["seed=0,1"], out=tmp_path / "sw", workers=2, hooks=hooks)
+    assert not (tmp_path / "sw").exists()

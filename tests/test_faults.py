@@ -223,22 +223,20 @@ def test_a_killed_run_reads_as_crashed_with_its_frames(tmp_path):
 DISK_FULL_CHILD = """
 import json, resource, sys, time
 from pathlib import Path
-from wflsim.sim.engine import Engine
+from wflsim import Hooks
 from wflsim.app.cli import main
 
 out = Path(sys.argv[2])
-original = Engine._frame_start
 
-def frame_start(self, k):
+def frame_start(engine, k):
     if k == 3:  # from frame 3 on, no file may grow past a little more than the manifest
         while json.loads((out / "manifest.json").read_text())["frames_completed"] < 3:
             time.sleep(0.01)  # frame 2's part and checkpoint are written in the background
         size = (out / "manifest.json").stat().st_size
         resource.setrlimit(resource.RLIMIT_FSIZE, (int(size * 1.5), int(size * 1.5)))
-    return original(self, k)
 
-Engine._frame_start = frame_start
-sys.exit(main(["run", sys.argv[1], "--out", sys.argv[2], "--quiet"]))
+argv = ["run", sys.argv[1], "--out", sys.argv[2], "--quiet"]
+sys.exit(main(argv, hooks=Hooks(frame_start=frame_start)))
 """
 
 
@@ -292,17 +290,14 @@ def test_simultaneous_starts_on_one_folder_give_one_run(tmp_path):
 
 SLOW_CHILD = """
 import sys, time
-from wflsim.sim.engine import Engine
+from wflsim import Hooks
 from wflsim.app.cli import main
 
-original = Engine._frame_start
-
-def frame_start(self, k):  # a run that takes a while without using the CPU
+def frame_start(engine, k):  # a run that takes a while without using the CPU
     time.sleep(0.25)
-    return original(self, k)
 
-Engine._frame_start = frame_start
-sys.exit(main(["run", sys.argv[1], "--out", sys.argv[2], "--quiet"]))
+argv = ["run", sys.argv[1], "--out", sys.argv[2], "--quiet"]
+sys.exit(main(argv, hooks=Hooks(frame_start=frame_start)))
 """
 
 

@@ -46,19 +46,17 @@ V = 10.0
 #: ``wflsim run SCENARIO --out OUT`` whose scheme raises when frame FRAME starts (exit 1).
 FAIL_CHILD = """
 import sys
-from wflsim.sim.engine import Engine
+from wflsim import Hooks
 from wflsim.app.cli import main
 
-original = Engine._frame_start
 stop = int(sys.argv[3])
 
-def frame_start(self, k):
+def frame_start(engine, k):
     if k == stop:
         raise RuntimeError("injected")
-    return original(self, k)
 
-Engine._frame_start = frame_start
-sys.exit(main(["run", sys.argv[1], "--out", sys.argv[2], "--quiet", *sys.argv[4:]]))
+argv = ["run", sys.argv[1], "--out", sys.argv[2], "--quiet", *sys.argv[4:]]
+sys.exit(main(argv, hooks=Hooks(frame_start=frame_start)))
 """
 
 #: ``wflsim run SCENARIO --out OUT`` on a disk that is full when the first manifest is written.
@@ -97,17 +95,13 @@ sys.exit(main(["run", sys.argv[1], "--out", sys.argv[2], "--quiet"]))
 #: ``wflsim sweep`` whose every frame sleeps 0.1 s (a sweep that takes a few seconds).
 SLOW_SWEEP_CHILD = """
 import sys, time
-from wflsim.sim.engine import Engine
+from wflsim import Hooks
 from wflsim.app.cli import main
 
-original = Engine._frame_start
-
-def frame_start(self, k):
+def frame_start(engine, k):
     time.sleep(0.1)
-    return original(self, k)
 
-Engine._frame_start = frame_start
-sys.exit(main(["sweep", *sys.argv[1:]]))
+sys.exit(main(["sweep", *sys.argv[1:]], hooks=Hooks(frame_start=frame_start)))
 """
 
 

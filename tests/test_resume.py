@@ -10,7 +10,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from conftest import run_in_memory
+from conftest import failing_at_frame, run_in_memory
 from golden_runs import column_hashes
 from wflsim.analysis.io import events_files, load_events
 from wflsim.app.cli import main
@@ -258,25 +258,15 @@ def test_diverging_training_fails_with_a_clear_message(tmp_path, capsys, monkeyp
 
 
 @pytest.mark.parametrize("scheme", sorted(SCHEMES))
-def test_every_scheme_resumes_to_the_uninterrupted_events(tmp_path, monkeypatch, scheme):
+def test_every_scheme_resumes_to_the_uninterrupted_events(tmp_path, scheme):
     """For every scheme, a run that failed in frame 4 and was resumed from the command line
     has the uninterrupted run's events."""
-    from wflsim.sim.engine import Engine
-
     path, out = scenario(tmp_path), tmp_path / "run"
     text = path.read_text().replace('name = "two_timescale"', f'name = "{scheme}"')
     if scheme == "fjord":  # its sub-models need the architecture, not a bare parameter count
         text = text.replace("num_params = 100000", 'dataset = "mnist"\nmodel = "cnn_mnist"')
     path.write_text(text)
-    original = Engine._frame_start
-
-    def boom(self, k):
-        if k == 4:
-            raise RuntimeError("injected")
-        return original(self, k)
-
-    with monkeypatch.context() as m:
-        m.setattr(Engine, "_frame_start", boom)
-        assert run(str(path), "--out", str(out)) == 1
+    failed = main(["run", str(path), "--out", str(out), "--quiet"], hooks=failing_at_frame(4))
+    assert failed == 1
     assert run("--resume", str(out)) == 0
     assert disk_hashes(out) == reference(path)

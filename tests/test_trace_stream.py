@@ -162,6 +162,7 @@ def test_a_run_failing_mid_frame_leaves_no_part_of_it_and_resumes_identically(
 ):
     """Rows of a frame already written as row groups when the run fails leave no file behind;
     --resume gives the uninterrupted run's events."""
+    import wflsim
     from wflsim.app.cli import main
     from wflsim.sim.engine import Engine
 
@@ -172,18 +173,15 @@ def test_a_run_failing_mid_frame_leaves_no_part_of_it_and_resumes_identically(
         "[network]\nnum_devices = 6\n[learning]\nenabled = false\nnum_params = 100000\n"
         '[scheme]\nname = "two_timescale"\n'
     )
-    original = Engine._slot_end
 
-    def failing(self, k, t, activity):
+    def failing(engine, t, outcome):
         if t == 7:  # frame 1, after two of its slots were handed to the writer
             raise OSError(28, "No space left on device")
-        return original(self, k, t, activity)
 
-    monkeypatch.setattr(Engine, "_slot_end", failing)
     out = tmp_path / "run"
-    assert main(["run", str(path), "--out", str(out), "--quiet"]) == 1
+    argv = ["run", str(path), "--out", str(out), "--quiet"]
+    assert main(argv, hooks=wflsim.Hooks(slot_end=failing)) == 1
     assert sorted(p.name for p in (out / "events").iterdir()) == ["part-000000.parquet"]
-    monkeypatch.setattr(Engine, "_slot_end", original)
     assert main(["run", "--resume", str(out), "--quiet"]) == 0
     parts = sorted((out / "events").glob("part-*.parquet"))
     on_disk = pa.concat_tables(pq.read_table(p).replace_schema_metadata(None) for p in parts)

@@ -31,6 +31,7 @@ from wflsim._version import __version__
 
 if TYPE_CHECKING:
     from wflsim.api import (
+        Hooks,
         RunResult,
         SweepResult,
         load_run,
@@ -42,6 +43,7 @@ if TYPE_CHECKING:
     )
 
 __all__ = [
+    "Hooks",
     "RunResult",
     "SweepResult",
     "__version__",

@@ -26,7 +26,7 @@ from wflsim.app.scenario import validate_scenario
 from wflsim.sim.config.limits import MAX_WORKERS, out_path_problem, shorten
 from wflsim.sim.config.loading import apply_overrides, plain_value, scenario_text
 from wflsim.sim.config.schema import Scenario
-from wflsim.sim.engine import ProgressFn
+from wflsim.sim.engine import Hooks, ProgressFn
 from wflsim.sim.errors import ScenarioError
 
 if TYPE_CHECKING:  # analysis (pandas) is imported when a result's tables are first used
@@ -188,6 +188,7 @@ def run(
     out: str | os.PathLike[str] | None = None,
     overwrite: bool = False,
     progress: Progress | None = None,
+    hooks: Hooks | None = None,
 ) -> RunResult:
     """Run a scenario: ``wflsim run``.
 
@@ -200,6 +201,9 @@ def run(
             run in memory and writes nothing.
         overwrite: replace a previous run's folder at ``out``.
         progress: called after every slot.
+        hooks: callbacks at each frame's start and end and each slot's end
+            (:class:`wflsim.Hooks`); an exception they raise fails the run (a run folder keeps
+            its completed frames and can be resumed).
 
     Raises:
         ScenarioError: bad input (nothing written); a folder in use or not a run's.
@@ -208,9 +212,10 @@ def run(
     if out is not None:
         folder = Path(out)
         _check_out(folder, "out")
-        _run.execute(prep, _run.make_learner(prep), folder, overwrite=overwrite, progress=progress)
+        learner = _run.make_learner(prep)
+        _run.execute(prep, learner, folder, overwrite=overwrite, progress=progress, hooks=hooks)
         return load_run(folder)
-    engine = _run.build_engine(prep, _run.make_learner(prep), progress=progress)
+    engine = _run.build_engine(prep, _run.make_learner(prep), progress=progress, hooks=hooks)
     stats = engine.run()
     from wflsim.analysis.io import events_frame
 
@@ -226,6 +231,7 @@ def resume(
     *,
     data_dir: str | os.PathLike[str] | None = None,
     progress: Progress | None = None,
+    hooks: Hooks | None = None,
 ) -> RunResult:
     """Continue a killed, failed or interrupted run from its last checkpoint: ``wflsim run
     --resume``. A completed run is returned as it is.
@@ -241,7 +247,7 @@ def resume(
     if manifest is None:
         raise ScenarioError("--resume", f"{str(path)!r} has no readable manifest.json")
     prep = _run.prepare_from_manifest(manifest, None if data_dir is None else str(data_dir))
-    _run.resume(prep, _run.make_learner(prep), path, progress=progress)
+    _run.resume(prep, _run.make_learner(prep), path, progress=progress, hooks=hooks)
     return load_run(path)
 
 
@@ -344,6 +350,7 @@ def sweep(
     workers: int = 1,
     executor: str = "local",
     overwrite: bool = False,
+    hooks: Hooks | None = None,
 ) -> SweepResult:
     """Run a sweep over a grid and seeds: ``wflsim sweep``. Repeating it resumes it.
 
@@ -358,6 +365,8 @@ def sweep(
         workers: runs at a time.
         executor: ``local`` (processes) or ``ray``.
         overwrite: recompute points whose folder a different scenario made.
+        hooks: the engine's callbacks for every point (:class:`wflsim.Hooks`); the points then
+            run in this process (``workers = 1``, ``local``).
 
     Raises:
         ScenarioError: a bad grid or point (nothing written), or a point folder that another
@@ -389,6 +398,7 @@ def sweep(
         data_dir=ddir,
         extra_overrides=extra,
         overwrite=overwrite,
+        hooks=hooks,
     )
     return load_sweep(folder)
 

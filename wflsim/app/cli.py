@@ -30,7 +30,7 @@ from .log import configure_logging
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from wflsim.sim.engine import ProgressFn, RunStats
+    from wflsim.sim.engine import Hooks, ProgressFn, RunStats
 
     from .run import Prepared
 
@@ -200,7 +200,9 @@ def _run(args: argparse.Namespace) -> int:
         args,
         prep,
         out,
-        lambda progress: execute(prep, learner, out, overwrite=args.overwrite, progress=progress),
+        lambda progress: execute(
+            prep, learner, out, overwrite=args.overwrite, progress=progress, hooks=args.hooks
+        ),
     )
 
 
@@ -243,7 +245,12 @@ def _resume(args: argparse.Namespace) -> int:
             )
         prep = prepare_from_manifest(manifest, args.data_dir)
     learner = make_learner(prep)
-    return _execute(args, prep, out, lambda progress: resume(prep, learner, out, progress=progress))
+    return _execute(
+        args,
+        prep,
+        out,
+        lambda progress: resume(prep, learner, out, progress=progress, hooks=args.hooks),
+    )
 
 
 def _execute(
@@ -398,6 +405,7 @@ def _sweep(args: argparse.Namespace) -> int:
             ray_address=args.ray_address,
             progress=progress,
             overwrite=args.overwrite,
+            hooks=args.hooks,
         )
     except SweepInterrupted as stop:
         bar.close()
@@ -450,14 +458,16 @@ def _report(args: argparse.Namespace) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, *, hooks: Hooks | None = None) -> int:
     """Entry point of the ``wflsim`` console command.
 
     Every failure ends in one line on stderr and an exit code (see the module docstring); an
     unexpected exception is a bug, reported as ``internal error`` with exit code 1 (its
-    traceback with ``WFLSIM_TRACEBACK=1``).
+    traceback with ``WFLSIM_TRACEBACK=1``). ``hooks`` (from Python only): the engine's callbacks
+    (:class:`wflsim.Hooks`) for ``run``, ``run --resume`` and a ``sweep`` run in this process.
     """
     args = _parser().parse_args(argv)
+    args.hooks = hooks
     configure_logging(args.log_level or _VERBOSITY[min(args.verbose, 2)])
     try:
         if args.command == "validate":

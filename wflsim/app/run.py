@@ -35,7 +35,7 @@ from wflsim.sim.config.resolve import (
     resolve_devices,
 )
 from wflsim.sim.config.schema import Scenario
-from wflsim.sim.engine import Engine, EngineConfig, FrameSink, ProgressFn, RunStats
+from wflsim.sim.engine import Engine, EngineConfig, FrameSink, Hooks, ProgressFn, RunStats
 from wflsim.sim.errors import ScenarioError
 from wflsim.sim.kernels import KernelName
 from wflsim.sim.learner import Learner, NullLearner
@@ -273,6 +273,7 @@ def build_engine(
     *,
     writer: FrameSink | None = None,
     progress: ProgressFn | None = None,
+    hooks: Hooks | None = None,
 ) -> Engine:
     """The engine of a prepared scenario with a fresh scheme, on ``learner``.
 
@@ -297,6 +298,7 @@ def build_engine(
         learner,
         writer=writer,
         progress=progress,
+        hooks=hooks,
     )
 
 
@@ -495,6 +497,7 @@ def execute(
     *,
     overwrite: bool = False,
     progress: ProgressFn | None = None,
+    hooks: Hooks | None = None,
 ) -> RunStats:
     """Run a prepared scenario into the run folder ``out`` (:mod:`wflsim.sim.rundir`).
 
@@ -518,7 +521,7 @@ def execute(
     try:
         try:
             system = prep.system
-            engine = build_engine(prep, learner, progress=progress)
+            engine = build_engine(prep, learner, progress=progress, hooks=hooks)
         except BaseException:
             lock.release()
             if created:
@@ -570,6 +573,7 @@ def resume(
     out: Path,
     *,
     progress: ProgressFn | None = None,
+    hooks: Hooks | None = None,
 ) -> RunStats | None:
     """Continue the run in folder ``out`` from its last checkpoint (None: it had completed).
 
@@ -596,7 +600,9 @@ def resume(
                     "--resume", f"{str(out)!r} has no readable manifest.json", "start a new run"
                 )
             log.info("resume %s: no frame was completed; starting from frame 0", out)
-            return _begin(prep, prep.system, build_engine(prep, learner, progress=progress), out)
+            return _begin(
+                prep, prep.system, build_engine(prep, learner, progress=progress, hooks=hooks), out
+            )
         diff = fingerprint_difference(manifest.get("fingerprint"), fingerprint(prep))
         if diff:
             raise ScenarioError(
@@ -605,7 +611,7 @@ def resume(
                 "resume with the run's own scenario, --set and --seed (or just --resume DIR), "
                 "or start a new run with --overwrite",
             )
-        engine = build_engine(prep, learner, progress=progress)
+        engine = build_engine(prep, learner, progress=progress, hooks=hooks)
         checkpoint = _load_verified_checkpoint(engine, manifest, out)
         start = engine.next_frame
         events_dir = out / EVENTS_DIR

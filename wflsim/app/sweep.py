@@ -43,12 +43,15 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from wflsim.sim import rundir
 from wflsim.sim.config.limits import MAX_POINT_NAME_CHARS, MAX_SEED, MAX_SWEEP_POINTS, shorten
 from wflsim.sim.errors import ScenarioError
 from wflsim.sim.trace import write_json_atomic
+
+if TYPE_CHECKING:
+    from wflsim.sim.engine import Hooks
 
 from . import folders
 from .log import configure_logging
@@ -372,6 +375,7 @@ def run_point(
     threads: int | None,
     mode: str = "new",
     in_worker: bool = False,
+    hooks: Hooks | None = None,
 ) -> dict[str, Any]:
     """Run one grid point into ``out`` (the worker function of every executor).
 
@@ -398,11 +402,13 @@ def run_point(
         _IN_RUN.set()
         try:
             if mode == "resume":
-                stats = resume(prep, learner, Path(out))
+                stats = resume(prep, learner, Path(out), hooks=hooks)
                 if stats is None:
                     return {"status": "completed", "note": "already completed"}
             else:
-                stats = execute(prep, learner, Path(out), overwrite=mode == "overwrite")
+                stats = execute(
+                    prep, learner, Path(out), overwrite=mode == "overwrite", hooks=hooks
+                )
         finally:
             _IN_RUN.clear()
             if in_worker and _PARENT and os.getppid() != _PARENT[0]:
@@ -484,6 +490,7 @@ def run_sweep(
     ray_address: str | None = None,
     progress: ProgressFn | None = None,
     overwrite: bool = False,
+    hooks: Hooks | None = None,
 ) -> dict[str, Any]:
     """Run every grid point not yet completed; returns the sweep manifest (also ``out/sweep.json``).
 
@@ -498,6 +505,12 @@ def run_sweep(
     """
     if executor not in ("local", "ray"):
         raise ScenarioError("--executor", f"unknown executor {executor!r}", "use local or ray")
+    if hooks is not None and (executor != "local" or workers > 1):
+        raise ScenarioError(
+            "hooks",
+            "are called in the sweep's own process, but its points run in worker processes",
+            "use workers = 1 with the local executor",
+        )
     if executor == "ray" and importlib.util.find_spec("ray") is None:  # before anything is written
         raise ScenarioError(
             "--executor", "ray is not installed", 'pip install -e ".[ray]", or use --executor local'
@@ -529,6 +542,7 @@ def run_sweep(
             ray_address=ray_address,
             progress=progress,
             overwrite=overwrite,
+            hooks=hooks,
         )
     finally:
         lock.release()
@@ -545,6 +559,7 @@ def _run_sweep_locked(
     ray_address: str | None,
     progress: ProgressFn | None,
     overwrite: bool,
+    hooks: Hooks | None,
 ) -> dict[str, Any]:
     """:func:`run_sweep` once this process holds the sweep folder's lock."""
     if (out / "sweep.json").is_symlink():
@@ -619,7 +634,7 @@ def _run_sweep_locked(
             for name, a in args.items():
                 manifest["points"][name]["status"] = "running"
                 write_json_atomic(manifest_path, manifest)
-                record(name, run_point(*a))
+                record(name, run_point(*a, hooks=hooks))
         else:
             _run_pool(args, record, workers)
     except KeyboardInterrupt:
