@@ -150,9 +150,11 @@ def add_repo_to_path() -> None:
         sys.path.insert(0, root)
 
 
-def frozen_counts(learner: object, n: int, gamma: float) -> dict[str, object]:
+def frozen_counts(learner: object, n: int, gamma: float) -> object:
     """The freezing rule's frame input for ``n`` devices that each freeze ``gamma`` of ``D``."""
     import numpy as np
 
+    from wflsim.sim.updates import FreezingInputs
+
     d = int(learner.num_params)  # type: ignore[attr-defined]
-    return {"frozen_count": np.full(n, int(round(gamma * d)), dtype=np.int64)}
+    return FreezingInputs(frozen_count=np.full(n, int(round(gamma * d)), dtype=np.int64))

@@ -38,6 +38,7 @@ from wflsim.sim.rng import Streams  # noqa: E402
 from wflsim.sim.schemes import SCHEMES  # noqa: E402
 from wflsim.sim.schemes.common import freezing_plan  # noqa: E402
 from wflsim.sim.schemes.registry import build_scheme  # noqa: E402
+from wflsim.sim.updates import UpdateInputs  # noqa: E402
 from wflsim.sim.world.system import DeviceArrays, SystemConstants  # noqa: E402
 
 #: The proposed scheme first (the denominator), then the baselines and the ablation.
@@ -75,14 +76,14 @@ def system_for(n: int, d: int) -> SystemConstants:
     return SystemConstants(devices, 10e6, 4e-14, 0.8, d, 32, ("cnn_mnist", "mnist"))
 
 
-def frame_inputs(scheme: object, system: SystemConstants, gamma: float) -> dict[str, np.ndarray]:
+def frame_inputs(scheme: object, system: SystemConstants, gamma: float) -> UpdateInputs:
     """The rule inputs the scheme's own cost model gives at ``gamma`` in frame 1 (freezing
     schemes: ``freezing_plan``; baselines: their ``cost_model``)."""
     g = np.full(system.num_devices, gamma)
     model = getattr(scheme, "cost_model", None)
     if model is not None:
-        return dict(model(g, 1).update)
-    return dict(freezing_plan(g, 1, system, {}).update)
+        return model(g, 1).update
+    return freezing_plan(g, 1, system, {}).update
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -11,7 +11,7 @@ real MNIST with ``--data-dir``. Variants, timed side by side in one process, int
   learner decides; ``--chunk 0`` forces one ``vmap(grad)`` over all devices), weighted
   aggregation, SGD step, stability accumulators (eq. 5) and the Fig. 1 stability tracking.
 * ``a'`` the same with freezing active: one frame with gamma = 0 is run first, then every device
-  freezes gamma = 0.3 of its parameters (``begin_frame(1, {"frozen_count": rint(0.3 D)})``), so each device has its own
+  freezes gamma = 0.3 of its parameters (``begin_frame(1, FreezingInputs(frozen_count=rint(0.3 D)))``), so each device has its own
   parameter copy ``w_tilde_n``.
 * ``b``  raw PyTorch floor: forward + backward of the same number of samples (devices x batch) as
   ONE batch (mean cross-entropy: with equal batches this is exactly the B-weighted mean of the
@@ -47,6 +47,7 @@ from wflsim.models.data import load_dataset, partition  # noqa: E402
 from wflsim.models.learner import TorchLearner  # noqa: E402
 from wflsim.models.nets import build_model  # noqa: E402
 from wflsim.sim.rng import Streams  # noqa: E402
+from wflsim.sim.updates import FreezingInputs  # noqa: E402
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -143,10 +144,10 @@ def main(argv: list[str] | None = None) -> None:
     ids = np.arange(n, dtype=np.int64)
     # a: nothing frozen (frame 0)
     la = learner(1)
-    la.begin_frame(0, {"frozen_count": np.zeros(n, dtype=np.int64)})
+    la.begin_frame(0, FreezingInputs(frozen_count=np.zeros(n, dtype=np.int64)))
     # a': one warm-up frame, then gamma per device
     lf = learner(2)
-    lf.begin_frame(0, {"frozen_count": np.zeros(n, dtype=np.int64)})
+    lf.begin_frame(0, FreezingInputs(frozen_count=np.zeros(n, dtype=np.int64)))
     for t in range(3):
         lf.compute(t, ids)
         lf.apply(t, ids)

@@ -43,6 +43,8 @@ import _common  # noqa: E402
 
 _common.add_repo_to_path()
 
+from wflsim.sim.updates import FreezingInputs  # noqa: E402
+
 GB = 1e9
 
 
@@ -172,7 +174,7 @@ def child(args: argparse.Namespace) -> None:
     frozen = 0.0
     if args.child == "run":
         t = 0
-        learner.begin_frame(0, {"frozen_count": np.zeros(n, dtype=np.int64)})
+        learner.begin_frame(0, FreezingInputs(frozen_count=np.zeros(n, dtype=np.int64)))
         for _ in range(args.slots):
             learner.compute(t, ids)
             learner.apply(t, ids)

@@ -326,6 +326,7 @@ class Engine:
         plan = self.scheme.plan_frame(
             FrameContext(frame=k, large_scale_gain=large.gain, queue_j=queue)
         )
+        self.scheme.update_rule.check_inputs(plan.update)
         self.learner.begin_frame(k, plan.update)
         b.add("freeze", now, k, t0, ids, gamma=plan.gamma, queue_j=queue, **plan.columns)
         costs = slots.frame_costs(plan.cost.payload_bits, plan.cost.compute_fraction, self.system)

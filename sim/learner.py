@@ -9,9 +9,9 @@ Call order within a run (device indices are 0-based ``int64`` numpy arrays):
 
 * ``set_update_rule(spec)`` once, before the first frame: the scheme's learner-side update rule
   (:class:`UpdateRuleSpec`, e.g. ``freezing``) with its parameters.
-* ``begin_frame(frame, update)`` at every frame start; ``update`` maps names to per-device
-  arrays of shape ``(N,)``: the rule's inputs for the frame, decided by the scheme (for
-  ``freezing``: ``{"frozen_count": int64}``, the number of parameters each device freezes).
+* ``begin_frame(frame, update)`` at every frame start; ``update`` is the rule's frame inputs,
+  decided by the scheme: its typed record of :mod:`sim.updates` (for ``freezing``:
+  :class:`~sim.updates.FreezingInputs`, the number of parameters each device freezes).
 * ``compute(slot, device_ids)`` once per slot with the devices that train in this slot (may be
   empty). All their uploads are computed in one batched call; virtual time does not advance.
 * ``apply(slot, success_ids)`` at the end of the slot with the subset whose uploads arrived in
@@ -30,41 +30,13 @@ Call order within a run (device indices are 0-based ``int64`` numpy arrays):
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-#: Learner-side update rules (implemented in ``models.learner.rules``) and their parameters.
-UPDATE_RULES: dict[str, tuple[str, ...]] = {
-    # freeze frozen_count[n] parameters per device for the frame, chosen by the paper's stability
-    # criterion ("stability") or uniformly at random ("random", an ablation)
-    "freezing": ("selection",),
-    # Top-K with error accumulation: send the k[n] entries of largest |residual + gradient|
-    "topk_ef": (),
-    # importance pruning: train and send the kept[n] entries of largest (g_prev w)^2
-    "pruning": ("aggregation",),
-    # unbiased stochastic uniform quantisation at bits[n] per coordinate, error-weighted average
-    "quantisation": (),
-    # FjORD ordered dropout: train the sub-model of width[n]; BatchNorm statistics per width tier
-    "ordered_dropout": ("bn_tiers",),
-}
+from .updates import UpdateInputs, UpdateRuleSpec
 
-
-@dataclass(frozen=True)
-class UpdateRuleSpec:
-    """A learner-side update rule: its name (a key of :data:`UPDATE_RULES`) and parameters."""
-
-    name: str
-    params: Mapping[str, Any] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        if self.name not in UPDATE_RULES:
-            raise ValueError(f"unknown update rule {self.name!r}; known: {sorted(UPDATE_RULES)}")
-        unknown = set(self.params) - set(UPDATE_RULES[self.name])
-        if unknown:
-            raise ValueError(f"update rule {self.name!r} has no parameter(s) {sorted(unknown)}")
+__all__ = ["Learner", "NullLearner", "UpdateRuleSpec"]
 
 
 @runtime_checkable
@@ -83,7 +55,7 @@ class Learner(Protocol):
 
     def set_update_rule(self, rule: UpdateRuleSpec) -> None: ...
 
-    def begin_frame(self, frame: int, update: Mapping[str, np.ndarray]) -> None: ...
+    def begin_frame(self, frame: int, update: UpdateInputs) -> None: ...
 
     def compute(self, slot: int, device_ids: np.ndarray) -> None: ...
 
@@ -120,7 +92,7 @@ class NullLearner:
         """Remember the rule (nothing is trained)."""
         self.rule = rule
 
-    def begin_frame(self, frame: int, update: Mapping[str, np.ndarray]) -> None:
+    def begin_frame(self, frame: int, update: UpdateInputs) -> None:
         """Nothing to do."""
 
     def compute(self, slot: int, device_ids: np.ndarray) -> None:

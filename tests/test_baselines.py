@@ -30,6 +30,7 @@ from wflsim.sim.config.architectures import kept, layers, width_costs
 from wflsim.sim.errors import ScenarioError
 from wflsim.sim.learner import UpdateRuleSpec
 from wflsim.sim.rng import Streams
+from wflsim.sim.updates import OrderedDropoutInputs, PruningInputs, QuantisationInputs, TopKInputs
 
 BASELINES = ("topk_ef", "pruning", "fedhq", "fjord")
 
@@ -96,7 +97,7 @@ def test_topk_conserves_mass_through_outages():
     rng = np.random.default_rng(3)
     outages = 0
     for frame in range(4):
-        learner.begin_frame(frame, {"k": rng.integers(0, d + 1, 5)})
+        learner.begin_frame(frame, TopKInputs(k=rng.integers(0, d + 1, 5)))
         for t in range(5):
             slot = frame * 5 + t
             ids = np.flatnonzero(rng.random(5) < 0.8)
@@ -119,7 +120,7 @@ def test_topk_uploads_are_the_top_k_of_residual_plus_gradient():
     learner = _with_rule([6, 6, 6], UpdateRuleSpec("topk_ef"))
     rule = learner.rule
     assert isinstance(rule, TopKResidual)
-    learner.begin_frame(0, {"k": np.array([10, 20, 43], dtype=np.int64)})
+    learner.begin_frame(0, TopKInputs(k=np.array([10, 20, 43], dtype=np.int64)))
     learner.compute(0, np.arange(3))
     learner.apply(0, np.array([0]))  # devices 1 and 2 fail: their uploads go back
     r = rule.residual.clone()
@@ -154,12 +155,12 @@ def test_pruning_keeps_exactly_the_most_important_and_trains_the_pruned_model():
     rule = learner.rule
     assert isinstance(rule, ImportancePruning)
     d = learner.num_params
-    learner.begin_frame(0, {"kept": np.full(3, d, dtype=np.int64)})
+    learner.begin_frame(0, PruningInputs(kept=np.full(3, d, dtype=np.int64)))
     learner.compute(0, np.arange(3))
     learner.apply(0, np.arange(3))
     g_prev, w = rule.g_prev.clone(), learner.global_params()
     kept = np.array([d, 30, 12], dtype=np.int64)
-    learner.begin_frame(1, {"kept": kept})
+    learner.begin_frame(1, PruningInputs(kept=kept))
     learner.compute(1, np.arange(3))
     imp = (g_prev * w) ** 2
     for n, k in enumerate(kept):
@@ -184,7 +185,7 @@ def test_pruning_per_coordinate_aggregation_divides_by_keepers():
     )
     d = learner.num_params
     counts = torch.tensor([d, 20, 9]).view(-1, 1)
-    learner.begin_frame(0, {"kept": counts.flatten().numpy()})
+    learner.begin_frame(0, PruningInputs(kept=counts.flatten().numpy()))
     w0 = learner.global_params()
     learner.compute(0, np.arange(3))
     up = learner.gradients.clone()
@@ -225,7 +226,7 @@ def test_quantised_uploads_are_weighted_by_their_error():
     learner = _with_rule([6, 6, 6], UpdateRuleSpec("quantisation"), lr=0.4)
     rule = learner.rule
     assert isinstance(rule, StochasticQuantisation)
-    learner.begin_frame(0, {"bits": np.array([2, 4, 16], dtype=np.int64)})
+    learner.begin_frame(0, QuantisationInputs(bits=np.array([2, 4, 16], dtype=np.int64)))
     w0 = learner.global_params()
     learner.compute(0, np.arange(3))
     raw = full_grads(learner, w0)
@@ -264,9 +265,9 @@ def test_fjord_trains_and_uploads_the_width_p_submodels():
     on the sub-model's coordinates only (reference: model copies at w * m_n, then masked)."""
     learner = _catalogue_learner(3)
     learner.set_update_rule(UpdateRuleSpec("ordered_dropout"))
-    learner.begin_frame(0, {"width": np.ones(3)})
+    learner.begin_frame(0, OrderedDropoutInputs(width=np.ones(3)))
     widths = np.array([1.0, 0.6, 0.3])
-    learner.begin_frame(1, {"width": widths})
+    learner.begin_frame(1, OrderedDropoutInputs(width=widths))
     w = learner.global_params()
     learner.compute(0, np.arange(3))
     for n, p in enumerate(widths):
@@ -283,7 +284,7 @@ def test_fjord_aggregation_averages_each_coordinate_over_its_holders():
     learner = _catalogue_learner(3)
     learner.set_update_rule(UpdateRuleSpec("ordered_dropout"))
     widths = np.array([0.8, 0.5, 0.2])
-    learner.begin_frame(0, {"width": widths})
+    learner.begin_frame(0, OrderedDropoutInputs(width=widths))
     w0 = learner.global_params()
     learner.compute(0, np.arange(3))
     up = learner.gradients.clone()
@@ -319,7 +320,7 @@ def test_fjord_keeps_batchnorm_statistics_per_width_tier(tmp_path):
     rule = learner.rule
     assert isinstance(rule, OrderedDropout)
     widths = np.array([1.0, 0.5, 0.45, 0.55])  # tiers 10, 5, 5, 6
-    learner.begin_frame(0, {"width": widths})
+    learner.begin_frame(0, OrderedDropoutInputs(width=widths))
     before = {k: v.clone() for k, v in learner.buffers.items()}
     learner.compute(0, np.arange(4))
     dev = {k: v.clone() for k, v in learner.device_buffers.items()}
@@ -444,7 +445,7 @@ def test_fedhq_below_two_bits_does_not_upload():
     dev = DeviceArrays(*(np.ones(3) for _ in range(6)))
     system = SystemConstants(dev, 1e6, 1e-13, 0.8, 1000, 32)
     comp = fedhq_costs(np.array([0.0, 0.95, 0.5]), system)
-    assert comp.update["bits"].tolist() == [32, 0, 16]
+    assert comp.update.bits.tolist() == [32, 0, 16]
     assert comp.cost.payload_bits.tolist() == [32 * 1000 + 64, 0.0, 16 * 1000 + 64]
 
 

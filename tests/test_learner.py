@@ -11,11 +11,16 @@ import torch.nn.functional as F
 from torch import nn
 from torch.nn.utils import parameters_to_vector, vector_to_parameters
 
+import wflsim
+from conftest import network_only
 from wflsim.models.data import partition
 from wflsim.models.learner import Freezing, TorchLearner, freeze_masks, stability_scores
 from wflsim.models.learner.gradients import GradientPaths
 from wflsim.sim.learner import Learner, NullLearner, UpdateRuleSpec
 from wflsim.sim.rng import Streams
+from wflsim.sim.schemes import SCHEMES
+from wflsim.sim.schemes.base import FrameContext
+from wflsim.sim.updates import FreezingInputs
 
 # ----------------------------------------------------------------------------- helpers
 
@@ -73,10 +78,10 @@ def rule(learner: TorchLearner) -> Freezing:
     return learner.rule
 
 
-def freeze(learner: TorchLearner, gamma) -> dict[str, np.ndarray]:
+def freeze(learner: TorchLearner, gamma) -> FreezingInputs:
     """The freezing rule's frame input: rint(gamma_n D) parameters per device."""
     counts = np.rint(np.asarray(gamma, dtype=np.float64) * learner.num_params)
-    return {"frozen_count": counts.astype(np.int64)}
+    return FreezingInputs(frozen_count=counts.astype(np.int64))
 
 
 def reference_grads(learner: TorchLearner) -> torch.Tensor:
@@ -685,3 +690,32 @@ def test_per_device_starting_buffers_update_each_devices_statistics(path: str) -
         net(learner.data.x_train[torch.as_tensor(batches[row])])
         torch.testing.assert_close(new["1.running_mean"][row], net[1].running_mean)
         torch.testing.assert_close(new["1.running_var"][row], net[1].running_var)
+
+
+def test_the_learner_implements_every_registered_update_rule_and_no_other():
+    """models' rule builders and sim's update-rule registry name the same rules."""
+    from wflsim.models.learner.rules import RULES
+    from wflsim.sim.updates import UPDATE_RULES
+
+    assert set(RULES) == set(UPDATE_RULES)
+
+
+@pytest.mark.parametrize("scheme", sorted(SCHEMES))
+def test_every_scheme_plans_its_rules_typed_inputs(scheme):
+    """Every scheme's frame plan carries its update rule's own input record."""
+    from wflsim.app.run import build_engine, make_learner
+    from wflsim.sim.updates import UPDATE_RULES
+
+    prep = wflsim.prepare(network_only(scheme={"name": scheme}))
+    engine = build_engine(prep, make_learner(prep))
+    ctx = FrameContext(frame=1, large_scale_gain=np.full(6, 1e-9), queue_j=np.zeros(6))
+    plan = engine.scheme.plan_frame(ctx)
+    assert type(plan.update) is UPDATE_RULES[engine.scheme.update_rule.name].inputs
+
+
+def test_inputs_of_another_rule_are_refused():
+    """A frame plan whose inputs belong to another rule is refused with both names."""
+    from wflsim.sim.updates import TopKInputs, UpdateRuleSpec
+
+    with pytest.raises(TypeError, match="FreezingInputs.*TopKInputs"):
+        UpdateRuleSpec("freezing").check_inputs(TopKInputs(k=np.zeros(3, dtype=np.int64)))

@@ -29,7 +29,7 @@ RNG is left untouched). Same seed, same hardware and thread count => bit-identic
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -37,6 +37,7 @@ import torch
 from torch import nn
 
 from wflsim.sim.config.catalogue import DatasetError
+from wflsim.sim.updates import UpdateInputs
 
 from .. import data as _data
 from ..nets import build_model
@@ -336,7 +337,7 @@ class TorchLearner:
         return self.lr
 
     # ------------------------------------------------------------------ protocol
-    def begin_frame(self, frame: int, update: Mapping[str, np.ndarray]) -> None:
+    def begin_frame(self, frame: int, update: UpdateInputs) -> None:
         """Open frame ``frame``: the rule takes the scheme's per-device inputs."""
         self._started = True
         self.rule.begin_frame(frame, self._w, update)

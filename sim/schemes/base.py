@@ -28,8 +28,8 @@ import numpy as np
 from numpy.typing import NDArray
 from pydantic import BaseModel
 
-from ..learner import UpdateRuleSpec
 from ..slot import SlotOutcome
+from ..updates import UpdateInputs, UpdateRuleSpec
 
 F64 = NDArray[np.float64]
 
@@ -67,14 +67,15 @@ class FramePlan:
         gamma: the fraction each device runs at in ``[0, 1]`` (logged as ``gamma``; the frozen
             fraction for freezing schemes, the controller's fraction for the others).
         cost: the frame's cost model.
-        update: per-device inputs of the learner's update rule for the frame (e.g.
-            ``{"frozen_count": (N,) int64}``), passed to ``Learner.begin_frame``.
+        update: the learner's update-rule inputs for the frame, the rule's record of
+            :mod:`sim.updates` (e.g. ``FreezingInputs(frozen_count=(N,) int64)``), passed to
+            ``Learner.begin_frame``.
         columns: extra per-device columns of the ``freeze`` rows (trace schema names).
     """
 
     gamma: F64
     cost: CostPlan
-    update: Mapping[str, np.ndarray] = field(default_factory=dict)
+    update: UpdateInputs
     columns: Mapping[str, np.ndarray] = field(default_factory=dict)
 
 

@@ -14,8 +14,8 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..learner import UpdateRuleSpec
 from ..slot import SlotOutcome, frame_costs
+from ..updates import FreezingInputs, UpdateInputs, UpdateRuleSpec
 from ..world import physics
 from ..world.system import SystemConstants
 from . import controller
@@ -172,7 +172,7 @@ def freezing_plan(
     ``gamma`` is clipped to ``[0, 1]``; frame 0 freezes nothing (no stability scores yet: the
     documented warm-up). The plan's ``gamma`` is what is really frozen, ``count / D``; payload
     ``(1 - gamma) S`` (eq. 10), compute fraction ``1 - gamma`` (eqs. 12-13). Update-rule input:
-    ``{"frozen_count": (N,) int64}``.
+    :class:`~sim.updates.FreezingInputs` (``frozen_count`` ``(N,)`` int64).
     """
     d = system.num_params
     g = np.clip(np.asarray(gamma, dtype=np.float64), 0.0, 1.0)
@@ -187,7 +187,7 @@ def freezing_plan(
             payload_bits=physics.payload_bits(d, frozen, system.bits_per_param),
             compute_fraction=compute_fraction,
         ),
-        update={"frozen_count": counts},
+        update=FreezingInputs(frozen_count=counts),
         columns={
             **columns,
             "compute_fraction": compute_fraction,
@@ -313,7 +313,7 @@ class Compression:
     (``compute_fraction``, ``sent_values``, ``bits_per_value``, and e.g. ``width``)."""
 
     cost: CostPlan
-    update: dict[str, np.ndarray]
+    update: UpdateInputs
     columns: dict[str, np.ndarray]
 
 

@@ -8,7 +8,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from ..learner import UpdateRuleSpec
+from ..updates import QuantisationInputs, UpdateRuleSpec
 from ..world.system import SystemConstants
 from .base import F64, CostPlan
 from .common import Compression, CompressionScheme, ControllerOptions
@@ -35,7 +35,7 @@ def fedhq_costs(gamma: F64, system: SystemConstants) -> Compression:
             payload_bits=np.where(sends, d * bits.astype(np.float64) + SIDE_BITS, 0.0),
             compute_fraction=np.ones(n),
         ),
-        update={"bits": bits},
+        update=QuantisationInputs(bits=bits),
         columns={
             "compute_fraction": np.ones(n),
             "sent_values": np.where(sends, d, 0).astype(np.int64),

@@ -10,7 +10,7 @@ from pydantic import Field
 
 from ..config.architectures import width_costs
 from ..errors import ScenarioError
-from ..learner import UpdateRuleSpec
+from ..updates import OrderedDropoutInputs, UpdateRuleSpec
 from ..world.system import SystemConstants
 from .base import F64, CostPlan
 from .common import Compression, CompressionScheme, ControllerOptions
@@ -40,7 +40,7 @@ def fjord_costs(
     b = float(system.bits_per_param)
     return Compression(
         cost=CostPlan(payload_bits=params.astype(np.float64) * b, compute_fraction=macs),
-        update={"width": width},
+        update=OrderedDropoutInputs(width=width),
         columns={
             "compute_fraction": macs,
             "sent_values": params.astype(np.int64),

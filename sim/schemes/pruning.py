@@ -7,7 +7,7 @@ from typing import ClassVar, Literal
 import numpy as np
 from pydantic import Field
 
-from ..learner import UpdateRuleSpec
+from ..updates import PruningInputs, UpdateRuleSpec
 from ..world.system import SystemConstants
 from .base import F64, CostPlan
 from .common import Compression, CompressionScheme, ControllerOptions
@@ -31,7 +31,7 @@ def pruning_costs(gamma: F64, system: SystemConstants) -> Compression:
     fraction = kept / d
     return Compression(
         cost=CostPlan(payload_bits=kept.astype(np.float64) * b, compute_fraction=fraction),
-        update={"kept": kept},
+        update=PruningInputs(kept=kept),
         columns={
             "compute_fraction": fraction,
             "sent_values": kept,

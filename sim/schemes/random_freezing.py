@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from ..learner import UpdateRuleSpec
+from ..updates import UpdateRuleSpec
 from ..world.system import SystemConstants
 from .common import ControllerOptions, FreezingScheme
 from .registry import register

@@ -9,7 +9,7 @@ from typing import ClassVar, Literal
 import numpy as np
 from pydantic import Field
 
-from ..learner import UpdateRuleSpec
+from ..updates import TopKInputs, UpdateRuleSpec
 from ..world.system import SystemConstants
 from .base import F64, CostPlan
 from .common import Compression, CompressionScheme, ControllerOptions
@@ -33,7 +33,7 @@ def topk_costs(gamma: F64, system: SystemConstants, index_bits: int) -> Compress
     n = k.shape[0]
     return Compression(
         cost=CostPlan(payload_bits=k.astype(np.float64) * per_value, compute_fraction=np.ones(n)),
-        update={"k": k},
+        update=TopKInputs(k=k),
         columns={
             "compute_fraction": np.ones(n),
             "sent_values": k,

@@ -1,7 +1,9 @@
 """Learner-side update rules: what each device trains on, what it uploads, how the server
 aggregates, and the per-device state that carries across slots and frames.
 
-One module per rule, named by the schemes through ``sim.learner.UpdateRuleSpec``:
+One module per rule, named by the schemes through ``sim.updates.UpdateRuleSpec`` (the registry
+of names, parameters and frame inputs is ``sim.updates.UPDATE_RULES``; :data:`RULES` implements
+it, name for name):
 
 * ``freezing`` -- :class:`Freezing` (the paper's; selection by stability or at random);
 * ``topk_ef`` -- :class:`TopKResidual` (Top-K with error accumulation);
@@ -12,7 +14,8 @@ One module per rule, named by the schemes through ``sim.learner.UpdateRuleSpec``
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -33,6 +36,8 @@ __all__ = [
     "PlainRule",
     "StochasticQuantisation",
     "TopKResidual",
+    "RULES",
+    "RuleSettings",
     "UpdateRule",
     "build_rule",
     "freeze_masks",
@@ -40,53 +45,76 @@ __all__ = [
 ]
 
 
-def build_rule(
-    name: str,
-    params: Mapping[str, Any],
-    *,
-    num_devices: int,
-    num_params: int,
-    device: torch.device,
-    aggregation: str,
-    unmoved_stability: float,
-    streams: Any,
-    model: nn.Module | None = None,
-    architecture: tuple[str, str] | None = None,
-) -> UpdateRule:
-    """The rule ``name`` with the scheme's ``params`` and the learner's settings (``model`` and
-    its catalogue ``architecture`` for the rules that need the network's structure)."""
-    if name == "freezing":
-        return Freezing(
-            num_devices,
-            num_params,
-            device,
-            selection=str(params.get("selection", "stability")),
-            aggregation=aggregation,
-            unmoved_stability=unmoved_stability,
-            streams=streams,
-        )
-    if name == "topk_ef":
-        return TopKResidual(num_devices, num_params, device)
-    if name == "pruning":
-        return ImportancePruning(
-            num_devices, num_params, device, str(params.get("aggregation", "zeros"))
-        )
-    if name == "quantisation":
-        return StochasticQuantisation(num_devices, num_params, device, streams)
-    if name == "ordered_dropout":
-        if model is None or architecture is None:
-            raise ValueError(
-                "ordered_dropout needs a catalogue model (TorchLearner.from_config, or "
-                "architecture=(model, dataset))"
-            )
-        from wflsim.sim.config.architectures import layers
+@dataclass(frozen=True)
+class RuleSettings:
+    """The learner's settings a rule may need (besides the scheme's parameters)."""
 
-        return OrderedDropout(
-            num_devices,
-            num_params,
-            device,
-            model,
-            layers(*architecture),
-            int(params.get("bn_tiers", 10)),
+    num_devices: int
+    num_params: int
+    device: torch.device
+    aggregation: str
+    unmoved_stability: float
+    streams: Any
+    model: nn.Module | None = None
+    architecture: tuple[str, str] | None = None
+
+
+def _freezing(params: Mapping[str, Any], s: RuleSettings) -> UpdateRule:
+    return Freezing(
+        s.num_devices,
+        s.num_params,
+        s.device,
+        selection=str(params.get("selection", "stability")),
+        aggregation=s.aggregation,
+        unmoved_stability=s.unmoved_stability,
+        streams=s.streams,
+    )
+
+
+def _topk(params: Mapping[str, Any], s: RuleSettings) -> UpdateRule:
+    return TopKResidual(s.num_devices, s.num_params, s.device)
+
+
+def _pruning(params: Mapping[str, Any], s: RuleSettings) -> UpdateRule:
+    aggregation = str(params.get("aggregation", "zeros"))
+    return ImportancePruning(s.num_devices, s.num_params, s.device, aggregation)
+
+
+def _quantisation(params: Mapping[str, Any], s: RuleSettings) -> UpdateRule:
+    return StochasticQuantisation(s.num_devices, s.num_params, s.device, s.streams)
+
+
+def _ordered_dropout(params: Mapping[str, Any], s: RuleSettings) -> UpdateRule:
+    if s.model is None or s.architecture is None:
+        raise ValueError(
+            "ordered_dropout needs a catalogue model (TorchLearner.from_config, or "
+            "architecture=(model, dataset))"
         )
-    raise ValueError(f"unknown update rule {name!r}")
+    from wflsim.sim.config.architectures import layers
+
+    tiers = int(params.get("bn_tiers", 10))
+    return OrderedDropout(
+        s.num_devices, s.num_params, s.device, s.model, layers(*s.architecture), tiers
+    )
+
+
+#: The implementation of every rule of ``sim.updates.UPDATE_RULES``, by the same name: its
+#: builder from the scheme's parameters and the learner's settings.
+RULES: dict[str, Callable[[Mapping[str, Any], RuleSettings], UpdateRule]] = {
+    "freezing": _freezing,
+    "topk_ef": _topk,
+    "pruning": _pruning,
+    "quantisation": _quantisation,
+    "ordered_dropout": _ordered_dropout,
+}
+
+
+def build_rule(name: str, params: Mapping[str, Any], **settings: Any) -> UpdateRule:
+    """The rule ``name`` with the scheme's ``params`` and the learner's settings
+    (:class:`RuleSettings`: ``model`` and its catalogue ``architecture`` for the rules that need
+    the network's structure)."""
+    try:
+        builder = RULES[name]
+    except KeyError:
+        raise ValueError(f"unknown update rule {name!r}; known: {sorted(RULES)}") from None
+    return builder(params, RuleSettings(**settings))

@@ -1,17 +1,18 @@
 """The update-rule protocol and the defaults most rules share.
 
-A rule is named by the scheme (``sim.learner.UpdateRuleSpec``) and gets its per-frame inputs from
-the scheme's frame plan. Notation: ``N`` devices, ``D`` parameters, ``w`` the global model
+A rule is named by the scheme (``sim.updates.UpdateRuleSpec``) and gets its per-frame inputs, the
+rule's typed record of :mod:`sim.updates`, from the scheme's frame plan. Notation: ``N`` devices, ``D`` parameters, ``w`` the global model
 ``(D,)``, ``ids`` the devices of a call (``int64`` numpy), ``n`` their number.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any, Protocol
 
 import numpy as np
 import torch
+
+from wflsim.sim.updates import UpdateInputs
 
 from .. import aggregate
 
@@ -21,7 +22,7 @@ AGGREGATIONS = ("weighted", "per_coordinate")
 class UpdateRule(Protocol):
     """The learner-side part of a scheme (see the module docstring)."""
 
-    def begin_frame(self, frame: int, w: torch.Tensor, update: Mapping[str, np.ndarray]) -> None:
+    def begin_frame(self, frame: int, w: torch.Tensor, update: UpdateInputs) -> None:
         """Open frame ``frame`` at global model ``w`` with the scheme's per-device inputs."""
         ...
 
@@ -118,10 +119,3 @@ def check_counts(name: str, values: Any, num_devices: int, upper: int) -> np.nda
     if (arr < 0).any() or (arr > upper).any():
         raise ValueError(f"{name} must lie in [0, {upper}]")
     return arr.astype(np.int64)
-
-
-def frame_input(update: Mapping[str, np.ndarray], key: str) -> np.ndarray:
-    """``update[key]``, else ValueError saying which input the rule needs."""
-    if key not in update:
-        raise ValueError(f"this update rule needs the frame input {key!r}, got {sorted(update)}")
-    return np.asarray(update[key])

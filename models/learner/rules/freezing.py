@@ -10,14 +10,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 import torch
 
+from wflsim.sim.updates import FreezingInputs, UpdateInputs, expect_inputs
+
 from .. import aggregate
-from .base import AGGREGATIONS, PlainRule, check_counts, frame_input
+from .base import AGGREGATIONS, PlainRule, check_counts
 
 SELECTIONS = ("stability", "random")
 
@@ -107,11 +108,11 @@ class Freezing(PlainRule):
         self.scores: torch.Tensor | None = None
 
     # ------------------------------------------------------------------ frame
-    def begin_frame(self, frame: int, w: torch.Tensor, update: Mapping[str, np.ndarray]) -> None:
-        """Fix the frame's masks (``update["frozen_count"]`` ``(N,)`` ints in ``[0, D]``)."""
+    def begin_frame(self, frame: int, w: torch.Tensor, update: UpdateInputs) -> None:
+        """Fix the frame's masks (``FreezingInputs.frozen_count``: ``(N,)`` ints in ``[0, D]``)."""
         counts = check_counts(
             "frozen_count",
-            frame_input(update, "frozen_count"),
+            expect_inputs(update, FreezingInputs).frozen_count,
             self.num_devices,
             self.num_params,
         )

@@ -19,7 +19,7 @@ with the full-width tier's statistics.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -27,10 +27,11 @@ import torch
 from torch import nn
 
 from wflsim.sim.config.architectures import Layer, kept
+from wflsim.sim.updates import OrderedDropoutInputs, UpdateInputs, expect_inputs
 
 from ...submodels import flat_width_mask
 from .. import aggregate
-from .base import PlainRule, frame_input
+from .base import PlainRule
 
 
 class OrderedDropout(PlainRule):
@@ -84,9 +85,9 @@ class OrderedDropout(PlainRule):
         return min(self.bn_tiers, max(1, math.ceil(width * self.bn_tiers - 1e-9)))
 
     # ------------------------------------------------------------------ frame and slot
-    def begin_frame(self, frame: int, w: torch.Tensor, update: Mapping[str, np.ndarray]) -> None:
+    def begin_frame(self, frame: int, w: torch.Tensor, update: UpdateInputs) -> None:
         """Take the frame's widths (0: the device does not train)."""
-        widths = np.asarray(frame_input(update, "width"), dtype=np.float64)
+        widths = np.asarray(expect_inputs(update, OrderedDropoutInputs).width, dtype=np.float64)
         if widths.shape != (self.num_devices,) or not np.all((widths >= 0) & (widths <= 1)):
             raise ValueError(f"width must be ({self.num_devices},) values in [0, 1]")
         self.widths = widths

@@ -17,14 +17,15 @@ gradient; its importance stays 0 until the ranking moves: the method's own behav
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 import torch
 
+from wflsim.sim.updates import PruningInputs, UpdateInputs, expect_inputs
+
 from .. import aggregate
-from .base import PlainRule, check_counts, frame_input
+from .base import PlainRule, check_counts
 
 PRUNING_AGGREGATIONS = ("zeros", "per_coordinate")
 
@@ -59,10 +60,10 @@ class ImportancePruning(PlainRule):
         self._ids = np.empty(0, dtype=np.int64)
         self._masks: torch.Tensor | None = None
 
-    def begin_frame(self, frame: int, w: torch.Tensor, update: Mapping[str, np.ndarray]) -> None:
+    def begin_frame(self, frame: int, w: torch.Tensor, update: UpdateInputs) -> None:
         """Take the frame's kept counts."""
         self.kept = check_counts(
-            "kept", frame_input(update, "kept"), self.num_devices, self.num_params
+            "kept", expect_inputs(update, PruningInputs).kept, self.num_devices, self.num_params
         )
 
     def masks_for(self, w: torch.Tensor, ids: np.ndarray) -> torch.Tensor | None:

@@ -15,14 +15,15 @@ keeps its idea (precise uploads count more), hence "FedHQ-like".
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 import torch
 
+from wflsim.sim.updates import QuantisationInputs, UpdateInputs, expect_inputs
+
 from .. import aggregate
-from .base import PlainRule, check_counts, frame_input
+from .base import PlainRule, check_counts
 
 
 def quantise(v: torch.Tensor, bits: int, uniforms: torch.Tensor) -> torch.Tensor:
@@ -60,9 +61,11 @@ class StochasticQuantisation(PlainRule):
         self.bits = np.zeros(num_devices, dtype=np.int64)
         self.errors: dict[int, float] = {}
 
-    def begin_frame(self, frame: int, w: torch.Tensor, update: Mapping[str, np.ndarray]) -> None:
+    def begin_frame(self, frame: int, w: torch.Tensor, update: UpdateInputs) -> None:
         """Take the frame's bits per coordinate."""
-        self.bits = check_counts("bits", frame_input(update, "bits"), self.num_devices, 64)
+        self.bits = check_counts(
+            "bits", expect_inputs(update, QuantisationInputs).bits, self.num_devices, 64
+        )
 
     def local_params(self, w: torch.Tensor, ids: np.ndarray) -> torch.Tensor:
         """Full compute at the global model."""

@@ -15,14 +15,15 @@ earlier rate is applied at the current one.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 import torch
 
+from wflsim.sim.updates import TopKInputs, UpdateInputs, expect_inputs
+
 from .. import aggregate
-from .base import PlainRule, check_counts, frame_input
+from .base import PlainRule, check_counts
 
 
 def top_k_mask(values: torch.Tensor, k: int) -> torch.Tensor:
@@ -57,9 +58,11 @@ class TopKResidual(PlainRule):
         self.residual = torch.zeros(num_devices, num_params, device=device)
         self._pending: tuple[np.ndarray, torch.Tensor] | None = None
 
-    def begin_frame(self, frame: int, w: torch.Tensor, update: Mapping[str, np.ndarray]) -> None:
+    def begin_frame(self, frame: int, w: torch.Tensor, update: UpdateInputs) -> None:
         """Take the frame's ``K`` per device."""
-        self.k = check_counts("k", frame_input(update, "k"), self.num_devices, self.num_params)
+        self.k = check_counts(
+            "k", expect_inputs(update, TopKInputs).k, self.num_devices, self.num_params
+        )
 
     def local_params(self, w: torch.Tensor, ids: np.ndarray) -> torch.Tensor:
         """Full compute at the global model."""

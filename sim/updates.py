@@ -1,0 +1,123 @@
+"""Learner-side update rules: the one registry of their names, parameters and frame inputs.
+
+A scheme names the rule it needs (:class:`UpdateRuleSpec`: a name of :data:`UPDATE_RULES` and
+its parameters) and, in every frame plan, hands the rule its inputs for the frame as the rule's
+own typed record (:attr:`UpdateRule.inputs`: e.g. :class:`FreezingInputs`), which the learner
+receives in ``begin_frame``. The learner side implements each rule under the same name
+(``wflsim.models.learner.rules.RULES``; a test holds the two registries to one set of names and
+input types). Everything here is torch-free.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import numpy as np
+import numpy.typing as npt
+
+
+@dataclass(frozen=True)
+class FreezingInputs:
+    """``freezing``: each device freezes ``frozen_count[n]`` parameters for the frame, ``(N,)``
+    integers in ``[0, D]`` (chosen by the paper's stability criterion, or at random)."""
+
+    frozen_count: npt.NDArray[np.int64]
+
+
+@dataclass(frozen=True)
+class TopKInputs:
+    """``topk_ef``: each device sends the ``k[n]`` entries of largest ``|residual + gradient|``,
+    ``(N,)`` integers in ``[0, D]``."""
+
+    k: npt.NDArray[np.int64]
+
+
+@dataclass(frozen=True)
+class PruningInputs:
+    """``pruning``: each device trains and sends the ``kept[n]`` entries of largest
+    ``(g_prev w)^2``, ``(N,)`` integers in ``[0, D]``."""
+
+    kept: npt.NDArray[np.int64]
+
+
+@dataclass(frozen=True)
+class QuantisationInputs:
+    """``quantisation``: each device quantises its update at ``bits[n]`` bits per coordinate,
+    ``(N,)`` integers in ``[0, 64]``."""
+
+    bits: npt.NDArray[np.int64]
+
+
+@dataclass(frozen=True)
+class OrderedDropoutInputs:
+    """``ordered_dropout``: each device trains the sub-model of width ``width[n]``, ``(N,)`` in
+    ``(0, 1]``."""
+
+    width: npt.NDArray[np.float64]
+
+
+#: Any rule's frame inputs.
+UpdateInputs = (
+    FreezingInputs | TopKInputs | PruningInputs | QuantisationInputs | OrderedDropoutInputs
+)
+
+
+@dataclass(frozen=True)
+class UpdateRule:
+    """What a scheme may ask of the learner under one rule name."""
+
+    params: tuple[str, ...]  #: the parameters the rule takes
+    inputs: type  #: the record of its frame inputs
+    summary: str
+
+
+#: Every learner-side update rule (implemented in ``wflsim.models.learner.rules``).
+UPDATE_RULES: dict[str, UpdateRule] = {
+    "freezing": UpdateRule(
+        ("selection",), FreezingInputs, "freeze parameters per device (stability or random)"
+    ),
+    "topk_ef": UpdateRule((), TopKInputs, "Top-K with error accumulation"),
+    "pruning": UpdateRule(("aggregation",), PruningInputs, "importance pruning, (g w)^2"),
+    "quantisation": UpdateRule(
+        (), QuantisationInputs, "unbiased stochastic quantisation, error-weighted average"
+    ),
+    "ordered_dropout": UpdateRule(
+        ("bn_tiers",), OrderedDropoutInputs, "FjORD's width-p sub-models"
+    ),
+}
+
+
+@dataclass(frozen=True)
+class UpdateRuleSpec:
+    """A learner-side update rule: its name (a key of :data:`UPDATE_RULES`) and parameters."""
+
+    name: str
+    params: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.name not in UPDATE_RULES:
+            raise ValueError(f"unknown update rule {self.name!r}; known: {sorted(UPDATE_RULES)}")
+        unknown = set(self.params) - set(UPDATE_RULES[self.name].params)
+        if unknown:
+            raise ValueError(f"update rule {self.name!r} has no parameter(s) {sorted(unknown)}")
+
+    def check_inputs(self, inputs: object) -> None:
+        """Refuse frame inputs that are not this rule's record (a scheme's mistake)."""
+        want = UPDATE_RULES[self.name].inputs
+        if not isinstance(inputs, want):
+            raise TypeError(
+                f"update rule {self.name!r} takes {want.__name__} as its frame inputs, "
+                f"got {type(inputs).__name__}"
+            )
+
+
+_I = TypeVar("_I")
+
+
+def expect_inputs(inputs: object, kind: type[_I]) -> _I:
+    """``inputs`` if it is a ``kind`` record, else TypeError naming both (for rule code)."""
+    if not isinstance(inputs, kind):
+        raise TypeError(f"this update rule takes {kind.__name__}, got {type(inputs).__name__}")
+    return inputs
