@@ -190,6 +190,34 @@ def test_the_manifest_states_the_rule():
     assert rule not in off["controller_assumption"]
 
 
+def test_a_run_folder_records_the_rule_and_the_analysis_reads_the_target(tmp_path):
+    """A run with a margin writes the rule into manifest.json and the trace's wflsim.channel;
+    analysis.channel reports its target (NaN for the paper's rule) and a lower outage rate."""
+    import json
+
+    import pyarrow.parquet as pq
+
+    from wflsim.analysis import channel as study
+    from wflsim.app.run import execute, make_learner, prepare_scenario
+
+    short = {"frames": 2, "slots_per_frame": 10, "deadline_s": 0.8}
+    for name, margin in (("margin", {"csi_margin": {"target_outage": 0.05}}), ("paper", {})):
+        data = _outage_scenario(**margin)
+        data["run"] = short
+        prep = prepare_scenario(validate_scenario(data))
+        execute(prep, make_learner(prep), tmp_path / name)
+    manifest = json.loads((tmp_path / "margin" / "manifest.json").read_text())
+    assert "quantile" in manifest["channel"]["controller_assumption"]["slot_power_rule"]
+    part = next((tmp_path / "margin" / "events").glob("*.parquet"))
+    meta = json.loads(pq.read_schema(part).metadata[b"wflsim.channel"])
+    assert meta["controller_assumption"] == manifest["channel"]["controller_assumption"]
+    table = study.outcomes([tmp_path / "margin", tmp_path / "paper"])
+    on = table.loc[table["csi_target_outage"] == 0.05, "outage_rate"]
+    off = table.loc[table["csi_target_outage"].isna(), "outage_rate"]
+    assert len(on) == 1 and len(off) == 1
+    assert on.iloc[0] < off.iloc[0]
+
+
 # ------------------------------------------------------------------ 4. bounds of the power
 
 
