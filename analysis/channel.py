@@ -51,6 +51,7 @@ SETTINGS: dict[str, str] = {
     "channel.pathloss.model": "pathloss",
     "channel.shadowing.sigma_db": "shadowing_sigma_db",
     "channel.replay": "replay",
+    "scheme.csi_margin.target_outage": "csi_target_outage",
     "mobility.model": "mobility",
     "mobility.speed_mps": "speed_mps",
 }
@@ -66,6 +67,7 @@ SETTING_LABELS: dict[str, str] = {
     "pathloss": "path-loss model",
     "shadowing_sigma_db": "shadowing sigma (dB)",
     "replay": "replayed channel table",
+    "csi_target_outage": "CSI margin's target outage (probability; none: Proposition 1)",
     "mobility": "mobility model",
     "speed_mps": "speed (m/s)",
 }

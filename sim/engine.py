@@ -356,6 +356,7 @@ class Engine:
                 compute_s=fr.costs.compute_s,
                 payload_bits=fr.costs.payload_bits,
                 min_tx_power_w=p_min,
+                csi_posterior=gains.posterior,
             )
         )
         out = slots.resolve_slot(

@@ -17,6 +17,10 @@ sweep() {  # sweep NAME SCENARIO ARGS...
 # Robustness to CSI error and delay (5 seeds each).
 sweep csi_error csi_error.toml
 sweep csi_delay csi_delay.toml
+# The CSI margin against the paper's rule on the same channels (5 seeds each).
+sweep csi_margin csi_margin.toml
+sweep csi_margin_paper csi_error.toml --grid scheme.name=two_timescale,only_pc \
+    --grid channel.csi.error_variance=0.01,0.1,0.4
 # Non-Rayleigh fading (the controller assumes Rayleigh); Nakagami m = 1 is the Rayleigh reference.
 sweep fading_rician fading_rician.toml
 sweep fading_nakagami fading_nakagami.toml

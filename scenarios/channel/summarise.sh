@@ -11,6 +11,8 @@ table() {  # table TITLE ARGS...
 }
 table "CSI error" "$OUT/csi_error" --by csi_error_variance --figures "$OUT/figures"
 table "CSI delay" "$OUT/csi_delay" --by csi_delay_slots --figures "$OUT/figures"
+table "CSI margin (target outage nan: the paper's rule)" "$OUT/csi_margin" "$OUT/csi_margin_paper" \
+    --by csi_error_variance csi_target_outage
 table "Rician fading" "$OUT/fading_rician" --by k_db --figures "$OUT/figures"
 table "Nakagami-m fading" "$OUT/fading_nakagami" --by m --figures "$OUT/figures"
 table "Time correlation by mobility" "$OUT"/corr_* --by correlation speed_mps

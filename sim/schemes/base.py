@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol
 
 import numpy as np
 from numpy.typing import NDArray
@@ -30,6 +30,9 @@ from pydantic import BaseModel
 
 from ..slot import SlotOutcome
 from ..updates import UpdateInputs, UpdateRuleSpec
+
+if TYPE_CHECKING:
+    from ..world.channel.csi import CsiPosterior
 
 F64 = NDArray[np.float64]
 
@@ -94,6 +97,9 @@ class SlotContext:
     #: power that lands the upload exactly on the deadline (on the seen channel), W, ``(N,)``;
     #: ``inf``: impossible, 0: nothing to send (:func:`sim.slot.min_tx_power_w`)
     min_tx_power_w: F64
+    #: with imperfect CSI, the law of the true small-scale coefficient given the estimate under
+    #: the channel's CSI model (None: perfect CSI, or no closed form; :mod:`sim.world.channel.csi`)
+    csi_posterior: CsiPosterior | None = None
 
 
 @dataclass(frozen=True)

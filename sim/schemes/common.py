@@ -1,5 +1,6 @@
 """Building blocks that schemes compose: parameters, the paper's frame controller, the two slot
-rules (Proposition 1 and "no outage"), and the freezing cost model.
+rules (Proposition 1, optionally with a CSI margin, and "no outage"), and the freezing cost
+model.
 
 Nothing here is a base class that reads a subclass's fields: a scheme holds what it uses
 (:class:`LyapunovWeights`, :class:`FrameController`) and calls the functions it needs.
@@ -28,6 +29,7 @@ from .base import (
     SlotContext,
     SlotPlan,
 )
+from .csi_margin import CsiMargin, margin_power_w
 
 #: The learner-side rule of the paper's schemes: device ``n`` freezes its ``frozen_count[n]``
 #: most stable parameters (smallest stability score of the previous frame, eq. 6).
@@ -53,6 +55,19 @@ class ControllerOptions(CostParams):
 
     tol: float = Field(1e-9, gt=0, lt=1, description="relative (scale-free) MM stopping tolerance")
     max_iter: int = Field(200, ge=1, le=100_000, description="MM iteration cap per piece")
+
+
+class ThresholdOptions(ControllerOptions):
+    """Parameters of schemes whose slot rule is Proposition 1: the controller's, and an optional
+    CSI margin (:mod:`sim.schemes.csi_margin`; None: the paper's rule)."""
+
+    csi_margin: CsiMargin | None = None
+
+
+def margin_target(params: CostParams) -> float | None:
+    """The CSI margin's target outage of a scheme's parameters (None: no margin)."""
+    margin = params.csi_margin if isinstance(params, ThresholdOptions) else None
+    return None if margin is None else margin.target_outage
 
 
 @dataclass(frozen=True)
@@ -197,9 +212,14 @@ def freezing_plan(
     )
 
 
-def threshold_slot_plan(ctx: SlotContext, p_max_w: F64) -> SlotPlan:
-    """Proposition 1: transmit at ``p_min`` iff ``p_min <= p_max``, else drop out."""
-    dec = controller.slot_power_decision(ctx.min_tx_power_w, p_max_w, ctx.payload_bits)
+def threshold_slot_plan(
+    ctx: SlotContext, p_max_w: F64, target_outage: float | None = None
+) -> SlotPlan:
+    """Proposition 1: transmit at ``p_min`` iff ``p_min <= p_max``, else drop out. With a
+    ``target_outage`` (a CSI margin), ``p_min`` is computed on the conservative gain
+    (:func:`sim.schemes.csi_margin.margin_power_w`; unchanged under perfect CSI)."""
+    p_min = ctx.min_tx_power_w if target_outage is None else margin_power_w(ctx, target_outage)
+    dec = controller.slot_power_decision(p_min, p_max_w, ctx.payload_bits)
     return SlotPlan(
         participate=dec.transmit, tx_power_w=dec.tx_power_w, columns={"max_tx_power_w": p_max_w}
     )
@@ -250,7 +270,8 @@ class FreezingScheme(Memoryless):
     (none, no outage), ``fixed_power`` (none, peak).
 
     Args:
-        params: the scheme's parameters (``ControllerOptions`` when the controller is used).
+        params: the scheme's parameters (``ControllerOptions`` when the controller is used;
+            ``ThresholdOptions`` may add a CSI margin to Proposition 1).
         system: devices and radio constants.
         freezing, power: the two choices (see :data:`Freezing`, :data:`Power`).
         update_rule: the learner-side rule (default: freezing by stability).
@@ -278,6 +299,8 @@ class FreezingScheme(Memoryless):
             self.controller = FrameController(system, self.weights, params.tol, params.max_iter)
         #: the current frame's Proposition-1 threshold, W (recomputed every frame)
         self.p_max_w: F64 = np.zeros(system.num_devices)
+        #: the CSI margin's target outage (None: Proposition 1 on the estimate)
+        self.target_outage = margin_target(params)
 
     def plan_frame(self, ctx: FrameContext) -> FramePlan:
         """``gamma`` (and the frame's threshold), rounded to whole parameters."""
@@ -293,7 +316,7 @@ class FreezingScheme(Memoryless):
     def plan_slot(self, ctx: SlotContext) -> SlotPlan:
         """Proposition 1, no outage, or peak power."""
         if self.power == "threshold":
-            return threshold_slot_plan(ctx, self.p_max_w)
+            return threshold_slot_plan(ctx, self.p_max_w, self.target_outage)
         if self.power == "no_outage":
             return no_outage_slot_plan(ctx, self.system.devices.peak_power_w)
         return SlotPlan(
@@ -332,7 +355,7 @@ class CompressionScheme(Memoryless):
     The logged ``gamma`` is the controller's (the convergence-error term ``X`` counts it).
 
     Args:
-        params: the controller's parameters.
+        params: the controller's parameters (and an optional CSI margin).
         system: devices and radio constants.
         cost_model: the baseline's :data:`CostModel`.
         update_rule: its learner-side rule.
@@ -342,7 +365,7 @@ class CompressionScheme(Memoryless):
 
     def __init__(
         self,
-        params: ControllerOptions,
+        params: ThresholdOptions,
         system: SystemConstants,
         *,
         cost_model: CostModel,
@@ -355,6 +378,8 @@ class CompressionScheme(Memoryless):
         self.update_rule = update_rule
         #: the current frame's Proposition-1 threshold, W (recomputed every frame)
         self.p_max_w: F64 = np.zeros(system.num_devices)
+        #: the CSI margin's target outage (None: Proposition 1 on the estimate)
+        self.target_outage = margin_target(params)
 
     def plan_frame(self, ctx: FrameContext) -> FramePlan:
         """The controller's ``gamma``, the baseline's cost model, the threshold on that cost."""
@@ -380,7 +405,7 @@ class CompressionScheme(Memoryless):
 
     def plan_slot(self, ctx: SlotContext) -> SlotPlan:
         """Proposition 1 against the frame's threshold on the baseline's own cost."""
-        return threshold_slot_plan(ctx, self.p_max_w)
+        return threshold_slot_plan(ctx, self.p_max_w, self.target_outage)
 
     def cost_weights(self) -> tuple[float, float]:
         """``(V, lam)``."""

@@ -11,7 +11,7 @@ import numpy as np
 from ..updates import QuantisationInputs, UpdateRuleSpec
 from ..world.system import SystemConstants
 from .base import F64, CostPlan
-from .common import Compression, CompressionScheme, ControllerOptions
+from .common import Compression, CompressionScheme, ThresholdOptions
 from .registry import register
 
 #: Bits per upload besides the coordinates: the gradient's norm and its quantisation error.
@@ -53,9 +53,9 @@ class FedHQ(CompressionScheme):
     Power: Proposition 1 on the quantised payload and full compute; deadline enforced."""
 
     name: ClassVar[str] = "fedhq"
-    Params = ControllerOptions
+    Params = ThresholdOptions
 
-    def __init__(self, params: ControllerOptions, system: SystemConstants) -> None:
+    def __init__(self, params: ThresholdOptions, system: SystemConstants) -> None:
         super().__init__(
             params,
             system,

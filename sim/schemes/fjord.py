@@ -13,11 +13,11 @@ from ..errors import ScenarioError
 from ..updates import OrderedDropoutInputs, UpdateRuleSpec
 from ..world.system import SystemConstants
 from .base import F64, CostPlan
-from .common import Compression, CompressionScheme, ControllerOptions
+from .common import Compression, CompressionScheme, ThresholdOptions
 from .registry import register
 
 
-class FjordParams(ControllerOptions):
+class FjordParams(ThresholdOptions):
     """``width_rule``: ``"sqrt"`` (``p = sqrt(1 - gamma)``: the sub-model has about ``1 - gamma`` of
     the parameters, the payload matches the proposed scheme's) or ``"linear"`` (``p = 1 - gamma``,
     "dropout percentage = freezing percentage" read literally: about ``(1 - gamma)^2`` of the

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from ..world.system import SystemConstants
-from .common import ControllerOptions, FreezingScheme
+from .common import FreezingScheme, ThresholdOptions
 from .registry import register
 
 
@@ -14,7 +14,7 @@ class OnlyPC(FreezingScheme):
     """``gamma = 0`` every frame; per slot Proposition 1 with ``p_max`` at ``u = 1``."""
 
     name: ClassVar[str] = "only_pc"
-    Params = ControllerOptions
+    Params = ThresholdOptions
 
-    def __init__(self, params: ControllerOptions, system: SystemConstants) -> None:
+    def __init__(self, params: ThresholdOptions, system: SystemConstants) -> None:
         super().__init__(params, system, freezing="none", power="threshold")

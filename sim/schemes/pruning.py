@@ -10,11 +10,11 @@ from pydantic import Field
 from ..updates import PruningInputs, UpdateRuleSpec
 from ..world.system import SystemConstants
 from .base import F64, CostPlan
-from .common import Compression, CompressionScheme, ControllerOptions
+from .common import Compression, CompressionScheme, ThresholdOptions
 from .registry import register
 
 
-class PruningParams(ControllerOptions):
+class PruningParams(ThresholdOptions):
     """``aggregation``: pruned coordinates count as 0 in the average (``"zeros"``, eq. 3 as is) or
     each coordinate is averaged over the devices that kept it (``"per_coordinate"``)."""
 

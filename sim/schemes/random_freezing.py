@@ -6,7 +6,7 @@ from typing import ClassVar
 
 from ..updates import UpdateRuleSpec
 from ..world.system import SystemConstants
-from .common import ControllerOptions, FreezingScheme
+from .common import FreezingScheme, ThresholdOptions
 from .registry import register
 
 
@@ -22,9 +22,9 @@ class RandomFreezing(FreezingScheme):
     """
 
     name: ClassVar[str] = "random_freezing"
-    Params = ControllerOptions
+    Params = ThresholdOptions
 
-    def __init__(self, params: ControllerOptions, system: SystemConstants) -> None:
+    def __init__(self, params: ThresholdOptions, system: SystemConstants) -> None:
         super().__init__(
             params,
             system,

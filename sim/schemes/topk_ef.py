@@ -12,11 +12,11 @@ from pydantic import Field
 from ..updates import TopKInputs, UpdateRuleSpec
 from ..world.system import SystemConstants
 from .base import F64, CostPlan
-from .common import Compression, CompressionScheme, ControllerOptions
+from .common import Compression, CompressionScheme, ThresholdOptions
 from .registry import register
 
 
-class TopKParams(ControllerOptions):
+class TopKParams(ThresholdOptions):
     """``index_bits``: bits sent per index with each value: 0 (the paper's accounting: values
     only), 32, or ``"log2"`` (``ceil(log2 D)``, a dense index code). With indices counted the
     payload stays the proposed scheme's: ``K = (1 - gamma) S / (32 + index_bits)``."""

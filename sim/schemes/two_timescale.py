@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from ..world.system import SystemConstants
-from .common import ControllerOptions, FreezingScheme
+from .common import FreezingScheme, ThresholdOptions
 from .registry import register
 
 
@@ -17,7 +17,7 @@ class TwoTimescale(FreezingScheme):
     drops out."""
 
     name: ClassVar[str] = "two_timescale"
-    Params = ControllerOptions
+    Params = ThresholdOptions
 
-    def __init__(self, params: ControllerOptions, system: SystemConstants) -> None:
+    def __init__(self, params: ThresholdOptions, system: SystemConstants) -> None:
         super().__init__(params, system, freezing="controller", power="threshold")

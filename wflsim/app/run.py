@@ -41,6 +41,7 @@ from wflsim.sim.kernels import KernelName
 from wflsim.sim.learner import Learner, NullLearner
 from wflsim.sim.rng import Streams
 from wflsim.sim.schemes import build_scheme
+from wflsim.sim.schemes.csi_margin import slot_power_rule
 from wflsim.sim.trace import EVENTS_DIR, list_parts
 from wflsim.sim.world import physics
 from wflsim.sim.world.channel import Channel, ChannelRecorder, build_channel
@@ -386,6 +387,19 @@ def fingerprint_difference(made: Any, now: dict[str, Any]) -> str | None:
 # ---------------------------------------------------------------------- running
 
 
+def channel_description(prep: Prepared) -> dict[str, Any]:
+    """The channel's models and what the controller assumes (``manifest.json``'s ``channel``, the
+    trace's ``wflsim.channel``), with the slot power rule of a scheme's CSI margin stated in
+    ``controller_assumption.slot_power_rule``."""
+    out = prep.channel.describe()
+    csi = prep.scenario.channel.csi
+    perfect = csi is None or (csi.error_variance == 0.0 and csi.delay_slots == 0)
+    rule = slot_power_rule(prep.scenario.scheme.params, perfect)
+    if rule is not None:
+        out["controller_assumption"] = {**out["controller_assumption"], "slot_power_rule": rule}
+    return out
+
+
 def _manifest(prep: Prepared, system: SystemConstants) -> dict[str, Any]:
     sc = prep.scenario
     return {
@@ -404,7 +418,7 @@ def _manifest(prep: Prepared, system: SystemConstants) -> dict[str, Any]:
         "data_dir": str(prep.data_dir.resolve()) if sc.learning.enabled else None,
         "num_params": system.num_params,
         "payload_bits": system.full_payload_bits,
-        "channel": prep.channel.describe(),
+        "channel": channel_description(prep),
         "versions": package_versions(),
         "command": sys.argv,
         "started_at": folders.now_iso(),

@@ -1,6 +1,6 @@
 """A scenario as the application takes it: validated by :mod:`sim.config.loading` (types, ranges,
 unknown fields, the work a mobility model makes), then its ``[scheme]`` table against the scheme
-registry (the scheme's name and its own parameters).
+registry (the scheme's name and its own parameters, and a CSI margin against the channel).
 
 ``sim.config`` knows nothing of the schemes (they are built on it), so the check that needs both
 the scenario and the registry lives here. Every entry point validates through this module: the
@@ -22,6 +22,7 @@ from wflsim.sim.config.limits import shorten
 from wflsim.sim.config.schema import Scenario
 from wflsim.sim.errors import ScenarioError
 from wflsim.sim.schemes import SCHEMES
+from wflsim.sim.world.channel.config import NakagamiConfig
 
 
 def check_scheme(scenario: Scenario) -> None:
@@ -29,8 +30,9 @@ def check_scheme(scenario: Scenario) -> None:
     parameter model (strictly, as every other field).
 
     Raises:
-        ScenarioError: an unknown scheme (on ``scheme.name``, listing the known ones) or a bad
-            parameter (on ``scheme.<parameter>``).
+        ScenarioError: an unknown scheme (on ``scheme.name``, listing the known ones), a bad
+            parameter (on ``scheme.<parameter>``) or a CSI margin the channel cannot serve
+            (:func:`check_csi_margin`).
     """
     name = scenario.scheme.name
     if name not in SCHEMES:
@@ -44,6 +46,35 @@ def check_scheme(scenario: Scenario) -> None:
     except ValidationError as err:
         e = loading.scenario_error(err)
         raise ScenarioError(f"scheme.{e.field}", e.problem, e.fix) from None
+    check_csi_margin(scenario)
+
+
+def check_csi_margin(scenario: Scenario) -> None:
+    """A scheme's CSI margin needs the law of the true channel given the estimate: a drawn channel
+    (a replayed table has no CSI model) whose fading coefficient is Gaussian (not Nakagami-m with
+    m != 1).
+
+    Raises:
+        ScenarioError: on ``scheme.csi_margin``.
+    """
+    if scenario.scheme.params.get("csi_margin") is None:
+        return
+    ch = scenario.channel
+    fix = "remove scheme.csi_margin (Proposition 1 on the estimate) or "
+    if ch.replay is not None:
+        raise ScenarioError(
+            "scheme.csi_margin",
+            "a replayed channel table gives the estimate but no model of its error, which the "
+            "margin's quantile needs",
+            fix + "remove channel.replay",
+        )
+    if isinstance(ch.fading, NakagamiConfig) and ch.fading.m != 1.0:
+        raise ScenarioError(
+            "scheme.csi_margin",
+            f"the margin's quantile is in closed form for a Gaussian fading coefficient "
+            f"(Rayleigh, Rician, none); Nakagami-m with m = {ch.fading.m:g} has none",
+            fix + 'use fading "rayleigh" or "rician"',
+        )
 
 
 def validate_scenario(data: Mapping[str, Any]) -> Scenario:

@@ -24,6 +24,7 @@ from numpy.typing import NDArray
 
 if TYPE_CHECKING:
     from ..mobility.base import Kinematics
+    from .csi import CsiPosterior
     from .record import ChannelRecorder
 
 F64 = NDArray[np.float64]
@@ -55,6 +56,9 @@ class SlotChannel:
 
     gain: F64  #: ``h`` the world applies: rate, success, energy follow it
     seen_gain: F64  #: ``h`` the scheme decides on (equal to ``gain`` under perfect CSI)
+    #: what the estimate says about the true small-scale coefficient under the CSI model (None:
+    #: perfect CSI, a replayed table, or a fading family whose coefficient is not Gaussian)
+    posterior: CsiPosterior | None = None
 
 
 @dataclass(frozen=True)
@@ -100,6 +104,18 @@ class FadingModel(ABC):
     def draw(self, slot: int, speed_mps: F64, *, coefficient: bool = False) -> SmallScale:
         """The fading of every device in ``slot`` (slots in order for correlated models);
         ``speed_mps`` ``(N,)`` sets the Doppler; ``coefficient``: also the complex ``c``."""
+
+    def coefficient_map(self) -> tuple[float, float] | None:
+        """``(a, b)`` when the coefficient is ``c = a + b x`` with ``x ~ CN(0, 1)`` (what the
+        posterior of imperfect CSI needs, :meth:`sim.world.channel.csi.Csi.posterior`); None
+        when it is not an affine map of a complex Gaussian."""
+        return None
+
+    def lag_correlation(self, speed_mps: F64, lag: int) -> F64:
+        """``E[x_t conj(x_{t-lag})]`` of each device at the frame's speeds, ``(N,)``: 1 at lag 0,
+        0 for independent slots (overridden by time-correlated models)."""
+        n = np.asarray(speed_mps).shape[0]
+        return np.ones(n) if lag == 0 else np.zeros(n)
 
     @abstractmethod
     def history(self, depth: int, speed_mps: F64) -> C128:

@@ -15,17 +15,82 @@ correlation is ``rho^D``. The large-scale gain ``H`` (path loss and shadowing) i
 it changes per frame and is averaged over many measurements. Errors ``w_t`` are keyed by
 ``(device, slot)`` (stream ``"csi"``). Before slot ``D`` the delayed coefficients are those of
 slots ``-D .. -1``, drawn from the fading model's own law (:meth:`FadingModel.history`).
+
+**What the estimate says about the channel** (:class:`CsiPosterior`, used by a scheme's CSI
+margin, :mod:`sim.schemes.csi_margin`). Where the fading coefficient is an affine map of a unit
+complex Gaussian, ``c = a + b x`` with ``x ~ CN(0, 1)`` (Rayleigh: ``(0, 1)``; Rician with
+factor ``K``: ``(sqrt(K/(K+1)), 1/sqrt(K+1))``; no fading: ``(1, 0)``), and ``x`` has the lag
+correlation ``kappa = E[x_t conj(x_{t-D})]`` (1 for ``D = 0``; 0 for i.i.d. slots and ``D > 0``;
+``rho^D`` for Gauss-Markov fading at the frame's ``rho``), the true coefficient and the estimate
+are jointly circularly-symmetric Gaussian around their means. With ``s = sqrt(1 - e2)``::
+
+    E[c_t] = a,   E[c_hat] = s a,   Var[c_t] = b^2,   Var[c_hat] = s^2 b^2 + e2,
+    Cov[c_t, c_hat] = E[(c_t - a) conj(c_hat - s a)] = s b^2 kappa,
+
+so, conditioning a complex Gaussian vector::
+
+    c_t | c_hat ~ CN(mu, v),   mu = a + beta (c_hat - s a),   beta = s b^2 kappa / (s^2 b^2 + e2),
+                               v  = b^2 - beta s b^2 kappa     (beta = 0 where s^2 b^2 + e2 = 0).
+
+Rayleigh without delay: ``mu = sqrt(1 - e2) c_hat``, ``v = e2``. The true power given the estimate
+is then a scaled noncentral chi-square with two degrees of freedom (the Rician law):
+``|c_t|^2 = (v / 2) X``, ``X ~ chi'^2_2(lambda)``, ``lambda = 2 |mu|^2 / v``, so::
+
+    P(|c_t|^2 >= g | c_hat) = Q_1(sqrt(lambda), sqrt(2 g / v))        (Marcum Q),
+
+and the power exceeded with probability ``1 - q`` is the quantile
+``g_q = (v / 2) F^-1_{chi'^2_2(lambda)}(q)`` (:meth:`CsiPosterior.power_quantile`); ``g_q = |mu|^2``
+where ``v = 0`` (the estimate determines the channel). Nakagami-m fading with ``m != 1`` maps
+``x`` nonlinearly: it has no such closed form (:meth:`Csi.posterior` is not defined for it).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from scipy import stats
 
 from ...rng import KeyedStream
 from .base import C128, F64
+
+#: Above this noncentrality ``lambda``, :meth:`CsiPosterior.power_quantile` uses the large-
+#: ``lambda`` form of the Rician law (scipy's noncentral chi-square quantile returns NaN from
+#: about 1e10 on; at 1e8 the two agree to 1e-11 relative for ``q >= 1e-9``).
+NONCENTRALITY_ASYMPTOTIC = 1e8
+
+
+@dataclass(frozen=True)
+class CsiPosterior:
+    """The law of every device's true small-scale coefficient given its estimate,
+    ``c_t | c_hat ~ CN(mu, v)`` (see the module docstring), ``(N,)`` arrays."""
+
+    mean_power: F64  #: ``|mu|^2``
+    variance: F64  #: ``v >= 0``
+
+    def power_quantile(self, q: float) -> F64:
+        """``g_q`` with ``P(|c_t|^2 < g_q | c_hat) = q``, ``q`` in ``(0, 1)``, ``(N,)``.
+
+        ``g_q = (v/2) F^-1(q)`` of ``chi'^2_2(2 |mu|^2 / v)`` (``scipy.stats.ncx2``); above
+        :data:`NONCENTRALITY_ASYMPTOTIC` the amplitude ``|c_t|`` is Gaussian to first order,
+        ``g_q = (|mu| + sqrt(v/2) z_q)^2 + v/2`` (``z_q`` the standard normal quantile; the
+        ``v/2`` is the power of the noise component across ``mu``); ``|mu|^2`` where ``v = 0``.
+        """
+        if not 0.0 < q < 1.0:
+            raise ValueError(f"the quantile's probability must be in (0, 1), got {q}")
+        m2 = np.asarray(self.mean_power, dtype=np.float64)
+        half = 0.5 * np.asarray(self.variance, dtype=np.float64)
+        spread = half > 0.0
+        with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+            nc = np.where(spread, m2 / np.where(spread, half, 1.0), np.inf)
+        exact = nc <= NONCENTRALITY_ASYMPTOTIC
+        chi = stats.ncx2.ppf(q, 2.0, np.where(exact, nc, 0.0))
+        large = (np.sqrt(m2) + np.sqrt(half) * stats.norm.ppf(q)) ** 2 + half
+        return np.asarray(
+            np.where(exact, half * chi, np.where(spread, large, m2)), dtype=np.float64
+        )
 
 
 def estimate(coefficient: C128, error_variance: float, error: C128) -> C128:
@@ -59,8 +124,8 @@ class Csi:
         #: the last D coefficients, row ``s mod D`` holds slot ``s`` (None before slot 0)
         self._buffer: C128 | None = None
 
-    def seen_power(self, slot: int, coefficient: C128, history: Callable[[], C128]) -> F64:
-        """``|c_hat|^2`` of every device in ``slot`` (slots in order), ``(N,)``.
+    def seen_coefficient(self, slot: int, coefficient: C128, history: Callable[[], C128]) -> C128:
+        """``c_hat`` of every device in ``slot`` (slots in order), ``(N,)``.
 
         Args:
             slot: the slot.
@@ -85,7 +150,29 @@ class Csi:
         if self.error_variance > 0.0:
             w = self.stream.standard_complex_normal(self._ids, slot)
             measured = estimate(measured, self.error_variance, w)
-        return measured.real * measured.real + measured.imag * measured.imag
+        return measured
+
+    def posterior(
+        self, seen: C128, coefficient_map: tuple[float, float], lag_correlation: F64
+    ) -> CsiPosterior:
+        """``c_t | c_hat ~ CN(mu, v)`` of every device (the module docstring's formulas).
+
+        Args:
+            seen: the estimates ``c_hat``, ``(N,)`` (:meth:`seen_coefficient`).
+            coefficient_map: ``(a, b)`` of the fading family, ``c = a + b x``.
+            lag_correlation: ``kappa = E[x_t conj(x_{t-D})]`` of each device, ``(N,)``.
+        """
+        a, b = coefficient_map
+        s = float(np.sqrt(1.0 - self.error_variance))
+        b2 = b * b
+        var_seen = s * s * b2 + self.error_variance
+        cov = s * b2 * np.asarray(lag_correlation, dtype=np.float64)
+        beta = cov / var_seen if var_seen > 0.0 else np.zeros_like(cov)
+        mu = a + beta * (seen - s * a)
+        return CsiPosterior(
+            mean_power=mu.real * mu.real + mu.imag * mu.imag,
+            variance=np.maximum(b2 - beta * cov, 0.0),
+        )
 
     def describe(self) -> dict[str, Any]:
         """Parameters and the model."""

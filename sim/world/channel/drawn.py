@@ -31,7 +31,8 @@ class DrawnChannel(Channel):
     the path loss, the shadowing along each device's path, ``H = 10^(-(PL + S)/10)``. Per slot:
     the fading ``g`` (and its complex coefficient when the CSI model needs it), ``h = g H``, and
     the gain the scheme sees: ``h`` under perfect CSI, else ``H |c_hat|^2``
-    (:class:`~sim.world.channel.csi.Csi`).
+    (:class:`~sim.world.channel.csi.Csi`) with the law of the true coefficient given
+    ``c_hat`` (:class:`~sim.world.channel.csi.CsiPosterior`, for a Gaussian coefficient).
 
     Args:
         pathloss: distance (and LOS state) to path loss.
@@ -115,10 +116,18 @@ class DrawnChannel(Channel):
             return SlotChannel(gain=h, seen_gain=h)
         assert small.coefficient is not None
         depth = self.csi.delay_slots
-        seen = self.csi.seen_power(
+        c_hat = self.csi.seen_coefficient(
             slot, small.coefficient, lambda: self.fading.history(depth, large.speed_mps)
         )
-        return SlotChannel(gain=h, seen_gain=physics.channel_power_gain(large.gain, seen))
+        seen = c_hat.real * c_hat.real + c_hat.imag * c_hat.imag
+        posterior = None
+        cmap = self.fading.coefficient_map()
+        if cmap is not None:
+            kappa = self.fading.lag_correlation(large.speed_mps, depth)
+            posterior = self.csi.posterior(c_hat, cmap, kappa)
+        return SlotChannel(
+            gain=h, seen_gain=physics.channel_power_gain(large.gain, seen), posterior=posterior
+        )
 
     def describe(self) -> dict[str, Any]:
         """Models, parameters and what the controller assumes (for the run's metadata)."""

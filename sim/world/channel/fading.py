@@ -70,6 +70,8 @@ class Family(ABC):
     rayleigh: bool
     #: whether the power needs the phase of ``x`` (not only ``|x|^2``)
     needs_phase: bool = False
+    #: ``(a, b)`` when ``c = a + b x`` (None: ``c`` is not an affine map of ``x``)
+    affine: tuple[float, float] | None = None
 
     @abstractmethod
     def from_uniforms(self, u1: F64, u2: F64 | None, coefficient: bool) -> SmallScale:
@@ -90,6 +92,7 @@ class RayleighFamily(Family):
 
     name = "rayleigh"
     rayleigh = True
+    affine = (0.0, 1.0)
 
     def from_uniforms(self, u1: F64, u2: F64 | None, coefficient: bool) -> SmallScale:
         """``g = -log(1 - u1)``: exactly :meth:`KeyedStream.standard_exponential`."""
@@ -123,6 +126,7 @@ class RicianFamily(Family):
         self.k = k
         self._los = float(np.sqrt(k / (k + 1.0)))
         self._diffuse = float(np.sqrt(1.0 / (k + 1.0)))
+        self.affine = (self._los, self._diffuse)
 
     def from_uniforms(self, u1: F64, u2: F64 | None, coefficient: bool) -> SmallScale:
         """The fading of the keyed ``x`` (see :meth:`from_gaussian`)."""
@@ -153,6 +157,8 @@ class NakagamiFamily(Family):
             raise ValueError(f"Nakagami m must be >= 1/2, got {m}")
         self.m = float(m)
         self.rayleigh = self.m == 1.0
+        # m = 1: g = |x|^2 and c = x (up to rounding); otherwise g is a nonlinear map of |x|^2
+        self.affine = (0.0, 1.0) if self.rayleigh else None
 
     def from_uniforms(self, u1: F64, u2: F64 | None, coefficient: bool) -> SmallScale:
         """``g = P^-1(m, u1) / m``: :meth:`KeyedStream.gamma` of the same uniform over ``m``."""
@@ -223,6 +229,18 @@ class Fading(FadingModel):
         rho = jakes_correlation(doppler_hz(speed_mps, self.carrier_ghz * 1e9), self.slot_s)
         self._rho_cache = (speed_mps, rho)
         return rho
+
+    def coefficient_map(self) -> tuple[float, float] | None:
+        """The family's ``(a, b)`` of ``c = a + b x`` (None for Nakagami-m with ``m != 1``)."""
+        return self.family.affine
+
+    def lag_correlation(self, speed_mps: F64, lag: int) -> F64:
+        """``E[x_t conj(x_{t-lag})]``: 1 at lag 0; ``rho^lag`` at the frame's ``rho`` for
+        Gauss-Markov fading (exact while the speeds stay those of the frame start), 0 for
+        independent slots."""
+        if lag == 0 or not self.correlated:
+            return super().lag_correlation(speed_mps, lag)
+        return np.asarray(self.correlation(speed_mps) ** lag, dtype=np.float64)
 
     def draw(self, slot: int, speed_mps: F64, *, coefficient: bool = False) -> SmallScale:
         """The fading of ``slot`` (slots in order for the Gauss-Markov model); ``speed_mps`` is
@@ -313,6 +331,10 @@ class NoFading(FadingModel):
 
     def __init__(self, num_devices: int) -> None:
         self.num_devices = int(num_devices)
+
+    def coefficient_map(self) -> tuple[float, float]:
+        """``c = 1``: ``(a, b) = (1, 0)``."""
+        return (1.0, 0.0)
 
     def draw(self, slot: int, speed_mps: F64, *, coefficient: bool = False) -> SmallScale:
         """Ones, ``(N,)``."""
