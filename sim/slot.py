@@ -223,12 +223,14 @@ def resolve_slot(
         compute_s = need_s
     else:
         success = part & (arrival_s <= tau0 * (1.0 + DEADLINE_REL_TOL))
-        # a device still computing at the deadline stops there (only with [compute] jitter)
-        compute_s = np.where(success, need_s, np.minimum(need_s, tau0))
-        stopped = compute_s < need_s
-        if rules.late_upload_energy == "until_deadline" and stopped.any():
-            share = np.divide(compute_s, need_s, out=np.ones_like(need_s), where=stopped)
-            energy_compute_j = energy_compute_j * share
+        compute_s = need_s
+        late = need_s > tau0  # only a slowed computation can be ([compute] jitter)
+        if late.any():  # a device still computing at the deadline stops there
+            stopped = late & ~success
+            compute_s = np.where(stopped, tau0, need_s)
+            if rules.late_upload_energy == "until_deadline":
+                share = np.divide(tau0, need_s, out=np.ones_like(need_s), where=stopped)
+                energy_compute_j = energy_compute_j * share
     cut_s = np.maximum(tau0 - compute_s, 0.0)
     upload_s = np.where(
         success, upload_full_s, np.where(part, np.minimum(upload_full_s, cut_s), 0.0)
