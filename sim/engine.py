@@ -41,6 +41,7 @@ from .schemes.base import FrameContext, FramePlan, Scheme, SlotContext
 from .slot import FrameCosts, SlotOutcome, SlotRules
 from .trace import SCHEMA, TraceBuffer, TraceLevel
 from .world.channel import Channel, LargeScale
+from .world.compute import ComputeJitter
 from .world.mobility import Mobility
 from .world.system import SystemConstants
 
@@ -208,6 +209,10 @@ class Engine:
             It is called at each frame boundary, with the engine's state saveable.
         progress: called after every slot with ``(slot, stats)``.
         hooks: the researcher's callbacks (:class:`Hooks`).
+        jitter: the slowdown of local computation (``[compute] jitter``; None: none). The slot
+            is resolved on its actual costs (:func:`sim.slot.slot_costs`); the scheme plans on
+            the nominal ones unless the slowdown is ``known``. Decision rows log the planned
+            ``compute_s``, ``compute_end`` (and ``device_slot``) rows the time actually spent.
     """
 
     #: rows buffered before they are handed to the writer within a frame (a row group: about
@@ -226,6 +231,7 @@ class Engine:
         writer: FrameSink | None = None,
         progress: ProgressFn | None = None,
         hooks: Hooks | None = None,
+        jitter: ComputeJitter | None = None,
     ) -> None:
         self.config = config
         self.system = system
@@ -236,6 +242,7 @@ class Engine:
         self.writer = writer
         self.progress = progress
         self.hooks = hooks if hooks is not None else Hooks()
+        self.jitter = jitter
         learner.set_update_rule(scheme.update_rule)
         self.rules = SlotRules(scheme.closes_at, config.late_upload_energy)
 
@@ -344,7 +351,12 @@ class Engine:
         fr = self._frame
         assert fr is not None
         gains = self.channel.slot(t, fr.large)
-        p_min = slots.min_tx_power_w(fr.costs, gains.seen_gain, self.system)
+        costs = planned = fr.costs
+        if self.jitter is not None:  # the slot's actual costs; the scheme plans on the nominal
+            costs = slots.slot_costs(fr.costs, self.jitter.slowdown(t), self.jitter.scales_clock)
+            if self.jitter.known:
+                planned = costs
+        p_min = slots.min_tx_power_w(planned, gains.seen_gain, self.system)
         plan = self.scheme.plan_slot(
             SlotContext(
                 slot=t,
@@ -353,7 +365,7 @@ class Engine:
                 large_scale_gain=fr.large.gain,
                 gamma=fr.plan.gamma,
                 queue_j=fr.queue_j,
-                compute_s=fr.costs.compute_s,
+                compute_s=planned.compute_s,
                 payload_bits=fr.costs.payload_bits,
                 min_tx_power_w=p_min,
                 csi_posterior=gains.posterior,
@@ -362,7 +374,7 @@ class Engine:
         out = slots.resolve_slot(
             plan.participate,
             plan.tx_power_w,
-            fr.costs,
+            costs,
             gains.gain,
             self.queue_j,
             self.system,
@@ -379,7 +391,9 @@ class Engine:
             "min_tx_power_w": p_min,
             "tx_power_w": out.tx_power_w,
             "participating": out.participating,
-            "compute_s": out.compute_s,
+            "compute_s": out.compute_s
+            if self.jitter is None
+            else np.where(out.participating, planned.compute_s, 0.0),
             "upload_s": out.upload_full_s,
             **plan.columns,
         }
@@ -422,8 +436,14 @@ class Engine:
         if self._events:
             self._log_activity(k, t, out, activity)
         else:  # the decision and the outcome in one row, at the slot's start
-            # participating and tx_power_w are the decision's; upload_s becomes the outcome's
-            row = {**sl.decision, "upload_planned_s": sl.decision["upload_s"], **outcome}
+            # participating and tx_power_w are the decision's; upload_s and compute_s become the
+            # outcome's (the time actually transmitted and computed)
+            row = {
+                **sl.decision,
+                "upload_planned_s": sl.decision["upload_s"],
+                "compute_s": out.compute_s,
+                **outcome,
+            }
             b.add("device_slot", sl.start_s, k, t, self._ids, **row)
         if self.rules.closes_at == "deadline":
             b.add("deadline", sl.start_s + self.system.deadline_s, k, t)

@@ -3,6 +3,8 @@
 Pure, vectorised functions over devices (arrays of shape ``(N,)``), the same for every scheme:
 
 * :func:`frame_costs` -- a scheme's cost plan in seconds and joules for the frame;
+* :func:`slot_costs` -- the costs a slot actually incurs when computation slows down
+  (``[compute] jitter``, :mod:`sim.world.compute`);
 * :func:`min_tx_power_w` -- THE ``p_min`` of a slot (what a scheme sees in its slot context);
 * :func:`resolve_slot` -- participation, power, upload times, success, energies and queues;
 * :func:`queue_update_j` -- THE energy-deficit queue update;
@@ -14,6 +16,16 @@ Timing rule: an upload counts as in time iff ``tau_cmp + tau_com <= tau_0 (1 + 1
 relative tolerance absorbs floating-point rounding of uploads sent at exactly ``p_min``, which
 land on the deadline by construction. The decision is made from these numbers, never from the
 order in which SimPy happens to process simultaneous events.
+
+Compute that fluctuates (``[compute] jitter``): the slot is resolved on its actual costs
+(:func:`slot_costs`: compute time ``s tau_cmp``, energy of the cycles at the clock used), while the
+scheme plans on the nominal ones unless the slowdown is ``known``. Under ``closes_at =
+"deadline"`` a device still computing at the deadline stops there (the server has closed the
+round): its compute time is cut at ``tau_0``, it never uploads, and under ``late_upload_energy =
+"until_deadline"`` it is charged the share of the computation's energy it ran (the power is
+constant over the computation); under ``"full"`` the whole computation's (with the paper's whole
+upload, eq. 11). Without jitter no computation reaches the deadline (``run.deadline_s`` exceeds
+every device's full compute time), so none of this changes anything.
 """
 
 from __future__ import annotations
@@ -64,7 +76,9 @@ class SlotOutcome:
     participating: B8  #: computed and uploaded
     tx_power_w: F64  #: transmit power, W (0 when not participating)
     success: B8  #: the upload arrived in time and is aggregated
-    compute_s: F64  #: computation latency, s (0 when not participating)
+    #: computation latency actually spent, s (0 when not participating; cut at the deadline for a
+    #: device still computing then, under ``closes_at = "deadline"``)
+    compute_s: F64
     upload_full_s: F64  #: time the whole payload needs at this power, s (``inf``: never)
     upload_s: F64  #: time actually transmitted, s (cut at the deadline for late uploads)
     energy_compute_j: F64  #: J
@@ -92,6 +106,33 @@ def frame_costs(
         compute_energy_j=physics.compute_energy_j(
             u, dev.cycles_per_sample, dev.batch_size, dev.cpu_hz, dev.capacitance
         ),
+    )
+
+
+def slot_costs(costs: FrameCosts, slowdown: ArrayLike, scales_clock: bool) -> FrameCosts:
+    """The costs a slot actually incurs when computation slows down by ``s >= 1``, ``(N,)``.
+
+    Time: ``s tau_cmp`` (:func:`sim.world.physics.slowed_compute_time_s`). Energy: the same
+    ``u c B`` cycles either at the lowered clock ``f' = f / s`` (``scales_clock``, throttling):
+    ``(alpha / 2) u c B f'^2 = E_cmp / s^2``
+    (:func:`sim.world.physics.throttled_compute_energy_j`); or at the full clock ``f`` with the
+    share ``1 / s`` of the CPU (background load): ``E_cmp`` unchanged. The payload is the
+    plan's. ``s = 1`` gives ``costs``' values to the bit.
+
+    Args:
+        costs: the frame's nominal :class:`FrameCosts`.
+        slowdown: ``s``, ``(N,)``, each ``>= 1``.
+        scales_clock: whether the slowdown lowers the clock (else it shares the CPU).
+    """
+    energy = (
+        physics.throttled_compute_energy_j(costs.compute_energy_j, slowdown)
+        if scales_clock
+        else costs.compute_energy_j
+    )
+    return FrameCosts(
+        payload_bits=costs.payload_bits,
+        compute_s=physics.slowed_compute_time_s(costs.compute_s, slowdown),
+        compute_energy_j=energy,
     )
 
 
@@ -149,7 +190,9 @@ def resolve_slot(
     """The outcome of a slot from the scheme's plan and the channel the world applies.
 
     A device participates iff the scheme says so and it has something to send; its power is
-    capped at its peak ``P_bar``. Rate ``r = W log2(1 + p h / N0)`` (eq. 9), upload time
+    capped at its peak ``P_bar``. ``costs`` are what the slot actually incurs (the frame's, or
+    :func:`slot_costs` under compute jitter; a computation still running at the deadline is cut
+    there, see the module's docstring). Rate ``r = W log2(1 + p h / N0)`` (eq. 9), upload time
     ``payload / r`` (eq. 10), arrival ``tau_cmp + tau_com``. Under ``closes_at = "deadline"`` an
     upload succeeds iff it arrives by ``tau_0`` (relative tolerance :data:`DEADLINE_REL_TOL`);
     under ``"last_upload"`` iff it ever arrives. A late upload transmits until the deadline.
@@ -172,12 +215,22 @@ def resolve_slot(
     p = np.where(part, np.minimum(np.asarray(tx_power_w, dtype=np.float64), dev.peak_power_w), 0.0)
     rate = physics.rate_bps(p, channel_gain, system.bandwidth_hz, system.noise_w)
     upload_full_s = np.where(part, physics.upload_time_s(costs.payload_bits, rate), 0.0)
-    compute_s = np.where(part, costs.compute_s, 0.0)
-    arrival_s = compute_s + upload_full_s
+    need_s = np.where(part, costs.compute_s, 0.0)  # the whole computation
+    arrival_s = need_s + upload_full_s
+    energy_compute_j = np.where(part, costs.compute_energy_j, 0.0)
     if rules.closes_at == "last_upload":
         success = part & np.isfinite(arrival_s)
+        compute_s = need_s
     else:
         success = part & (arrival_s <= tau0 * (1.0 + DEADLINE_REL_TOL))
+        compute_s = need_s
+        late = need_s > tau0  # only a slowed computation can be ([compute] jitter)
+        if late.any():  # a device still computing at the deadline stops there
+            stopped = late & ~success
+            compute_s = np.where(stopped, tau0, need_s)
+            if rules.late_upload_energy == "until_deadline":
+                share = np.divide(tau0, need_s, out=np.ones_like(need_s), where=stopped)
+                energy_compute_j = energy_compute_j * share
     cut_s = np.maximum(tau0 - compute_s, 0.0)
     upload_s = np.where(
         success, upload_full_s, np.where(part, np.minimum(upload_full_s, cut_s), 0.0)
@@ -186,7 +239,6 @@ def resolve_slot(
         charged_s = np.where(part & np.isfinite(upload_full_s), upload_full_s, upload_s)
     else:
         charged_s = upload_s
-    energy_compute_j = np.where(part, costs.compute_energy_j, 0.0)
     energy_upload_j = np.where(part, physics.upload_energy_j(p, charged_s), 0.0)
     energy_j = energy_compute_j + energy_upload_j
     return SlotOutcome(

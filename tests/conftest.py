@@ -86,6 +86,42 @@ def run_in_memory(data: dict[str, Any], learner=None) -> tuple[pa.Table, Any]:
     return engine.table(), stats
 
 
+def with_kernel(data: dict[str, Any], kernel: str) -> dict[str, Any]:
+    """A copy of a scenario table with ``[run] kernel`` set."""
+    import copy
+
+    out = copy.deepcopy(data)
+    out.setdefault("run", {})["kernel"] = kernel
+    return out
+
+
+def on_both_kernels(data: dict[str, Any]) -> tuple[pa.Table, pa.Table]:
+    """The events of a scenario on the closed-form and on the event kernel."""
+    closed, _ = run_in_memory(with_kernel(data, "closed_form"))
+    event, _ = run_in_memory(with_kernel(data, "event"))
+    return closed, event
+
+
+def saved_and_continued(data: dict[str, Any], stop_frame: int, path: Path) -> pa.Table:
+    """The events of a scenario run to ``stop_frame``, saved to ``path`` and continued to the
+    end in freshly built objects."""
+    from wflsim.app.run import build_engine, make_learner, prepare_scenario
+    from wflsim.sim import state
+    from wflsim.sim.config.loading import validate_scenario
+
+    def engine():
+        prep = prepare_scenario(validate_scenario(data))
+        return build_engine(prep, make_learner(prep))
+
+    first = engine()
+    first.run(stop_frame=stop_frame)
+    state.save(path, state.run_state(first))
+    second = engine()
+    state.load_run_state(second, state.load(path))
+    second.run()
+    return pa.concat_tables([first.table(), second.table()])
+
+
 def events(table: pa.Table, name: str):
     """Rows of one event as a pandas DataFrame."""
     df = table.to_pandas()

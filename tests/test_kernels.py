@@ -2,37 +2,28 @@
 
 from __future__ import annotations
 
-import copy
 import json
 
 import numpy as np
-import pyarrow as pa
 import pytest
 import simpy
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import HAS_MNIST, base_scenario, network_only, run_in_memory
+from conftest import (
+    HAS_MNIST,
+    base_scenario,
+    network_only,
+    on_both_kernels,
+    run_in_memory,
+    saved_and_continued,
+    with_kernel,
+)
 from golden_runs import golden_runs
-from wflsim.app.run import build_engine, kernel_of, make_learner, prepare_scenario
-from wflsim.sim import state
+from wflsim.app.run import kernel_of
 from wflsim.sim.config.loading import validate_scenario
 from wflsim.sim.kernels import ClosedFormKernel, EventKernel, SlotActivity, make_kernel
 from wflsim.sim.schemes import SCHEMES
-
-
-def with_kernel(data: dict, kernel: str) -> dict:
-    """A copy of a scenario table with ``[run] kernel`` set."""
-    out = copy.deepcopy(data)
-    out.setdefault("run", {})["kernel"] = kernel
-    return out
-
-
-def both(data: dict) -> tuple[pa.Table, pa.Table]:
-    """The events of a scenario on the closed-form and on the event kernel."""
-    closed, _ = run_in_memory(with_kernel(data, "closed_form"))
-    event, _ = run_in_memory(with_kernel(data, "event"))
-    return closed, event
 
 
 def _play(kernel, who, compute_s, upload_s, deadline_s=1.0, start_s=0.0):
@@ -101,7 +92,7 @@ def test_golden_runs_are_identical_on_both_kernels(name):
     scenario, needs_mnist = golden_runs()[name]
     if needs_mnist and not HAS_MNIST:
         pytest.skip("needs MNIST (set WFLSIM_DATA_DIR)")
-    closed, event = both(scenario)
+    closed, event = on_both_kernels(scenario)
     assert closed.equals(event)
 
 
@@ -114,7 +105,7 @@ def test_every_scheme_is_identical_on_both_kernels(scheme):
         mobility={"model": "random_waypoint", "speed_mps": [1.0, 5.0]},
         scheme={"name": scheme, "V": 50.0},
     )
-    closed, event = both(data)
+    closed, event = on_both_kernels(data)
     assert closed.equals(event)
 
 
@@ -162,7 +153,7 @@ def test_random_scenarios_are_identical_on_both_kernels(
         scheme={"name": scheme, "V": 100.0},
         trace={"late_upload_energy": late},
     )
-    closed, event = both(data)
+    closed, event = on_both_kernels(data)
     assert closed.equals(event)
 
 
@@ -177,19 +168,8 @@ def test_save_and_continue_on_each_kernel_equals_the_uninterrupted_run(kernel, t
         scheme={"name": "two_timescale", "V": 10.0},
     )
     whole, _ = run_in_memory(with_kernel(data, "closed_form"))
-
-    def engine():
-        prep = prepare_scenario(validate_scenario(with_kernel(data, kernel)))
-        return build_engine(prep, make_learner(prep))
-
-    first = engine()
-    first.run(stop_frame=2)
-    path = tmp_path / "checkpoint.npz"
-    state.save(path, state.run_state(first))
-    second = engine()
-    state.load_run_state(second, state.load(path))
-    second.run()
-    assert pa.concat_tables([first.table(), second.table()]).equals(whole)
+    continued = saved_and_continued(with_kernel(data, kernel), 2, tmp_path / "checkpoint.npz")
+    assert continued.equals(whole)
 
 
 def test_auto_is_the_closed_form_and_the_manifest_records_the_kernel(tmp_path):

@@ -19,6 +19,7 @@ from pydantic import (
 )
 
 from ..world.channel.config import ChannelConfig
+from ..world.compute import ComputeConfig
 from ..world.mobility.config import MobilityConfig
 from .catalogue import DATASETS, MODEL_DATASETS, MODELS
 from .distributions import (
@@ -254,6 +255,7 @@ class Scenario(Strict):
     channel: ChannelConfig = Field(default_factory=ChannelConfig)
     mobility: MobilityConfig = Field(default_factory=MobilityConfig)
     devices: DevicesConfig = Field(default_factory=DevicesConfig)
+    compute: ComputeConfig = Field(default_factory=ComputeConfig)
     learning: LearningConfig = Field(default_factory=LearningConfig)
     scheme: SchemeConfig = Field(default_factory=SchemeConfig)
     trace: TraceConfig = Field(default_factory=TraceConfig)

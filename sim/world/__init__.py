@@ -4,5 +4,7 @@
 * :mod:`sim.world.mobility` -- where every device is at a given time.
 * :mod:`sim.world.channel` -- path loss and fading: the channel the world applies and the one a
   scheme sees.
+* :mod:`sim.world.compute` -- compute jitter: each device's slowdown of local computation per
+  slot.
 * :mod:`sim.world.system` -- the resolved per-device hardware and radio constants of a run.
 """

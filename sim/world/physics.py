@@ -215,6 +215,29 @@ def compute_energy_j(
     )
 
 
+def slowed_compute_time_s(compute_time_s: ArrayLike, slowdown: ArrayLike) -> F64:
+    """Compute latency under a slowdown, ``s tau_cmp``, seconds (``sim/world/compute.py``).
+
+    Args:
+        compute_time_s: nominal ``tau_cmp`` (eq. 12), seconds.
+        slowdown: ``s >= 1``: the device runs its cycles at the clock ``f / s`` or gets the
+            share ``1 / s`` of its CPU; either way the same cycles take ``s`` times as long.
+    """
+    return np.asarray(compute_time_s, dtype=np.float64) * np.asarray(slowdown, dtype=np.float64)
+
+
+def throttled_compute_energy_j(compute_energy_j: ArrayLike, slowdown: ArrayLike) -> F64:
+    """Compute energy of the same cycles at the lowered clock ``f' = f / s``, joules:
+    ``(alpha / 2) u c B f'^2 = E_cmp / s^2`` (eq. 13 at ``f'``).
+
+    Args:
+        compute_energy_j: ``E_cmp`` at the nominal clock ``f`` (eq. 13), joules.
+        slowdown: ``s >= 1``, the clock's reduction factor.
+    """
+    s = np.asarray(slowdown, dtype=np.float64)
+    return np.asarray(compute_energy_j, dtype=np.float64) / (s * s)
+
+
 def min_tx_power_w(
     payload_bits: ArrayLike,
     channel_gain: ArrayLike,

@@ -45,6 +45,7 @@ from wflsim.sim.schemes.csi_margin import slot_power_rule
 from wflsim.sim.trace import EVENTS_DIR, list_parts
 from wflsim.sim.world import physics
 from wflsim.sim.world.channel import Channel, ChannelRecorder, build_channel
+from wflsim.sim.world.compute import build_jitter
 from wflsim.sim.world.mobility import Mobility, build_mobility
 from wflsim.sim.world.system import DeviceArrays, SystemConstants
 
@@ -300,6 +301,7 @@ def build_engine(
         writer=writer,
         progress=progress,
         hooks=hooks,
+        jitter=build_jitter(sc.compute, system.num_devices, prep.streams),
     )
 
 
