@@ -86,6 +86,27 @@ def run_in_memory(data: dict[str, Any], learner=None) -> tuple[pa.Table, Any]:
     return engine.table(), stats
 
 
+def saved_and_continued(data: dict[str, Any], tmp_path: Path, frames: int = 2) -> pa.Table:
+    """The events of a scenario run for ``frames`` frames, saved to a checkpoint, and continued
+    to the end in freshly built objects (the first part's rows, then the second's)."""
+    from wflsim.app.run import build_engine, make_learner, prepare_scenario
+    from wflsim.sim import state
+    from wflsim.sim.config.loading import validate_scenario
+
+    def engine():
+        prep = prepare_scenario(validate_scenario(data))
+        return build_engine(prep, make_learner(prep))
+
+    first = engine()
+    first.run(stop_frame=frames)
+    path = tmp_path / "checkpoint.npz"
+    state.save(path, state.run_state(first))
+    second = engine()
+    state.load_run_state(second, state.load(path))
+    second.run()
+    return pa.concat_tables([first.table(), second.table()])
+
+
 def events(table: pa.Table, name: str):
     """Rows of one event as a pandas DataFrame."""
     df = table.to_pandas()

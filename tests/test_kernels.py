@@ -12,10 +12,9 @@ import simpy
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import HAS_MNIST, base_scenario, network_only, run_in_memory
+from conftest import HAS_MNIST, base_scenario, network_only, run_in_memory, saved_and_continued
 from golden_runs import golden_runs
-from wflsim.app.run import build_engine, kernel_of, make_learner, prepare_scenario
-from wflsim.sim import state
+from wflsim.app.run import kernel_of
 from wflsim.sim.config.loading import validate_scenario
 from wflsim.sim.kernels import ClosedFormKernel, EventKernel, SlotActivity, make_kernel
 from wflsim.sim.schemes import SCHEMES
@@ -177,19 +176,7 @@ def test_save_and_continue_on_each_kernel_equals_the_uninterrupted_run(kernel, t
         scheme={"name": "two_timescale", "V": 10.0},
     )
     whole, _ = run_in_memory(with_kernel(data, "closed_form"))
-
-    def engine():
-        prep = prepare_scenario(validate_scenario(with_kernel(data, kernel)))
-        return build_engine(prep, make_learner(prep))
-
-    first = engine()
-    first.run(stop_frame=2)
-    path = tmp_path / "checkpoint.npz"
-    state.save(path, state.run_state(first))
-    second = engine()
-    state.load_run_state(second, state.load(path))
-    second.run()
-    assert pa.concat_tables([first.table(), second.table()]).equals(whole)
+    assert saved_and_continued(with_kernel(data, kernel), tmp_path).equals(whole)
 
 
 def test_auto_is_the_closed_form_and_the_manifest_records_the_kernel(tmp_path):
