@@ -5,4 +5,5 @@
 * :mod:`sim.world.channel` -- path loss and fading: the channel the world applies and the one a
   scheme sees.
 * :mod:`sim.world.system` -- the resolved per-device hardware and radio constants of a run.
+* :mod:`sim.world.uplink` -- how the uploads of a slot share the band (dedicated, OFDMA, TDMA).
 """
