@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from conftest import base_scenario, events, network_only, run_in_memory, saved_and_continued
 from wflsim.app.cli import main
-from wflsim.app.run import kernel_of, prepare_scenario
+from wflsim.app.run import build_engine, kernel_of, make_learner, prepare_scenario
 from wflsim.sim.config.loading import validate_scenario
 from wflsim.sim.kernels import C_END, U_END, U_START, EventKernel, SlotResult
 from wflsim.sim.slot import SlotUploads
@@ -44,7 +44,8 @@ def _uplink(mode: str, order: str = "fcfs") -> SharedUplink:
 def _full_band_s(bits, power_w, gain) -> np.ndarray:
     """Time of each payload alone on the whole band, ``S / (W log2(1 + p h / N0))``."""
     snr = np.asarray(power_w) * np.asarray(gain) / N0_W
-    return np.asarray(bits) / (W_HZ * np.log2(1.0 + snr))
+    with np.errstate(divide="ignore"):  # 0 W: never
+        return np.asarray(bits) / (W_HZ * np.log2(1.0 + snr))
 
 
 def _one_slot(
@@ -448,3 +449,46 @@ def _refused(sets: list[str], field: str) -> None:
 def test_bad_uplink_settings_are_refused_naming_the_field(sets, field):
     """Bad [uplink] values and combinations exit 2 with one line naming the field."""
     _refused(sets, field)
+
+
+@pytest.mark.parametrize("mode", ["ofdma", "tdma"])
+@pytest.mark.parametrize("closes_at", ["deadline", "last_upload"])
+def test_an_upload_at_zero_power_transmits_until_the_deadline_and_fails(mode, closes_at):
+    """A device at 0 W takes no share or turn: it ends at the deadline, not arrived; the others
+    are served as if it were absent."""
+    compute, bits, h = [0.1, 0.1, 0.2], 2e6, 1e-11
+    result, end = _one_slot(mode, compute, bits, [0.5, 0.0, 0.5], h, 1.0, closes_at)
+    alone, _ = _one_slot(mode, [0.1, 0.2], bits, 0.5, h, 1.0, closes_at)
+    assert not result.arrived[1] and result.transmitted_s[1] == pytest.approx(0.9)
+    assert _times(result, U_END)[1] == pytest.approx(1.0)
+    assert result.arrived[[0, 2]].all()
+    np.testing.assert_allclose(result.transmitted_s[[0, 2]], alone.transmitted_s, rtol=1e-12)
+
+
+def test_edf_orders_a_synchronous_slot_as_fcfs():
+    """Every upload of a slot has the slot's deadline: order = "edf" gives the fcfs trace."""
+    fcfs = run_in_memory(_shared("tdma", scheme={"name": "ideal"}))[0]
+    edf = run_in_memory(_shared("tdma", scheme={"name": "ideal"}, uplink={"order": "edf"}))[0]
+    assert fcfs.equals(edf)
+
+
+@pytest.mark.parametrize("mode", ["ofdma", "tdma"])
+def test_device_slot_rows_hold_the_events_outcome(mode):
+    """trace.level = "device_slots" records the outcome of the events level, device-slot for
+    device-slot."""
+    ev, _ = run_in_memory(_shared(mode))
+    ds, _ = run_in_memory(_shared(mode, trace={"level": "device_slots"}))
+    energy = events(ev, "energy").set_index(["slot", "device"]).sort_index()
+    rows = events(ds, "device_slot").set_index(["slot", "device"]).sort_index()
+    for col in ("success", "upload_s", "energy_j", "queue_j"):
+        np.testing.assert_array_equal(rows[col].to_numpy(), energy[col].to_numpy())
+
+
+@pytest.mark.parametrize("mode", ["ofdma", "tdma"])
+def test_the_clock_stops_at_the_last_slots_end(mode):
+    """A completion cut at the last deadline does not move the run's clock past the slot's end."""
+    data = _shared(mode)
+    prep = prepare_scenario(validate_scenario(data))
+    engine = build_engine(prep, make_learner(prep))
+    stats = engine.run()
+    assert engine.now_s == stats.simulated_time_s == pytest.approx(8 * 0.8)
