@@ -24,6 +24,12 @@ every slot).
   wflsim run (same seed, so the same in every repetition): the same number of wake-ups and
   timeouts.
 
+``--uplink ofdma`` or ``tdma`` runs the scenario on that shared uplink (``[uplink] mode``), on the
+event kernel only (the closed form cannot play it); the bare model then replays each upload's
+realised compute and transmitted times from the trace, without the sharing logic (no rate
+changes, no queue): the same wake-ups and timeouts, a lower bound on any SimPy model of the same
+events.
+
 Throughput = devices x slots / wall seconds. Targets: the event kernel >= 0.5 x bare SimPy; the
 closed form >= 10 x the event kernel. The ratios are printed, never asserted.
 
@@ -79,6 +85,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
          "closed form only)"),
     ):  # fmt: skip
         p.add_argument(flag, nargs="+", default=choices, choices=choices, help=what)
+    p.add_argument(
+        "--uplink",
+        default="dedicated",
+        choices=["dedicated", "ofdma", "tdma"],
+        help="[uplink] mode (default dedicated; a shared one runs the event kernel only)",
+    )
     p.add_argument("--reps", type=int, default=5, help="recorded rounds per scheme (default 5)")
     p.add_argument("--warmup", type=int, default=1, help="unrecorded rounds first (default 1)")
     p.add_argument("--seed", type=int, default=0)
@@ -92,6 +104,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args = p.parse_args(argv)
     if args.quick:
         args.devices, args.slots, args.reps = 1_000, 20, 3
+    if args.uplink != "dedicated":
+        args.kernels = ["event"]
+        args.levels = ["events"]
     if args.slots % args.slots_per_frame:
         args.slots_per_frame = args.slots if args.slots < args.slots_per_frame else 1
         print(f"note: --slots not a multiple of T; using T = {args.slots_per_frame}")
@@ -112,6 +127,7 @@ def prepared(
         "kernel": kernel,
     }
     data["network"] = {**data.get("network", {}), "num_devices": args.devices}
+    data["uplink"] = {**data.get("uplink", {}), "mode": args.uplink}
     data["trace"] = {**data.get("trace", {}), "level": level}
     data["learning"] = {**data.get("learning", {}), "enabled": False, "num_params": NUM_PARAMS}
     old = data.get("scheme", {})
@@ -215,7 +231,8 @@ def main(argv: list[str] | None = None) -> None:
     ds = n * slots
     print(
         f"workload: {n:,} devices x {slots} slots (T = {args.slots_per_frame}) = {ds:,} "
-        f"device-slots; base scenario {args.scenario}; payload D = {NUM_PARAMS:,}"
+        f"device-slots; base scenario {args.scenario}; payload D = {NUM_PARAMS:,}; "
+        f"uplink {args.uplink}"
     )
     print(f"rounds per scheme: {args.warmup} warm-up + {args.reps} recorded, order rotating\n")
     root = Path(tempfile.mkdtemp(prefix="wflsim-bench-", dir=args.tmp_dir))
@@ -223,12 +240,12 @@ def main(argv: list[str] | None = None) -> None:
     try:
         for scheme in args.schemes:
             print(f"-- scheme {scheme}")
-            t_warm, out = run_wflsim(args, scheme, root, f"{scheme}-plan")
+            t_warm, out = run_wflsim(args, scheme, root, f"{scheme}-plan", args.kernels[0])
             trace = out / "events" if (out / "events").is_dir() else out / "events.parquet"
             plan = plan_from_trace(trace, n, slots)
             files = sorted(trace.glob("*.parquet")) if trace.is_dir() else [trace]
             size_mb = sum(f.stat().st_size for f in files) / 1e6
-            tau0 = prepared(args, scheme).scenario.run.deadline_s
+            tau0 = prepared(args, scheme, args.kernels[0]).scenario.run.deadline_s
             shutil.rmtree(out)
             n_part = int(plan["part"].sum())
             print(

@@ -6,16 +6,20 @@ Per frame: mobility gives positions, the channel the large-scale gains, the sche
 (DESIGN.md, "One slot, as data flows through it"):
 
 1. the channel gives the slot's gains (what the world applies and what the scheme sees);
-   :func:`sim.slot.min_tx_power_w` gives ``p_min`` on the gain the scheme sees; the scheme plans participation and power; :func:`sim.slot.resolve_slot` turns
-   plan and true gains into the outcome (success, upload times, energies, queues); the learner
-   computes the participating devices' uploads in one batched call (virtual time does not
-   advance);
+   :func:`sim.slot.min_tx_power_w` gives ``p_min`` on the gain the scheme sees (and the band it
+   plans on, ``[uplink] planned_concurrent_uploads``); the scheme plans participation and power;
+   :func:`sim.slot.slot_uploads` turns plan and true gains into who uploads what at which power;
+   the learner computes the participating devices' uploads in one batched call (virtual time
+   does not advance);
 2. the slot kernel (:mod:`sim.kernels`, the scenario's ``[run] kernel``) plays the participating
-   devices' compute (``tau_cmp``) and upload (``tau_com``, cut at the deadline if late) out in
-   virtual time: in closed form when devices do not interact, or as one SimPy process per device;
+   devices' compute (``tau_cmp``) and upload out in virtual time: in closed form when devices do
+   not interact, or as one SimPy process per device (with a shared uplink, :mod:`sim.world.uplink`,
+   the uploads' times come from its events); it reports per device the time transmitted and
+   whether the upload arrived in time;
 3. the server closes the slot at the deadline ``tau_0`` or, if later, when the last upload
-   arrives (schemes that promise no outage); the learner aggregates the uploads that arrived in
-   time; the scheme hears the outcome; the trace gets the slot's rows.
+   arrives (schemes that promise no outage); :func:`sim.slot.settle_slot` turns the kernel's
+   report into the outcome (success, energies, queues); the learner aggregates the uploads that
+   arrived in time; the scheme hears the outcome; the trace gets the slot's rows.
 
 The frame boundary is the cut for checkpoints: :meth:`Engine.state_dict` after frame ``k`` and
 :meth:`Engine.load_state_dict` into an engine built from the same scenario continue the run
@@ -35,15 +39,16 @@ import simpy
 
 from . import slot as slots
 from .errors import RunDiverged
-from .kernels import C_END, U_END, U_START, KernelName, SlotActivity, make_kernel
+from .kernels import C_END, U_END, U_START, KernelName, SlotActivity, SlotResult, make_kernel
 from .learner import Learner
 from .schemes.base import FrameContext, FramePlan, Scheme, SlotContext
-from .slot import FrameCosts, SlotOutcome, SlotRules
+from .slot import FrameCosts, SlotOutcome, SlotRules, SlotUploads
 from .trace import SCHEMA, TraceBuffer, TraceLevel
 from .world.channel import Channel, LargeScale
 from .world.compute import ComputeJitter
 from .world.mobility import Mobility
 from .world.system import SystemConstants
+from .world.uplink import UplinkSpec
 
 
 @dataclass(frozen=True)
@@ -67,6 +72,8 @@ class EngineConfig:
     #: ``events``: every event; ``device_slots``: one ``device_slot`` row per device per slot in
     #: place of its decision, compute, upload and energy rows (:mod:`sim.trace`)
     trace_level: TraceLevel = "events"
+    #: how uploads share the band and what the scheme plans on (:mod:`sim.world.uplink`)
+    uplink: UplinkSpec = field(default_factory=UplinkSpec)
 
 
 @dataclass
@@ -188,7 +195,8 @@ class SlotState:
 
     slot: int
     start_s: float
-    outcome: SlotOutcome
+    uploads: SlotUploads  #: who uploads what, before the kernel plays the slot
+    costs: FrameCosts  #: what the slot actually costs (the frame's; under jitter, slowed)
     who: np.ndarray  #: the participating devices, ascending
     #: the decision columns, written at the slot's end with the outcome (``device_slots``)
     decision: dict[str, Any] = field(default_factory=dict)
@@ -260,7 +268,9 @@ class Engine:
         self._frame: FrameState | None = None
         self._slot: SlotState | None = None
         self._env = simpy.Environment()
-        self.kernel = make_kernel(config.kernel)
+        self.kernel = make_kernel(config.kernel, config.uplink, system)
+        #: the constants the scheme plans on (``p_min``): the band it expects (``[uplink]``)
+        self.planned_system = config.uplink.planned_system(system)
         self._events = config.trace_level == "events"  # else device_slots
         self._wall_start = 0.0  # perf_counter at the start of run(), and the wall time before it
         self._wall_before = 0.0
@@ -284,15 +294,14 @@ class Engine:
                 self._slot_start(k, t)
                 sl = self._slot
                 assert sl is not None
-                activity = yield from self.kernel.play(
+                result = yield from self.kernel.play_slot(
                     env,
-                    sl.who,
-                    sl.outcome.compute_s,
-                    sl.outcome.upload_s,
+                    sl.uploads,
                     self.system.deadline_s,
+                    self.rules.closes_at,
                     record=self._events,
                 )
-                self._slot_end(k, t, activity)
+                self._slot_end(k, t, result)
                 if self.writer is not None and self.buffer.num_rows >= self.row_group_rows:
                     self.stats.rows += self.buffer.num_rows  # the rows leave memory
                     self.writer.slot_done(self, k, self.buffer)
@@ -356,7 +365,7 @@ class Engine:
             costs = slots.slot_costs(fr.costs, self.jitter.slowdown(t), self.jitter.scales_clock)
             if self.jitter.known:
                 planned = costs
-        p_min = slots.min_tx_power_w(planned, gains.seen_gain, self.system)
+        p_min = slots.min_tx_power_w(planned, gains.seen_gain, self.planned_system)
         plan = self.scheme.plan_slot(
             SlotContext(
                 slot=t,
@@ -371,16 +380,10 @@ class Engine:
                 csi_posterior=gains.posterior,
             )
         )
-        out = slots.resolve_slot(
-            plan.participate,
-            plan.tx_power_w,
-            costs,
-            gains.gain,
-            self.queue_j,
-            self.system,
-            self.rules,
+        up = slots.slot_uploads(
+            plan.participate, plan.tx_power_w, costs, gains.gain, self.system, self.rules.closes_at
         )
-        who = np.flatnonzero(out.participating)
+        who = np.flatnonzero(up.participating)
         decision = {
             "distance_m": fr.large.distance_m,
             "large_scale_gain": fr.large.gain,
@@ -389,26 +392,37 @@ class Engine:
             "gamma": fr.plan.gamma,
             "payload_bits": fr.costs.payload_bits,
             "min_tx_power_w": p_min,
-            "tx_power_w": out.tx_power_w,
-            "participating": out.participating,
-            "compute_s": out.compute_s
+            "tx_power_w": up.tx_power_w,
+            "participating": up.participating,
+            "compute_s": up.compute_s
             if self.jitter is None
-            else np.where(out.participating, planned.compute_s, 0.0),
-            "upload_s": out.upload_full_s,
+            else np.where(up.participating, planned.compute_s, 0.0),
+            "upload_s": up.upload_full_s,
             **plan.columns,
         }
         self.buffer.add("slot_start", now, k, t)
         if self._events:
             self.buffer.add("decision", now, k, t, self._ids, **decision)
             decision = {}
-        self._slot = SlotState(slot=t, start_s=now, outcome=out, who=who, decision=decision)
+        self._slot = SlotState(
+            slot=t, start_s=now, uploads=up, costs=costs, who=who, decision=decision
+        )
         self.learner.compute(t, who)
 
-    def _slot_end(self, k: int, t: int, activity: SlotActivity) -> None:
+    def _slot_end(self, k: int, t: int, result: SlotResult) -> None:
         now = self._env.now
         b, fr, sl = self.buffer, self._frame, self._slot
         assert fr is not None and sl is not None
-        out = sl.outcome
+        out = slots.settle_slot(
+            sl.uploads,
+            result.transmitted_s,
+            result.arrived,
+            sl.costs,
+            self.queue_j,
+            self.system,
+            self.rules,
+        )
+        activity = result.activity
         cols: dict[str, Any] = {}
         weights = self.scheme.cost_weights()
         if weights is not None:
@@ -488,15 +502,19 @@ class Engine:
             self.progress(t, st)
 
     def _log_activity(self, k: int, t: int, out: SlotOutcome, activity: SlotActivity) -> None:
-        """The slot's device rows, in the kernel's event order; every ``compute_end`` is followed,
-        at the same instant, by the device's ``upload_start``."""
+        """The slot's device rows, in the kernel's event order; unless the kernel logged the
+        ``upload_start`` events (a shared uplink), every ``compute_end`` is followed, at the same
+        instant, by the device's ``upload_start``."""
         if not len(activity):
             return
-        twice = np.where(activity.code == C_END, 2, 1)
-        times = np.repeat(activity.time_s, twice)
-        devs = np.repeat(activity.device, twice)
-        codes = np.repeat(activity.code, twice)
-        codes[np.flatnonzero(codes == C_END)[1::2]] = U_START
+        if activity.has_upload_start:
+            times, devs, codes = activity.time_s, activity.device, activity.code
+        else:
+            twice = np.where(activity.code == C_END, 2, 1)
+            times = np.repeat(activity.time_s, twice)
+            devs = np.repeat(activity.device, twice)
+            codes = np.repeat(activity.code, twice)
+            codes[np.flatnonzero(codes == C_END)[1::2]] = U_START
         is_ce, is_us, is_ue = codes == C_END, codes == U_START, codes == U_END
 
         def masked(values: np.ndarray, keep: np.ndarray) -> np.ma.MaskedArray:
@@ -566,9 +584,11 @@ class Engine:
         self._wall_start = time.perf_counter()
         self._env = env = simpy.Environment(initial_time=self.now_s)
         self.kernel.start_run(env, self.num_devices)
-        env.process(self._server(stop))
+        server = env.process(self._server(stop))
         try:
-            env.run()
+            # until the server is done: a shared uplink may leave completion events it made
+            # stale (cut at a deadline) scheduled after the last slot's end
+            env.run(until=server)
         finally:
             self.stats.wall_time_s = self._wall_before + time.perf_counter() - self._wall_start
         self.now_s = float(env.now)

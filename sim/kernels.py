@@ -21,8 +21,16 @@ Two kernels, one result (``tests/test_kernels.py`` compares whole traces):
   where devices that share resources or can be interrupted live (the interaction models build on
   it); on the paper's model it gives the closed form's trace, event for event.
 
+Each kernel also reports what it decided per device (:meth:`SlotKernel.play_slot`, a
+:class:`SlotResult`): the time each upload actually transmitted and whether it arrived in time,
+from which :func:`sim.slot.settle_slot` settles the slot. On dedicated bands both kernels decide
+in closed form (:func:`sim.slot.dedicated_transmission`); with a shared uplink
+(:mod:`sim.world.uplink`, ``ofdma`` or ``tdma``) the event kernel's uplink component decides
+from its events, and its log holds the real ``upload_start`` times (with TDMA an upload may start
+after its ``compute_end``).
+
 The kernel is chosen by the scenario's ``[run] kernel`` (``auto``: the closed form unless a
-component needs events) and recorded in the run's manifest.
+component needs events: a shared uplink) and recorded in the run's manifest.
 """
 
 from __future__ import annotations
@@ -36,7 +44,10 @@ import numpy as np
 import numpy.typing as npt
 import simpy
 
+from .slot import SlotUploads, dedicated_transmission
 from .trace import event_code
+from .world.system import SystemConstants
+from .world.uplink import SharedUplink, UplinkSpec, build_uplink
 
 KernelName = Literal["closed_form", "event"]
 #: Every kernel name a scenario may give (``auto`` resolves to one of the others).
@@ -57,6 +68,9 @@ class SlotActivity:
     time_s: npt.NDArray[np.float64]  #: the event's virtual time, s
     device: npt.NDArray[np.int64]  #: the device
     code: npt.NDArray[np.int8]  #: :func:`sim.trace.event_code` of the event
+    #: whether the events include ``upload_start`` (else each ``compute_end`` stands for the
+    #: device's ``upload_start`` at the same instant)
+    has_upload_start: bool = False
 
     @classmethod
     def empty(cls) -> SlotActivity:
@@ -69,6 +83,20 @@ class SlotActivity:
 
 #: What :meth:`SlotKernel.play` is: a SimPy process body that returns the slot's activity.
 SlotPlay = Generator[simpy.Event, Any, SlotActivity]
+
+
+@dataclass(frozen=True)
+class SlotResult:
+    """What a kernel decided in a slot: its device events and, per device (``(N,)`` each), the
+    time its upload actually transmitted and whether it arrived in time."""
+
+    activity: SlotActivity
+    transmitted_s: npt.NDArray[np.float64]  #: s (0 for devices that do not participate)
+    arrived: npt.NDArray[np.bool_]  #: the upload arrived in time (is aggregated)
+
+
+#: What :meth:`SlotKernel.play_slot` is: a SimPy process body that returns the slot's result.
+SlotResultPlay = Generator[simpy.Event, Any, SlotResult]
 
 
 class SlotKernel(ABC):
@@ -104,6 +132,24 @@ class SlotKernel(ABC):
         Returns (as the generator's value), once ``env.now`` is the slot's end, i.e.
         ``max(S + tau_0, last upload's end)``: the slot's device events.
         """
+
+    def play_slot(
+        self,
+        env: simpy.Environment,
+        uploads: SlotUploads,
+        deadline_s: float,
+        closes_at: Literal["deadline", "last_upload"],
+        record: bool = True,
+    ) -> SlotResultPlay:
+        """The server's wait for one slot from its uploads (``yield from``); returns the
+        :class:`SlotResult`. On dedicated bands the time transmitted and the arrivals are closed
+        forms (:func:`sim.slot.dedicated_transmission`) and :meth:`play` plays them."""
+        transmitted_s, arrived = dedicated_transmission(uploads, deadline_s, closes_at)
+        who = np.flatnonzero(uploads.participating)
+        activity = yield from self.play(
+            env, who, uploads.compute_s, transmitted_s, deadline_s, record=record
+        )
+        return SlotResult(activity, transmitted_s, arrived)
 
 
 class ClosedFormKernel(SlotKernel):
@@ -180,11 +226,18 @@ def _event_order(
 
 class EventKernel(SlotKernel):
     """One SimPy process per device: it wakes when it participates, computes, uploads and
-    reports; the server waits for the deadline and the last report."""
+    reports; the server waits for the deadline and the last report.
+
+    With a shared uplink (``uplink``, :mod:`sim.world.uplink`) a device hands its upload to the
+    uplink when its compute ends; the uplink decides when it transmits, for how long and whether
+    it arrives, and reports its end; at the deadline it cuts what is still in flight or waiting
+    (schemes that close the slot at the deadline).
+    """
 
     name = "event"
 
-    def __init__(self) -> None:
+    def __init__(self, uplink: SharedUplink | None = None) -> None:
+        self.uplink = uplink
         self._env: simpy.Environment | None = None
         self._wake: list[simpy.Event | None] = []
         self._log: list[tuple[float, int, int]] = []
@@ -211,12 +264,19 @@ class EventKernel(SlotKernel):
             log.append((env.now, d, C_START))
             yield env.timeout(self._compute_s[d])
             log.append((env.now, d, C_END))
+            if self.uplink is not None:
+                self.uplink.submit(d)  # the uplink carries the upload and reports its end
+                continue
             yield env.timeout(self._upload_s[d])
             log.append((env.now, d, U_END))
-            self._remaining -= 1
-            if self._remaining == 0:
-                assert self._all_done is not None
-                self._all_done.succeed()
+            self._one_done()
+
+    def _one_done(self) -> None:
+        """A participant's upload has ended (arrived or not)."""
+        self._remaining -= 1
+        if self._remaining == 0:
+            assert self._all_done is not None
+            self._all_done.succeed()
 
     def play(
         self,
@@ -243,18 +303,79 @@ class EventKernel(SlotKernel):
             yield env.all_of([deadline, self._all_done])
         else:
             yield deadline
+        return self._activity()
+
+    def _activity(self) -> SlotActivity:
+        """The slot's log as a :class:`SlotActivity`."""
         if not self._log:
             return SlotActivity.empty()
         arr = np.array(self._log, dtype=np.float64)
-        return SlotActivity(arr[:, 0], arr[:, 1].astype(np.int64), arr[:, 2].astype(np.int8))
+        return SlotActivity(
+            arr[:, 0],
+            arr[:, 1].astype(np.int64),
+            arr[:, 2].astype(np.int8),
+            has_upload_start=self.uplink is not None,
+        )
+
+    def play_slot(
+        self,
+        env: simpy.Environment,
+        uploads: SlotUploads,
+        deadline_s: float,
+        closes_at: Literal["deadline", "last_upload"],
+        record: bool = True,
+    ) -> SlotResultPlay:
+        link = self.uplink
+        if link is None:
+            return (yield from super().play_slot(env, uploads, deadline_s, closes_at, record))
+        if env is not self._env:
+            raise RuntimeError("EventKernel.start_run was not called with this environment")
+        who = np.flatnonzero(uploads.participating)
+        check_times(uploads.compute_s[who], uploads.upload_full_s[who])
+        self._log.clear()
+        self._compute_s = uploads.compute_s.tolist()
+        self._remaining = int(who.shape[0])
+        self._all_done = env.event()
+        link.open_slot(
+            env,
+            deadline_s=deadline_s,
+            closes_at=closes_at,
+            tx_power_w=uploads.tx_power_w,
+            channel_gain=uploads.channel_gain,
+            payload_bits=uploads.payload_bits,
+            upload_full_s=uploads.upload_full_s,
+            log=self._log.append,
+            on_end=self._one_done,
+        )
+        for d in who.tolist():
+            wake = self._wake[d]
+            assert wake is not None
+            wake.succeed()
+        deadline = env.timeout(deadline_s)
+        # at the deadline, before the server looks: cut what the slot's rules cut
+        deadline.callbacks.append(lambda _e: link.close(everything=closes_at == "deadline"))
+        if self._remaining > 0:
+            yield env.all_of([deadline, self._all_done])
+        else:
+            yield deadline
+        return SlotResult(self._activity(), link.transmitted_s.copy(), link.arrived.copy())
 
 
 KERNELS: dict[str, type[SlotKernel]] = {k.name: k for k in (ClosedFormKernel, EventKernel)}
 
 
-def make_kernel(name: str) -> SlotKernel:
-    """The kernel called ``name`` (``closed_form`` or ``event``)."""
-    try:
+def make_kernel(
+    name: str, uplink: UplinkSpec | None = None, system: SystemConstants | None = None
+) -> SlotKernel:
+    """The kernel called ``name`` (``closed_form`` or ``event``), with the uplink ``uplink``
+    (default dedicated bands; a shared one needs ``system`` and the event kernel)."""
+    if name not in KERNELS:
+        raise ValueError(f"unknown slot kernel {name!r}; known: {', '.join(KERNELS)}")
+    if uplink is None or not uplink.shared:
         return KERNELS[name]()
-    except KeyError:
-        raise ValueError(f"unknown slot kernel {name!r}; known: {', '.join(KERNELS)}") from None
+    if name != "event":
+        raise ValueError(
+            f"the {name} kernel cannot play a shared uplink ({uplink.mode}): use the event kernel"
+        )
+    assert system is not None, "a shared uplink needs the system's band and noise"
+    return EventKernel(build_uplink(uplink, system, U_START, U_END))

@@ -6,11 +6,17 @@ Pure, vectorised functions over devices (arrays of shape ``(N,)``), the same for
 * :func:`slot_costs` -- the costs a slot actually incurs when computation slows down
   (``[compute] jitter``, :mod:`sim.world.compute`);
 * :func:`min_tx_power_w` -- THE ``p_min`` of a slot (what a scheme sees in its slot context);
-* :func:`resolve_slot` -- participation, power, upload times, success, energies and queues;
+* :func:`slot_uploads` -- participation, power and upload times before the slot is played;
+* :func:`dedicated_transmission` -- on dedicated bands, the time transmitted and the arrival;
+* :func:`settle_slot` -- success, energies and queues from what the slot kernel decided;
+* :func:`resolve_slot` -- the three above on dedicated bands, in closed form;
 * :func:`queue_update_j` -- THE energy-deficit queue update;
 * :func:`drift_plus_penalty` -- the paper's per-slot ``X`` and ``z = V X + Q E``.
 
-The engine plays the resolved timing out as SimPy events and decides nothing itself.
+The engine decides nothing itself: the slot kernel (:mod:`sim.kernels`) plays the uploads out
+and reports per device the time transmitted and whether the upload arrived in time (in closed
+form on dedicated bands, from the events of a shared uplink), and :func:`settle_slot` turns that
+into the outcome.
 
 Timing rule: an upload counts as in time iff ``tau_cmp + tau_com <= tau_0 (1 + 1e-9)``. The
 relative tolerance absorbs floating-point rounding of uploads sent at exactly ``p_min``, which
@@ -178,6 +184,146 @@ def queue_update_j(queue_j: ArrayLike, energy_j: ArrayLike, budget_j: ArrayLike)
     return np.maximum(q + e - b, 0.0)
 
 
+@dataclass(frozen=True)
+class SlotUploads:
+    """A slot's uploads before the kernel plays them, ``(N,)`` each."""
+
+    participating: B8  #: computes and uploads
+    tx_power_w: F64  #: transmit power (capped at ``P_bar``), W (0 when not participating)
+    channel_gain: F64  #: ``h`` the world applies, linear
+    payload_bits: F64  #: bits to upload
+    #: ``tau_cmp`` played, s (0 when not participating): the slot's actual computation, stopped
+    #: at the deadline under ``closes_at = "deadline"`` if it runs past it (``[compute] jitter``)
+    compute_s: F64
+    #: the whole computation ``tau_cmp``, s (``compute_s`` unless stopped at the deadline)
+    compute_needed_s: F64
+    #: time the whole payload needs alone on the band ``W`` (eq. 10; on a dedicated band the
+    #: upload time), s; 0 when not participating, ``inf``: never
+    upload_full_s: F64
+
+
+def slot_uploads(
+    participate: ArrayLike,
+    tx_power_w: ArrayLike,
+    costs: FrameCosts,
+    channel_gain: ArrayLike,
+    system: SystemConstants,
+    closes_at: Literal["deadline", "last_upload"] = "deadline",
+) -> SlotUploads:
+    """Who uploads what at which power: a device participates iff the scheme says so and it has
+    something to send; its power is capped at its peak ``P_bar``; rate ``r = W log2(1 + p h /
+    N0)`` (eq. 9) and time ``payload / r`` (eq. 10) on the whole band. Under ``closes_at =
+    "deadline"`` a computation longer than ``tau_0`` (only a slowed one, ``[compute] jitter``)
+    stops at the deadline: the device never uploads (module docstring).
+
+    Args:
+        participate: ``(N,)`` bool, the scheme's choice.
+        tx_power_w: ``(N,)`` W, the scheme's power.
+        costs: the slot's :class:`FrameCosts` (the frame's, or :func:`slot_costs`).
+        channel_gain: ``h`` the world applies, ``(N,)``, linear.
+        system: devices and radio constants.
+        closes_at: the scheme's slot rule (:class:`SlotRules`).
+    """
+    dev = system.devices
+    part = np.asarray(participate, dtype=bool) & (costs.payload_bits > 0)
+    p = np.where(part, np.minimum(np.asarray(tx_power_w, dtype=np.float64), dev.peak_power_w), 0.0)
+    h = np.asarray(channel_gain, dtype=np.float64)
+    rate = physics.rate_bps(p, h, system.bandwidth_hz, system.noise_w)
+    need_s = np.where(part, costs.compute_s, 0.0)
+    return SlotUploads(
+        participating=part,
+        tx_power_w=p,
+        channel_gain=h,
+        payload_bits=costs.payload_bits,
+        compute_s=np.minimum(need_s, system.deadline_s) if closes_at == "deadline" else need_s,
+        compute_needed_s=need_s,
+        upload_full_s=np.where(part, physics.upload_time_s(costs.payload_bits, rate), 0.0),
+    )
+
+
+def dedicated_transmission(
+    uploads: SlotUploads, deadline_s: float, closes_at: Literal["deadline", "last_upload"]
+) -> tuple[F64, B8]:
+    """On dedicated bands (uploads do not interact): the time each upload transmits and whether
+    it arrives in time, in closed form, ``(N,)`` each.
+
+    Arrival ``tau_cmp + tau_com``. Under ``closes_at = "deadline"`` an upload arrives iff it
+    ends by ``tau_0`` (relative tolerance :data:`DEADLINE_REL_TOL`); under ``"last_upload"`` iff
+    it ever ends. An upload that does not arrive transmits until the deadline.
+    """
+    part = uploads.participating
+    arrival_s = uploads.compute_s + uploads.upload_full_s
+    if closes_at == "last_upload":
+        arrived = part & np.isfinite(arrival_s)
+    else:
+        arrived = part & (arrival_s <= deadline_s * (1.0 + DEADLINE_REL_TOL))
+    cut_s = np.maximum(deadline_s - uploads.compute_s, 0.0)
+    transmitted_s = np.where(
+        arrived,
+        uploads.upload_full_s,
+        np.where(part, np.minimum(uploads.upload_full_s, cut_s), 0.0),
+    )
+    return transmitted_s, arrived
+
+
+def settle_slot(
+    uploads: SlotUploads,
+    transmitted_s: ArrayLike,
+    arrived: ArrayLike,
+    costs: FrameCosts,
+    queue_j: ArrayLike,
+    system: SystemConstants,
+    rules: SlotRules,
+) -> SlotOutcome:
+    """The outcome of a slot from what the kernel decided: per device the time its upload
+    actually transmitted and whether it arrived in time (``(N,)`` each).
+
+    Success = arrived in time. Energy: compute energy plus ``p`` times the time charged (eq. 11;
+    :class:`SlotRules`: ``"full"`` charges ``p tau_com`` of the whole payload on the band);
+    wasted energy: the whole energy of a participation whose upload is not aggregated (its
+    gradient is dropped); queues: :func:`queue_update_j`.
+
+    Args:
+        uploads: the slot's :class:`SlotUploads`.
+        transmitted_s: time actually transmitted, s.
+        arrived: whether the upload arrived in time.
+        costs: the frame's :class:`FrameCosts`.
+        queue_j: queues before the slot, ``(N,)``, J.
+        system: devices and radio constants.
+        rules: :class:`SlotRules`.
+    """
+    part = uploads.participating
+    success = part & np.asarray(arrived, dtype=bool)
+    upload_s = np.where(part, np.asarray(transmitted_s, dtype=np.float64), 0.0)
+    upload_full_s = uploads.upload_full_s
+    if rules.late_upload_energy == "full":
+        charged_s = np.where(part & np.isfinite(upload_full_s), upload_full_s, upload_s)
+    else:
+        charged_s = upload_s
+    p = uploads.tx_power_w
+    energy_compute_j = np.where(part, costs.compute_energy_j, 0.0)
+    need_s = uploads.compute_needed_s
+    stopped = part & ~success & (uploads.compute_s < need_s)  # at the deadline (jitter only)
+    if rules.late_upload_energy == "until_deadline" and stopped.any():
+        share = np.divide(uploads.compute_s, need_s, out=np.ones_like(need_s), where=stopped)
+        energy_compute_j = energy_compute_j * share
+    energy_upload_j = np.where(part, physics.upload_energy_j(p, charged_s), 0.0)
+    energy_j = energy_compute_j + energy_upload_j
+    return SlotOutcome(
+        participating=part,
+        tx_power_w=p,
+        success=success,
+        compute_s=uploads.compute_s,
+        upload_full_s=upload_full_s,
+        upload_s=upload_s,
+        energy_compute_j=energy_compute_j,
+        energy_upload_j=energy_upload_j,
+        energy_j=energy_j,
+        wasted_energy_j=np.where(part & ~success, energy_j, 0.0),
+        queue_j=queue_update_j(queue_j, energy_j, system.devices.energy_budget_j),
+    )
+
+
 def resolve_slot(
     participate: ArrayLike,
     tx_power_w: ArrayLike,
@@ -187,18 +333,8 @@ def resolve_slot(
     system: SystemConstants,
     rules: SlotRules,
 ) -> SlotOutcome:
-    """The outcome of a slot from the scheme's plan and the channel the world applies.
-
-    A device participates iff the scheme says so and it has something to send; its power is
-    capped at its peak ``P_bar``. ``costs`` are what the slot actually incurs (the frame's, or
-    :func:`slot_costs` under compute jitter; a computation still running at the deadline is cut
-    there, see the module's docstring). Rate ``r = W log2(1 + p h / N0)`` (eq. 9), upload time
-    ``payload / r`` (eq. 10), arrival ``tau_cmp + tau_com``. Under ``closes_at = "deadline"`` an
-    upload succeeds iff it arrives by ``tau_0`` (relative tolerance :data:`DEADLINE_REL_TOL`);
-    under ``"last_upload"`` iff it ever arrives. A late upload transmits until the deadline.
-    Energy: compute energy plus ``p`` times the time charged (eq. 11; see :class:`SlotRules`);
-    wasted energy: the whole energy of a participation whose upload is not aggregated (its
-    gradient is dropped); queues: :func:`queue_update_j`.
+    """The outcome of a slot on dedicated bands, in closed form: :func:`slot_uploads`, then
+    :func:`dedicated_transmission`, then :func:`settle_slot`.
 
     Args:
         participate: ``(N,)`` bool, the scheme's choice.
@@ -209,51 +345,9 @@ def resolve_slot(
         system: devices and radio constants.
         rules: :class:`SlotRules`.
     """
-    dev = system.devices
-    tau0 = system.deadline_s
-    part = np.asarray(participate, dtype=bool) & (costs.payload_bits > 0)
-    p = np.where(part, np.minimum(np.asarray(tx_power_w, dtype=np.float64), dev.peak_power_w), 0.0)
-    rate = physics.rate_bps(p, channel_gain, system.bandwidth_hz, system.noise_w)
-    upload_full_s = np.where(part, physics.upload_time_s(costs.payload_bits, rate), 0.0)
-    need_s = np.where(part, costs.compute_s, 0.0)  # the whole computation
-    arrival_s = need_s + upload_full_s
-    energy_compute_j = np.where(part, costs.compute_energy_j, 0.0)
-    if rules.closes_at == "last_upload":
-        success = part & np.isfinite(arrival_s)
-        compute_s = need_s
-    else:
-        success = part & (arrival_s <= tau0 * (1.0 + DEADLINE_REL_TOL))
-        compute_s = need_s
-        late = need_s > tau0  # only a slowed computation can be ([compute] jitter)
-        if late.any():  # a device still computing at the deadline stops there
-            stopped = late & ~success
-            compute_s = np.where(stopped, tau0, need_s)
-            if rules.late_upload_energy == "until_deadline":
-                share = np.divide(tau0, need_s, out=np.ones_like(need_s), where=stopped)
-                energy_compute_j = energy_compute_j * share
-    cut_s = np.maximum(tau0 - compute_s, 0.0)
-    upload_s = np.where(
-        success, upload_full_s, np.where(part, np.minimum(upload_full_s, cut_s), 0.0)
-    )
-    if rules.late_upload_energy == "full":
-        charged_s = np.where(part & np.isfinite(upload_full_s), upload_full_s, upload_s)
-    else:
-        charged_s = upload_s
-    energy_upload_j = np.where(part, physics.upload_energy_j(p, charged_s), 0.0)
-    energy_j = energy_compute_j + energy_upload_j
-    return SlotOutcome(
-        participating=part,
-        tx_power_w=p,
-        success=success,
-        compute_s=compute_s,
-        upload_full_s=upload_full_s,
-        upload_s=upload_s,
-        energy_compute_j=energy_compute_j,
-        energy_upload_j=energy_upload_j,
-        energy_j=energy_j,
-        wasted_energy_j=np.where(part & ~success, energy_j, 0.0),
-        queue_j=queue_update_j(queue_j, energy_j, dev.energy_budget_j),
-    )
+    uploads = slot_uploads(participate, tx_power_w, costs, channel_gain, system, rules.closes_at)
+    transmitted_s, arrived = dedicated_transmission(uploads, system.deadline_s, rules.closes_at)
+    return settle_slot(uploads, transmitted_s, arrived, costs, queue_j, system, rules)
 
 
 def drift_plus_penalty(

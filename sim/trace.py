@@ -39,7 +39,8 @@ EVENTS: dict[str, str] = {
     "decision": "one per device per slot: channel draw and the scheme's decision (participate, power)",
     "compute_start": "participating device starts its local gradient",
     "compute_end": "participating device finishes its local gradient",
-    "upload_start": "participating device starts uploading",
+    "upload_start": "participating device starts uploading (a shared uplink's TDMA may make it "
+    "wait after its compute_end)",
     "upload_end": "participating device stops uploading: arrived in time (success) or cut at the deadline",
     "deadline": "server: the deadline tau_0 of the slot (deadline-enforcing schemes only)",
     "aggregate": "server: the global model is updated with the uploads that arrived in time",

@@ -318,6 +318,8 @@ NUMERIC_FIELDS = {
     "network.cell_radius_m": "network.cell_radius_m",
     "network.bandwidth_hz": "network.bandwidth_hz",
     "network.noise_dbm": "network.noise_dbm",
+    "uplink.noise_psd_dbm_hz": "uplink.noise_psd_dbm_hz",
+    "uplink.planned_concurrent_uploads": "uplink.planned_concurrent_uploads",
     "devices.cpu_hz": "devices.cpu_hz",
     "devices.cycles_per_sample": "devices.cycles_per_sample",
     "devices.capacitance": "devices.capacitance",

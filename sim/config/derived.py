@@ -86,10 +86,15 @@ def check_derived(
         )
 
     # radio
-    noise_w = float(physics.dbm_to_w(net.noise_dbm))
+    noise_field = (
+        "network.noise_dbm"
+        if scenario.uplink.noise_psd_dbm_hz is None
+        else "uplink.noise_psd_dbm_hz"
+    )
+    noise_w = float(physics.dbm_to_w(scenario.uplink.noise_dbm(net)))
     if not (math.isfinite(noise_w) and noise_w > 0):
         raise ScenarioError(
-            "network.noise_dbm",
+            noise_field,
             f"gives a noise power of {noise_w:g} W (must be finite and > 0)",
             fix_range,
         )
@@ -115,7 +120,7 @@ def check_derived(
     i = _bad(snr)
     if i is not None or _bad(rate) is not None:
         m = i if i is not None else int(_bad(rate) or 0)
-        field = "devices.peak_power_w" if devices.peak_power_w[m] > 1e6 else "network.noise_dbm"
+        field = "devices.peak_power_w" if devices.peak_power_w[m] > 1e6 else noise_field
         raise ScenarioError(
             field,
             f"device {m}'s best signal-to-noise ratio (peak power x gain at the minimum "

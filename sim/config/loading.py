@@ -240,7 +240,28 @@ def validate_scenario(data: Mapping[str, Any]) -> Scenario:
     except ValidationError as err:
         raise scenario_error(err) from None
     _check_mobility_work(scenario)
+    _check_uplink(scenario)
     return scenario
+
+
+def _check_uplink(scenario: Scenario) -> None:
+    """A shared uplink needs the event kernel, and charges the time actually transmitted."""
+    mode = scenario.uplink.mode
+    if mode == "dedicated":
+        return
+    if scenario.run.kernel == "closed_form":
+        raise ScenarioError(
+            "run.kernel",
+            f'"closed_form" cannot play a shared uplink (uplink.mode = "{mode}"): uploads interact',
+            'use kernel = "auto" or "event", or uplink.mode = "dedicated"',
+        )
+    if scenario.trace.late_upload_energy == "full":
+        raise ScenarioError(
+            "trace.late_upload_energy",
+            f'"full" charges a late upload its whole payload at a rate a shared uplink '
+            f'(uplink.mode = "{mode}") does not have',
+            'use "until_deadline" (energy = power x time actually transmitted)',
+        )
 
 
 def _check_mobility_work(scenario: Scenario) -> None:

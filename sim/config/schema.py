@@ -7,6 +7,7 @@ devices, the data directory or the scheme registry is checked by :mod:`sim.confi
 
 from __future__ import annotations
 
+import math
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -222,6 +223,39 @@ class TraceConfig(Strict):
     )
 
 
+class UplinkConfig(Strict):
+    """How the uploads of a slot share the band ``network.bandwidth_hz`` (``sim/world/uplink.py``)."""
+
+    mode: Literal["dedicated", "ofdma", "tdma"] = Field(
+        "dedicated",
+        description="dedicated: each device its own band W (the paper's model); ofdma: W shared "
+        "equally by the uploads in flight; tdma: one upload at a time on W",
+    )
+    order: Literal["fcfs", "edf"] = Field(
+        "fcfs", description="tdma's queue: by ready time (fcfs) or earliest deadline first (edf)"
+    )
+    noise_psd_dbm_hz: _Float | None = Field(
+        None,
+        ge=-300.0,
+        le=0.0,
+        description="noise power spectral density, dBm/Hz; replaces network.noise_dbm "
+        "(noise over W = this + 10 log10(W))",
+    )
+    planned_concurrent_uploads: int = Field(
+        1,
+        ge=1,
+        le=MAX_DEVICES,
+        description="k: the scheme computes p_min for a band W / k with noise N0 / k",
+    )
+
+    def noise_dbm(self, network: NetworkConfig) -> float:
+        """The noise power over ``network.bandwidth_hz``, dBm: ``network.noise_dbm``, or
+        ``noise_psd_dbm_hz + 10 log10(W)`` when the density is given."""
+        if self.noise_psd_dbm_hz is None:
+            return network.noise_dbm
+        return self.noise_psd_dbm_hz + 10.0 * math.log10(network.bandwidth_hz)
+
+
 class SchemeConfig(BaseModel):
     """``name`` plus the scheme's own parameters (both validated against the scheme registry by
     :func:`wflsim.app.scenario.validate_scenario`)."""
@@ -259,6 +293,7 @@ class Scenario(Strict):
     learning: LearningConfig = Field(default_factory=LearningConfig)
     scheme: SchemeConfig = Field(default_factory=SchemeConfig)
     trace: TraceConfig = Field(default_factory=TraceConfig)
+    uplink: UplinkConfig = Field(default_factory=UplinkConfig)
     sweep: SweepConfig = Field(default_factory=SweepConfig)
 
     @field_validator("name")

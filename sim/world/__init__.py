@@ -7,4 +7,5 @@
 * :mod:`sim.world.compute` -- compute jitter: each device's slowdown of local computation per
   slot.
 * :mod:`sim.world.system` -- the resolved per-device hardware and radio constants of a run.
+* :mod:`sim.world.uplink` -- how the uploads of a slot share the band (dedicated, OFDMA, TDMA).
 """

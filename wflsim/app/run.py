@@ -48,6 +48,7 @@ from wflsim.sim.world.channel import Channel, ChannelRecorder, build_channel
 from wflsim.sim.world.compute import build_jitter
 from wflsim.sim.world.mobility import Mobility, build_mobility
 from wflsim.sim.world.system import DeviceArrays, SystemConstants
+from wflsim.sim.world.uplink import UplinkSpec
 
 from . import folders
 from .folders import check_out_dir
@@ -240,7 +241,7 @@ def resolve_system(scenario: Scenario, devices: DeviceArrays) -> SystemConstants
     return SystemConstants(
         devices=devices,
         bandwidth_hz=net.bandwidth_hz,
-        noise_w=float(physics.dbm_to_w(net.noise_dbm)),
+        noise_w=float(physics.dbm_to_w(scenario.uplink.noise_dbm(net))),
         deadline_s=scenario.run.deadline_s,
         num_params=payload_num_params(lc),
         bits_per_param=lc.bits_per_param,
@@ -259,14 +260,25 @@ def engine_config(scenario: Scenario) -> EngineConfig:
         late_upload_energy=scenario.trace.late_upload_energy,
         kernel=kernel_of(scenario),
         trace_level=scenario.trace.level,
+        uplink=uplink_of(scenario),
+    )
+
+
+def uplink_of(scenario: Scenario) -> UplinkSpec:
+    """The uplink of a scenario (its ``[uplink]`` table)."""
+    up = scenario.uplink
+    return UplinkSpec(
+        mode=up.mode, order=up.order, planned_concurrent_uploads=up.planned_concurrent_uploads
     )
 
 
 def kernel_of(scenario: Scenario) -> KernelName:
     """The slot kernel a scenario runs on: its ``[run] kernel``, with ``auto`` resolved (the
-    closed form: no component of today's scenarios makes devices interact)."""
+    event kernel for a shared uplink, where uploads interact; else the closed form)."""
     kernel = scenario.run.kernel
-    return "closed_form" if kernel == "auto" else kernel
+    if kernel != "auto":
+        return kernel
+    return "event" if uplink_of(scenario).shared else "closed_form"
 
 
 def build_engine(
@@ -290,7 +302,8 @@ def build_engine(
             f"{system.num_params} (learning.model / learning.num_params)"
         )
     sc = prep.scenario
-    scheme = build_scheme(sc.scheme.name, sc.scheme.params, system)
+    # the scheme plans on the band it expects ([uplink] planned_concurrent_uploads)
+    scheme = build_scheme(sc.scheme.name, sc.scheme.params, uplink_of(sc).planned_system(system))
     return Engine(
         engine_config(sc),
         system,
@@ -421,6 +434,7 @@ def _manifest(prep: Prepared, system: SystemConstants) -> dict[str, Any]:
         "num_params": system.num_params,
         "payload_bits": system.full_payload_bits,
         "channel": channel_description(prep),
+        "uplink": uplink_of(sc).describe(system),
         "versions": package_versions(),
         "command": sys.argv,
         "started_at": folders.now_iso(),

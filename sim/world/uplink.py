@@ -1,0 +1,481 @@
+"""The uplink: how the uploads of a slot share the server's band (the scenario's ``[uplink]``).
+
+* ``dedicated`` (the paper's model): every device has its own band ``W`` with noise power ``N0``
+  over it; uploads do not interact, and the closed-form kernel plays them.
+* ``ofdma``: one band ``W`` shared by processor sharing. With ``k`` uploads in flight each gets
+  ``b = W / k``; its noise power is ``N0' b`` (``N0' = N0 / W``, the noise power spectral
+  density), so its rate is ``r = b log2(1 + p h / (N0' b))`` (:func:`shared_rate_bps`). Whenever
+  an upload starts or ends, every other upload's remaining bits are advanced at its old rate and
+  its rate is recomputed; one completion event is pending at any time (:class:`ProcessorSharing`).
+* ``tdma``: one upload at a time on the whole band, at ``r = W log2(1 + p h / N0)``; the others
+  wait in a queue (``fcfs``: by ready time = compute end, ties by device; ``edf``: by deadline,
+  then as ``fcfs``) and waiting counts against the deadline (:class:`TdmaUplink`).
+
+A shared uplink is a SimPy component of the event kernel (:class:`sim.kernels.EventKernel`): the
+slot's outcome (the time each upload actually transmitted, whether it arrived in time) comes from
+its events. Under a scheme that closes the slot at the deadline, uploads still in flight or still
+waiting are cut there; under one that waits for the last upload nothing is cut (an upload that can
+never finish, at zero power or gain, transmits until the deadline and fails, as on a dedicated
+band).
+
+State: none across slots. In the synchronous engine every upload ends or is cut by its slot's end,
+so at a frame boundary (the checkpoint cut) the uplink holds nothing to save.
+"""
+
+from __future__ import annotations
+
+import heapq
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from functools import partial
+from typing import Any, Literal
+
+import numpy as np
+import simpy
+from numpy.typing import ArrayLike, NDArray
+
+from ..slot import DEADLINE_REL_TOL
+from .system import SystemConstants
+
+F64 = NDArray[np.float64]
+I64 = NDArray[np.int64]
+B8 = NDArray[np.bool_]
+
+UplinkMode = Literal["dedicated", "ofdma", "tdma"]
+UploadOrder = Literal["fcfs", "edf"]
+
+#: What Proposition 1 and Theorem 2 assume of the uplink (the run manifest's ``uplink``).
+CONTROLLER_ASSUMPTION = (
+    "a dedicated band per device: each upload alone on W with noise power N0 over W "
+    "(Proposition 1's p_min, Theorem 2's costs)"
+)
+
+#: An upload in processor sharing is complete when less than this share of its bits is left.
+DONE_REL_TOL = 1e-9
+
+
+def noise_psd_w_per_hz(noise_w: ArrayLike, bandwidth_hz: ArrayLike) -> F64:
+    """Noise power spectral density ``N0' = N0 / W``, W/Hz, from the noise power ``N0`` (W) over
+    the band ``W`` (Hz): -104 dBm over 10 MHz is -174 dBm/Hz."""
+    return np.asarray(noise_w, dtype=np.float64) / np.asarray(bandwidth_hz, dtype=np.float64)
+
+
+def shared_rate_bps(
+    tx_power_w: ArrayLike,
+    channel_gain: ArrayLike,
+    band_hz: ArrayLike,
+    noise_psd_w_per_hz: ArrayLike,
+) -> F64:
+    """Shannon rate on an allocated band, ``r = b log2(1 + p h / (N0' b))`` (eq. 9 with the noise
+    power of the band ``b`` it uses).
+
+    Args:
+        tx_power_w: transmit power ``p``, W, broadcast (typically ``(k,)``).
+        channel_gain: ``h``, linear.
+        band_hz: allocated band ``b``, Hz (``W / k`` under OFDMA with ``k`` uploads in flight).
+        noise_psd_w_per_hz: ``N0'``, W/Hz.
+
+    Returns:
+        rate, bit/s (0 where ``b = 0`` or ``p h = 0``).
+    """
+    b = np.asarray(band_hz, dtype=np.float64)
+    signal = np.asarray(tx_power_w, dtype=np.float64) * np.asarray(channel_gain, dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        snr = signal / (np.asarray(noise_psd_w_per_hz, dtype=np.float64) * b)
+        rate = b * np.log1p(snr) / np.log(2.0)
+    return np.where((b > 0.0) & (signal > 0.0), rate, 0.0)
+
+
+def equal_share_hz(total_hz: float, in_flight: int) -> float:
+    """Processor sharing's band per upload, ``W / k`` (Hz) for ``k >= 1`` uploads in flight."""
+    return total_hz / in_flight
+
+
+@dataclass(frozen=True)
+class UplinkSpec:
+    """The resolved ``[uplink]`` table: how uploads share the band and what the scheme plans on.
+
+    ``planned_concurrent_uploads`` ``k``: the scheme computes ``p_min`` (and the controller its
+    costs) for a band ``W / k`` with the noise power ``N0 / k`` over it; ``1`` is the paper's
+    controller unchanged (each upload alone on ``W``).
+    """
+
+    mode: UplinkMode = "dedicated"
+    order: UploadOrder = "fcfs"
+    planned_concurrent_uploads: int = 1
+
+    @property
+    def shared(self) -> bool:
+        """Whether uploads interact (the event kernel plays them)."""
+        return self.mode != "dedicated"
+
+    def planned_system(self, system: SystemConstants) -> SystemConstants:
+        """The constants the scheme plans on: the band ``W / k`` and its noise ``N0 / k``
+        (``system`` itself for ``k = 1``)."""
+        k = self.planned_concurrent_uploads
+        if k == 1:
+            return system
+        return replace(system, bandwidth_hz=system.bandwidth_hz / k, noise_w=system.noise_w / k)
+
+    def describe(self, system: SystemConstants) -> dict[str, Any]:
+        """The uplink and what the controller assumes of it (for the run's manifest)."""
+        psd = float(noise_psd_w_per_hz(system.noise_w, system.bandwidth_hz))
+        k = self.planned_concurrent_uploads
+        differences: list[str] = []
+        notes: list[str] = []
+        if self.mode == "ofdma":
+            differences.append(
+                "OFDMA: the band W is shared equally by the uploads in flight; an upload's rate "
+                "changes whenever another starts or ends, so the time p_min was computed for is "
+                "not the time the upload takes"
+            )
+        elif self.mode == "tdma":
+            differences.append(
+                "TDMA: one upload at a time on the band W; an upload waits for the ones before "
+                f"it ({self.order}), and the wait counts against the deadline p_min ignores"
+            )
+        if k > 1:
+            differences.append(
+                f"the scheme plans on a band W / {k} with noise N0 / {k} (p_min for {k} "
+                "concurrent uploads), not on W"
+            )
+            if self.mode == "dedicated":
+                notes.append("on a dedicated band W this over-provisions power")
+        return {
+            "mode": self.mode,
+            "bandwidth_hz": system.bandwidth_hz,
+            "noise_psd_dbm_hz": float(10.0 * np.log10(psd) + 30.0),
+            "order": self.order if self.mode == "tdma" else None,
+            "planned_concurrent_uploads": k,
+            "controller_assumption": {
+                "assumption": CONTROLLER_ASSUMPTION,
+                "matches": not differences,
+                "differences": differences,
+                "notes": notes,
+            },
+        }
+
+
+# ---------------------------------------------------------------------- processor sharing
+
+#: A rate model: the uploads in flight (ascending ids, ``(k,)``) -> their rates, bit/s, ``(k,)``.
+RateModel = Callable[[I64], F64]
+
+
+class ProcessorSharing:
+    """Jobs that share one server at the rates a rate model gives for the set in flight.
+
+    Whenever a job starts or ends, every job's remaining bits are advanced at its old rate and
+    the rates of the new set are computed; then ONE completion event is scheduled (the job that
+    ends first). A change before it fires makes it stale: each scheduled completion carries the
+    generation it was made in and is ignored unless that is still the current one. Jobs within
+    :data:`DONE_REL_TOL` of their size when a completion fires end with it (equal jobs started
+    together end together, whatever the rounding).
+
+    Args:
+        env: the SimPy environment.
+        rate_bps: the rate model (:data:`RateModel`); with a constant capacity ``C`` shared
+            equally it is ``lambda jobs: np.full(len(jobs), C / len(jobs))``.
+        on_end: called with each job that completes, at its completion time.
+    """
+
+    def __init__(
+        self, env: simpy.Environment, rate_bps: RateModel, on_end: Callable[[int], None]
+    ) -> None:
+        self.env = env
+        self._rate_model = rate_bps
+        self._on_end = on_end
+        self._jobs: I64 = np.zeros(0, dtype=np.int64)
+        self._size = np.zeros(0)
+        self._left = np.zeros(0)
+        self._rate = np.zeros(0)
+        self._since = float(env.now)
+        self._generation = 0
+        self._next = -1
+        #: completion events scheduled (a test of the one-event-per-change rule)
+        self.scheduled = 0
+
+    @property
+    def in_flight(self) -> I64:
+        """The jobs in flight, ascending."""
+        return self._jobs.copy()
+
+    def add(self, job: int, bits: float) -> None:
+        """Job ``job`` starts now with ``bits`` to send (> 0); ``job`` is not in flight."""
+        self._advance()
+        i = int(np.searchsorted(self._jobs, job))
+        self._jobs = np.insert(self._jobs, i, job)
+        self._size = np.insert(self._size, i, bits)
+        self._left = np.insert(self._left, i, bits)
+        self._reschedule()
+
+    def cut(self) -> tuple[I64, F64]:
+        """End every job in flight now: ``(jobs, projected end times)``, the time each would have
+        ended at its current rate (``inf`` at rate 0)."""
+        self._advance()
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ends = self._since + np.where(self._left > 0.0, self._left / self._rate, 0.0)
+        jobs = self._jobs
+        self._jobs = np.zeros(0, dtype=np.int64)
+        self._size, self._left, self._rate = np.zeros(0), np.zeros(0), np.zeros(0)
+        self._generation += 1
+        return jobs, np.where(np.isnan(ends), np.inf, ends)
+
+    def _advance(self) -> None:
+        now = float(self.env.now)
+        if self._jobs.shape[0]:
+            self._left = self._left - self._rate * (now - self._since)
+        self._since = now
+
+    def _reschedule(self) -> None:
+        self._generation += 1
+        m = self._jobs.shape[0]
+        if m == 0:
+            self._rate = np.zeros(0)
+            return
+        self._rate = np.asarray(self._rate_model(self._jobs), dtype=np.float64)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            times = np.where(self._left > 0.0, self._left / self._rate, 0.0)
+        times = np.where(np.isnan(times), np.inf, times)
+        i = int(np.argmin(times))
+        if not np.isfinite(times[i]):
+            return  # nobody can finish: they wait for a cut
+        self._next = int(self._jobs[i])
+        self.scheduled += 1
+        timer = self.env.timeout(float(times[i]))
+        timer.callbacks.append(partial(self._fire, self._generation))
+
+    def _fire(self, generation: int, _event: simpy.Event) -> None:
+        if generation != self._generation:
+            return  # the set in flight changed since: a stale completion
+        self._advance()
+        done = (self._left <= DONE_REL_TOL * self._size) | (self._jobs == self._next)
+        ended = self._jobs[done]
+        keep = ~done
+        self._jobs, self._size, self._left = self._jobs[keep], self._size[keep], self._left[keep]
+        self._reschedule()
+        for job in ended.tolist():
+            self._on_end(job)
+
+
+# ---------------------------------------------------------------------- the slot's uplink
+
+#: The kernel's event log: ``(time_s, device, event code)``.
+LogFn = Callable[[tuple[float, int, int]], None]
+
+
+class SharedUplink(ABC):
+    """A shared uplink for one slot at a time: devices submit their upload when their compute
+    ends; the uplink logs ``upload_start`` and ``upload_end`` and records per device the time
+    actually transmitted and whether the upload arrived in time.
+
+    Args:
+        bandwidth_hz: the band ``W`` all uploads share, Hz.
+        noise_w: the noise power over ``W``, W.
+        upload_start, upload_end: the trace's event codes the log uses.
+    """
+
+    def __init__(
+        self, bandwidth_hz: float, noise_w: float, upload_start: int, upload_end: int
+    ) -> None:
+        self.bandwidth_hz = float(bandwidth_hz)
+        self.noise_w = float(noise_w)
+        self._codes = (upload_start, upload_end)
+        self.env: simpy.Environment | None = None
+        self.transmitted_s = np.zeros(0)
+        self.arrived = np.zeros(0, dtype=bool)
+
+    def open_slot(
+        self,
+        env: simpy.Environment,
+        *,
+        deadline_s: float,
+        closes_at: Literal["deadline", "last_upload"],
+        tx_power_w: F64,
+        channel_gain: F64,
+        payload_bits: F64,
+        upload_full_s: F64,
+        log: LogFn,
+        on_end: Callable[[], None],
+    ) -> None:
+        """A slot starts now (``(N,)`` arrays; ``upload_full_s``: the time on the whole band)."""
+        n = tx_power_w.shape[0]
+        self.env = env
+        self._start_s = float(env.now)
+        self._deadline_s = float(deadline_s)
+        self._closes_at = closes_at
+        self._p, self._h, self._bits, self._full_s = (
+            tx_power_w,
+            channel_gain,
+            payload_bits,
+            upload_full_s,
+        )
+        self._log, self._on_end = log, on_end
+        self._began = np.full(n, np.nan)
+        self._held: list[int] = []
+        self._closed = False
+        self.transmitted_s = np.zeros(n)
+        self.arrived = np.zeros(n, dtype=bool)
+        self._open()
+
+    def submit(self, device: int) -> None:
+        """``device``'s compute has ended now: its upload joins the uplink."""
+        if self._closed:  # after the cut: nothing is sent
+            self._begin(device)
+            self._end(device, False)
+        elif not (self._p[device] * self._h[device] > 0.0 and np.isfinite(self._full_s[device])):
+            self._begin(device)  # it can never finish: it transmits until the deadline, fails
+            self._held.append(device)
+        else:
+            self._enter(device)
+
+    def close(self, everything: bool) -> None:
+        """At the deadline: end the uploads that can never finish and, if ``everything`` (the
+        slot closes at the deadline), cut every upload still in flight or waiting."""
+        for d in sorted(self._held):
+            self._end(d, False)
+        self._held = []
+        if everything:
+            self._closed = True
+            self._cut()
+
+    def in_time(self, end_s: float) -> bool:
+        """Whether an upload ending at ``end_s`` arrives in time (the timing rule of
+        :mod:`sim.slot`: relative tolerance :data:`DEADLINE_REL_TOL`)."""
+        if self._closes_at == "last_upload":
+            return True
+        return end_s - self._start_s <= self._deadline_s * (1.0 + DEADLINE_REL_TOL)
+
+    def _now(self) -> float:
+        assert self.env is not None
+        return float(self.env.now)
+
+    def _begin(self, device: int) -> None:
+        now = self._now()
+        self._began[device] = now
+        self._log((now, device, self._codes[0]))
+
+    def _end(self, device: int, arrived: bool) -> None:
+        now = self._now()
+        self.transmitted_s[device] = now - self._began[device]
+        self.arrived[device] = arrived
+        self._log((now, device, self._codes[1]))
+        self._on_end()
+
+    @abstractmethod
+    def _open(self) -> None:
+        """Reset the discipline's own bookkeeping for a new slot."""
+
+    @abstractmethod
+    def _enter(self, device: int) -> None:
+        """``device``'s upload (one that can finish) joins the discipline now."""
+
+    @abstractmethod
+    def _cut(self) -> None:
+        """End every upload in flight or waiting now (:meth:`_end`)."""
+
+
+class OfdmaUplink(SharedUplink):
+    """Processor sharing of the band: ``k`` uploads in flight get ``W / k`` each."""
+
+    def _open(self) -> None:
+        assert self.env is not None
+        self._psd = float(noise_psd_w_per_hz(self.noise_w, self.bandwidth_hz))
+        self.sharing = ProcessorSharing(self.env, self._rates, self._complete)
+
+    def _rates(self, jobs: I64) -> F64:
+        band = equal_share_hz(self.bandwidth_hz, int(jobs.shape[0]))
+        return shared_rate_bps(self._p[jobs], self._h[jobs], band, self._psd)
+
+    def _enter(self, device: int) -> None:
+        self._begin(device)
+        self.sharing.add(device, float(self._bits[device]))
+
+    def _complete(self, device: int) -> None:
+        self._end(device, True)
+
+    def _cut(self) -> None:
+        jobs, ends = self.sharing.cut()
+        for d, end in zip(jobs.tolist(), ends.tolist(), strict=True):
+            self._end(d, self.in_time(end))
+
+
+class TdmaUplink(SharedUplink):
+    """One upload at a time on the whole band, the others in a queue (``order``)."""
+
+    def __init__(
+        self,
+        bandwidth_hz: float,
+        noise_w: float,
+        upload_start: int,
+        upload_end: int,
+        order: UploadOrder = "fcfs",
+    ) -> None:
+        super().__init__(bandwidth_hz, noise_w, upload_start, upload_end)
+        self.order = order
+        # never reset: a completion cut in one slot may still fire in a later one
+        self._generation = 0
+
+    def _open(self) -> None:
+        self._queue: list[tuple[float, float, int]] = []
+        self._active = -1
+        self._pick_pending = False
+
+    def _enter(self, device: int) -> None:
+        # every upload of a synchronous slot has the slot's deadline: EDF's first key ties, and
+        # the order is FCFS (the asynchronous engine gives uploads their own deadlines)
+        due = self._start_s + self._deadline_s if self.order == "edf" else 0.0
+        heapq.heappush(self._queue, (due, self._now(), device))
+        self._want_pick()
+
+    def _want_pick(self) -> None:
+        """Pick the next upload once every event already due now has run (a zero timeout goes
+        after them), so that uploads ready at the same instant are ordered by device."""
+        if self._active < 0 and not self._pick_pending and self._queue:
+            assert self.env is not None
+            self._pick_pending = True
+            self.env.timeout(0.0).callbacks.append(self._pick)
+
+    def _pick(self, _event: simpy.Event) -> None:
+        self._pick_pending = False
+        if self._closed or self._active >= 0 or not self._queue:
+            return
+        _, _, device = heapq.heappop(self._queue)
+        self._begin(device)
+        self._active = device
+        self._generation += 1
+        assert self.env is not None
+        timer = self.env.timeout(float(self._full_s[device]))
+        timer.callbacks.append(partial(self._complete, self._generation))
+
+    def _complete(self, generation: int, _event: simpy.Event) -> None:
+        if generation != self._generation:
+            return  # cut before it fired
+        device, self._active = self._active, -1
+        self._end(device, True)
+        self._want_pick()
+
+    def _cut(self) -> None:
+        self._generation += 1
+        if self._active >= 0:
+            device, self._active = self._active, -1
+            end = float(self._began[device] + self._full_s[device])
+            self._end(device, self.in_time(end))
+        while self._queue:
+            _, _, device = heapq.heappop(self._queue)
+            self._begin(device)
+            self._end(device, False)
+
+
+def build_uplink(
+    spec: UplinkSpec, system: SystemConstants, upload_start: int, upload_end: int
+) -> SharedUplink | None:
+    """The shared uplink of ``spec`` (None: dedicated bands)."""
+    if spec.mode == "ofdma":
+        return OfdmaUplink(system.bandwidth_hz, system.noise_w, upload_start, upload_end)
+    if spec.mode == "tdma":
+        return TdmaUplink(
+            system.bandwidth_hz, system.noise_w, upload_start, upload_end, order=spec.order
+        )
+    return None
