@@ -92,16 +92,22 @@ recorder.write_atomic = write_atomic
 sys.exit(main(["run", sys.argv[1], "--out", sys.argv[2], "--quiet"]))
 """
 
-#: ``wflsim sweep`` whose every frame sleeps 0.1 s (a sweep that takes a few seconds).
-SLOW_SWEEP_CHILD = """
+#: ``wflsim sweep ARGS`` (after the first argument, RELEASE) whose first frame waits until the
+#: file RELEASE exists: a sweep that holds its folder until the test lets it go.
+HELD_SWEEP_CHILD = """
 import sys, time
+from pathlib import Path
 from wflsim import Hooks
 from wflsim.app.cli import main
 
-def frame_start(engine, k):
-    time.sleep(0.1)
+release = Path(sys.argv[1])
 
-sys.exit(main(["sweep", *sys.argv[1:]], hooks=Hooks(frame_start=frame_start)))
+def frame_start(engine, k):
+    deadline = time.monotonic() + 120
+    while not release.exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+sys.exit(main(["sweep", *sys.argv[2:]], hooks=Hooks(frame_start=frame_start)))
 """
 
 
@@ -351,17 +357,31 @@ def test_second_sweep_into_a_folder_in_use_exits_2(tmp_path):
     """A sweep into the folder of a live sweep exits 2 ('in use'); the first completes every
     point and sweep.json lists none as failed."""
     path, out = scenario(tmp_path), tmp_path / "sw"
+    release = tmp_path / "release"
     first = subprocess.Popen(
-        [sys.executable, "-c", SLOW_SWEEP_CHILD, str(path), *SWEEP, "--out", str(out)],
+        [
+            sys.executable,
+            "-c",
+            HELD_SWEEP_CHILD,
+            str(release),
+            str(path),
+            *SWEEP,
+            "--out",
+            str(out),
+        ],
         env=ENV,
         stderr=subprocess.PIPE,
         text=True,
     )
-    end = time.monotonic() + 60
-    while not (out / "sweep.json").exists() and first.poll() is None and time.monotonic() < end:
-        time.sleep(0.01)
-    assert first.poll() is None, "the first sweep finished before the second started"
-    second = wflsim("sweep", str(path), *SWEEP, "--out", str(out))
+    try:
+        end = time.monotonic() + 60
+        while not (out / "sweep.json").exists() and first.poll() is None:
+            assert time.monotonic() < end, "the first sweep did not start"
+            time.sleep(0.01)
+        assert first.poll() is None, "the first sweep ended before the second started"
+        second = wflsim("sweep", str(path), *SWEEP, "--out", str(out))
+    finally:
+        release.touch()  # the first sweep goes on whatever happened
     assert refused(second, "in use"), second.stderr
     assert first.wait(timeout=120) == 0, first.communicate()[1]
     points = json.loads((out / "sweep.json").read_text())["points"]
