@@ -69,23 +69,16 @@ class UpdateRule:
     """What a scheme may ask of the learner under one rule name."""
 
     params: tuple[str, ...]  #: the parameters the rule takes
-    inputs: type  #: the record of its frame inputs
-    summary: str
+    inputs: type  #: the record of its frame inputs (its docstring says what the rule does)
 
 
 #: Every learner-side update rule (implemented in ``wflsim.models.learner.rules``).
 UPDATE_RULES: dict[str, UpdateRule] = {
-    "freezing": UpdateRule(
-        ("selection",), FreezingInputs, "freeze parameters per device (stability or random)"
-    ),
-    "topk_ef": UpdateRule((), TopKInputs, "Top-K with error accumulation"),
-    "pruning": UpdateRule(("aggregation",), PruningInputs, "importance pruning, (g w)^2"),
-    "quantisation": UpdateRule(
-        (), QuantisationInputs, "unbiased stochastic quantisation, error-weighted average"
-    ),
-    "ordered_dropout": UpdateRule(
-        ("bn_tiers",), OrderedDropoutInputs, "FjORD's width-p sub-models"
-    ),
+    "freezing": UpdateRule(("selection",), FreezingInputs),
+    "topk_ef": UpdateRule((), TopKInputs),
+    "pruning": UpdateRule(("aggregation",), PruningInputs),
+    "quantisation": UpdateRule((), QuantisationInputs),
+    "ordered_dropout": UpdateRule(("bn_tiers",), OrderedDropoutInputs),
 }
 
 
