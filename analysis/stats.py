@@ -52,7 +52,10 @@ def rates(device_slots: pd.DataFrame, by: Sequence[str] = ("run",)) -> pd.DataFr
 
     Columns: ``device_slots`` (count), ``participation`` (participating per device-slot),
     ``dropout_rate`` (``1 - participation``), ``outage_rate`` (late uploads per participation;
-    0 when nobody participated), ``success_rate`` (aggregated uploads per device-slot).
+    0 when nobody participated), ``success_rate`` (aggregated uploads per device-slot),
+    ``available_rate`` (device-slots online at the slot's start, ``[availability]``; 1 without
+    it), ``drop_rate`` (participations lost because the device went offline, per
+    participation).
     """
     g = _group(device_slots, by)
     out = pd.DataFrame(
@@ -61,6 +64,8 @@ def rates(device_slots: pd.DataFrame, by: Sequence[str] = ("run",)) -> pd.DataFr
             "participations": g["participating"].sum(),
             "outages": g["outage"].sum(),
             "successes": g["success"].sum(),
+            "available": g["available"].sum(),
+            "drops": g["dropped"].sum(),
         }
     )
     out["participation"] = out["participations"] / out["device_slots"]
@@ -69,6 +74,10 @@ def rates(device_slots: pd.DataFrame, by: Sequence[str] = ("run",)) -> pd.DataFr
         out["outages"] / out["participations"].where(out["participations"] > 0)
     ).fillna(0.0)
     out["success_rate"] = out["successes"] / out["device_slots"]
+    out["available_rate"] = out["available"] / out["device_slots"]
+    out["drop_rate"] = (
+        out["drops"] / out["participations"].where(out["participations"] > 0)
+    ).fillna(0.0)
     return _with_ids(out.reset_index(), device_slots, by)
 
 
@@ -181,7 +190,8 @@ def summary(
     ``energy_per_device_slot_j`` (E_av), ``mean_queue_j`` (Q_av), ``final_queue_j`` (mean over
     devices after the last slot), ``mean_conv_error`` (X_av), ``mean_cost`` (z_av),
     ``max_budget_ratio`` (the worst device's mean energy per slot over its budget E_bar_n),
-    ``mean_gamma``, ``participation``, ``dropout_rate``, ``outage_rate``, ``mean_slot_s``,
+    ``mean_gamma``, ``participation``, ``dropout_rate``, ``outage_rate``, ``available_rate``,
+    ``drop_rate`` (:func:`rates`), ``mean_slot_s``,
     ``total_latency_s``, ``final_stable_fraction``, ``final_accuracy``, ``best_accuracy``.
 
     ``runs`` (:func:`analysis.tidy.runs_table`) lists every run, also those without a single
@@ -202,7 +212,9 @@ def summary(
     en = energy_totals(ds)[["run", "devices", "total_energy_j", "energy_per_device_slot_j"]]
     worst = energy_per_device(ds).groupby("run")["budget_ratio"].max().rename("max_budget_ratio")
     en = en.merge(worst, left_on="run", right_index=True, how="left")
-    rt = rates(ds)[["run", "participation", "dropout_rate", "outage_rate"]]
+    rt = rates(ds)[
+        ["run", "participation", "dropout_rate", "outage_rate", "available_rate", "drop_rate"]
+    ]
     lat = slot_latency(slots)[["run", "slots", "mean_slot_s", "total_latency_s"]]
     out = en.merge(out, on="run").merge(rt, on="run").merge(lat, on="run", how="left")
     stab = slots.dropna(subset=["stable_fraction"]).sort_values(["run", "slot"])
@@ -234,6 +246,8 @@ def summary(
         "participation",
         "dropout_rate",
         "outage_rate",
+        "available_rate",
+        "drop_rate",
         "mean_slot_s",
         "total_latency_s",
         "final_stable_fraction",

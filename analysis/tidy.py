@@ -344,6 +344,7 @@ _DECISION_COLS = [
     "max_tx_power_w",
     "compute_s",
     "upload_s",
+    "available",
 ]
 _ENERGY_COLS = [
     "frame",
@@ -361,6 +362,7 @@ _ENERGY_COLS = [
     "queue_j",
     "conv_error",
     "cost",
+    "dropped",
 ]
 
 
@@ -398,7 +400,10 @@ def device_slots_from_events(ev: pd.DataFrame) -> pd.DataFrame:
     part = df["participating"].astype(bool)
     succ = df["success"].astype(bool)
     df["participating"], df["success"] = part, succ
-    df["outage"] = part & ~succ
+    # without [availability] (or in traces before it) every device is online, none dropped
+    df["available"] = df["available"].fillna(True).astype(bool) if "available" in df else True
+    df["dropped"] = df["dropped"].fillna(False).astype(bool) if "dropped" in df else False
+    df["outage"] = part & ~succ & ~df["dropped"]
     df["dropout"] = ~part
     # traces written before imperfect CSI lack these (read back as all null): the scheme saw h,
     # and the wasted energy is the energy of a failed participation
@@ -422,9 +427,11 @@ def device_slots_from_events(ev: pd.DataFrame) -> pd.DataFrame:
         "min_tx_power_w",
         "max_tx_power_w",
         "tx_power_w",
+        "available",
         "participating",
         "success",
         "outage",
+        "dropped",
         "dropout",
         "compute_s",
         "upload_s",
@@ -655,8 +662,10 @@ def device_slots(runs: RunsArg) -> pd.DataFrame:
     slot's start and end), ``distance_m``, ``large_scale_gain``, ``channel_gain`` (linear h),
     ``seen_channel_gain`` (the h the scheme decided on; = ``channel_gain`` under perfect CSI and
     in traces from before imperfect CSI), ``gamma`` (frozen fraction), ``payload_bits``, ``min_tx_power_w`` / ``max_tx_power_w`` (W,
-    p_min and the frame's p_max), ``tx_power_w`` (W), ``participating``, ``success``, ``outage``
-    (participated, upload not aggregated), ``dropout`` (did not participate), ``compute_s``,
+    p_min and the frame's p_max), ``tx_power_w`` (W), ``available`` (online at the slot's start;
+    true without ``[availability]``), ``participating``, ``success``, ``outage`` (participated,
+    upload not aggregated, not dropped), ``dropped`` (participated, went offline during its work),
+    ``dropout`` (did not participate), ``compute_s`` (s, time actually computed),
     ``upload_s`` (s, time actually transmitted), ``upload_planned_s`` (s, the full tau_com),
     ``latency_s`` (s, compute + upload, NaN when not participating), ``energy_compute_j``,
     ``energy_upload_j``, ``energy_j`` (J), ``wasted_energy_j`` (J, the energy of an outage;

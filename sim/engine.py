@@ -39,11 +39,21 @@ import simpy
 
 from . import slot as slots
 from .errors import RunDiverged
-from .kernels import C_END, U_END, U_START, KernelName, SlotActivity, SlotResult, make_kernel
+from .kernels import (
+    C_END,
+    DROPPED,
+    U_END,
+    U_START,
+    KernelName,
+    SlotActivity,
+    SlotResult,
+    make_kernel,
+)
 from .learner import Learner
 from .schemes.base import FrameContext, FramePlan, Scheme, SlotContext
 from .slot import FrameCosts, SlotOutcome, SlotRules, SlotUploads
-from .trace import SCHEMA, TraceBuffer, TraceLevel
+from .trace import SCHEMA, TraceBuffer, TraceLevel, event_code
+from .world.availability import Availability, Changes
 from .world.channel import Channel, LargeScale
 from .world.compute import ComputeJitter
 from .world.mobility import Mobility
@@ -90,15 +100,20 @@ class RunStats:
     last_accuracy: float = float("nan")
     first_accuracy: float = float("nan")
     simulated_time_s: float = 0.0
+    #: device-slots in which the device was online at the slot's start (all without
+    #: ``[availability]``)
+    available_device_slots: int = 0
+    drops: int = 0  #: participations lost because the device went offline
     wall_time_s: float = 0.0
     rows: int = 0
     energy_per_device_j: np.ndarray = field(default_factory=lambda: np.zeros(0))
 
     @property
     def outage_rate(self) -> float:
-        """Uploads that missed the deadline, per participation."""
+        """Uploads that missed the deadline, per participation (participations lost because
+        the device went offline are :attr:`drops`, not outages)."""
         return (
-            (self.participations - self.successes) / self.participations
+            (self.participations - self.successes - self.drops) / self.participations
             if self.participations
             else 0.0
         )
@@ -122,6 +137,10 @@ class RunStats:
             else 0.0,
             "outage_rate": self.outage_rate,
             "dropout_rate": self.dropout_rate,
+            "available_fraction": self.available_device_slots / self.device_slots
+            if self.device_slots
+            else 1.0,
+            "drops": self.drops,
             "simulated_time_s": self.simulated_time_s,
             "wall_time_s": self.wall_time_s,
             "trace_rows": self.rows,
@@ -136,7 +155,7 @@ class RunStats:
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore :meth:`state_dict`."""
         for k in self.__dataclass_fields__:
-            v = state[k]
+            v = state.get(k, 0) if k in ("available_device_slots", "drops") else state[k]
             setattr(self, k, np.array(v, dtype=np.float64) if k == "energy_per_device_j" else v)
 
 
@@ -198,8 +217,14 @@ class SlotState:
     uploads: SlotUploads  #: who uploads what, before the kernel plays the slot
     costs: FrameCosts  #: what the slot actually costs (the frame's; under jitter, slowed)
     who: np.ndarray  #: the participating devices, ascending
+    #: when each device goes offline (absolute, s; ``inf`` if offline now; None: always online)
+    online_until_s: np.ndarray | None = None
+    available: np.ndarray | None = None  #: online at the slot's start (None: always online)
     #: the decision columns, written at the slot's end with the outcome (``device_slots``)
     decision: dict[str, Any] = field(default_factory=dict)
+
+
+_ONLINE, _OFFLINE = event_code("online"), event_code("offline")
 
 
 class Engine:
@@ -221,6 +246,9 @@ class Engine:
             is resolved on its actual costs (:func:`sim.slot.slot_costs`); the scheme plans on
             the nominal ones unless the slowdown is ``known``. Decision rows log the planned
             ``compute_s``, ``compute_end`` (and ``device_slot``) rows the time actually spent.
+        availability: when devices are online (``[availability]``; None: always). Only online
+            devices take part in a slot; the kernel drops a participant that goes offline
+            before its work ends; every change of state is an ``online`` / ``offline`` row.
     """
 
     #: rows buffered before they are handed to the writer within a frame (a row group: about
@@ -240,6 +268,7 @@ class Engine:
         progress: ProgressFn | None = None,
         hooks: Hooks | None = None,
         jitter: ComputeJitter | None = None,
+        availability: Availability | None = None,
     ) -> None:
         self.config = config
         self.system = system
@@ -251,6 +280,7 @@ class Engine:
         self.progress = progress
         self.hooks = hooks if hooks is not None else Hooks()
         self.jitter = jitter
+        self.availability = availability
         learner.set_update_rule(scheme.update_rule)
         self.rules = SlotRules(scheme.closes_at, config.late_upload_energy)
 
@@ -282,6 +312,8 @@ class Engine:
         cfg = self.config
         if self.next_frame == 0:
             self._log_device_config()
+            if self.availability is not None:
+                self._log_changes(self.availability.reset(), 0, -1)
             if cfg.evaluate:
                 self._eval(frame=0, slot=-1)
         hooks = self.hooks
@@ -300,6 +332,7 @@ class Engine:
                     self.system.deadline_s,
                     self.rules.closes_at,
                     record=self._events,
+                    online_until_s=sl.online_until_s,
                 )
                 self._slot_end(k, t, result)
                 if self.writer is not None and self.buffer.num_rows >= self.row_group_rows:
@@ -366,6 +399,11 @@ class Engine:
             if self.jitter.known:
                 planned = costs
         p_min = slots.min_tx_power_w(planned, gains.seen_gain, self.planned_system)
+        avail = self.availability
+        available = online_until = None
+        if avail is not None:
+            self._log_changes(avail.advance(now), k, t)  # changes at the slot's start
+            available, online_until = avail.online.copy(), avail.online_until_s()
         plan = self.scheme.plan_slot(
             SlotContext(
                 slot=t,
@@ -378,10 +416,12 @@ class Engine:
                 payload_bits=fr.costs.payload_bits,
                 min_tx_power_w=p_min,
                 csi_posterior=gains.posterior,
+                available=available,
             )
         )
+        participate = plan.participate if available is None else plan.participate & available
         up = slots.slot_uploads(
-            plan.participate, plan.tx_power_w, costs, gains.gain, self.system, self.rules.closes_at
+            participate, plan.tx_power_w, costs, gains.gain, self.system, self.rules.closes_at
         )
         who = np.flatnonzero(up.participating)
         decision = {
@@ -394,6 +434,7 @@ class Engine:
             "min_tx_power_w": p_min,
             "tx_power_w": up.tx_power_w,
             "participating": up.participating,
+            "available": available,
             "compute_s": up.compute_s
             if self.jitter is None
             else np.where(up.participating, planned.compute_s, 0.0),
@@ -405,7 +446,14 @@ class Engine:
             self.buffer.add("decision", now, k, t, self._ids, **decision)
             decision = {}
         self._slot = SlotState(
-            slot=t, start_s=now, uploads=up, costs=costs, who=who, decision=decision
+            slot=t,
+            start_s=now,
+            uploads=up,
+            costs=costs,
+            who=who,
+            decision=decision,
+            online_until_s=online_until,
+            available=available,
         )
         self.learner.compute(t, who)
 
@@ -421,8 +469,13 @@ class Engine:
             self.queue_j,
             self.system,
             self.rules,
+            computed_s=result.computed_s,
+            dropped=result.dropped,
         )
         activity = result.activity
+        changes = Changes.empty()
+        if self.availability is not None:  # the changes during the slot, up to its end
+            changes = self.availability.advance(now)
         cols: dict[str, Any] = {}
         weights = self.scheme.cost_weights()
         if weights is not None:
@@ -445,10 +498,11 @@ class Engine:
             "energy_j": out.energy_j,
             "wasted_energy_j": out.wasted_energy_j,
             "queue_j": out.queue_j,
+            "dropped": out.dropped if self.availability is not None else None,
             **cols,
         }
         if self._events:
-            self._log_activity(k, t, out, activity)
+            self._log_activity(k, t, out, activity, changes)
         else:  # the decision and the outcome in one row, at the slot's start
             # participating and tx_power_w are the decision's; upload_s and compute_s become the
             # outcome's (the time actually transmitted and computed)
@@ -459,6 +513,7 @@ class Engine:
                 **outcome,
             }
             b.add("device_slot", sl.start_s, k, t, self._ids, **row)
+            self._log_changes(changes, k, t)
         if self.rules.closes_at == "deadline":
             b.add("deadline", sl.start_s + self.system.deadline_s, k, t)
         ok = np.flatnonzero(out.success)
@@ -487,6 +542,10 @@ class Engine:
         st.slots += 1
         st.device_slots += self.num_devices
         st.participations += n_part
+        st.available_device_slots += (
+            self.num_devices if sl.available is None else int(sl.available.sum())
+        )
+        st.drops += int(out.dropped.sum())
         st.successes += len(ok)
         st.energy_j += float(out.energy_j.sum())
         st.wasted_energy_j += float(out.wasted_energy_j.sum())
@@ -501,11 +560,15 @@ class Engine:
         if self.progress is not None:
             self.progress(t, st)
 
-    def _log_activity(self, k: int, t: int, out: SlotOutcome, activity: SlotActivity) -> None:
-        """The slot's device rows, in the kernel's event order; unless the kernel logged the
-        ``upload_start`` events (a shared uplink), every ``compute_end`` is followed, at the same
-        instant, by the device's ``upload_start``."""
+    def _log_activity(
+        self, k: int, t: int, out: SlotOutcome, activity: SlotActivity, changes: Changes
+    ) -> None:
+        """The slot's device rows, in the kernel's event order, with the availability changes
+        during the slot merged in by time (before the device events at the same instant);
+        unless the kernel logged the ``upload_start`` events (a shared uplink), every
+        ``compute_end`` is followed, at the same instant, by the device's ``upload_start``."""
         if not len(activity):
+            self._log_changes(changes, k, t)
             return
         if activity.has_upload_start:
             times, devs, codes = activity.time_s, activity.device, activity.code
@@ -515,7 +578,13 @@ class Engine:
             devs = np.repeat(activity.device, twice)
             codes = np.repeat(activity.code, twice)
             codes[np.flatnonzero(codes == C_END)[1::2]] = U_START
+        if len(changes):
+            at = np.searchsorted(times, changes.time_s, side="left")
+            times = np.insert(times, at, changes.time_s)
+            devs = np.insert(devs, at, changes.device)
+            codes = np.insert(codes, at, np.where(changes.online, _ONLINE, _OFFLINE))
         is_ce, is_us, is_ue = codes == C_END, codes == U_START, codes == U_END
+        is_drop = codes == DROPPED
 
         def masked(values: np.ndarray, keep: np.ndarray) -> np.ma.MaskedArray:
             return np.ma.MaskedArray(values[devs], mask=~keep)
@@ -526,12 +595,19 @@ class Engine:
             k,
             t,
             devs.astype(np.int32),
-            compute_s=masked(out.compute_s, is_ce),
-            tx_power_w=masked(out.tx_power_w, is_us | is_ue),
-            upload_s=masked(out.upload_s, is_ue),
+            compute_s=masked(out.compute_s, is_ce | is_drop),
+            tx_power_w=masked(out.tx_power_w, is_us | is_ue | is_drop),
+            upload_s=masked(out.upload_s, is_ue | is_drop),
             success=masked(out.success, is_ue),
             energy_upload_j=masked(out.energy_upload_j, is_ue),
         )
+
+    def _log_changes(self, changes: Changes, k: int, t: int) -> None:
+        """Availability changes as ``online`` / ``offline`` rows, at their times."""
+        if not len(changes):
+            return
+        codes = np.where(changes.online, _ONLINE, _OFFLINE).astype(np.int8)
+        self.buffer.add(codes, changes.time_s, k, t, changes.device.astype(np.int32))
 
     # ------------------------------------------------------------------ logging helpers
 

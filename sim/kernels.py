@@ -38,6 +38,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Generator
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, ClassVar, Literal
 
 import numpy as np
@@ -53,11 +54,12 @@ KernelName = Literal["closed_form", "event"]
 #: Every kernel name a scenario may give (``auto`` resolves to one of the others).
 KERNEL_CHOICES = ("auto", "closed_form", "event")
 
-C_START, C_END, U_START, U_END = (
+C_START, C_END, U_START, U_END, DROPPED = (
     event_code("compute_start"),
     event_code("compute_end"),
     event_code("upload_start"),
     event_code("upload_end"),
+    event_code("dropped"),
 )
 
 
@@ -88,11 +90,16 @@ SlotPlay = Generator[simpy.Event, Any, SlotActivity]
 @dataclass(frozen=True)
 class SlotResult:
     """What a kernel decided in a slot: its device events and, per device (``(N,)`` each), the
-    time its upload actually transmitted and whether it arrived in time."""
+    time its upload actually transmitted and whether it arrived in time; where devices can go
+    offline, the time each computed and whether it was dropped."""
 
     activity: SlotActivity
     transmitted_s: npt.NDArray[np.float64]  #: s (0 for devices that do not participate)
     arrived: npt.NDArray[np.bool_]  #: the upload arrived in time (is aggregated)
+    #: time actually computed, s (None: the uploads' ``compute_s``, nobody was dropped)
+    computed_s: npt.NDArray[np.float64] | None = None
+    #: the device went offline during its compute or upload (None: nobody did)
+    dropped: npt.NDArray[np.bool_] | None = None
 
 
 #: What :meth:`SlotKernel.play_slot` is: a SimPy process body that returns the slot's result.
@@ -140,10 +147,20 @@ class SlotKernel(ABC):
         deadline_s: float,
         closes_at: Literal["deadline", "last_upload"],
         record: bool = True,
+        online_until_s: npt.NDArray[np.float64] | None = None,
     ) -> SlotResultPlay:
         """The server's wait for one slot from its uploads (``yield from``); returns the
         :class:`SlotResult`. On dedicated bands the time transmitted and the arrivals are closed
-        forms (:func:`sim.slot.dedicated_transmission`) and :meth:`play` plays them."""
+        forms (:func:`sim.slot.dedicated_transmission`) and :meth:`play` plays them.
+
+        ``online_until_s``: when each device goes offline (absolute time, s, ``(N,)``; ``inf``:
+        not before the slot ends), for a model of availability; only the event kernel plays
+        devices that go offline (None: every device stays online)."""
+        if online_until_s is not None:
+            raise ValueError(
+                f"the {self.name} kernel cannot play devices that go offline "
+                "([availability]): use the event kernel"
+            )
         transmitted_s, arrived = dedicated_transmission(uploads, deadline_s, closes_at)
         who = np.flatnonzero(uploads.participating)
         activity = yield from self.play(
@@ -224,6 +241,10 @@ def _event_order(
     )
 
 
+#: A device process's phase in its slot (the event kernel's drops read it).
+_IDLE, _COMPUTING, _UPLOADING, _IN_UPLINK = 0, 1, 2, 3
+
+
 class EventKernel(SlotKernel):
     """One SimPy process per device: it wakes when it participates, computes, uploads and
     reports; the server waits for the deadline and the last report.
@@ -232,6 +253,13 @@ class EventKernel(SlotKernel):
     uplink when its compute ends; the uplink decides when it transmits, for how long and whether
     it arrives, and reports its end; at the deadline it cuts what is still in flight or waiting
     (schemes that close the slot at the deadline).
+
+    Devices that go offline (``online_until_s`` of :meth:`play_slot`, ``[availability]``): a
+    participant whose device goes offline at ``b`` before its work would end is *dropped* at
+    ``b`` by a timed event: a SimPy interrupt of its process while it computes or uploads on its
+    own band, a withdrawal from the shared uplink while its upload waits or is in flight there
+    (the other uploads' shares change with it). It logs a ``dropped`` event, its work is lost,
+    and the kernel reports the time it computed and transmitted until ``b``.
     """
 
     name = "event"
@@ -240,34 +268,63 @@ class EventKernel(SlotKernel):
         self.uplink = uplink
         self._env: simpy.Environment | None = None
         self._wake: list[simpy.Event | None] = []
+        self._procs: list[simpy.Process] = []
+        self._phase: list[int] = []
         self._log: list[tuple[float, int, int]] = []
         self._compute_s: list[float] = []  # Python floats: SimPy's heap compares them faster
         self._upload_s: list[float] = []
         self._remaining = 0
         self._all_done: simpy.Event | None = None
+        # the slot being played with devices that can go offline
+        self._slot_id = 0
+        self._start_s = 0.0
+        self._began_s: list[float] = []
+        self._computed = np.zeros(0)
+        self._transmitted = np.zeros(0)
+        self._arrived = np.zeros(0, dtype=bool)
+        self._dropped = np.zeros(0, dtype=bool)
 
     def start_run(self, env: simpy.Environment, num_devices: int) -> None:
         self._env = env
         self._wake = [None] * num_devices
-        for d in range(num_devices):
-            env.process(self._device(d))
+        self._phase = [_IDLE] * num_devices
+        self._began_s = [0.0] * num_devices
+        self._procs = [env.process(self._device(d)) for d in range(num_devices)]
 
     def _device(self, d: int) -> Generator[simpy.Event, Any, None]:
-        """A device: wakes when it participates in a slot, computes, uploads, reports."""
+        """A device: wakes when it participates in a slot, computes, uploads, reports; an
+        interrupt (its device went offline) ends its work in the slot."""
         env = self._env
         assert env is not None
         log = self._log
+        phase = self._phase
         while True:
             wake = env.event()
             self._wake[d] = wake
             yield wake
             log.append((env.now, d, C_START))
-            yield env.timeout(self._compute_s[d])
+            phase[d] = _COMPUTING
+            try:
+                yield env.timeout(self._compute_s[d])
+            except simpy.Interrupt as stop:
+                at_s = _drop_time(stop)
+                self._lose(d, at_s, computed_s=at_s - self._start_s)
+                continue
             log.append((env.now, d, C_END))
             if self.uplink is not None:
+                phase[d] = _IN_UPLINK
                 self.uplink.submit(d)  # the uplink carries the upload and reports its end
                 continue
-            yield env.timeout(self._upload_s[d])
+            phase[d] = _UPLOADING
+            self._began_s[d] = env.now
+            try:
+                yield env.timeout(self._upload_s[d])
+            except simpy.Interrupt as stop:
+                at_s = _drop_time(stop)
+                self._transmitted[d] = max(at_s - self._began_s[d], 0.0)
+                self._lose(d, at_s)
+                continue
+            phase[d] = _IDLE
             log.append((env.now, d, U_END))
             self._one_done()
 
@@ -277,6 +334,34 @@ class EventKernel(SlotKernel):
         if self._remaining == 0:
             assert self._all_done is not None
             self._all_done.succeed()
+
+    def _upload_ended(self, d: int) -> None:
+        """The shared uplink has ended ``d``'s upload."""
+        self._phase[d] = _IDLE
+        self._one_done()
+
+    def _lose(self, d: int, at_s: float, computed_s: float | None = None) -> None:
+        """``d`` went offline at ``at_s`` during its work: it is dropped."""
+        if computed_s is not None:
+            self._computed[d] = min(max(computed_s, 0.0), self._compute_s[d])
+            self._transmitted[d] = 0.0
+        self._arrived[d] = False
+        self._dropped[d] = True
+        self._phase[d] = _IDLE
+        self._log.append((at_s, d, DROPPED))
+        self._one_done()
+
+    def _drop(self, slot_id: int, d: int, at_s: float, _event: simpy.Event) -> None:
+        """``d``'s device goes offline now (``at_s``): stop what it is doing in its slot."""
+        if slot_id != self._slot_id:
+            return  # a timer of an earlier slot
+        phase = self._phase[d]
+        if phase in (_COMPUTING, _UPLOADING):
+            self._procs[d].interrupt(at_s)
+        elif phase == _IN_UPLINK:
+            assert self.uplink is not None
+            if self.uplink.withdraw(d, at_s):
+                self._lose(d, at_s)
 
     def play(
         self,
@@ -324,41 +409,96 @@ class EventKernel(SlotKernel):
         deadline_s: float,
         closes_at: Literal["deadline", "last_upload"],
         record: bool = True,
+        online_until_s: npt.NDArray[np.float64] | None = None,
     ) -> SlotResultPlay:
         link = self.uplink
-        if link is None:
+        if link is None and online_until_s is None:
             return (yield from super().play_slot(env, uploads, deadline_s, closes_at, record))
         if env is not self._env:
             raise RuntimeError("EventKernel.start_run was not called with this environment")
         who = np.flatnonzero(uploads.participating)
-        check_times(uploads.compute_s[who], uploads.upload_full_s[who])
+        start = float(env.now)
+        n = uploads.participating.shape[0]
+        self._slot_id += 1
+        self._start_s = start
         self._log.clear()
         self._compute_s = uploads.compute_s.tolist()
+        self._computed = uploads.compute_s.copy()
+        self._dropped = np.zeros(n, dtype=bool)
         self._remaining = int(who.shape[0])
         self._all_done = env.event()
-        link.open_slot(
-            env,
-            deadline_s=deadline_s,
-            closes_at=closes_at,
-            tx_power_w=uploads.tx_power_w,
-            channel_gain=uploads.channel_gain,
-            payload_bits=uploads.payload_bits,
-            upload_full_s=uploads.upload_full_s,
-            log=self._log.append,
-            on_end=self._one_done,
-        )
+        if link is None:  # dedicated bands: the closed form, unless a device goes offline
+            self._transmitted, self._arrived = dedicated_transmission(
+                uploads, deadline_s, closes_at
+            )
+            check_times(uploads.compute_s[who], self._transmitted[who])
+            self._upload_s = self._transmitted.tolist()
+            # when each participant's work ends (its upload's end, as SimPy adds the times)
+            work_end_s = (start + uploads.compute_s) + self._transmitted
+        else:
+            self._transmitted, self._arrived = np.zeros(n), np.zeros(n, dtype=bool)
+            check_times(uploads.compute_s[who], uploads.upload_full_s[who])
+            link.open_slot(
+                env,
+                deadline_s=deadline_s,
+                closes_at=closes_at,
+                tx_power_w=uploads.tx_power_w,
+                channel_gain=uploads.channel_gain,
+                payload_bits=uploads.payload_bits,
+                upload_full_s=uploads.upload_full_s,
+                log=self._log.append,
+                on_end=self._upload_ended,
+            )
+            work_end_s = np.full(n, start + _work_bound_s(uploads, who, deadline_s, closes_at))
+        if online_until_s is not None and who.shape[0]:
+            at_s = online_until_s[who]
+            lost = at_s < work_end_s[who]
+            for d, b in zip(who[lost].tolist(), at_s[lost].tolist(), strict=True):
+                timer = env.timeout(b - start)
+                timer.callbacks.append(partial(self._drop, self._slot_id, d, b))
         for d in who.tolist():
             wake = self._wake[d]
             assert wake is not None
             wake.succeed()
         deadline = env.timeout(deadline_s)
-        # at the deadline, before the server looks: cut what the slot's rules cut
-        deadline.callbacks.append(lambda _e: link.close(everything=closes_at == "deadline"))
+        if link is not None:
+            # at the deadline, before the server looks: cut what the slot's rules cut
+            deadline.callbacks.append(lambda _e: link.close(everything=closes_at == "deadline"))
         if self._remaining > 0:
             yield env.all_of([deadline, self._all_done])
         else:
             yield deadline
-        return SlotResult(self._activity(), link.transmitted_s.copy(), link.arrived.copy())
+        if link is not None:
+            transmitted, arrived = link.transmitted_s.copy(), link.arrived.copy()
+        else:
+            transmitted, arrived = self._transmitted, self._arrived
+        if online_until_s is None:
+            return SlotResult(self._activity(), transmitted, arrived)
+        return SlotResult(self._activity(), transmitted, arrived, self._computed, self._dropped)
+
+
+def _drop_time(stop: simpy.Interrupt) -> float:
+    """The time a drop's interrupt carries (its device went offline then), s."""
+    assert isinstance(stop.cause, float)
+    return stop.cause
+
+
+def _work_bound_s(
+    uploads: SlotUploads,
+    who: npt.NDArray[np.int64],
+    deadline_s: float,
+    closes_at: Literal["deadline", "last_upload"],
+) -> float:
+    """A time after a slot's start by which every participant's work on a shared uplink has
+    ended, s: the deadline if the slot closes there; else the last compute end plus the TDMA
+    wait of all uploads, and ``k`` times each (under OFDMA no upload gets less than ``1 / k``
+    of its rate alone), plus the deadline (uploads that can never finish end there)."""
+    if closes_at == "deadline" or who.shape[0] == 0:
+        return deadline_s
+    full = uploads.upload_full_s[who]
+    finite = full[np.isfinite(full)]
+    k = int(who.shape[0])
+    return float(uploads.compute_s[who].max() + k * finite.sum() + deadline_s)
 
 
 KERNELS: dict[str, type[SlotKernel]] = {k.name: k for k in (ClosedFormKernel, EventKernel)}

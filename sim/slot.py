@@ -92,6 +92,9 @@ class SlotOutcome:
     energy_j: F64  #: compute + upload, J
     wasted_energy_j: F64  #: energy of a participation whose upload failed (its ``energy_j``), J
     queue_j: F64  #: energy-deficit queue after this slot's update, J
+    #: the device went offline during its compute or upload and lost its work
+    #: (``[availability]``; all False without it)
+    dropped: B8
 
 
 def frame_costs(
@@ -274,14 +277,20 @@ def settle_slot(
     queue_j: ArrayLike,
     system: SystemConstants,
     rules: SlotRules,
+    computed_s: ArrayLike | None = None,
+    dropped: ArrayLike | None = None,
 ) -> SlotOutcome:
     """The outcome of a slot from what the kernel decided: per device the time its upload
-    actually transmitted and whether it arrived in time (``(N,)`` each).
+    actually transmitted and whether it arrived in time (``(N,)`` each) and, where devices can
+    go offline (``[availability]``), the time it actually computed and whether it was dropped.
 
-    Success = arrived in time. Energy: compute energy plus ``p`` times the time charged (eq. 11;
-    :class:`SlotRules`: ``"full"`` charges ``p tau_com`` of the whole payload on the band);
-    wasted energy: the whole energy of a participation whose upload is not aggregated (its
-    gradient is dropped); queues: :func:`queue_update_j`.
+    Success = arrived in time and not dropped. Energy: compute energy plus ``p`` times the time
+    charged (eq. 11; :class:`SlotRules`: ``"full"`` charges ``p tau_com`` of the whole payload on
+    the band); wasted energy: the whole energy of a participation whose upload is not aggregated
+    (its gradient is dropped); queues: :func:`queue_update_j`. A computation stopped before its
+    end (at the deadline, or by a drop) is charged the share of its energy it ran (the power is
+    constant over the computation); a dropped device is charged the energy it spent until it
+    went offline under either rule (``p`` times the time it transmitted).
 
     Args:
         uploads: the slot's :class:`SlotUploads`.
@@ -291,21 +300,29 @@ def settle_slot(
         queue_j: queues before the slot, ``(N,)``, J.
         system: devices and radio constants.
         rules: :class:`SlotRules`.
+        computed_s: time actually computed, s (None: ``uploads.compute_s``).
+        dropped: the device went offline during its work (None: nobody did).
     """
     part = uploads.participating
-    success = part & np.asarray(arrived, dtype=bool)
+    n = part.shape[0]
+    lost = np.zeros(n, dtype=bool) if dropped is None else part & np.asarray(dropped, dtype=bool)
+    success = part & np.asarray(arrived, dtype=bool) & ~lost
     upload_s = np.where(part, np.asarray(transmitted_s, dtype=np.float64), 0.0)
     upload_full_s = uploads.upload_full_s
     if rules.late_upload_energy == "full":
-        charged_s = np.where(part & np.isfinite(upload_full_s), upload_full_s, upload_s)
+        full = part & np.isfinite(upload_full_s) & ~lost
+        charged_s = np.where(full, upload_full_s, upload_s)
     else:
         charged_s = upload_s
     p = uploads.tx_power_w
     energy_compute_j = np.where(part, costs.compute_energy_j, 0.0)
     need_s = uploads.compute_needed_s
-    stopped = part & ~success & (uploads.compute_s < need_s)  # at the deadline (jitter only)
-    if rules.late_upload_energy == "until_deadline" and stopped.any():
-        share = np.divide(uploads.compute_s, need_s, out=np.ones_like(need_s), where=stopped)
+    ran_s = uploads.compute_s if computed_s is None else np.asarray(computed_s, dtype=np.float64)
+    stopped = part & ~success & (ran_s < need_s)  # at the deadline (jitter) or by a drop
+    if rules.late_upload_energy == "full":
+        stopped &= lost
+    if stopped.any():
+        share = np.divide(ran_s, need_s, out=np.ones_like(need_s), where=stopped)
         energy_compute_j = energy_compute_j * share
     energy_upload_j = np.where(part, physics.upload_energy_j(p, charged_s), 0.0)
     energy_j = energy_compute_j + energy_upload_j
@@ -313,7 +330,7 @@ def settle_slot(
         participating=part,
         tx_power_w=p,
         success=success,
-        compute_s=uploads.compute_s,
+        compute_s=np.where(part, ran_s, 0.0) if computed_s is not None else uploads.compute_s,
         upload_full_s=upload_full_s,
         upload_s=upload_s,
         energy_compute_j=energy_compute_j,
@@ -321,6 +338,7 @@ def settle_slot(
         energy_j=energy_j,
         wasted_energy_j=np.where(part & ~success, energy_j, 0.0),
         queue_j=queue_update_j(queue_j, energy_j, system.devices.energy_budget_j),
+        dropped=lost,
     )
 
 

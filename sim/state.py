@@ -2,7 +2,7 @@
 
 Components with state each have ``state_dict()`` / ``load_state_dict()``: the engine (clock,
 next frame, queues, totals), the scheme, the channel, the mobility model and the learner (with its
-update rule). Random streams need no state: every draw is keyed by the run's seed and the
+update rule) and, where devices come and go, the availability model. Random streams need no state: every draw is keyed by the run's seed and the
 device, slot or frame it belongs to (:mod:`sim.rng`). A state is a nested ``dict`` whose leaves
 are numpy arrays, numbers, strings, booleans or None.
 
@@ -43,6 +43,7 @@ def run_state(engine: Engine) -> dict[str, Any]:
         "channel": engine.channel.state_dict(),
         "mobility": engine.mobility.state_dict(),
         "learner": engine.learner.state_dict(),
+        "availability": None if engine.availability is None else engine.availability.state_dict(),
     }
 
 
@@ -62,6 +63,13 @@ def load_run_state(engine: Engine, state: dict[str, Any]) -> None:
     engine.channel.load_state_dict(state["channel"])
     engine.mobility.load_state_dict(state["mobility"])
     engine.learner.load_state_dict(state["learner"])
+    avail = state.get("availability")
+    if (avail is None) != (engine.availability is None):
+        raise ValueError(
+            "checkpoint and run differ in [availability] (one has devices that come and go)"
+        )
+    if engine.availability is not None and avail is not None:
+        engine.availability.load_state_dict(avail)
 
 
 def _encode(node: Any, path: str, arrays: dict[str, np.ndarray]) -> Any:

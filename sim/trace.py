@@ -19,7 +19,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-TRACE_SCHEMA_VERSION = "2"  # 2: the device_slot event and upload_planned_s ([trace] level)
+TRACE_SCHEMA_VERSION = "3"  # 2: device_slot and upload_planned_s; 3: availability events
 
 #: What a run's trace records (``[trace] level``): every event (the paper's) or, for large
 #: network studies, the device events of a slot folded into one ``device_slot`` row per device.
@@ -29,7 +29,9 @@ TRACE_LEVELS: tuple[str, ...] = ("events", "device_slots")
 Compression = Literal["lz4", "zstd", "snappy", "none"]
 COMPRESSIONS: tuple[str, ...] = ("lz4", "zstd", "snappy", "none")
 
-#: Event names, in the order they occur within a slot (the trace's documented tie order).
+#: Event names, in the order they occur within a slot (the trace's documented tie order), then
+#: the events of devices that come and go (``[availability]``): a device's change of state comes
+#: before its other events at the same instant.
 EVENTS: dict[str, str] = {
     "device_config": "t = 0, one per device: its resolved hardware, budget and local data size",
     "frame_start": "server: a frame begins",
@@ -47,7 +49,10 @@ EVENTS: dict[str, str] = {
     "energy": "one per device per slot, at the slot's end: energy spent, outcome, queue after the update",
     "eval": "server: test loss and accuracy of the global model",
     "frame_end": "server: a frame ends",
-    "device_slot": "[trace] level = 'device_slots' only, in place of decision .. upload_end and energy: one per device per slot, at the slot's start: the decision and outcome columns of both",
+    "device_slot": "[trace] level = 'device_slots' only, in place of decision .. upload_end, dropped and energy: one per device per slot, at the slot's start: the decision and outcome columns of both",
+    "online": "[availability] only: the device comes online (at t = 0: one online or offline row per device, its initial state)",
+    "offline": "[availability] only: the device goes offline",
+    "dropped": "[availability] only: a participating device went offline during its compute or upload; its work is lost (compute_s: time computed, upload_s: time transmitted)",
 }
 
 # name -> (arrow type, unit, description)
@@ -123,6 +128,11 @@ COLUMNS: dict[str, tuple[pa.DataType, str, str]] = {
     "max_tx_power_w": (pa.float64(), "W", "the controller's power threshold p_max of the frame"),
     "tx_power_w": (pa.float64(), "W", "transmit power (0: not transmitting)"),
     "participating": (pa.bool_(), "-", "the device computes and uploads in this slot"),
+    "available": (
+        pa.bool_(),
+        "-",
+        "decision/device_slot rows: the device was online at the slot's start (null without [availability]: always online)",
+    ),
     "compute_s": (pa.float64(), "s", "computation latency tau_cmp (decision/compute_end rows)"),
     "upload_s": (
         pa.float64(),
@@ -151,6 +161,11 @@ COLUMNS: dict[str, tuple[pa.DataType, str, str]] = {
         "energy of a participation whose upload was not aggregated (= energy_j of a participating device with success = false, else 0)",
     ),
     "success": (pa.bool_(), "-", "the upload arrived by the deadline and was aggregated"),
+    "dropped": (
+        pa.bool_(),
+        "-",
+        "energy/device_slot rows: the device went offline during its compute or upload and lost its work (null without [availability])",
+    ),
     "queue_j": (
         pa.float64(),
         "J",

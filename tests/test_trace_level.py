@@ -13,11 +13,13 @@ from wflsim.sim.config.loading import validate_scenario
 from wflsim.sim.schemes import SCHEMES
 
 #: The events-level rows a device_slot row stands for.
-FOLDED = ["decision", "compute_start", "compute_end", "upload_start", "upload_end", "energy"]
+FOLDED = ["decision", "compute_start", "compute_end", "upload_start", "upload_end", "dropped",
+          "energy"]  # fmt: skip
 DECISION = ["distance_m", "large_scale_gain", "channel_gain", "seen_channel_gain", "gamma",
-            "payload_bits", "min_tx_power_w", "max_tx_power_w", "compute_s"]  # fmt: skip
+            "payload_bits", "min_tx_power_w", "max_tx_power_w", "compute_s", "available"]  # fmt: skip
 OUTCOME = ["participating", "success", "tx_power_w", "upload_s", "energy_compute_j",
-           "energy_upload_j", "energy_j", "wasted_energy_j", "queue_j", "conv_error", "cost"]  # fmt: skip
+           "energy_upload_j", "energy_j", "wasted_energy_j", "queue_j", "conv_error", "cost",
+           "dropped"]  # fmt: skip
 
 
 def at_level(data: dict, level: str) -> dict:
@@ -47,6 +49,12 @@ def expected_device_slots(ev: pd.DataFrame) -> pd.DataFrame:
     )
     merged = left.merge(en[[*keys, *OUTCOME]], on=keys, how="inner", validate="one_to_one")
     assert len(merged) == len(dec) == len(en)
+    # a dropped device computed until it went offline (its dropped row's compute_s)
+    drops = ev[ev["event"] == "dropped"].set_index(["slot", "device"])["compute_s"]
+    if len(drops):
+        at = merged.set_index(["slot", "device"]).index
+        hit = at.isin(drops.index)
+        merged.loc[hit, "compute_s"] = drops.reindex(at[hit]).to_numpy()
     return merged.sort_values(["slot", "device"], kind="stable").reset_index(drop=True)
 
 
@@ -93,11 +101,13 @@ def test_every_scheme_folds_its_device_rows_into_device_slot_rows(scheme):
     kernel=st.sampled_from(["closed_form", "event"]),
     late=st.sampled_from(["until_deadline", "full"]),
     seed=st.integers(0, 1000),
+    churn=st.booleans(),
 )
 def test_random_scenarios_fold_on_either_kernel(
-    scheme, n, frames, slots, deadline_s, kernel, late, seed
+    scheme, n, frames, slots, deadline_s, kernel, late, seed, churn
 ):
-    """Random small scenarios on either kernel: the device_slots trace folds the events trace."""
+    """Random small scenarios on either kernel (with churn: the event kernel): the device_slots
+    trace folds the events trace."""
     data = network_only(
         seed=seed,
         run={
@@ -111,6 +121,13 @@ def test_random_scenarios_fold_on_either_kernel(
         scheme={"name": scheme, "V": 100.0},
         trace={"late_upload_energy": late},
     )
+    if churn:
+        data["run"]["kernel"] = "event"
+        data["availability"] = {
+            "model": "markov",
+            "online_s": {"dist": "exponential", "mean": 2 * deadline_s},
+            "offline_s": {"dist": "exponential", "mean": deadline_s},
+        }
     assert_folds(*both_levels(data))
 
 

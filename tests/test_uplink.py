@@ -57,9 +57,11 @@ def _one_slot(
     deadline_s: float = 1.0,
     closes_at: str = "deadline",
     start_s: float = 0.0,
+    online_until_s=None,
 ) -> tuple[SlotResult, float]:
-    """One slot on the event kernel with a shared uplink, every device participating:
-    (the kernel's result, the clock at the slot's end)."""
+    """One slot on the event kernel with a shared uplink, every device participating (and
+    going offline at ``online_until_s``, absolute s, if given): (the kernel's result, the clock
+    at the slot's end)."""
     n = len(compute_s)
     arr = [
         np.broadcast_to(np.asarray(x, dtype=np.float64), (n,)).copy() for x in (bits, power_w, gain)
@@ -79,7 +81,14 @@ def _one_slot(
     out: dict[str, SlotResult] = {}
 
     def server():
-        out["r"] = yield from kernel.play_slot(env, uploads, deadline_s, closes_at)  # type: ignore[arg-type]
+        until = None if online_until_s is None else np.asarray(online_until_s, dtype=np.float64)
+        out["r"] = yield from kernel.play_slot(
+            env,
+            uploads,
+            deadline_s,
+            closes_at,  # type: ignore[arg-type]
+            online_until_s=until,
+        )
         out["end"] = env.now
 
     env.run(until=env.process(server()))

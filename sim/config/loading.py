@@ -27,6 +27,12 @@ import numpy as np
 from pydantic import BaseModel, Field, ValidationError
 
 from ..errors import ScenarioError
+from ..world.availability import (
+    MAX_CHANGES_PER_SLOT,
+    AlwaysConfig,
+    MarkovConfig,
+    expected_changes_per_slot,
+)
 from .limits import path_problem, shorten
 from .schema import Scenario, Seed, Strict, SweepConfig
 
@@ -241,6 +247,7 @@ def validate_scenario(data: Mapping[str, Any]) -> Scenario:
         raise scenario_error(err) from None
     _check_mobility_work(scenario)
     _check_uplink(scenario)
+    _check_availability(scenario)
     return scenario
 
 
@@ -262,6 +269,31 @@ def _check_uplink(scenario: Scenario) -> None:
             f'(uplink.mode = "{mode}") does not have',
             'use "until_deadline" (energy = power x time actually transmitted)',
         )
+
+
+def _check_availability(scenario: Scenario) -> None:
+    """Devices that come and go need the event kernel, and a bounded number of changes."""
+    avail = scenario.availability
+    if isinstance(avail, AlwaysConfig):
+        return
+    if scenario.run.kernel == "closed_form":
+        raise ScenarioError(
+            "run.kernel",
+            f'"closed_form" cannot play devices that go offline (availability.model = '
+            f'"{avail.model}"): a drop interrupts a device\'s work',
+            'use kernel = "auto" or "event", or availability.model = "always"',
+        )
+    if isinstance(avail, MarkovConfig):
+        changes = expected_changes_per_slot(avail, scenario.run.deadline_s)
+        if changes > MAX_CHANGES_PER_SLOT:
+            raise ScenarioError(
+                "availability.online_s",
+                f"online and offline periods of {avail.online_s.expected_s():g} s and "
+                f"{avail.offline_s.expected_s():g} s on average make {changes:,.0f} changes per "
+                f"device and slot (run.deadline_s = {scenario.run.deadline_s:g} s); at most "
+                f"{MAX_CHANGES_PER_SLOT:g} are simulated",
+                "lengthen the periods (they are in seconds)",
+            )
 
 
 def _check_mobility_work(scenario: Scenario) -> None:

@@ -19,6 +19,7 @@ from pydantic import (
     model_validator,
 )
 
+from ..world.availability import AlwaysConfig, AvailabilityConfig
 from ..world.channel.config import ChannelConfig
 from ..world.compute import ComputeConfig
 from ..world.mobility.config import MobilityConfig
@@ -294,6 +295,7 @@ class Scenario(Strict):
     scheme: SchemeConfig = Field(default_factory=SchemeConfig)
     trace: TraceConfig = Field(default_factory=TraceConfig)
     uplink: UplinkConfig = Field(default_factory=UplinkConfig)
+    availability: AvailabilityConfig = Field(default_factory=AlwaysConfig)
     sweep: SweepConfig = Field(default_factory=SweepConfig)
 
     @field_validator("name")

@@ -100,6 +100,9 @@ class SlotContext:
     #: with imperfect CSI, the law of the true small-scale coefficient given the estimate under
     #: the channel's CSI model (None: perfect CSI, or no closed form; :mod:`sim.world.channel.csi`)
     csi_posterior: CsiPosterior | None = None
+    #: which devices are online at the slot's start (``[availability]``; None: every device);
+    #: the engine lets only these take part, whatever the plan says
+    available: NDArray[np.bool_] | None = None
 
 
 @dataclass(frozen=True)

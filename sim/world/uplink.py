@@ -222,6 +222,23 @@ class ProcessorSharing:
         self._generation += 1
         return jobs, np.where(np.isnan(ends), np.inf, ends)
 
+    def remove(self, job: int) -> bool:
+        """Job ``job`` leaves now, unfinished (True); False if it is not in flight, or has less
+        than :data:`DONE_REL_TOL` of its bits left (it completes now instead)."""
+        i = int(np.searchsorted(self._jobs, job))
+        if i >= self._jobs.shape[0] or self._jobs[i] != job:
+            return False
+        self._advance()
+        if self._left[i] <= DONE_REL_TOL * self._size[i]:
+            self._next = job
+            self._fire(self._generation, None)  # it ends now, with any other job that does
+            return False
+        keep = np.arange(self._jobs.shape[0]) != i
+        self._jobs, self._size, self._left = self._jobs[keep], self._size[keep], self._left[keep]
+        self._rate = self._rate[keep]
+        self._reschedule()
+        return True
+
     def _advance(self) -> None:
         now = float(self.env.now)
         if self._jobs.shape[0]:
@@ -246,7 +263,7 @@ class ProcessorSharing:
         timer = self.env.timeout(float(times[i]))
         timer.callbacks.append(partial(self._fire, self._generation))
 
-    def _fire(self, generation: int, _event: simpy.Event) -> None:
+    def _fire(self, generation: int, _event: simpy.Event | None) -> None:
         if generation != self._generation:
             return  # the set in flight changed since: a stale completion
         self._advance()
@@ -297,9 +314,10 @@ class SharedUplink(ABC):
         payload_bits: F64,
         upload_full_s: F64,
         log: LogFn,
-        on_end: Callable[[], None],
+        on_end: Callable[[int], None],
     ) -> None:
-        """A slot starts now (``(N,)`` arrays; ``upload_full_s``: the time on the whole band)."""
+        """A slot starts now (``(N,)`` arrays; ``upload_full_s``: the time on the whole band;
+        ``on_end(device)``: called when an upload ends, arrived or not)."""
         n = tx_power_w.shape[0]
         self.env = env
         self._start_s = float(env.now)
@@ -361,7 +379,22 @@ class SharedUplink(ABC):
         self.transmitted_s[device] = now - self._began[device]
         self.arrived[device] = arrived
         self._log((now, device, self._codes[1]))
-        self._on_end()
+        self._on_end(device)
+
+    def withdraw(self, device: int, at_s: float) -> bool:
+        """``device`` went offline at ``at_s`` (now): its upload leaves the uplink, waiting or
+        in flight, and ``transmitted_s`` records what it sent until then; neither
+        ``upload_end`` is logged nor ``on_end`` called (the kernel logs the drop). False if
+        its upload had already ended, or completes now (within :data:`DONE_REL_TOL` of its
+        bits: arriving exactly when the device goes offline counts as arrived)."""
+        if device in self._held:
+            self._held.remove(device)
+        elif not self._leave(device):
+            return False
+        began = self._began[device]
+        self.transmitted_s[device] = 0.0 if np.isnan(began) else max(at_s - began, 0.0)
+        self.arrived[device] = False
+        return True
 
     @abstractmethod
     def _open(self) -> None:
@@ -374,6 +407,11 @@ class SharedUplink(ABC):
     @abstractmethod
     def _cut(self) -> None:
         """End every upload in flight or waiting now (:meth:`_end`)."""
+
+    @abstractmethod
+    def _leave(self, device: int) -> bool:
+        """Take ``device``'s upload out of the discipline now, waiting or in flight (True), or
+        report that it is not there (False; it completes now if it has nothing left)."""
 
 
 class OfdmaUplink(SharedUplink):
@@ -394,6 +432,9 @@ class OfdmaUplink(SharedUplink):
 
     def _complete(self, device: int) -> None:
         self._end(device, True)
+
+    def _leave(self, device: int) -> bool:
+        return self.sharing.remove(device)
 
     def _cut(self) -> None:
         jobs, ends = self.sharing.cut()
@@ -455,6 +496,22 @@ class TdmaUplink(SharedUplink):
         device, self._active = self._active, -1
         self._end(device, True)
         self._want_pick()
+
+    def _leave(self, device: int) -> bool:
+        if self._active == device:
+            end = float(self._began[device] + self._full_s[device])
+            if end <= self._now():  # its completion is due now: it arrives
+                return False
+            self._generation += 1  # its completion is stale
+            self._active = -1
+            self._want_pick()
+            return True
+        for i, entry in enumerate(self._queue):
+            if entry[2] == device:
+                self._queue.pop(i)
+                heapq.heapify(self._queue)
+                return True
+        return False
 
     def _cut(self) -> None:
         self._generation += 1

@@ -24,6 +24,7 @@ from wflsim.sim.config.limits import (
     shorten,
 )
 from wflsim.sim.errors import ScenarioError
+from wflsim.sim.world.availability import AlwaysConfig
 
 from .log import configure_logging
 
@@ -325,6 +326,14 @@ def summary_lines(prep: Prepared, stats: RunStats, out: Path) -> list[str]:
         f"  total energy     {s['total_energy_j']:.4g} J ({s['mean_energy_per_device_slot_j']:.4g} J per device-slot)",
         f"  outage rate      {s['outage_rate']:.4f} (uploads missing the deadline)",
         f"  drop-out rate    {s['dropout_rate']:.4f} (device-slots without participation)",
+        *(
+            [
+                f"  availability     {s['available_fraction']:.4f} of device-slots online, "
+                f"{s['drops']} participation(s) dropped (device went offline)"
+            ]
+            if not isinstance(sc.availability, AlwaysConfig)
+            else []
+        ),
         f"  simulated time   {s['simulated_time_s']:.4g} s over {s['slots']} slots",
         f"  wall time        {s['wall_time_s']:.1f} s",
     ]

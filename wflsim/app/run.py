@@ -44,6 +44,7 @@ from wflsim.sim.schemes import build_scheme
 from wflsim.sim.schemes.csi_margin import slot_power_rule
 from wflsim.sim.trace import EVENTS_DIR, list_parts
 from wflsim.sim.world import physics
+from wflsim.sim.world.availability import AlwaysConfig, Availability, build_availability
 from wflsim.sim.world.channel import Channel, ChannelRecorder, build_channel
 from wflsim.sim.world.compute import build_jitter
 from wflsim.sim.world.mobility import Mobility, build_mobility
@@ -74,6 +75,8 @@ class Prepared:
     system: SystemConstants
     #: the folder relative paths of the scenario are resolved against (its file's folder)
     base_dir: Path | None = field(default=None)
+    #: when devices are online (``[availability]``; None: always)
+    availability: Availability | None = field(default=None)
 
 
 def prepare(
@@ -137,6 +140,9 @@ def prepare_scenario(
         streams=streams,
         base_dir=base_dir,
     )
+    availability = build_availability(
+        scenario.availability, num_devices=n, streams=streams, base_dir=base_dir
+    )
     check_derived(scenario, devices, channel, payload_num_params(scenario.learning))
     ddir = resolve_data_dir(data_dir, scenario, base_dir)
     if scenario.learning.enabled:
@@ -157,6 +163,7 @@ def prepare_scenario(
         ddir,
         system,
         base_dir,
+        availability,
     )
 
 
@@ -274,11 +281,13 @@ def uplink_of(scenario: Scenario) -> UplinkSpec:
 
 def kernel_of(scenario: Scenario) -> KernelName:
     """The slot kernel a scenario runs on: its ``[run] kernel``, with ``auto`` resolved (the
-    event kernel for a shared uplink, where uploads interact; else the closed form)."""
+    event kernel for a shared uplink, where uploads interact, and for devices that go offline,
+    whose work a drop interrupts; else the closed form)."""
     kernel = scenario.run.kernel
     if kernel != "auto":
         return kernel
-    return "event" if uplink_of(scenario).shared else "closed_form"
+    interacting = uplink_of(scenario).shared or not isinstance(scenario.availability, AlwaysConfig)
+    return "event" if interacting else "closed_form"
 
 
 def build_engine(
@@ -315,6 +324,7 @@ def build_engine(
         progress=progress,
         hooks=hooks,
         jitter=build_jitter(sc.compute, system.num_devices, prep.streams),
+        availability=prep.availability,
     )
 
 
@@ -435,6 +445,9 @@ def _manifest(prep: Prepared, system: SystemConstants) -> dict[str, Any]:
         "payload_bits": system.full_payload_bits,
         "channel": channel_description(prep),
         "uplink": uplink_of(sc).describe(system),
+        "availability": {"model": "always"}
+        if prep.availability is None
+        else prep.availability.describe(),
         "versions": package_versions(),
         "command": sys.argv,
         "started_at": folders.now_iso(),

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from numpy.typing import ArrayLike
+from numpy.typing import ArrayLike, NDArray
 
 from ...errors import ScenarioError
 from .base import (
@@ -102,55 +102,9 @@ class TraceMobility(Mobility):
                 unknown device ids, devices without samples, two samples of a device at the same
                 time, or samples outside the cell.
         """
-        missing = [c for c in TRACE_COLUMNS if c not in frame.columns]
-        if missing:
-            raise ScenarioError(
-                field,
-                f"trace {source} lacks column(s) {', '.join(missing)}",
-                f"give the trace the columns {', '.join(TRACE_COLUMNS)}",
-            )
-        if len(frame) == 0:
-            raise ScenarioError(field, f"trace {source} has no rows")
-        cols: dict[str, F64] = {}
-        for c in TRACE_COLUMNS:
-            values = pd.to_numeric(frame[c], errors="coerce").to_numpy(
-                dtype=np.float64, na_value=np.nan
-            )
-            bad = np.flatnonzero(~np.isfinite(values))
-            if bad.size:
-                raise ScenarioError(
-                    field,
-                    f"trace {source}: column {c} has a missing, non-numeric or infinite value "
-                    f"in row {int(bad[0])} ({bad.size} such row(s))",
-                )
-            cols[c] = values
-        dev_f = cols["device"]
-        nonint = np.flatnonzero(dev_f != np.round(dev_f))
-        if nonint.size:
-            raise ScenarioError(
-                field,
-                f"trace {source}: device ids must be integers; row {int(nonint[0])} is not "
-                f"({nonint.size} such row(s))",
-            )
-        dev = dev_f.astype(np.int64)
-        present = np.unique(dev)
-        unknown = present[(present < 0) | (present >= num_devices)]
-        if unknown.size:
-            row = int(np.flatnonzero((dev < 0) | (dev >= num_devices))[0])
-            raise ScenarioError(
-                field,
-                f"trace {source} has {unknown.size} device id(s) outside 0..{num_devices - 1} "
-                f"(the scenario's {num_devices} devices), the first in row {row}",
-                "renumber the trace's devices 0..N-1 or change the number of devices",
-            )
-        absent = np.setdiff1d(np.arange(num_devices), present)
-        if absent.size:
-            raise ScenarioError(
-                field,
-                f"trace {source} has no samples for device(s) {id_list(absent)} "
-                f"(the scenario has {num_devices} devices, numbered 0..{num_devices - 1})",
-                "add at least one row per device or reduce the number of devices",
-            )
+        cols, dev = device_table(
+            frame, TRACE_COLUMNS, num_devices=num_devices, field=field, source=source
+        )
         t, x, y = cols["time_s"], cols["x_m"], cols["y_m"]
         if cell_radius_m is not None:
             outside = np.flatnonzero(np.hypot(x, y) > cell_radius_m * (1.0 + CELL_EDGE_RTOL))
@@ -220,10 +174,13 @@ class TraceMobility(Mobility):
         """Nothing to restore."""
 
 
-def read_trace(path: str | Path, *, field: str = "mobility.file") -> pd.DataFrame:
+def read_trace(
+    path: str | Path, *, field: str = "mobility.file", columns: tuple[str, ...] = TRACE_COLUMNS
+) -> pd.DataFrame:
     """Read a trace file (``.csv`` or ``.parquet``) into a DataFrame, unvalidated.
 
-    CSV headers may have spaces after the commas (``time_s, device, x_m, y_m``).
+    CSV headers may have spaces after the commas (``time_s, device, x_m, y_m``); ``columns``:
+    the columns the trace should have (named in the error for a file that cannot be parsed).
 
     Raises:
         ScenarioError: the file does not exist, is not a regular file, has another suffix, or
@@ -248,10 +205,98 @@ def read_trace(path: str | Path, *, field: str = "mobility.file") -> pd.DataFram
         raise ScenarioError(  # the parser's message may quote the file: only its type is given
             field,
             f"cannot read trace file {p} ({type(exc).__name__})",
-            "give a valid CSV or Parquet file with columns time_s, device, x_m, y_m",
+            f"give a valid CSV or Parquet file with columns {', '.join(columns)}",
         ) from exc
     raise ScenarioError(
         field,
         f"trace file {p} has suffix {p.suffix!r}; expected .csv or .parquet",
         "convert the trace to CSV or Parquet",
     )
+
+
+def device_table(
+    frame: pd.DataFrame,
+    columns: tuple[str, ...],
+    *,
+    num_devices: int,
+    field: str,
+    source: str,
+    what: str = "trace",
+    rows_are: str = "samples",
+    may_be_inf: tuple[str, ...] = (),
+    renumber_fix: str = "renumber the trace's devices 0..N-1 or change the number of devices",
+) -> tuple[dict[str, F64], NDArray[np.int64]]:
+    """The checks every per-device trace file gets (mobility and availability traces): the
+    columns are there, there are rows, every value of ``columns`` is a number (finite, except
+    ``inf`` in ``may_be_inf``), ``device`` holds integer ids in ``0..num_devices - 1`` and every
+    device has a row.
+
+    Args:
+        frame: the table as read (:func:`read_trace`).
+        columns: the columns required, ``device`` among them.
+        num_devices: ``N``.
+        field: dotted scenario field named in errors.
+        source: how errors name the trace (its path).
+        what: how errors call the file (``"trace"``, ``"availability trace"``).
+        rows_are: what a row is, for the error of a device without one (``"samples"``).
+        may_be_inf: columns that may hold ``inf`` (never NaN).
+        renumber_fix: the fix of an unknown device id.
+
+    Returns:
+        each column as float64, and the device ids as int64 (row order kept).
+
+    Raises:
+        ScenarioError: naming ``field``, the row and the problem.
+    """
+    missing = [c for c in columns if c not in frame.columns]
+    if missing:
+        raise ScenarioError(
+            field,
+            f"{what} {source} lacks column(s) {', '.join(missing)}",
+            f"give the trace the columns {', '.join(columns)}",
+        )
+    if len(frame) == 0:
+        raise ScenarioError(field, f"{what} {source} has no rows")
+    cols: dict[str, F64] = {}
+    for c in columns:
+        values = pd.to_numeric(frame[c], errors="coerce").to_numpy(
+            dtype=np.float64, na_value=np.nan
+        )
+        inf_ok = c in may_be_inf
+        bad = np.flatnonzero(np.isnan(values) if inf_ok else ~np.isfinite(values))
+        if bad.size:
+            raise ScenarioError(
+                field,
+                f"{what} {source}: column {c} has a missing, non-numeric"
+                f"{'' if inf_ok else ' or infinite'} value in row {int(bad[0])} "
+                f"({bad.size} such row(s))",
+            )
+        cols[c] = values
+    dev_f = cols["device"]
+    nonint = np.flatnonzero(dev_f != np.round(dev_f))
+    if nonint.size:
+        raise ScenarioError(
+            field,
+            f"{what} {source}: device ids must be integers; row {int(nonint[0])} is not "
+            f"({nonint.size} such row(s))",
+        )
+    dev = dev_f.astype(np.int64)
+    present = np.unique(dev)
+    unknown = present[(present < 0) | (present >= num_devices)]
+    if unknown.size:
+        row = int(np.flatnonzero((dev < 0) | (dev >= num_devices))[0])
+        raise ScenarioError(
+            field,
+            f"{what} {source} has {unknown.size} device id(s) outside 0..{num_devices - 1} "
+            f"(the scenario's {num_devices} devices), the first in row {row}",
+            renumber_fix,
+        )
+    absent = np.setdiff1d(np.arange(num_devices), present)
+    if absent.size:
+        raise ScenarioError(
+            field,
+            f"{what} {source} has no {rows_are} for device(s) {id_list(absent)} "
+            f"(the scenario has {num_devices} devices, numbered 0..{num_devices - 1})",
+            "add at least one row per device or reduce the number of devices",
+        )
+    return cols, dev

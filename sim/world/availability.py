@@ -1,0 +1,573 @@
+"""Availability: when each device is online (the scenario's ``[availability]``).
+
+A device's time line is a sequence of alternating online and offline *segments*; a device is
+online at time ``t`` iff ``t`` lies in one of its online segments ``[a, b)`` (a change at exactly
+``t`` has happened by ``t``). Three models (``docs/scenario.md``, ``[availability]``):
+
+* ``always`` (the default): every device is online all the time (the paper's model); no
+  component is built and nothing changes.
+* ``markov``: each device alternates online and offline periods whose lengths are independent
+  draws from ``online_s`` and ``offline_s`` (a number: fixed seconds; or an ``exponential``,
+  ``uniform``, ``loguniform`` or ``weibull`` law): an alternating renewal process, a two-state
+  continuous-time Markov chain when both laws are exponential. Its long-run online fraction is
+  ``E[on] / (E[on] + E[off])``. The initial state is ``online``, ``offline`` or ``stationary``
+  (online with that probability; the first period is a full draw, which is the stationary
+  residual law for exponential periods, by memorylessness).
+* ``trace``: online intervals read from a file of rows ``device, start_s, end_s`` (CSV or
+  Parquet), validated like mobility traces; outside its intervals a device is offline (before
+  the first, between two, after the last).
+
+Randomness: period ``i`` of device ``d`` takes its length from the keyed uniform
+``(d, i, draw 0)`` of the stream ``"availability"``, its initial state from ``(d, 0, draw 1)``
+(:meth:`sim.rng.Streams.keyed`), by inversion: the same seed gives the same time lines in every
+run, for every scheme and after a resume, and adding a device changes no other device's.
+
+What the engine does with it (:class:`sim.engine.Engine`): at a slot's start only online devices
+take part; a participant whose online segment ends before its work does (compute and upload) is
+*dropped* at that instant by the event kernel (a SimPy interrupt, :mod:`sim.kernels`): its work
+is lost and the energy it spent until then is counted. Every change of state is a trace row
+(``online``, ``offline``), as is every drop (``dropped``).
+
+State: per device the end of its current segment, whether it is online and how many segments it
+has passed (:meth:`Availability.state_dict`); the draws need none.
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, ClassVar, Literal
+
+import numpy as np
+import pandas as pd
+from numpy.typing import NDArray
+from pydantic import BeforeValidator, Field, field_validator, model_validator
+
+from ..config.distributions import Strict
+from ..config.limits import path_problem, shorten
+from ..errors import ScenarioError
+from ..rng import KeyedStream, Streams
+from .mobility.trace import device_table, read_trace
+
+F64 = NDArray[np.float64]
+I64 = NDArray[np.int64]
+B8 = NDArray[np.bool_]
+
+#: Columns an availability trace must have.
+AVAILABILITY_COLUMNS: tuple[str, ...] = ("device", "start_s", "end_s")
+#: Keyed draw indices (stream ``"availability"``): a period's length, the initial state.
+_DRAW_LENGTH, _DRAW_INITIAL = 0, 1
+#: Longest period length a law may give on average, s (about 317 years).
+MAX_PERIOD_S = 1e10
+#: Most state changes a device may make per slot on average (keeps absurd input bounded).
+MAX_CHANGES_PER_SLOT = 100.0
+
+
+# ------------------------------------------------------------------------- period laws
+
+
+class Exponential(Strict):
+    """``Exp(mean)``: ``-mean ln(1 - u)``."""
+
+    dist: Literal["exponential"]
+    mean: float = Field(gt=0.0, le=MAX_PERIOD_S, allow_inf_nan=False, description="s")
+
+    def expected_s(self) -> float:
+        """The mean length, s."""
+        return self.mean
+
+    def from_uniform(self, u: F64) -> F64:
+        """Lengths of uniforms ``u`` in ``[0, 1)``, s."""
+        return np.asarray(-self.mean * np.log1p(-u), dtype=np.float64)
+
+
+class _PeriodRange(Strict):
+    """A law on ``[low, high]``, s."""
+
+    low: float = Field(ge=0.0, le=MAX_PERIOD_S, allow_inf_nan=False, description="s")
+    high: float = Field(gt=0.0, le=MAX_PERIOD_S, allow_inf_nan=False, description="s")
+
+    @model_validator(mode="after")
+    def _order(self) -> _PeriodRange:
+        if self.high < self.low:
+            raise ValueError(f"high ({self.high:g}) must be >= low ({self.low:g})")
+        return self
+
+
+class UniformPeriod(_PeriodRange):
+    """Uniform on ``[low, high]``: ``low + (high - low) u``."""
+
+    dist: Literal["uniform"]
+
+    def expected_s(self) -> float:
+        """The mean length, s."""
+        return 0.5 * (self.low + self.high)
+
+    def from_uniform(self, u: F64) -> F64:
+        """Lengths of uniforms ``u`` in ``[0, 1)``, s."""
+        return np.asarray(self.low + (self.high - self.low) * u, dtype=np.float64)
+
+
+class LogUniformPeriod(_PeriodRange):
+    """Log-uniform on ``[low, high]``, both > 0."""
+
+    dist: Literal["loguniform"]
+    low: float = Field(gt=0.0, le=MAX_PERIOD_S, allow_inf_nan=False, description="s")
+
+    def expected_s(self) -> float:
+        """The mean length, ``(high - low) / ln(high / low)`` (``low`` if equal), s."""
+        if self.high == self.low:
+            return self.low
+        return (self.high - self.low) / math.log(self.high / self.low)
+
+    def from_uniform(self, u: F64) -> F64:
+        """Lengths of uniforms ``u`` in ``[0, 1)``, s."""
+        lo, hi = math.log(self.low), math.log(self.high)
+        return np.asarray(np.exp(lo + (hi - lo) * u), dtype=np.float64)
+
+
+class Weibull(Strict):
+    """Weibull with ``shape`` k and ``scale`` lambda: ``lambda (-ln(1 - u))^(1/k)`` (k < 1:
+    heavy-tailed sessions, as measured on phones; k = 1: exponential)."""
+
+    dist: Literal["weibull"]
+    shape: float = Field(ge=0.1, le=100.0, allow_inf_nan=False, description="k, -")
+    scale: float = Field(gt=0.0, le=MAX_PERIOD_S, allow_inf_nan=False, description="lambda, s")
+
+    def expected_s(self) -> float:
+        """The mean length, ``lambda Gamma(1 + 1/k)``, s."""
+        return self.scale * math.gamma(1.0 + 1.0 / self.shape)
+
+    def from_uniform(self, u: F64) -> F64:
+        """Lengths of uniforms ``u`` in ``[0, 1)``, s."""
+        return np.asarray(self.scale * (-np.log1p(-u)) ** (1.0 / self.shape), dtype=np.float64)
+
+
+class Fixed(Strict):
+    """Every period lasts ``value`` seconds (a bare number in a scenario)."""
+
+    dist: Literal["fixed"]
+    value: float = Field(gt=0.0, le=MAX_PERIOD_S, allow_inf_nan=False, description="s")
+
+    def expected_s(self) -> float:
+        """The length, s."""
+        return self.value
+
+    def from_uniform(self, u: F64) -> F64:
+        """``value`` for every uniform, s."""
+        return np.full(np.shape(u), self.value)
+
+
+def _period_law(value: Any) -> Any:
+    """A bare number stands for ``{dist = "fixed", value = ...}``."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return {"dist": "fixed", "value": value}
+    return value
+
+
+PeriodLaw = Annotated[
+    Exponential | UniformPeriod | LogUniformPeriod | Weibull | Fixed,
+    BeforeValidator(_period_law),
+    Field(discriminator="dist"),
+]
+
+
+# ------------------------------------------------------------------------- the table
+
+
+class AlwaysConfig(Strict):
+    """Every device is online all the time (the paper's model)."""
+
+    model: Literal["always"] = "always"
+
+
+class MarkovConfig(Strict):
+    """Alternating online and offline periods per device."""
+
+    model: Literal["markov"] = "markov"
+    online_s: PeriodLaw = Field(description="length of an online period, s")
+    offline_s: PeriodLaw = Field(description="length of an offline period, s")
+    initial: Literal["stationary", "online", "offline"] = Field(
+        "stationary",
+        description="state at t = 0: online with probability E[on] / (E[on] + E[off]) "
+        "(stationary), or every device online, or every device offline",
+    )
+
+    def online_fraction(self) -> float:
+        """The long-run share of time online, ``E[on] / (E[on] + E[off])``."""
+        on, off = self.online_s.expected_s(), self.offline_s.expected_s()
+        return on / (on + off)
+
+
+class TraceConfig(Strict):
+    """Online intervals read from a file."""
+
+    model: Literal["trace"] = "trace"
+    file: str = Field(
+        description="a .csv or .parquet file with columns device, start_s, end_s (relative "
+        "paths: to the scenario file's folder)"
+    )
+
+    @field_validator("file")
+    @classmethod
+    def _check_file(cls, value: str) -> str:
+        problem = path_problem(value)
+        if problem is not None:
+            raise ValueError(f"file {problem} (got {shorten(value)!r})")
+        return value
+
+
+def _named(value: Any) -> Any:
+    """A bare model name stands for ``{model = name}``."""
+    return {"model": value} if isinstance(value, str) else value
+
+
+AvailabilityConfig = Annotated[
+    AlwaysConfig | MarkovConfig | TraceConfig,
+    BeforeValidator(_named),
+    Field(discriminator="model"),
+]
+
+
+# ------------------------------------------------------------------------- the models
+
+
+@dataclass(frozen=True)
+class Changes:
+    """State changes, in the order they happened (time, then device), ``(M,)`` each."""
+
+    time_s: F64  #: s
+    device: I64
+    online: B8  #: the state after the change
+
+    @classmethod
+    def empty(cls) -> Changes:
+        """No change."""
+        return cls(np.zeros(0), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=bool))
+
+    def __len__(self) -> int:
+        return int(self.time_s.shape[0])
+
+
+class Availability(ABC):
+    """A model of when devices are online: per device its current segment (the module's
+    docstring), advanced through time by :meth:`advance`.
+
+    Args:
+        num_devices: ``N``.
+    """
+
+    name: ClassVar[str]
+
+    def __init__(self, num_devices: int) -> None:
+        self.num_devices = int(num_devices)
+        self._devices = np.arange(self.num_devices, dtype=np.int64)
+        #: the time the model has been advanced to, s
+        self.time_s = 0.0
+        self.online = np.zeros(self.num_devices, dtype=bool)  #: state now, ``(N,)``
+        #: end of each device's current segment (its next change), s, ``(N,)`` (``inf``: none)
+        self.segment_end_s = np.zeros(self.num_devices)
+        #: segments each device has passed since t = 0, ``(N,)``
+        self.segments = np.zeros(self.num_devices, dtype=np.int64)
+
+    def reset(self) -> Changes:
+        """Put every device at ``t = 0`` and return its state there (after any change at 0) as
+        one change at 0 per device, in device order, for the trace."""
+        self.time_s = 0.0
+        self.segments = np.zeros(self.num_devices, dtype=np.int64)
+        self._initial()
+        self.advance(0.0)  # a trace interval that starts at 0, a period of length 0
+        return Changes(np.zeros(self.num_devices), self._devices.copy(), self.online.copy())
+
+    @abstractmethod
+    def _initial(self) -> None:
+        """Set ``online`` and ``segment_end_s`` at ``t = 0``."""
+
+    @abstractmethod
+    def _next_segment(self, devices: I64) -> None:
+        """Move ``devices`` (whose segments ended) into their next segments: ``online``,
+        ``segment_end_s`` and ``segments`` updated."""
+
+    def advance(self, time_s: float) -> Changes:
+        """Every change at a time ``<= time_s`` not yet made, in order; the state is then the
+        state at ``time_s``. Times must not decrease."""
+        t = float(time_s)
+        if t < self.time_s:
+            raise ValueError(f"availability advanced to {t} s after {self.time_s} s")
+        self.time_s = t
+        times: list[F64] = []
+        devs: list[I64] = []
+        states: list[B8] = []
+        while True:
+            due = np.flatnonzero(self.segment_end_s <= t)
+            if due.size == 0:
+                break
+            times.append(self.segment_end_s[due].copy())
+            self._next_segment(due)
+            devs.append(due)
+            states.append(self.online[due].copy())
+        if not times:
+            return Changes.empty()
+        time_c, dev_c, on_c = np.concatenate(times), np.concatenate(devs), np.concatenate(states)
+        order = np.lexsort((np.arange(time_c.shape[0]), dev_c, time_c))
+        return Changes(time_c[order], dev_c[order], on_c[order])
+
+    def online_until_s(self) -> F64:
+        """Each device's next change if it is online now, else ``inf``, s, ``(N,)``."""
+        return np.where(self.online, self.segment_end_s, np.inf)
+
+    @abstractmethod
+    def describe(self) -> dict[str, Any]:
+        """The model and its parameters (the run manifest's ``availability``)."""
+
+    def state_dict(self) -> dict[str, Any]:
+        """The current segments (for checkpoints)."""
+        return {
+            "time_s": self.time_s,
+            "online": self.online.copy(),
+            "segment_end_s": self.segment_end_s.copy(),
+            "segments": self.segments.copy(),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`state_dict`."""
+        online = np.array(state["online"], dtype=bool)
+        if online.shape != (self.num_devices,):
+            raise ValueError(
+                f"availability state is for {online.shape[0]} devices, this run has "
+                f"{self.num_devices}"
+            )
+        self.time_s = float(state["time_s"])
+        self.online = online
+        self.segment_end_s = np.array(state["segment_end_s"], dtype=np.float64)
+        self.segments = np.array(state["segments"], dtype=np.int64)
+
+
+class MarkovAvailability(Availability):
+    """Alternating online and offline periods from keyed draws (the module's docstring).
+
+    Args:
+        config: the ``[availability]`` table.
+        stream: the run's keyed stream ``"availability"``.
+        num_devices: ``N``.
+    """
+
+    name = "markov"
+
+    def __init__(self, config: MarkovConfig, stream: KeyedStream, num_devices: int) -> None:
+        super().__init__(num_devices)
+        self.config = config
+        self.stream = stream
+        self.reset()
+
+    def _length_s(self, devices: I64, period: I64 | int, online: B8) -> F64:
+        """Lengths of period(s) ``period`` of ``devices`` (online or offline ones), s."""
+        periods = np.broadcast_to(np.asarray(period, dtype=np.int64), devices.shape)
+        u = np.empty(devices.shape[0])
+        for i in np.unique(periods).tolist():  # one keyed evaluation per period index
+            sel = periods == i
+            u[sel] = self.stream.uniform(devices[sel], int(i), _DRAW_LENGTH)
+        return np.where(
+            online, self.config.online_s.from_uniform(u), self.config.offline_s.from_uniform(u)
+        )
+
+    def _initial(self) -> None:
+        cfg = self.config
+        if cfg.initial == "stationary":
+            u = self.stream.uniform(self._devices, 0, _DRAW_INITIAL)
+            self.online = u < cfg.online_fraction()
+        else:
+            self.online = np.full(self.num_devices, cfg.initial == "online")
+        self.segment_end_s = self._length_s(self._devices, 0, self.online)
+
+    def _next_segment(self, devices: I64) -> None:
+        self.segments[devices] += 1
+        self.online[devices] = ~self.online[devices]
+        lengths = self._length_s(devices, self.segments[devices], self.online[devices])
+        self.segment_end_s[devices] = self.segment_end_s[devices] + lengths
+
+    def describe(self) -> dict[str, Any]:
+        """``{"model": "markov", "online_s": ..., "offline_s": ..., "initial": ...,
+        "online_fraction": ...}``."""
+        cfg = self.config
+        return {
+            "model": self.name,
+            "online_s": cfg.online_s.model_dump(),
+            "offline_s": cfg.offline_s.model_dump(),
+            "initial": cfg.initial,
+            "online_fraction": cfg.online_fraction(),
+        }
+
+
+class TraceAvailability(Availability):
+    """Online intervals of a trace: per device its sorted change times ``a0, b0, a1, b1, ...``
+    (online on ``[a_j, b_j)``; touching intervals merged).
+
+    Args:
+        starts_s, ends_s: per device, its intervals' starts and ends, s, sorted and disjoint
+            (:meth:`from_frame` validates and sorts a table).
+        source: how the manifest names the trace.
+    """
+
+    name = "trace"
+
+    def __init__(self, starts_s: list[F64], ends_s: list[F64], source: str = "trace") -> None:
+        super().__init__(len(starts_s))
+        self.source = source
+        edges: list[F64] = []
+        for a, b in zip(starts_s, ends_s, strict=True):
+            keep_a = np.ones(a.shape[0], dtype=bool)
+            keep_b = np.ones(b.shape[0], dtype=bool)
+            touching = b[:-1] == a[1:]  # [a0, b0) + [b0, b1) = [a0, b1)
+            keep_b[:-1] &= ~touching
+            keep_a[1:] &= ~touching
+            e = np.empty(int(keep_a.sum()) * 2)
+            e[0::2], e[1::2] = a[keep_a], b[keep_b]
+            edges.append(e)
+        self._offsets = np.concatenate([[0], np.cumsum([e.shape[0] for e in edges])]).astype(
+            np.int64
+        )
+        self._edges = np.concatenate(edges + [np.zeros(0)])
+        self.intervals = int(self._edges.shape[0] // 2)
+        self.reset()
+
+    def _edge(self, devices: I64, index: I64) -> F64:
+        """Change ``index`` of each device (``inf`` past its last), s."""
+        count = self._offsets[devices + 1] - self._offsets[devices]
+        flat = np.minimum(self._offsets[devices] + index, self._edges.shape[0] - 1)
+        return np.where(index < count, self._edges[flat], np.inf)
+
+    def _initial(self) -> None:
+        # change 0 of every device is the start of its first interval: offline until then
+        self.online = np.zeros(self.num_devices, dtype=bool)
+        self.segment_end_s = self._edge(self._devices, self.segments)
+
+    def _next_segment(self, devices: I64) -> None:
+        self.segments[devices] += 1
+        self.online[devices] = self.segments[devices] % 2 == 1
+        self.segment_end_s[devices] = self._edge(devices, self.segments[devices])
+
+    @classmethod
+    def from_file(
+        cls, path: str | Path, *, num_devices: int, field: str = "availability.file"
+    ) -> TraceAvailability:
+        """Read and validate an availability trace (:meth:`from_frame`)."""
+        frame = read_trace(path, field=field, columns=AVAILABILITY_COLUMNS)
+        return cls.from_frame(frame, num_devices=num_devices, field=field, source=str(path))
+
+    @classmethod
+    def from_frame(
+        cls,
+        frame: pd.DataFrame,
+        *,
+        num_devices: int,
+        field: str = "availability.file",
+        source: str = "trace",
+    ) -> TraceAvailability:
+        """Validate an availability table and build the model.
+
+        Args:
+            frame: columns ``device`` (integer id in ``0..N-1``), ``start_s`` (finite, s),
+                ``end_s`` (s, ``> start_s``; ``inf``: online to the end); extra columns are
+                ignored; rows in any order.
+            num_devices: ``N``; every device ``0..N-1`` must have at least one interval and no
+                other id may appear.
+            field: dotted scenario field named in errors.
+            source: how errors name the trace (its path).
+
+        Raises:
+            ScenarioError: missing columns, an empty table, non-numeric or NaN values, an
+                infinite start, non-integer or unknown device ids, devices without intervals,
+                an interval that does not end after it starts, or two intervals of a device
+                that overlap.
+        """
+        cols, dev = device_table(
+            frame,
+            AVAILABILITY_COLUMNS,
+            num_devices=num_devices,
+            field=field,
+            source=source,
+            what="availability trace",
+            rows_are="interval",
+            may_be_inf=("end_s",),
+            renumber_fix="renumber the trace's devices 0..N-1 (scenarios/churn/"
+            "convert_availability.py --devices N) or change the number of devices",
+        )
+        start, end = cols["start_s"], cols["end_s"]
+        empty = np.flatnonzero(~(end > start))
+        if empty.size:
+            i = int(empty[0])
+            raise ScenarioError(
+                field,
+                f"availability trace {source}: row {i} ends at {end[i]:g} s, not after its "
+                f"start {start[i]:g} s ({empty.size} such row(s))",
+                "give every interval end_s > start_s",
+            )
+        order = np.lexsort((start, dev))
+        dev, start, end = dev[order], start[order], end[order]
+        overlap = np.flatnonzero((np.diff(dev) == 0) & (start[1:] < end[:-1]))
+        if overlap.size:
+            i = int(overlap[0])
+            raise ScenarioError(
+                field,
+                f"availability trace {source}: rows {int(order[i])} and {int(order[i + 1])} "
+                f"give device {int(dev[i])} overlapping intervals ({overlap.size} such pair(s))",
+                "merge overlapping intervals of a device into one",
+            )
+        bounds = np.searchsorted(dev, np.arange(num_devices + 1))
+        return cls(
+            [start[bounds[d] : bounds[d + 1]] for d in range(num_devices)],
+            [end[bounds[d] : bounds[d + 1]] for d in range(num_devices)],
+            source=source,
+        )
+
+    def describe(self) -> dict[str, Any]:
+        """``{"model": "trace", "file": ..., "intervals": ...}``."""
+        return {"model": self.name, "file": self.source, "intervals": self.intervals}
+
+
+def build_availability(
+    config: AlwaysConfig | MarkovConfig | TraceConfig,
+    *,
+    num_devices: int,
+    streams: Streams,
+    base_dir: Path | None = None,
+) -> Availability | None:
+    """The availability model of an ``[availability]`` table; None for ``always``.
+
+    Raises:
+        ScenarioError: a trace file that is missing, unreadable or invalid
+            (``availability.file``).
+    """
+    if isinstance(config, AlwaysConfig):
+        return None
+    if isinstance(config, MarkovConfig):
+        return MarkovAvailability(config, streams.keyed("availability"), num_devices)
+    path = Path(config.file).expanduser()
+    if not path.is_absolute() and base_dir is not None:
+        path = base_dir / path
+    return TraceAvailability.from_file(path, num_devices=num_devices)
+
+
+def expected_changes_per_slot(config: MarkovConfig, deadline_s: float) -> float:
+    """Average state changes of a device per slot of ``deadline_s``: ``2 tau_0 / (E[on] +
+    E[off])`` (two changes per on-off cycle)."""
+    cycle = config.online_s.expected_s() + config.offline_s.expected_s()
+    return 2.0 * deadline_s / cycle
+
+
+__all__ = [
+    "AVAILABILITY_COLUMNS",
+    "AlwaysConfig",
+    "Availability",
+    "AvailabilityConfig",
+    "Changes",
+    "MarkovAvailability",
+    "MarkovConfig",
+    "TraceAvailability",
+    "TraceConfig",
+    "build_availability",
+    "expected_changes_per_slot",
+]
