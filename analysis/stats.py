@@ -396,7 +396,22 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="comma-separated columns to print (default: all of analysis.stats.summary)",
     )
+    ap.add_argument(
+        "--over-seeds",
+        action="store_true",
+        help="one row per configuration (the runs' scheme, V, dataset, partition, budget and "
+        "grid values): each column as 'mean [low, high]', a Student-t interval over the seeds",
+    )
+    ap.add_argument(
+        "--level",
+        type=float,
+        default=0.95,
+        help="confidence level of --over-seeds' intervals (default 0.95)",
+    )
     args = ap.parse_args(argv)
+    if not 0.0 < args.level < 1.0:
+        print(f"error: --level must be in (0, 1); got {args.level}", file=sys.stderr)
+        return 2
     try:
         if not find_runs(args.runs):
             raise FileNotFoundError(
@@ -407,15 +422,21 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     table = summary(t.device_slots, t.slots, t.evaluations, runs=t.runs)
-    if args.columns:
-        cols = [c.strip() for c in args.columns.split(",") if c.strip()]
-        unknown = [c for c in cols if c not in table.columns]
-        if unknown:
-            print(
-                f"error: --columns: unknown {unknown}; known: {list(table.columns)}",
-                file=sys.stderr,
-            )
-            return 2
+    cols = [c.strip() for c in (args.columns or "").split(",") if c.strip()]
+    unknown = [c for c in cols if c not in table.columns]
+    if unknown:
+        print(f"error: --columns: unknown {unknown}; known: {list(table.columns)}", file=sys.stderr)
+        return 2
+    if args.over_seeds:
+        by = [
+            c for c in CONFIG_COLUMNS if c in table.columns and table[c].nunique(dropna=False) > 1
+        ]
+        skip = {*CONFIG_COLUMNS, "run", "seed"}
+        values = [c for c in cols if c not in skip] or [
+            c for c in table.columns if c not in skip and pd.api.types.is_numeric_dtype(table[c])
+        ]
+        table = format_over_seeds(over_seeds(table, by=by, value_cols=values, level=args.level))
+    elif cols:
         table = table[cols]
     print(to_markdown(table))
     return 0

@@ -25,10 +25,19 @@ every slot).
   timeouts.
 
 ``--uplink ofdma`` or ``tdma`` runs the scenario on that shared uplink (``[uplink] mode``), on the
-event kernel only (the closed form cannot play it); the bare model then replays each upload's
-realised compute and transmitted times from the trace, without the sharing logic (no rate
-changes, no queue): the same wake-ups and timeouts, a lower bound on any SimPy model of the same
-events.
+event kernel only (the closed form cannot play it), against two bare models:
+
+* ``bare``: each upload's realised compute and transmitted times replayed from the trace, without
+  the sharing logic (no rate changes, no queue): the same wake-ups and timeouts, a lower bound on
+  any SimPy model of the same events;
+* ``bare_shared``: the same uplink written directly in SimPy, as one would without wflsim, from
+  each participant's compute time, power, gain and payload (the trace's decision rows): OFDMA as
+  processor sharing in plain Python (on every start or end, every upload's remaining bits advance
+  at its old rate, the rates W/k log2(1 + p h k / (N0 W)) are recomputed, and one completion
+  timeout is scheduled, a stale one ignored by its generation number); TDMA as a
+  ``simpy.Resource`` of capacity 1 (requests in the order computations end); at the deadline
+  every upload still in flight or waiting is cut. Its count of uploads that arrive in time is
+  printed next to wflsim's (they agree).
 
 Throughput = devices x slots / wall seconds. Targets: the event kernel >= 0.5 x bare SimPy; the
 closed form >= 10 x the event kernel. The ratios are printed, never asserted.
@@ -40,6 +49,7 @@ closed form >= 10 x the event kernel. The ratios are printed, never asserted.
 from __future__ import annotations
 
 import argparse
+import math
 import shutil
 import sys
 import tempfile
@@ -156,7 +166,7 @@ def run_wflsim(
 def plan_from_trace(path: Path, n: int, slots: int) -> dict:
     """Per-slot participants, compute and upload durations the engine scheduled (from the trace:
     a run folder's ``events/`` parts, or an ``events.parquet`` file of wflsim before 0.3)."""
-    cols = ["event", "slot", "device", "participating", "compute_s", "upload_s"]
+    cols = ["event", "slot", "device", "participating", "compute_s", "upload_s", "success"]
     files = sorted(path.glob("part-*.parquet")) if path.is_dir() else [path]
     tab = pa.concat_tables([pq.read_table(f, columns=cols) for f in files])
     ev = pc.cast(tab["event"], "string")
@@ -174,7 +184,29 @@ def plan_from_trace(path: Path, n: int, slots: int) -> dict:
     comp = grid("decision", "compute_s")  # 0 for non-participants
     upl = grid("energy", "upload_s")  # time actually transmitted (cut at the deadline)
     n_rows = tab.num_rows
-    return {"part": part, "compute_s": comp, "upload_s": upl, "rows": n_rows}
+    return {
+        "part": part,
+        "compute_s": comp,
+        "upload_s": upl,
+        "rows": n_rows,
+        "success": int(grid("energy", "success").sum()),
+    }
+
+
+def shared_inputs(path: Path, n: int, slots: int) -> dict:
+    """What a bare shared-uplink model needs per slot and device: power, gain and payload (the
+    trace's decision rows; 0 for non-participants)."""
+    cols = ["event", "slot", "device", "tx_power_w", "channel_gain", "payload_bits"]
+    files = sorted(path.glob("part-*.parquet")) if path.is_dir() else [path]
+    tab = pa.concat_tables([pq.read_table(f, columns=cols) for f in files])
+    sub = tab.filter(pc.equal(pc.cast(tab["event"], "string"), "decision"))
+    slot, dev = sub["slot"].to_numpy(), sub["device"].to_numpy()
+    out = {}
+    for col, key in (("tx_power_w", "power_w"), ("channel_gain", "gain"), ("payload_bits", "bits")):
+        grid = np.zeros((slots, n))
+        grid[slot, dev] = sub[col].to_numpy(zero_copy_only=False)
+        out[key] = grid
+    return out
 
 
 def bare_simpy(plan: dict, tau0: float) -> tuple[float, dict]:
@@ -224,6 +256,121 @@ def bare_simpy(plan: dict, tau0: float) -> tuple[float, dict]:
     return time.perf_counter() - t0, {"wakes": st["wakes"], "timeouts": st["timeouts"]}
 
 
+def bare_shared(
+    plan: dict, inputs: dict, tau0: float, mode: str, bandwidth_hz: float, noise_w: float
+) -> tuple[float, dict]:
+    """The shared uplink written directly in SimPy (the module's docstring): returns (seconds,
+    counts), ``counts["success"]`` the uploads that arrived by the deadline."""
+    part, comp = plan["part"], plan["compute_s"]
+    slots, n = part.shape
+    who_per_slot = [np.flatnonzero(part[t]).tolist() for t in range(slots)]
+    rows = {k: [inputs[k][t].tolist() for t in range(slots)] for k in ("power_w", "gain", "bits")}
+    comp_l = [comp[t].tolist() for t in range(slots)]
+    psd = noise_w / bandwidth_hz
+    log2 = math.log(2.0)
+
+    t0 = time.perf_counter()
+    env = simpy.Environment()
+    wake: list = [None] * n
+    st: dict = {"remaining": 0, "done": None, "success": 0, "closed": False}
+    # OFDMA: jobs in flight -> [bits left, rate]; one pending completion (its generation)
+    jobs: dict[int, list[float]] = {}
+    ps = {"since": 0.0, "gen": 0}
+    link = simpy.Resource(env, capacity=1)
+
+    def finish(d: int, arrived: bool) -> None:
+        st["success"] += arrived
+        st["remaining"] -= 1
+        if st["remaining"] == 0:
+            st["done"].succeed()
+
+    def advance() -> None:
+        dt = env.now - ps["since"]
+        for job in jobs.values():
+            job[0] -= job[1] * dt
+        ps["since"] = env.now
+
+    def reschedule() -> None:
+        ps["gen"] += 1
+        if not jobs:
+            return
+        band = bandwidth_hz / len(jobs)
+        best, first = math.inf, -1
+        for d, job in jobs.items():
+            snr = st["p"][d] * st["h"][d] / (psd * band)
+            job[1] = band * math.log1p(snr) / log2
+            left = job[0] / job[1]
+            if left < best:
+                best, first = left, d
+        gen = ps["gen"]
+        env.timeout(best).callbacks.append(lambda _e: complete(gen, first))
+
+    def complete(gen: int, d: int) -> None:
+        if gen != ps["gen"]:
+            return  # stale: the set in flight changed
+        advance()
+        del jobs[d]
+        reschedule()
+        finish(d, True)
+
+    def cut() -> None:  # the deadline: every upload in flight fails
+        st["closed"] = True
+        advance()
+        for d in list(jobs):
+            del jobs[d]
+            finish(d, False)
+        ps["gen"] += 1
+
+    def device(d: int):
+        while True:
+            ev = env.event()
+            wake[d] = ev
+            yield ev
+            yield env.timeout(st["c"][d])
+            if mode == "ofdma":
+                if st["closed"]:
+                    finish(d, False)
+                    continue
+                advance()
+                jobs[d] = [st["b"][d], 0.0]
+                reschedule()
+                continue
+            with link.request() as req:  # tdma
+                got = yield req | st["deadline"]
+                if req not in got:
+                    finish(d, False)
+                    continue
+                rate = bandwidth_hz * math.log1p(st["p"][d] * st["h"][d] / noise_w) / log2
+                need, left = st["b"][d] / rate, st["end"] - env.now
+                yield env.timeout(min(need, max(left, 0.0)))
+                finish(d, need <= left + tau0 * 1e-9)  # the timing rule's tolerance
+
+    def server():
+        for t in range(slots):
+            who = who_per_slot[t]
+            st["c"], st["p"], st["h"], st["b"] = (
+                comp_l[t], rows["power_w"][t], rows["gain"][t], rows["bits"][t],
+            )  # fmt: skip
+            st["remaining"], st["done"], st["closed"] = len(who), env.event(), False
+            st["end"] = env.now + tau0
+            deadline = env.timeout(tau0)
+            st["deadline"] = deadline
+            if mode == "ofdma":
+                deadline.callbacks.append(lambda _e: cut())
+            for d in who:
+                wake[d].succeed()
+            if who:
+                yield env.all_of([deadline, st["done"]])
+            else:
+                yield deadline
+
+    for d in range(n):
+        env.process(device(d))
+    env.process(server())
+    env.run()
+    return time.perf_counter() - t0, {"success": st["success"]}
+
+
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     _common.print_header("network_throughput: wflsim network-only vs bare SimPy")
@@ -243,6 +390,8 @@ def main(argv: list[str] | None = None) -> None:
             t_warm, out = run_wflsim(args, scheme, root, f"{scheme}-plan", args.kernels[0])
             trace = out / "events" if (out / "events").is_dir() else out / "events.parquet"
             plan = plan_from_trace(trace, n, slots)
+            shared = shared_inputs(trace, n, slots) if args.uplink != "dedicated" else None
+            system = prepared(args, scheme, args.kernels[0]).system
             files = sorted(trace.glob("*.parquet")) if trace.is_dir() else [trace]
             size_mb = sum(f.stat().st_size for f in files) / 1e6
             tau0 = prepared(args, scheme, args.kernels[0]).scenario.run.deadline_s
@@ -268,13 +417,33 @@ def main(argv: list[str] | None = None) -> None:
                 counts.update(c)
                 return dt
 
+            def bare_link(plan=plan, shared=shared, tau0=tau0, counts=counts, system=system):
+                dt, c = bare_shared(
+                    plan, shared, tau0, args.uplink, system.bandwidth_hz, system.noise_w
+                )
+                counts["shared_success"] = c["success"]
+                return dt
+
             configs = [(k, "events") for k in args.kernels if "events" in args.levels]
             if "device_slots" in args.levels and "closed_form" in args.kernels:
                 configs.append(("closed_form", "device_slots"))
             labels = {c: c[0] if c[1] == "events" else f"{c[0]}/{c[1]}" for c in configs}
             runs = {labels[c]: (lambda c=c: wfl(*c)) for c in configs}
-            times = _common.interleaved({**runs, "bare": bare}, args.reps, args.warmup)
+            bares = {"bare": bare} if shared is None else {"bare": bare, "bare_shared": bare_link}
+            times = _common.interleaved({**runs, **bares}, args.reps, args.warmup)
             sb = _common.Stats(times["bare"])
+            if shared is not None:
+                print(
+                    f"  uploads in time: wflsim {plan['success']:,}, bare shared-uplink model "
+                    f"{counts['shared_success']:,}"
+                )
+                ss = _common.Stats(times["bare_shared"])
+                print(f"  bare shared-uplink SimPy{'':7s} seconds: {ss.fmt(unit=' s')}")
+                for k in runs:
+                    line = _common.ratio_line(
+                        f"throughput {k}/bare_shared", times["bare_shared"], times[k], "-"
+                    )
+                    print(f"  {line}")
             print(
                 f"  bare model scheduled {counts['wakes']:,} device wake-ups and "
                 f"{counts['timeouts']:,} timeouts (event kernel: {n_part:,} participations -> "

@@ -48,7 +48,7 @@ import simpy
 from .slot import SlotUploads, dedicated_transmission
 from .trace import event_code
 from .world.system import SystemConstants
-from .world.uplink import SharedUplink, UplinkSpec, build_uplink
+from .world.uplink import SharedUplink, TdmaUplink, UplinkSpec, build_uplink
 
 KernelName = Literal["closed_form", "event"]
 #: Every kernel name a scenario may give (``auto`` resolves to one of the others).
@@ -283,6 +283,7 @@ class EventKernel(SlotKernel):
         self._transmitted = np.zeros(0)
         self._arrived = np.zeros(0, dtype=bool)
         self._dropped = np.zeros(0, dtype=bool)
+        self._drops: list[tuple[float, int]] = []  # (time, device), the latest first
 
     def start_run(self, env: simpy.Environment, num_devices: int) -> None:
         self._env = env
@@ -351,10 +352,19 @@ class EventKernel(SlotKernel):
         self._log.append((at_s, d, DROPPED))
         self._one_done()
 
+    def _next_drop(self, env: simpy.Environment) -> None:
+        """Schedule the earliest drop still pending in the slot (if any)."""
+        if self._drops:
+            at_s, d = self._drops.pop()
+            timer = env.timeout(max(at_s - float(env.now), 0.0))
+            timer.callbacks.append(partial(self._drop, self._slot_id, d, at_s))
+
     def _drop(self, slot_id: int, d: int, at_s: float, _event: simpy.Event) -> None:
         """``d``'s device goes offline now (``at_s``): stop what it is doing in its slot."""
         if slot_id != self._slot_id:
             return  # a timer of an earlier slot
+        assert self._env is not None
+        self._next_drop(self._env)
         phase = self._phase[d]
         if phase in (_COMPUTING, _UPLOADING):
             self._procs[d].interrupt(at_s)
@@ -449,13 +459,21 @@ class EventKernel(SlotKernel):
                 log=self._log.append,
                 on_end=self._upload_ended,
             )
-            work_end_s = np.full(n, start + _work_bound_s(uploads, who, deadline_s, closes_at))
+            bound_s = _work_bound_s(
+                uploads, who, deadline_s, closes_at, one_at_a_time=isinstance(link, TdmaUplink)
+            )
+            work_end_s = np.full(n, start + bound_s)
+        self._drops = []
         if online_until_s is not None and who.shape[0]:
             at_s = online_until_s[who]
             lost = at_s < work_end_s[who]
-            for d, b in zip(who[lost].tolist(), at_s[lost].tolist(), strict=True):
-                timer = env.timeout(b - start)
-                timer.callbacks.append(partial(self._drop, self._slot_id, d, b))
+            # one timer pending at a time, the earliest drop (ties: by device); each schedules
+            # the next, so a slot leaves at most one stale timer behind
+            order = np.lexsort((who[lost], at_s[lost]))[::-1]
+            self._drops = list(
+                zip(at_s[lost][order].tolist(), who[lost][order].tolist(), strict=True)
+            )
+            self._next_drop(env)
         for d in who.tolist():
             wake = self._wake[d]
             assert wake is not None
@@ -488,17 +506,23 @@ def _work_bound_s(
     who: npt.NDArray[np.int64],
     deadline_s: float,
     closes_at: Literal["deadline", "last_upload"],
+    one_at_a_time: bool,
 ) -> float:
     """A time after a slot's start by which every participant's work on a shared uplink has
-    ended, s: the deadline if the slot closes there; else the last compute end plus the TDMA
-    wait of all uploads, and ``k`` times each (under OFDMA no upload gets less than ``1 / k``
-    of its rate alone), plus the deadline (uploads that can never finish end there)."""
+    ended, s: the deadline if the slot closes there. Else the later of the deadline (uploads
+    that can never finish end there, or when submitted after it) and the last compute end plus:
+    under TDMA (``one_at_a_time``) every upload's time, one after another; under OFDMA ``k``
+    times the longest (with at most ``k`` uploads in flight none gets less than ``W / k``, and
+    ``(W/k) log2(1 + k x) >= (W log2(1 + x)) / k``)."""
     if closes_at == "deadline" or who.shape[0] == 0:
         return deadline_s
     full = uploads.upload_full_s[who]
     finite = full[np.isfinite(full)]
+    if finite.shape[0] == 0:
+        return float(max(uploads.compute_s[who].max(), deadline_s))
     k = int(who.shape[0])
-    return float(uploads.compute_s[who].max() + k * finite.sum() + deadline_s)
+    send_s = finite.sum() if one_at_a_time else k * finite.max()
+    return float(max(uploads.compute_s[who].max() + send_s, deadline_s))
 
 
 KERNELS: dict[str, type[SlotKernel]] = {k.name: k for k in (ClosedFormKernel, EventKernel)}

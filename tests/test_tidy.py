@@ -380,3 +380,51 @@ def test_builders_on_an_engine_trace():
     assert (ok["latency_s"] <= 0.8 * (1 + 1e-9)).all()  # fixed_power enforces the deadline
     sl = tidy.slots_from_events(ev, ds)
     assert sl["n_success"].sum() == int(ds["success"].sum())
+
+
+def test_stats_cli_over_seeds_prints_the_t_interval(tmp_path, capsys):
+    """--over-seeds prints one row per configuration: the mean and its 95 % t interval over the
+    seeds (two seeds with energies 2.1 and 6.3 J: 4.2 +- t_{0.975,1} x 2.1)."""
+    from scipy import stats as st
+
+    from wflsim.analysis.stats import main
+
+    write_synthetic_run(tmp_path / "s0", seed=0, scale=1.0)
+    write_synthetic_run(tmp_path / "s1", seed=1, scale=3.0)
+    assert main([str(tmp_path), "--over-seeds", "--columns", "total_energy_j"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "| n | total_energy_j |"
+    half = st.t.ppf(0.975, 1) * 2.1
+    assert out[2] == f"| 2 | {4.2:.4g} [{4.2 - half:.4g}, {4.2 + half:.4g}] |"
+    assert main([str(tmp_path), "--over-seeds", "--level", "1.5"]) == 2
+
+
+def test_device_slots_without_availability_are_all_online_and_never_dropped(syn):
+    """A trace without [availability] reads as every device online, nobody dropped."""
+    ds = tidy.device_slots(syn)
+    assert ds["available"].all() and not ds["dropped"].any()
+    r = stats.rates(ds).iloc[0]
+    assert r["available_rate"] == 1.0 and r["drop_rate"] == 0.0
+
+
+def test_drops_are_not_outages_in_the_tidy_table():
+    """On a churn run, drop_rate counts the dropped participations and outage_rate the others."""
+    from conftest import base_scenario, run_in_memory
+
+    data = base_scenario(
+        run={"frames": 2, "slots_per_frame": 10, "deadline_s": 0.8},
+        network={"num_devices": 12},
+        availability={
+            "model": "markov",
+            "online_s": {"dist": "exponential", "mean": 2.0},
+            "offline_s": 1.0,
+        },  # fmt: skip
+    )
+    table, run_stats = run_in_memory(data)
+    ev = table.to_pandas()
+    ds = tidy.device_slots_from_events(ev)
+    r = stats.rates(ds.assign(run="r")).iloc[0]
+    assert r["drops"] == run_stats.drops > 0
+    assert r["drop_rate"] == pytest.approx(run_stats.drops / run_stats.participations)
+    assert r["outage_rate"] == pytest.approx(run_stats.outage_rate)
+    assert not (ds["outage"] & ds["dropped"]).any()

@@ -10,9 +10,11 @@ online at time ``t`` iff ``t`` lies in one of its online segments ``[a, b)`` (a 
   draws from ``online_s`` and ``offline_s`` (a number: fixed seconds; or an ``exponential``,
   ``uniform``, ``loguniform`` or ``weibull`` law): an alternating renewal process, a two-state
   continuous-time Markov chain when both laws are exponential. Its long-run online fraction is
-  ``E[on] / (E[on] + E[off])``. The initial state is ``online``, ``offline`` or ``stationary``
-  (online with that probability; the first period is a full draw, which is the stationary
-  residual law for exponential periods, by memorylessness).
+  ``E[on] / (E[on] + E[off])``. The initial state is ``online`` or ``offline`` (every device, a
+  full first period) or ``stationary``: online with that probability, and the rest of the
+  period in progress drawn from the residual (equilibrium) law of its length, ``F_e(x) = (1 /
+  mu) integral_0^x (1 - F)``, so that the process is stationary from ``t = 0`` (for exponential
+  periods the residual law is the law itself; a fixed length's is uniform on ``[0, length]``).
 * ``trace``: online intervals read from a file of rows ``device, start_s, end_s`` (CSV or
   Parquet), validated like mobility traces; outside its intervals a device is offline (before
   the first, between two, after the last).
@@ -44,6 +46,7 @@ import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 from pydantic import BeforeValidator, Field, field_validator, model_validator
+from scipy import special
 
 from ..config.distributions import Strict
 from ..config.limits import path_problem, shorten
@@ -82,6 +85,10 @@ class Exponential(Strict):
         """Lengths of uniforms ``u`` in ``[0, 1)``, s."""
         return np.asarray(-self.mean * np.log1p(-u), dtype=np.float64)
 
+    def residual_from_uniform(self, u: F64) -> F64:
+        """The residual law is the law itself (memorylessness), s."""
+        return self.from_uniform(u)
+
 
 class _PeriodRange(Strict):
     """A law on ``[low, high]``, s."""
@@ -109,6 +116,16 @@ class UniformPeriod(_PeriodRange):
         """Lengths of uniforms ``u`` in ``[0, 1)``, s."""
         return np.asarray(self.low + (self.high - self.low) * u, dtype=np.float64)
 
+    def residual_from_uniform(self, u: F64) -> F64:
+        """The residual law's quantile, s: ``F_e(x) = x / mu`` below ``low``, then
+        ``(x - (x - low)^2 / (2 w)) / mu`` (``w = high - low``), inverted in closed form."""
+        a, w, mu = self.low, self.high - self.low, self.expected_s()
+        target = np.asarray(u, dtype=np.float64) * mu
+        if w == 0.0:
+            return target
+        y = w - np.sqrt(np.maximum(w * w - 2.0 * w * (target - a), 0.0))
+        return np.where(target <= a, target, a + y)
+
 
 class LogUniformPeriod(_PeriodRange):
     """Log-uniform on ``[low, high]``, both > 0."""
@@ -127,6 +144,27 @@ class LogUniformPeriod(_PeriodRange):
         lo, hi = math.log(self.low), math.log(self.high)
         return np.asarray(np.exp(lo + (hi - lo) * u), dtype=np.float64)
 
+    def residual_from_uniform(self, u: F64) -> F64:
+        """The residual law's quantile, s: ``mu F_e(x) = x`` below ``low``, then
+        ``low + (x ln(high / x) + x - low ln(high / low) - low) / ln(high / low)``, inverted by
+        bisection to machine precision (it is increasing)."""
+        a, b = self.low, self.high
+        target = np.asarray(u, dtype=np.float64) * self.expected_s()
+        if a == b:
+            return target
+
+        def cdf_times_mu(x: F64) -> F64:
+            span = math.log(b / a)
+            x = np.maximum(x, a)
+            return a + (x * np.log(b / x) + x - a * span - a) / span
+
+        lo, hi = np.full(target.shape, a), np.full(target.shape, b)
+        for _ in range(64):
+            mid = 0.5 * (lo + hi)
+            below = cdf_times_mu(mid) < target
+            lo, hi = np.where(below, mid, lo), np.where(below, hi, mid)
+        return np.where(target <= a, target, 0.5 * (lo + hi))
+
 
 class Weibull(Strict):
     """Weibull with ``shape`` k and ``scale`` lambda: ``lambda (-ln(1 - u))^(1/k)`` (k < 1:
@@ -144,6 +182,13 @@ class Weibull(Strict):
         """Lengths of uniforms ``u`` in ``[0, 1)``, s."""
         return np.asarray(self.scale * (-np.log1p(-u)) ** (1.0 / self.shape), dtype=np.float64)
 
+    def residual_from_uniform(self, u: F64) -> F64:
+        """The residual law's quantile, s: ``F_e(x) = P(1/k, (x / lambda)^k)`` (the regularised
+        lower incomplete gamma function), so ``x = lambda P^-1(1/k, u)^(1/k)``."""
+        k = self.shape
+        g = special.gammaincinv(1.0 / k, np.asarray(u, dtype=np.float64))
+        return np.asarray(self.scale * g ** (1.0 / k), dtype=np.float64)
+
 
 class Fixed(Strict):
     """Every period lasts ``value`` seconds (a bare number in a scenario)."""
@@ -158,6 +203,10 @@ class Fixed(Strict):
     def from_uniform(self, u: F64) -> F64:
         """``value`` for every uniform, s."""
         return np.full(np.shape(u), self.value)
+
+    def residual_from_uniform(self, u: F64) -> F64:
+        """The residual of a fixed length is uniform on ``[0, value]``, s."""
+        return np.asarray(self.value * np.asarray(u, dtype=np.float64), dtype=np.float64)
 
 
 def _period_law(value: Any) -> Any:
@@ -375,12 +424,20 @@ class MarkovAvailability(Availability):
 
     def _initial(self) -> None:
         cfg = self.config
-        if cfg.initial == "stationary":
-            u = self.stream.uniform(self._devices, 0, _DRAW_INITIAL)
-            self.online = u < cfg.online_fraction()
-        else:
+        if cfg.initial != "stationary":
             self.online = np.full(self.num_devices, cfg.initial == "online")
-        self.segment_end_s = self._length_s(self._devices, 0, self.online)
+            self.segment_end_s = self._length_s(self._devices, 0, self.online)
+            return
+        # the stationary start: the state with its long-run probability, and what is left of
+        # the period in progress from the residual (equilibrium) law of its length
+        u_state = self.stream.uniform(self._devices, 0, _DRAW_INITIAL)
+        self.online = u_state < cfg.online_fraction()
+        u = self.stream.uniform(self._devices, 0, _DRAW_LENGTH)
+        self.segment_end_s = np.where(
+            self.online,
+            cfg.online_s.residual_from_uniform(u),
+            cfg.offline_s.residual_from_uniform(u),
+        )
 
     def _next_segment(self, devices: I64) -> None:
         self.segments[devices] += 1

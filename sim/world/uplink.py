@@ -333,16 +333,19 @@ class SharedUplink(ABC):
         self._began = np.full(n, np.nan)
         self._held: list[int] = []
         self._closed = False
+        self._past_deadline = False
         self.transmitted_s = np.zeros(n)
         self.arrived = np.zeros(n, dtype=bool)
         self._open()
 
     def submit(self, device: int) -> None:
         """``device``'s compute has ended now: its upload joins the uplink."""
-        if self._closed:  # after the cut: nothing is sent
+        can_finish = self._p[device] * self._h[device] > 0.0 and np.isfinite(self._full_s[device])
+        if self._closed or (not can_finish and self._past_deadline):
+            # after the cut, or never finishing once the deadline has passed: nothing is sent
             self._begin(device)
             self._end(device, False)
-        elif not (self._p[device] * self._h[device] > 0.0 and np.isfinite(self._full_s[device])):
+        elif not can_finish:
             self._begin(device)  # it can never finish: it transmits until the deadline, fails
             self._held.append(device)
         else:
@@ -351,6 +354,7 @@ class SharedUplink(ABC):
     def close(self, everything: bool) -> None:
         """At the deadline: end the uploads that can never finish and, if ``everything`` (the
         slot closes at the deadline), cut every upload still in flight or waiting."""
+        self._past_deadline = True
         for d in sorted(self._held):
             self._end(d, False)
         self._held = []

@@ -366,13 +366,15 @@ _FINGERPRINT_WORDS = {
     "seed": "the seed",
     "scenario_sha256": "the resolved scenario",
     "mobility_file_sha256": "the mobility trace file",
+    "availability_file_sha256": "the availability trace file",
 }
 
 
 def fingerprint(prep: Prepared) -> dict[str, Any]:
     """What produced a run: wflsim version, scenario text, overrides, seed, the resolved
-    scenario and the content of the input files it names (the mobility trace). A run folder is
-    only continued (``--resume``, a sweep's repeat) by a run with the same fingerprint."""
+    scenario and the content of the input files it names (the mobility and availability
+    traces). A run folder is only continued (``--resume``, a sweep's repeat) by a run with the
+    same fingerprint."""
     sc = prep.scenario
     resolved = json.dumps(sc.model_dump(mode="json"), sort_keys=True)
     fp: dict[str, Any] = {
@@ -382,11 +384,16 @@ def fingerprint(prep: Prepared) -> dict[str, Any]:
         "seed": sc.seed,
         "scenario_sha256": folders.sha256_text(resolved),
     }
-    if sc.mobility.model == "trace" and sc.mobility.file:
-        path = Path(sc.mobility.file).expanduser()
-        if not path.is_absolute() and prep.base_dir is not None:
-            path = prep.base_dir / path
-        fp["mobility_file_sha256"] = folders.sha256_file(path)
+    files = {
+        "mobility_file_sha256": sc.mobility.file if sc.mobility.model == "trace" else None,
+        "availability_file_sha256": getattr(sc.availability, "file", None),
+    }
+    for key, name in files.items():
+        if name:
+            path = Path(name).expanduser()
+            if not path.is_absolute() and prep.base_dir is not None:
+                path = prep.base_dir / path
+            fp[key] = folders.sha256_file(path)
     return fp
 
 
