@@ -80,6 +80,8 @@ _DATASETS = {
 _PANEL = 4.2  # inches per panel (width)
 _BAND_ALPHA = 0.18
 _SYMLOG_RATIO = 10.0
+#: Legend labels longer than this (characters) go below the panels, one per line.
+_LONG_LABEL = 45
 
 
 def scheme_color(scheme: str) -> str:
@@ -238,15 +240,16 @@ def _legend(fig: Figure, axes: Sequence[Axes], order: Sequence[str] = ()) -> Non
     labels = sorted(seen, key=lambda lab: rank.get(lab, len(rank)))
     handles = [seen[lab] for lab in labels]
     w, h = fig.get_size_inches()
-    if len(axes) == 1 and len(labels) <= 5:
+    longest = max(len(lab) for lab in labels)
+    if len(axes) == 1 and len(labels) <= 5 and longest <= _LONG_LABEL:
         axes[0].legend(handles, labels, fontsize="small")
-    elif len(labels) <= 12:
-        longest = max(len(lab) for lab in labels)
+    elif len(labels) <= 12 and longest <= _LONG_LABEL:
         fig.set_size_inches(w + min(0.6 + 0.065 * longest, 4.5), h)
         fig.legend(handles, labels, loc="outside right upper", fontsize="small")
-    else:
-        ncol = min(4, (len(labels) + 5) // 6)
-        fig.set_size_inches(w, h + 0.22 * -(-len(labels) // ncol))
+    else:  # many lines, or labels too long for the side: below, as wide as the labels need
+        ncol = 1 if longest > _LONG_LABEL else min(4, (len(labels) + 5) // 6)
+        width = max(w, min(0.065 * longest * ncol + 1.0, 16.0))
+        fig.set_size_inches(width, h + 0.22 * -(-len(labels) // ncol) + 0.3)
         fig.legend(handles, labels, loc="outside lower center", fontsize="small", ncol=ncol)
 
 

@@ -347,3 +347,17 @@ def test_dwarfed_series_get_a_log_axis(data):
     fig = F.queue_evolution(big)
     assert {ax.get_yscale() for ax in fig.axes} <= {"log", "symlog"}
     assert "log" in fig.axes[0].get_ylabel()
+
+
+def test_long_series_labels_go_below_and_leave_the_panel_its_width(data):
+    """Series with 100-character variant labels get a legend below the panel, and the panel
+    keeps most of the figure's width (it used to be squeezed to nothing by a side legend)."""
+    d, _ = data
+    ev = d.evaluations.copy()
+    long = "availability.model=always, compute.jitter.model=background_load, uplink.mode=dedicated"
+    ev["variant"] = np.where(ev["run"] == "ideal", long + ", k=1", long + ", k=30")
+    fig = F.accuracy_vs_latency(ev[ev["run"].isin(["ideal", "tt_v100_s0"])])
+    fig.canvas.draw()
+    (legend,) = fig.legends
+    assert legend.get_window_extent().y1 < fig.axes[0].get_window_extent().y0
+    assert fig.axes[0].get_position().width > 0.6
