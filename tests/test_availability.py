@@ -651,3 +651,35 @@ def test_an_upload_that_cannot_finish_after_the_deadline_ends_at_once(mode):
                             closes_at="last_upload")  # fmt: skip
     assert result.arrived.tolist() == [False, True]
     assert result.transmitted_s[0] == 0.0 and end == pytest.approx(2.0)
+
+
+def test_per_device_scales_give_each_device_its_own_online_fraction():
+    """online_scale = [0.1, 1, 10] (repeated over 3,000 devices), exponential periods of mean 1
+    s: each group's time online over 300 s is a / (a + 1) within 0.015 (about 5 sd)."""
+    scales = [0.1, 1.0, 10.0] * 1000
+    cfg = MarkovConfig.model_validate(
+        {
+            "model": "markov",
+            "online_s": {"dist": "exponential", "mean": 1.0},
+            "offline_s": {"dist": "exponential", "mean": 1.0},
+            "online_scale": scales,
+        }  # fmt: skip
+    )
+    model = build_availability(cfg, num_devices=3000, streams=Streams(4))
+    share = _online_time_s(model, 300.0) / 300.0
+    for k, a in enumerate((0.1, 1.0, 10.0)):
+        assert share[k::3].mean() == pytest.approx(a / (a + 1.0), abs=0.015)
+
+
+def test_scales_out_of_range_or_too_fast_name_their_field():
+    """A scale of 0 is refused by the schema (the field named with its model, as for jitter); a
+    scale that makes a device change more than 100 times per slot is refused when the scenario
+    is prepared, naming availability.online_scale and the device."""
+    import wflsim
+
+    base = {"model": "markov", "online_s": 1.0, "offline_s": 1.0}
+    with pytest.raises(ScenarioError, match=r"availability\.markov\.online_scale"):
+        validate_scenario(base_scenario(availability={**base, "online_scale": 0.0}))
+    fast = {**base, "online_scale": [1.0] * 5 + [1e-4], "offline_scale": [1.0] * 5 + [1e-4]}
+    with pytest.raises(ScenarioError, match="device 5's scaled periods"):
+        wflsim.prepare(base_scenario(availability=fast))

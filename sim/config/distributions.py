@@ -24,6 +24,8 @@ from pydantic import (
     model_validator,
 )
 
+from ..errors import ScenarioError
+from ..rng import Streams
 from .limits import MAX_DEVICES
 
 PositiveFloat = Annotated[float, Field(gt=0, allow_inf_nan=False)]
@@ -224,3 +226,58 @@ def draw(dist: Uniform | LogUniform | Normal | Choice, rng: np.random.Generator)
         hi = np.inf if dist.high is None else dist.high
         return float(np.clip(x, lo, hi))
     return float(rng.choice(np.asarray(dist.values), p=dist.probs))
+
+
+def per_device_values(
+    spec: float | list[float] | BaseModel,
+    num_devices: int,
+    streams: Streams,
+    index: int,
+    field: str,
+    bounds: Bounds,
+    integer: bool = False,
+) -> np.ndarray:
+    """A validated per-device value resolved to ``num_devices`` values, ``(N,)``: the number
+    for every device, the list, or a draw per device from stream ``device_params`` with index
+    ``index`` (one index per field: its own independent draws; device ``n``'s value depends on
+    the seed and ``n`` only).
+
+    Raises:
+        ScenarioError: naming ``field``: a list of the wrong length, a value that is not finite
+            or out of ``bounds``.
+    """
+    if isinstance(spec, list):
+        if len(spec) != num_devices:
+            raise ScenarioError(
+                field,
+                f"has {len(spec)} values but network.num_devices is {num_devices}",
+                "give one value, a list of num_devices values, or a distribution",
+            )
+        values = np.asarray(spec, dtype=np.float64)
+    elif isinstance(spec, int | float):
+        values = np.full(num_devices, float(spec))
+    elif isinstance(spec, Uniform | LogUniform) or (
+        isinstance(spec, Choice) and spec.probs is not None
+    ):
+        # each device's first uniform double, vectorised (bit for bit ``draw``'s)
+        u = streams.device_uniforms("device_params", num_devices, 1, index)[:, 0]
+        values = from_uniform(spec, u)
+    else:  # normal (a ziggurat) and choice without probs (bounded integers): device by device
+        assert isinstance(spec, Normal | Choice)
+        values = np.array(
+            [draw(spec, streams.device("device_params", n, index)) for n in range(num_devices)]
+        )
+    if not np.all(np.isfinite(values)):
+        raise ScenarioError(field, "must be finite")
+    if integer:
+        values = np.rint(values)
+    low_ok = values > bounds.low if bounds.open_low else values >= bounds.low
+    bad = ~(low_ok & (values <= bounds.high))
+    if np.any(bad):
+        n = int(np.argmax(bad))
+        raise ScenarioError(
+            field,
+            f"must be {bounds.text()} for every device (device {n} has {values[n]:g})",
+            "use a value (or distribution) in the field's range (docs/scenario.md)",
+        )
+    return values

@@ -14,7 +14,7 @@ from ..errors import ScenarioError
 from ..rng import Streams
 from ..world.system import DeviceArrays
 from .catalogue import DATASET_FILES, model_num_params
-from .distributions import DEVICE_BOUNDS, Choice, LogUniform, Uniform, draw, from_uniform
+from .distributions import DEVICE_BOUNDS, per_device_values
 from .limits import path_problem, shorten
 from .schema import DevicesConfig, LearningConfig, RunConfig, Scenario
 
@@ -38,42 +38,15 @@ def resolve_devices(cfg: DevicesConfig, num_devices: int, streams: Streams) -> D
     """
     out: dict[str, np.ndarray] = {}
     for index, (name, integer) in enumerate(_DEVICE_FIELDS.items()):
-        spec = getattr(cfg, name)
-        field = f"devices.{name}"
-        if isinstance(spec, list):
-            if len(spec) != num_devices:
-                raise ScenarioError(
-                    field,
-                    f"has {len(spec)} values but network.num_devices is {num_devices}",
-                    "give one value, a list of num_devices values, or a distribution",
-                )
-            values = np.asarray(spec, dtype=np.float64)
-        elif isinstance(spec, int | float):
-            values = np.full(num_devices, float(spec))
-        elif isinstance(spec, Uniform | LogUniform) or (
-            isinstance(spec, Choice) and spec.probs is not None
-        ):
-            # each device's first uniform double, vectorised (bit for bit ``draw``'s)
-            u = streams.device_uniforms("device_params", num_devices, 1, index)[:, 0]
-            values = from_uniform(spec, u)
-        else:  # normal (a ziggurat) and choice without probs (bounded integers): device by device
-            values = np.array(
-                [draw(spec, streams.device("device_params", n, index)) for n in range(num_devices)]
-            )
-        if not np.all(np.isfinite(values)):
-            raise ScenarioError(field, "must be finite")
-        if integer:
-            values = np.rint(values)
-        bounds = DEVICE_BOUNDS[name]
-        low_ok = values > bounds.low if bounds.open_low else values >= bounds.low
-        bad = ~(low_ok & (values <= bounds.high))
-        if np.any(bad):
-            n = int(np.argmax(bad))
-            raise ScenarioError(
-                field,
-                f"must be {bounds.text()} for every device (device {n} has {values[n]:g})",
-                "use a value (or distribution) in the field's range (docs/scenario.md)",
-            )
+        values = per_device_values(
+            getattr(cfg, name),
+            num_devices,
+            streams,
+            index,
+            f"devices.{name}",
+            DEVICE_BOUNDS[name],
+            integer,
+        )
         out[name] = values.astype(np.int64) if integer else values
     return DeviceArrays(**out)
 

@@ -44,11 +44,11 @@ from typing import Annotated, Any, ClassVar, Literal
 
 import numpy as np
 import pandas as pd
-from numpy.typing import NDArray
+from numpy.typing import ArrayLike, NDArray
 from pydantic import BeforeValidator, Field, field_validator, model_validator
 from scipy import special
 
-from ..config.distributions import Strict
+from ..config.distributions import Bounds, PerDevice, Strict, check_bounds, per_device_values
 from ..config.limits import path_problem, shorten
 from ..errors import ScenarioError
 from ..rng import KeyedStream, Streams
@@ -66,6 +66,11 @@ _DRAW_LENGTH, _DRAW_INITIAL = 0, 1
 MAX_PERIOD_S = 1e10
 #: Most state changes a device may make per slot on average (keeps absurd input bounded).
 MAX_CHANGES_PER_SLOT = 100.0
+#: The range of a device's period scale (``online_scale``, ``offline_scale``).
+SCALE_BOUNDS = Bounds(0.0, 1e6, "", open_low=True)
+#: Stream indices of the scales' per-device draws (``device_params``, after the ``[devices]``
+#: fields 0-5: :data:`sim.config.resolve._DEVICE_FIELDS`).
+_SCALE_INDEX = {"online_scale": 6, "offline_scale": 7}
 
 
 # ------------------------------------------------------------------------- period laws
@@ -243,9 +248,22 @@ class MarkovConfig(Strict):
         description="state at t = 0: online with probability E[on] / (E[on] + E[off]) "
         "(stationary), or every device online, or every device offline",
     )
+    online_scale: PerDevice = Field(
+        1.0,
+        description="per device, a factor on its online periods' lengths (a value, a list of "
+        "num_devices values or a distribution drawn once per device): heterogeneous devices",
+    )
+    offline_scale: PerDevice = Field(1.0, description="as online_scale, for offline periods")
+
+    @field_validator("online_scale", "offline_scale")
+    @classmethod
+    def _scale_range(cls, value: Any) -> Any:
+        check_bounds(value, SCALE_BOUNDS)
+        return value
 
     def online_fraction(self) -> float:
-        """The long-run share of time online, ``E[on] / (E[on] + E[off])``."""
+        """The long-run share of time online of a device with both scales 1,
+        ``E[on] / (E[on] + E[off])``."""
         on, off = self.online_s.expected_s(), self.offline_s.expected_s()
         return on / (on + off)
 
@@ -405,11 +423,32 @@ class MarkovAvailability(Availability):
 
     name = "markov"
 
-    def __init__(self, config: MarkovConfig, stream: KeyedStream, num_devices: int) -> None:
+    def __init__(
+        self,
+        config: MarkovConfig,
+        stream: KeyedStream,
+        num_devices: int,
+        online_scale: ArrayLike = 1.0,
+        offline_scale: ArrayLike = 1.0,
+    ) -> None:
         super().__init__(num_devices)
         self.config = config
         self.stream = stream
+        #: per device, the factors on its online and offline periods, ``(N,)``
+        self.online_scale = np.broadcast_to(
+            np.asarray(online_scale, dtype=np.float64), (num_devices,)
+        ).copy()
+        self.offline_scale = np.broadcast_to(
+            np.asarray(offline_scale, dtype=np.float64), (num_devices,)
+        ).copy()
         self.reset()
+
+    def online_fractions(self) -> F64:
+        """Each device's long-run share of time online,
+        ``a E[on] / (a E[on] + b E[off])`` with its scales ``a``, ``b``, ``(N,)``."""
+        on = self.online_scale * self.config.online_s.expected_s()
+        off = self.offline_scale * self.config.offline_s.expected_s()
+        return np.asarray(on / (on + off), dtype=np.float64)
 
     def _length_s(self, devices: I64, period: I64 | int, online: B8) -> F64:
         """Lengths of period(s) ``period`` of ``devices`` (online or offline ones), s."""
@@ -419,7 +458,9 @@ class MarkovAvailability(Availability):
             sel = periods == i
             u[sel] = self.stream.uniform(devices[sel], int(i), _DRAW_LENGTH)
         return np.where(
-            online, self.config.online_s.from_uniform(u), self.config.offline_s.from_uniform(u)
+            online,
+            self.online_scale[devices] * self.config.online_s.from_uniform(u),
+            self.offline_scale[devices] * self.config.offline_s.from_uniform(u),
         )
 
     def _initial(self) -> None:
@@ -431,12 +472,12 @@ class MarkovAvailability(Availability):
         # the stationary start: the state with its long-run probability, and what is left of
         # the period in progress from the residual (equilibrium) law of its length
         u_state = self.stream.uniform(self._devices, 0, _DRAW_INITIAL)
-        self.online = u_state < cfg.online_fraction()
+        self.online = u_state < self.online_fractions()
         u = self.stream.uniform(self._devices, 0, _DRAW_LENGTH)
         self.segment_end_s = np.where(
             self.online,
-            cfg.online_s.residual_from_uniform(u),
-            cfg.offline_s.residual_from_uniform(u),
+            self.online_scale * cfg.online_s.residual_from_uniform(u),
+            self.offline_scale * cfg.offline_s.residual_from_uniform(u),
         )
 
     def _next_segment(self, devices: I64) -> None:
@@ -449,12 +490,14 @@ class MarkovAvailability(Availability):
         """``{"model": "markov", "online_s": ..., "offline_s": ..., "initial": ...,
         "online_fraction": ...}``."""
         cfg = self.config
+        fractions = self.online_fractions()
         return {
             "model": self.name,
             "online_s": cfg.online_s.model_dump(),
             "offline_s": cfg.offline_s.model_dump(),
             "initial": cfg.initial,
-            "online_fraction": cfg.online_fraction(),
+            "online_fraction": float(fractions.mean()),
+            "online_fraction_range": [float(fractions.min()), float(fractions.max())],
         }
 
 
@@ -591,17 +634,52 @@ def build_availability(
     num_devices: int,
     streams: Streams,
     base_dir: Path | None = None,
+    deadline_s: float | None = None,
 ) -> Availability | None:
     """The availability model of an ``[availability]`` table; None for ``always``.
 
     Raises:
         ScenarioError: a trace file that is missing, unreadable or invalid
-            (``availability.file``).
+            (``availability.file``); per-device scales out of range, or that make a device
+            change state more than :data:`MAX_CHANGES_PER_SLOT` times per slot of
+            ``deadline_s`` on average (``availability.online_scale``).
     """
     if isinstance(config, AlwaysConfig):
         return None
     if isinstance(config, MarkovConfig):
-        return MarkovAvailability(config, streams.keyed("availability"), num_devices)
+        scales = {
+            name: per_device_values(
+                getattr(config, name),
+                num_devices,
+                streams,
+                index,
+                f"availability.{name}",
+                SCALE_BOUNDS,
+            )
+            for name, index in _SCALE_INDEX.items()
+        }
+        if deadline_s is not None:
+            cycle_s = (
+                scales["online_scale"] * config.online_s.expected_s()
+                + scales["offline_scale"] * config.offline_s.expected_s()
+            )
+            worst = int(np.argmin(cycle_s))
+            changes = 2.0 * deadline_s / float(cycle_s[worst])
+            if changes > MAX_CHANGES_PER_SLOT:
+                raise ScenarioError(
+                    "availability.online_scale",
+                    f"device {worst}'s scaled periods make {changes:,.0f} changes per slot "
+                    f"(run.deadline_s = {deadline_s:g} s); at most {MAX_CHANGES_PER_SLOT:g} "
+                    "are simulated",
+                    "raise the smallest scales, or lengthen the periods",
+                )
+        return MarkovAvailability(
+            config,
+            streams.keyed("availability"),
+            num_devices,
+            scales["online_scale"],
+            scales["offline_scale"],
+        )
     path = Path(config.file).expanduser()
     if not path.is_absolute() and base_dir is not None:
         path = base_dir / path

@@ -141,7 +141,11 @@ def prepare_scenario(
         base_dir=base_dir,
     )
     availability = build_availability(
-        scenario.availability, num_devices=n, streams=streams, base_dir=base_dir
+        scenario.availability,
+        num_devices=n,
+        streams=streams,
+        base_dir=base_dir,
+        deadline_s=scenario.run.deadline_s,
     )
     check_derived(scenario, devices, channel, payload_num_params(scenario.learning))
     ddir = resolve_data_dir(data_dir, scenario, base_dir)
