@@ -26,22 +26,43 @@ def events_files(run: str | Path) -> list[Path]:
     """The Parquet files of a run's trace, in frame order.
 
     ``run`` is a run folder, its ``events/`` folder, or a single Parquet file. A run killed
-    before its first frame completed has none.
+    before its first frame completed has none. ``run`` itself may be a link (the user names
+    it); a trace file inside it must be a regular file, not a link: a copied or hostile folder
+    could otherwise make the reader open anything on the machine (a device that never ends, a
+    file elsewhere).
 
     Raises:
         FileNotFoundError: ``run`` holds no trace.
+        TraceFileError: a trace file of ``run`` is a link or not a regular file.
     """
     p = Path(run)
     if p.is_file():
         return [p]
     folder = p if p.name == EVENTS_DIR and not (p / EVENTS_DIR).exists() else p / EVENTS_DIR
     if folder.is_dir():
-        return sorted(
+        parts = sorted(
             q for q in folder.iterdir() if q.name.startswith("part-") and q.suffix == ".parquet"
         )
-    if (p / LEGACY_EVENTS).is_file():
-        return [p / LEGACY_EVENTS]
+        for q in parts:
+            _check_regular(q)
+        return parts
+    legacy = p / LEGACY_EVENTS
+    if legacy.is_symlink():
+        _check_regular(legacy)
+    if legacy.is_file():
+        return [legacy]
     raise FileNotFoundError(f"no trace in {p} (neither {EVENTS_DIR}/ nor {LEGACY_EVENTS})")
+
+
+class TraceFileError(ValueError):
+    """A run's trace file that must not be read: a link, or not a regular file."""
+
+
+def _check_regular(path: Path) -> None:
+    """Refuse a trace file that is a link or not a regular file (:class:`TraceFileError`)."""
+    if path.is_symlink() or not path.is_file():
+        what = "a link" if path.is_symlink() else "not a regular file"
+        raise TraceFileError(f"{path} is {what}; a run's trace files must be regular files")
 
 
 def events_glob(run: str | Path) -> str:

@@ -124,3 +124,32 @@ def test_missing_column_of_an_older_trace_reads_as_null(tmp_path):
     df = load_events(tmp_path, columns=["slot", "stable_fraction"])
     assert list(df["slot"]) == [0, 1]
     assert df["stable_fraction"].isna().all() and len(df) == 2
+
+
+def test_a_linked_or_irregular_trace_part_is_refused(run_dir, tmp_path, capsys):
+    """A part in events/ that is a link (to a file elsewhere) or a folder is refused with a
+    one-line error (exit 2 from the stats CLI), never read."""
+    import shutil
+
+    from wflsim.analysis.io import events_files
+    from wflsim.analysis.stats import main
+
+    copy = tmp_path / "copy"
+    shutil.copytree(run_dir, copy)
+    parts = events_files(copy)
+    outside = tmp_path / "elsewhere.parquet"
+    shutil.copy(parts[-1], outside)
+    parts[-1].unlink()
+    parts[-1].symlink_to(outside)
+    with pytest.raises(ValueError, match="is a link"):
+        events_files(copy)
+    assert main([str(copy)]) == 2
+    assert "is a link" in capsys.readouterr().err
+    from wflsim.app.cli import main as cli
+
+    assert cli(["report", str(copy), "--out", str(tmp_path / "report")]) == 2  # skipped, none left
+    assert "no readable runs" in capsys.readouterr().err and not (tmp_path / "report").exists()
+    parts[-1].unlink()
+    parts[-1].mkdir()
+    with pytest.raises(ValueError, match="not a regular file"):
+        events_files(copy)

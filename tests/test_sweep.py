@@ -257,3 +257,14 @@ def test_repeat_after_editing_the_scenario_is_refused(tmp_path, capsys):
     capsys.readouterr()
     assert main([*args, "--quiet"]) == 2
     assert "scenario file's text" in capsys.readouterr().err
+
+
+def test_point_names_of_letters_outside_ascii_stay_within_160_bytes():
+    """Grid values of 4-byte letters are cut by bytes, not characters, at a letter boundary:
+    the folder name fits a file system's 255-byte limit with room to spare."""
+    a = GridPoint(("scheme.label=" + "\U00010348" * 100,), 0)
+    b = GridPoint(("scheme.label=" + "\U00010348" * 99 + "x",), 0)
+    for p in (a, b):
+        assert len(p.name.encode("utf-8")) <= 160
+        p.name.encode("utf-8").decode("utf-8")  # whole letters only
+    assert a.name != b.name

@@ -24,8 +24,8 @@ MAX_DESCRIPTION_CHARS = 10_000
 MAX_PATH_BYTES = 4096
 #: Longest file or folder name in a path (most file systems allow 255 bytes).
 MAX_NAME_BYTES = 255
-#: Longest sweep point folder name (longer names are cut and end with a hash).
-MAX_POINT_NAME_CHARS = 160
+#: Longest sweep point folder name, in UTF-8 bytes (longer names are cut and end with a hash).
+MAX_POINT_NAME_BYTES = 160
 #: Most parallel runs of a sweep.
 MAX_WORKERS = 1024
 

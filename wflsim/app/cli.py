@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from wflsim._version import __version__
 from wflsim.sim.config.limits import (
-    MAX_POINT_NAME_CHARS,
+    MAX_POINT_NAME_BYTES,
     MAX_WORKERS,
     out_path_problem,
     path_problem,
@@ -375,7 +375,7 @@ def check_out_path(out: Path, flag: str, sweep: bool = False) -> None:
     Raises:
         ScenarioError: on ``flag``, with the fix.
     """
-    room = 64 + (MAX_POINT_NAME_CHARS + 1 if sweep else 0)
+    room = 64 + (MAX_POINT_NAME_BYTES + 1 if sweep else 0)
     problem = out_path_problem(out, room=room)
     if problem is not None:
         raise ScenarioError(flag, f"{shorten(str(out))!r} {problem}", f"choose another {flag}")

@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from wflsim.sim import rundir
-from wflsim.sim.config.limits import MAX_POINT_NAME_CHARS, MAX_SEED, MAX_SWEEP_POINTS, shorten
+from wflsim.sim.config.limits import MAX_POINT_NAME_BYTES, MAX_SEED, MAX_SWEEP_POINTS, shorten
 from wflsim.sim.errors import ScenarioError
 from wflsim.sim.trace import write_json_atomic
 
@@ -61,7 +61,7 @@ log = logging.getLogger(__name__)
 #: Grid keys that name a section rather than a field mean its ``name``.
 _SECTION_NAMES = {"scheme": "scheme.name"}
 #: Longest point folder name (file systems allow 255 bytes).
-_MAX_NAME = MAX_POINT_NAME_CHARS
+_MAX_NAME = MAX_POINT_NAME_BYTES
 
 
 @dataclass(frozen=True)
@@ -74,14 +74,16 @@ class GridPoint:
     @property
     def name(self) -> str:
         """The run directory's name: ``key=value__...__seed=N`` (filesystem-safe: other
-        characters become ``_``; a name longer than 160 characters is cut and ends with a hash
-        of the whole)."""
+        characters become ``_``; a name longer than 160 bytes in UTF-8, which letters outside
+        ASCII reach sooner than 160 characters, is cut at a character boundary and ends with a
+        hash of the whole)."""
         parts = [*self.overrides, f"seed={self.seed}"]
         raw = "__".join(parts)
         safe = "".join(c if c.isalnum() or c in "-_.=," else "_" for c in raw)
-        if len(safe) > _MAX_NAME:
+        if len(safe.encode("utf-8")) > _MAX_NAME:
             digest = hashlib.sha256(raw.encode("utf-8")).hexdigest()[:12]
-            safe = f"{safe[: _MAX_NAME - 14]}~{digest}"
+            head = safe.encode("utf-8")[: _MAX_NAME - 14].decode("utf-8", errors="ignore")
+            safe = f"{head}~{digest}"
         return safe
 
     def all_overrides(self) -> list[str]:
