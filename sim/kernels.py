@@ -36,7 +36,7 @@ component needs events: a shared uplink) and recorded in the run's manifest.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, ClassVar, Literal
@@ -385,20 +385,41 @@ class EventKernel(SlotKernel):
         if env is not self._env:
             raise RuntimeError("EventKernel.start_run was not called with this environment")
         check_times(compute_s[who], upload_s[who])
+        self._open(env, who, compute_s)
+        self._upload_s = upload_s.tolist()
+        yield from self._wake_and_wait(env, who, deadline_s)
+        return self._activity()
+
+    def _open(
+        self, env: simpy.Environment, who: npt.NDArray[np.int64], compute_s: npt.NDArray[np.float64]
+    ) -> None:
+        """A slot starts: an empty log, the compute times, ``len(who)`` uploads to wait for."""
         self._log.clear()
-        self._compute_s, self._upload_s = compute_s.tolist(), upload_s.tolist()
+        self._compute_s = compute_s.tolist()
         self._remaining = int(who.shape[0])
         self._all_done = env.event()
+
+    def _wake_and_wait(
+        self,
+        env: simpy.Environment,
+        who: npt.NDArray[np.int64],
+        deadline_s: float,
+        at_deadline: Callable[[simpy.Event], None] | None = None,
+    ) -> Generator[simpy.Event, Any, None]:
+        """Wake the participants, then wait for the deadline and the last report (``yield
+        from``); ``at_deadline`` runs when the deadline fires, before the server looks."""
         for d in who.tolist():
             wake = self._wake[d]
             assert wake is not None
             wake.succeed()
         deadline = env.timeout(deadline_s)
+        if at_deadline is not None:
+            deadline.callbacks.append(at_deadline)
         if self._remaining > 0:
+            assert self._all_done is not None
             yield env.all_of([deadline, self._all_done])
         else:
             yield deadline
-        return self._activity()
 
     def _activity(self) -> SlotActivity:
         """The slot's log as a :class:`SlotActivity`."""
@@ -431,12 +452,9 @@ class EventKernel(SlotKernel):
         n = uploads.participating.shape[0]
         self._slot_id += 1
         self._start_s = start
-        self._log.clear()
-        self._compute_s = uploads.compute_s.tolist()
+        self._open(env, who, uploads.compute_s)
         self._computed = uploads.compute_s.copy()
         self._dropped = np.zeros(n, dtype=bool)
-        self._remaining = int(who.shape[0])
-        self._all_done = env.event()
         if link is None:  # dedicated bands: the closed form, unless a device goes offline
             self._transmitted, self._arrived = dedicated_transmission(
                 uploads, deadline_s, closes_at
@@ -474,18 +492,9 @@ class EventKernel(SlotKernel):
                 zip(at_s[lost][order].tolist(), who[lost][order].tolist(), strict=True)
             )
             self._next_drop(env)
-        for d in who.tolist():
-            wake = self._wake[d]
-            assert wake is not None
-            wake.succeed()
-        deadline = env.timeout(deadline_s)
-        if link is not None:
-            # at the deadline, before the server looks: cut what the slot's rules cut
-            deadline.callbacks.append(lambda _e: link.close(everything=closes_at == "deadline"))
-        if self._remaining > 0:
-            yield env.all_of([deadline, self._all_done])
-        else:
-            yield deadline
+        # at the deadline, before the server looks: a shared uplink cuts what the rules cut
+        cut = None if link is None else lambda _e: link.close(everything=closes_at == "deadline")
+        yield from self._wake_and_wait(env, who, deadline_s, cut)
         if link is not None:
             transmitted, arrived = link.transmitted_s.copy(), link.arrived.copy()
         else:
