@@ -15,6 +15,7 @@ from .tidy import (
     load,
     runs_table,
     slots,
+    updates,
 )
 
 __all__ = [
@@ -29,4 +30,5 @@ __all__ = [
     "read_metadata",
     "runs_table",
     "slots",
+    "updates",
 ]

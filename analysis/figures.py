@@ -286,9 +286,11 @@ def _band_line(
     label: str,
     style: dict,
     alpha: float = _BAND_ALPHA,
+    clip: tuple[float, float] | None = None,
 ) -> float:
-    """The mean over seeds of ``scale * y`` against ``x`` and, with several seeds, its 95 % band;
-    returns the largest absolute value drawn (NaN: nothing)."""
+    """The mean over seeds of ``scale * y`` against ``x`` and, with several seeds, its 95 % band
+    (cut to ``clip``, the values ``scale * y`` can take, when given); returns the largest absolute
+    value drawn (NaN: nothing)."""
     m = _seed_stats(rows.dropna(subset=[y]), x, y)
     if m.empty:
         return float("nan")
@@ -296,10 +298,13 @@ def _band_line(
     ax.plot(m[x], scale * m[y], label=label, **st)
     band = m["n"] > 1
     if band.any():
+        lo, hi = scale * m[y + "_ci_low"], scale * m[y + "_ci_high"]
+        if clip is not None:
+            lo, hi = lo.clip(*clip), hi.clip(*clip)
         ax.fill_between(
             m[x],
-            scale * m[y + "_ci_low"],
-            scale * m[y + "_ci_high"],
+            lo,
+            hi,
             where=band.to_numpy(),
             color=st["color"],
             alpha=alpha,
@@ -673,10 +678,10 @@ def _accuracy_vs(evaluations: pd.DataFrame, x: str, xlabel: str, what: str, titl
             ax.plot(acc[x], 100.0 * acc["accuracy"], label=s.label, **style)
             band = acc["n"] > 1
             if band.any():
-                ax.fill_between(
+                ax.fill_between(  # an accuracy lies in [0, 100] %
                     acc[x],
-                    100.0 * acc["accuracy_ci_low"],
-                    100.0 * acc["accuracy_ci_high"],
+                    (100.0 * acc["accuracy_ci_low"]).clip(0.0, 100.0),
+                    (100.0 * acc["accuracy_ci_high"]).clip(0.0, 100.0),
                     where=band.to_numpy(),
                     color=style["color"],
                     alpha=_BAND_ALPHA,
@@ -715,6 +720,76 @@ def accuracy_vs_latency(evaluations: pd.DataFrame, title: str | None = None) -> 
         "accuracy vs latency",
         title or "Test accuracy vs total latency",
     )
+
+
+def staleness(updates: pd.DataFrame, title: str | None = None) -> Figure:
+    """Runs with stale updates (``[server] mode`` semi_sync / async): left, the share of applied
+    updates of each staleness (server steps between an update's model version and the step that
+    applies it); right, what became of the uploads (applied, discarded as too stale, dropped
+    when the device went offline), as a share of the cycles that ended. One line or bar group
+    per series; mean over seeds with a 95 % band or interval."""
+    what = "staleness"
+    if updates.empty:
+        raise InsufficientData(f"{what}: no runs with stale updates ([server] mode)")
+    _need(updates, ["run", "outcome", "staleness"], what)
+    applied = updates[updates["outcome"] == "applied"]
+    series = _series(_one_v(updates))
+    ranks = _ranks(series)
+    fig, axes = _figure(2, title or "Staleness of the updates and what became of them")
+    ax, bx = axes
+    top = int(np.nanpercentile(applied["staleness"], 99)) if len(applied) else 0
+    outcomes = ["applied", "stale", "dropped"]
+    width = 0.8 / max(1, len(series))
+    for i, s in enumerate(series):
+        style = _style(ranks[s.rest], s.scheme)
+        rows = s.rows
+        app = rows[rows["outcome"] == "applied"]
+        if len(app):
+            counts = (
+                app.assign(s=app["staleness"].clip(upper=top).astype(int))
+                .groupby(["run", "s"])
+                .size()
+                .rename("count")
+                .reset_index()
+            )
+            runs = counts["run"].unique()
+            grid = pd.MultiIndex.from_product([runs, range(top + 1)], names=["run", "s"])
+            counts = counts.set_index(["run", "s"]).reindex(grid, fill_value=0).reset_index()
+            counts["share"] = counts["count"] / counts.groupby("run")["count"].transform("sum")
+            _band_line(ax, counts, "s", "share", 100.0, s.label, style, clip=(0.0, 100.0))
+        shares = (
+            rows.groupby(["run", "outcome"])
+            .size()
+            .unstack(fill_value=0)
+            .reindex(columns=outcomes, fill_value=0)
+        )
+        shares = 100.0 * shares.div(shares.sum(axis=1), axis=0)
+        long = shares.reset_index().melt(id_vars="run", var_name="outcome", value_name="pct")
+        long["x"] = long["outcome"].map({o: j for j, o in enumerate(outcomes)})
+        m = _seed_stats(long, "x", "pct")
+        lo = (m["pct"] - m["pct_ci_low"]).fillna(0.0)
+        hi = (m["pct_ci_high"] - m["pct"]).fillna(0.0)
+        err = np.vstack([lo.to_numpy(), hi.to_numpy()]) if (m["n"] > 1).any() else None
+        bx.bar(
+            m["x"] + (i - (len(series) - 1) / 2) * width,
+            m["pct"],
+            width=width,
+            yerr=err,
+            capsize=2,
+            color=style["color"],
+            hatch=["", "//", "..", "xx", "\\\\"][ranks[s.rest] % 5],
+            edgecolor="white",
+            label=s.label,
+        )
+    ax.set_xlabel(f"staleness (server steps; {top} = {top} or more)")
+    ax.set_ylabel("applied updates (%)")
+    ax.grid(alpha=0.3)
+    bx.set_xticks(range(len(outcomes)), ["applied", "too stale", "dropped (offline)"])
+    bx.set_ylabel("uploads that ended (%)")
+    bx.set_xlabel("outcome")
+    bx.grid(alpha=0.3, axis="y")
+    _legend(fig, axes, order=[s.label for s in series])
+    return _no_offset(fig)
 
 
 def impact_of_energy_budget(summary: pd.DataFrame, title: str | None = None) -> Figure:

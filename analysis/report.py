@@ -38,7 +38,7 @@ class FigureSpec:
 
     slug: str
     title: str
-    table: str  # "summary", "slots", "frames", "evaluations" or "energy_per_device"
+    table: str  # "summary", "slots", "frames", "evaluations", "energy_per_device" or "updates"
     make: Callable[[pd.DataFrame], Figure]
     caption: str
 
@@ -83,6 +83,16 @@ FIGURES: list[FigureSpec] = [
         "evaluations",
         F.accuracy_vs_latency,
         "Test accuracy against the total latency (sum of the slot durations).",
+    ),
+    FigureSpec(
+        "staleness",
+        "Staleness of the updates",
+        "updates",
+        F.staleness,
+        "Runs with stale updates ([server] mode semi_sync or async): the share of applied updates "
+        "of each staleness (server steps between the model version an update was computed on and "
+        "the step that applied it), and what became of the uploads; mean over seeds, 95 % band "
+        "or interval.",
     ),
     FigureSpec(
         "impact_of_energy_budget",
@@ -303,10 +313,13 @@ def write_report(
         "frames": data.frames,
         "evaluations": data.evaluations,
         "energy_per_device": tables["energy_per_device"],
+        "updates": tidy.updates(dirs) if _any_stale(data.runs) else pd.DataFrame(),
     }
     made: dict[str, bytes] = {}
     skipped: dict[str, str] = {}
     for spec in FIGURES:
+        if spec.table == "updates" and sources["updates"].empty:
+            continue  # no run with stale updates: the figure does not apply (not "skipped")
         try:
             fig = spec.make(sources[spec.table])
         except F.InsufficientData as err:
@@ -336,6 +349,11 @@ def write_report(
     _write(out / "report.html", _html(page))
     _write(out / "report.md", _markdown(page))
     return out / "report.html"
+
+
+def _any_stale(runs: pd.DataFrame) -> bool:
+    """Whether any run has stale updates (``[server] mode`` other than ``sync``)."""
+    return bool((runs.get("server_mode", pd.Series(dtype=str)) != "sync").any())
 
 
 def run_commands(runs: pd.DataFrame) -> list[str]:

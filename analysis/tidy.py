@@ -235,7 +235,8 @@ def partition_label(partition: str | None, alpha: float | None) -> str:
 def runs_table(runs: RunsArg) -> pd.DataFrame:
     """One row per run: :data:`ID_COLUMNS` plus ``run_dir``, ``events_path``, ``name``, ``status``
     (from ``manifest.json``), ``learning`` (False: network-only), ``num_devices``, ``frames``,
-    ``slots_per_frame``, ``deadline_s``, ``model``, ``lam`` and ``scheme_label``.
+    ``slots_per_frame``, ``deadline_s``, ``model``, ``lam``, ``server_mode`` (``[server] mode``)
+    and ``scheme_label``.
 
     ``variant`` names the scenario fields (beyond the other ID columns and the seed) that differ
     between the runs given, e.g. ``"learning.lr=0.1"``; it is ``""`` when none do, so runs with
@@ -279,6 +280,7 @@ def runs_table(runs: RunsArg) -> pd.DataFrame:
                 "slots_per_frame": run_cfg.get("slots_per_frame"),
                 "deadline_s": run_cfg.get("deadline_s"),
                 "lam": scheme.get("lam"),
+                "server_mode": sc.get("server", {}).get("mode", "sync"),
                 "scheme_label": SCHEME_LABELS.get(name, name),
             }
         )
@@ -380,7 +382,9 @@ def _device_slot_rows(ev: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
         de = _rows(ev, "decision", _DECISION_COLS).rename(
             columns={"time_s": "start_s", "upload_s": "upload_planned_s"}
         )
-        return en, de
+        # under stale updates a device that starts again within a slot has a decision row
+        # there too: the slot's is the first
+        return en, de.drop_duplicates(["slot", "device"], keep="first")
     both = _rows(ev, "device_slot", sorted({*_ENERGY_COLS, *_DECISION_COLS, "upload_planned_s"}))
     ends = _rows(ev, "aggregate", ["slot", "time_s"]).rename(columns={"time_s": "end_s"})
     en = both[[c for c in _ENERGY_COLS if c in both and c != "time_s"]].merge(
@@ -498,8 +502,10 @@ def slots_from_events(ev: pd.DataFrame, ds: pd.DataFrame | None = None) -> pd.Da
             "stable_fraction",
         ],
     ).rename(columns={"time_s": "end_s"})
-    df = ag.merge(st, on="slot", how="left")
     ds = device_slots_from_events(ev) if ds is None else ds
+    if not len(ag) and len(ds):
+        ag = _stale_slot_rows(ev, ds)
+    df = ag.merge(st, on="slot", how="left")
     g = ds.groupby("slot")
     per = pd.DataFrame(
         {
@@ -548,6 +554,28 @@ def slots_from_events(ev: pd.DataFrame, ds: pd.DataFrame | None = None) -> pd.Da
     return df[order]
 
 
+def _stale_slot_rows(ev: pd.DataFrame, ds: pd.DataFrame) -> pd.DataFrame:
+    """The per-slot server columns of a trace with stale updates (``[server] mode`` semi_sync or
+    async: no ``aggregate`` rows): the slot's end from its ``energy`` rows, ``n_participants``
+    the devices whose cycle ended in it, ``n_success`` the updates the server applied in it
+    (``flush`` rows), the duration tau_0; no stable fraction."""
+    g = ds.groupby("slot")
+    ag = pd.DataFrame(
+        {
+            "frame": g["frame"].first(),
+            "end_s": g["end_s"].max(),
+            "n_participants": g["participating"].sum().astype(np.int64),
+        }
+    ).reset_index()
+    fl = _rows(ev, "flush", ["slot", "n_success"])
+    applied = fl.groupby("slot")["n_success"].sum() if len(fl) else pd.Series(dtype=np.int64)
+    ag["n_success"] = ag["slot"].map(applied).fillna(0).astype(np.int64)
+    st = _rows(ev, "slot_start", ["slot", "time_s"]).set_index("slot")["time_s"]
+    ag["slot_duration_s"] = ag["end_s"] - ag["slot"].map(st)
+    ag["stable_fraction"] = np.nan
+    return ag
+
+
 def evaluations_from_events(ev: pd.DataFrame, sl: pd.DataFrame | None = None) -> pd.DataFrame:
     """The evaluation table (see :func:`evaluations`) of one run's events."""
     e = _rows(ev, "eval", ["frame", "slot", "time_s", "loss", "accuracy"])
@@ -582,6 +610,7 @@ _ALL_EVENTS = [
     "slot_start",
     "decision",
     "aggregate",
+    "flush",
     "energy",
     "eval",
 ]
@@ -709,6 +738,57 @@ def evaluations(runs: RunsArg) -> pd.DataFrame:
     (J, all devices' energy up to the slot) and ``cum_latency_s`` (s, total latency up to it).
     """
     return load(runs, ["evaluations"]).evaluations
+
+
+_UPDATE_COLS = [
+    "frame",
+    "slot",
+    "device",
+    "time_s",
+    "model_version",
+    "staleness",
+    "staleness_weight",
+    "success",
+    "tx_power_w",
+    "upload_s",
+    "compute_s",
+]
+
+
+def updates_from_events(ev: pd.DataFrame) -> pd.DataFrame:
+    """The update table (see :func:`updates`) of one run's events."""
+    ends = _rows(ev, "upload_end", _UPDATE_COLS)
+    ends["outcome"] = np.where(ends["success"].fillna(False).astype(bool), "applied", "stale")
+    drops = _rows(ev, "dropped", _UPDATE_COLS)
+    drops["outcome"] = "dropped"
+    df = pd.concat([p for p in (ends, drops) if len(p)] or [ends], ignore_index=True)
+    if "model_version" not in df or df["model_version"].isna().all():
+        return df.iloc[0:0]  # a synchronous trace: no per-update versions
+    df = df.rename(columns={"time_s": "end_s"})
+    keep = ["frame", "slot", "device", "end_s", "outcome", "model_version", "staleness"]
+    keep += ["staleness_weight", "tx_power_w", "upload_s"]
+    return df[keep].sort_values(["end_s", "device"], kind="stable").reset_index(drop=True)
+
+
+def updates(runs: RunsArg) -> pd.DataFrame:
+    """One row per upload cycle that ended, in runs with stale updates (``[server] mode``
+    ``semi_sync`` or ``async``; none for synchronous runs).
+
+    Columns: :data:`ID_COLUMNS`, ``frame``, ``slot`` (the slot it ended in), ``device``,
+    ``end_s`` (s, its arrival or drop), ``outcome`` (``applied``: entered the server's buffer;
+    ``stale``: discarded, older than ``max_staleness``; ``dropped``: the device went offline),
+    ``model_version`` (the version it was computed on), ``staleness`` (server steps since; NaN
+    for drops), ``staleness_weight`` (its weight in the aggregate), ``tx_power_w`` (W) and
+    ``upload_s`` (s, time transmitted).
+    """
+    info = runs_table(runs)
+    parts = []
+    for _, row in info.iterrows():
+        ev = load_events(
+            row["run_dir"], events=["upload_end", "dropped"], columns=[*_UPDATE_COLS, "event"]
+        )
+        parts.append(_with_ids(updates_from_events(plain_dtypes(ev)), row))
+    return _concat(parts)
 
 
 # --------------------------------------------------------------------------- DuckDB

@@ -50,11 +50,11 @@ from .kernels import (
     make_kernel,
 )
 from .learner import Learner
-from .schemes.base import FrameContext, FramePlan, Scheme, SlotContext
+from .schemes.base import FrameContext, FramePlan, Scheme, SlotContext, SlotPlan
 from .slot import FrameCosts, SlotOutcome, SlotRules, SlotUploads
 from .trace import SCHEMA, TraceBuffer, TraceLevel, event_code
 from .world.availability import Availability, Changes
-from .world.channel import Channel, LargeScale
+from .world.channel import Channel, LargeScale, SlotChannel
 from .world.compute import ComputeJitter
 from .world.mobility import Mobility
 from .world.system import SystemConstants
@@ -224,6 +224,19 @@ class SlotState:
     decision: dict[str, Any] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class SlotPlanning:
+    """What a slot's start decides before anything plays out (:meth:`Engine._plan_slot`)."""
+
+    gains: SlotChannel  #: the slot's channel draw
+    costs: FrameCosts  #: what the slot actually costs (the frame's; slowed under jitter)
+    planned: FrameCosts  #: what the scheme planned on
+    p_min: np.ndarray  #: ``p_min`` on the gain the scheme sees, W, ``(N,)``
+    available: np.ndarray | None  #: online at the slot's start (None: always online)
+    online_until_s: np.ndarray | None  #: each device's next change if online now (None: always)
+    plan: SlotPlan  #: the scheme's slot decision
+
+
 _ONLINE, _OFFLINE = event_code("online"), event_code("offline")
 
 
@@ -388,13 +401,17 @@ class Engine:
 
     # ------------------------------------------------------------------ slot
 
-    def _slot_start(self, k: int, t: int) -> None:
+    def _plan_slot(self, k: int, t: int, slot_jitter: bool = True) -> SlotPlanning:
+        """A slot's start, up to the scheme's plan: the channel draw, the slot's costs (slowed by
+        the slot's jitter when ``slot_jitter``; the scheme plans on the nominal unless the
+        slowdown is known), ``p_min``, the availability at the slot's start (its changes up to
+        now logged), the scheme's slot plan."""
         now = self._env.now
         fr = self._frame
         assert fr is not None
         gains = self.channel.slot(t, fr.large)
         costs = planned = fr.costs
-        if self.jitter is not None:  # the slot's actual costs; the scheme plans on the nominal
+        if self.jitter is not None and slot_jitter:  # the slot's actual costs
             costs = slots.slot_costs(fr.costs, self.jitter.slowdown(t), self.jitter.scales_clock)
             if self.jitter.known:
                 planned = costs
@@ -419,6 +436,15 @@ class Engine:
                 available=available,
             )
         )
+        return SlotPlanning(gains, costs, planned, p_min, available, online_until, plan)
+
+    def _slot_start(self, k: int, t: int) -> None:
+        now = self._env.now
+        fr = self._frame
+        assert fr is not None
+        sp = self._plan_slot(k, t)
+        gains, costs, planned, p_min = sp.gains, sp.costs, sp.planned, sp.p_min
+        available, online_until, plan = sp.available, sp.online_until_s, sp.plan
         participate = plan.participate if available is None else plan.participate & available
         up = slots.slot_uploads(
             participate, plan.tx_power_w, costs, gains.gain, self.system, self.rules.closes_at

@@ -26,6 +26,21 @@ Call order within a run (device indices are 0-based ``int64`` numpy arrays):
 * attribute ``stable_fraction``: the fraction of the global model's parameters stable by the
   paper's Fig. 1 rule after the last ``apply`` (NaN when unknown); ``num_samples``: each device's
   local data size (None without data).
+
+Under stale updates (``[server] mode = "semi_sync" | "async"``, :mod:`sim.asynchronous`) the
+engine calls, in place of ``compute`` and ``apply`` (:class:`VersionedLearner`):
+
+* ``start_update(key, device, sample_key)`` when ``device`` downloads the model: the learner
+  keeps what the update will be computed on (the current model version, its buffers and the
+  update rule's frame state, e.g. the freezing mask) under the handle ``key``; nothing is
+  computed; ``sample_key`` keys the device's minibatch (the slot, or its cycle index);
+* ``drop_update(key)``: the update will never be applied (dropped, too stale); its references
+  are released, its gradient never computed;
+* ``apply_updates(slot, keys, weights, server_lr)``: the server's step with the updates
+  ``keys`` (possibly none): their gradients, computed now in one batched call at the versions
+  they started from, aggregated with ``weights[i] B_i / sum B`` (the staleness weights),
+  ``w <- w - lr_t server_lr g``; the model becomes a new version;
+* ``versions_kept``: model copies held now (the current one and those updates still reference).
 """
 
 from __future__ import annotations
@@ -36,7 +51,7 @@ import numpy as np
 
 from .updates import UpdateInputs, UpdateRuleSpec
 
-__all__ = ["Learner", "NullLearner", "UpdateRuleSpec"]
+__all__ = ["Learner", "NullLearner", "UpdateRuleSpec", "VersionedLearner"]
 
 
 @runtime_checkable
@@ -72,6 +87,24 @@ class Learner(Protocol):
     def load_state_dict(self, state: dict[str, Any]) -> None: ...
 
 
+@runtime_checkable
+class VersionedLearner(Protocol):
+    """What the engine needs from a learner under stale updates (see the module docstring)."""
+
+    @property
+    def versions_kept(self) -> int:
+        """Model copies held now."""
+        ...
+
+    def start_update(self, key: int, device: int, sample_key: int) -> None: ...
+
+    def drop_update(self, key: int) -> None: ...
+
+    def apply_updates(
+        self, slot: int, keys: np.ndarray, weights: np.ndarray, server_lr: float
+    ) -> None: ...
+
+
 class NullLearner:
     """A learner that trains nothing: the network-only mode (channels, controller, energy).
 
@@ -100,6 +133,22 @@ class NullLearner:
 
     def apply(self, slot: int, success_ids: np.ndarray) -> None:
         """Nothing to do."""
+
+    def start_update(self, key: int, device: int, sample_key: int) -> None:
+        """Nothing to keep."""
+
+    def drop_update(self, key: int) -> None:
+        """Nothing to release."""
+
+    def apply_updates(
+        self, slot: int, keys: np.ndarray, weights: np.ndarray, server_lr: float
+    ) -> None:
+        """Nothing to do."""
+
+    @property
+    def versions_kept(self) -> int:
+        """0: there is no model."""
+        return 0
 
     def evaluate(self) -> tuple[float, float]:
         """``(nan, nan)``: there is no model."""

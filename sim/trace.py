@@ -19,7 +19,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-TRACE_SCHEMA_VERSION = "3"  # 2: device_slot and upload_planned_s; 3: availability events
+# 2: device_slot and upload_planned_s; 3: availability events; 4: stale updates ([server])
+TRACE_SCHEMA_VERSION = "4"
 
 #: What a run's trace records (``[trace] level``): every event (the paper's) or, for large
 #: network studies, the device events of a slot folded into one ``device_slot`` row per device.
@@ -53,6 +54,8 @@ EVENTS: dict[str, str] = {
     "online": "[availability] only: the device comes online (at t = 0: one online or offline row per device, its initial state)",
     "offline": "[availability] only: the device goes offline",
     "dropped": "[availability] only: a participating device went offline during its compute or upload; its work is lost (compute_s: time computed, upload_s: time transmitted)",
+    "flush": "[server] mode semi_sync / async only, in place of aggregate: the server applies its buffer of updates (n_success of them; at every slot's end in semi_sync, every buffer_size arrivals in async); model_version is the new version",
+    "stale": "[server] mode semi_sync / async only: an update arrived more than max_staleness server steps after its model version and is discarded",
 }
 
 # name -> (arrow type, unit, description)
@@ -201,6 +204,21 @@ COLUMNS: dict[str, tuple[pa.DataType, str, str]] = {
         pa.float64(),
         "fraction",
         "parameters of the global model stable by the paper's Fig. 1 rule (last I = 10 updates < 0.5 % of the total absolute update); null before 10 slots and without training",
+    ),
+    "model_version": (
+        pa.int64(),
+        "-",
+        "[server] semi_sync / async: the model version a device downloaded (decision, compute_end, upload_start, upload_end, dropped, stale rows) or the server made (flush rows); versions count server steps from 0",
+    ),
+    "staleness": (
+        pa.int64(),
+        "step",
+        "[server] semi_sync / async, upload_end and stale rows: server steps between the update's model version and its arrival (the step that applies it)",
+    ),
+    "staleness_weight": (
+        pa.float64(),
+        "-",
+        "[server] semi_sync / async, upload_end rows of updates kept: the weight w(staleness) the update enters the aggregate with",
     ),
     "loss": (pa.float64(), "nat", "test cross-entropy of the global model"),
     "accuracy": (pa.float64(), "fraction", "test accuracy of the global model"),

@@ -70,15 +70,39 @@ class UpdateRule:
 
     params: tuple[str, ...]  #: the parameters the rule takes
     inputs: type  #: the record of its frame inputs (its docstring says what the rule does)
+    #: why the learner cannot yet compute the rule's updates when they are stale (``[server]``
+    #: ``semi_sync`` / ``async``: computed when applied, at the version and frame state the
+    #: device downloaded); None: it can
+    no_stale_updates: str | None = None
 
 
 #: Every learner-side update rule (implemented in ``wflsim.models.learner.rules``).
 UPDATE_RULES: dict[str, UpdateRule] = {
     "freezing": UpdateRule(("selection",), FreezingInputs),
-    "topk_ef": UpdateRule((), TopKInputs),
-    "pruning": UpdateRule(("aggregation",), PruningInputs),
-    "quantisation": UpdateRule((), QuantisationInputs),
-    "ordered_dropout": UpdateRule(("bn_tiers",), OrderedDropoutInputs),
+    "topk_ef": UpdateRule(
+        (),
+        TopKInputs,
+        "its per-device error-feedback residual changes with every upload a device makes, and "
+        "keeping one residual per update in flight is not implemented",
+    ),
+    "pruning": UpdateRule(
+        ("aggregation",),
+        PruningInputs,
+        "its importance scores come from each device's previous gradient, which under stale "
+        "updates is not computed until the server applies it",
+    ),
+    "quantisation": UpdateRule(
+        (),
+        QuantisationInputs,
+        "its stochastic rounding is keyed by the slot of the upload, and per-update keys are "
+        "not implemented",
+    ),
+    "ordered_dropout": UpdateRule(
+        ("bn_tiers",),
+        OrderedDropoutInputs,
+        "its sub-model and BatchNorm tier are a frame's state, which is not kept for updates "
+        "that span frames",
+    ),
 }
 
 

@@ -98,9 +98,10 @@ def test_report_notes_skipped_figures(report):
 
 
 def test_full_report_makes_every_figure(full_report):
-    """A sweep with V values, budgets, partitions and evaluations yields every figure."""
+    """A sweep with V values, budgets, partitions and evaluations yields every figure (but the
+    one of stale updates: its runs are synchronous)."""
     made = {p.stem for p in (full_report.parent / "figures").glob("*.png")}
-    assert made == {spec.slug for spec in FIGURES}
+    assert made == {spec.slug for spec in FIGURES if spec.table != "updates"}
     assert "skipped" not in full_report.read_text(encoding="utf-8")
 
 

@@ -178,6 +178,14 @@ class RunResult:
 
         return evaluations_from_events(self.events, self.slots)
 
+    @cached_property
+    def updates(self) -> pd.DataFrame:
+        """One row per upload cycle that ended, with its model version and staleness (runs with
+        ``[server] mode`` semi_sync or async; empty for synchronous runs; ``analysis.tidy``)."""
+        from wflsim.analysis.tidy import plain_dtypes, updates_from_events
+
+        return updates_from_events(plain_dtypes(self.events))
+
 
 def run(
     scenario: ScenarioLike,

@@ -47,6 +47,7 @@ from .gradients import GradientPaths
 from .rules import AGGREGATIONS, Freezing, UpdateRule, build_rule
 from .sampling import DeviceStreams, LocalData, images_on
 from .stable_fraction import StableFraction
+from .stale import StaleUpdates
 
 LR_SCHEDULES = ("constant", "half_life")
 #: ``vmap_chunk_samples="auto"`` per torch device type. On a CPU, 512 samples at a time keep the
@@ -177,6 +178,8 @@ class TorchLearner:
         #: ``(N,)`` each device's local data size (the trace's ``device_config.num_samples``)
         self.num_samples: np.ndarray | None = self.data.num_samples
         self._clear_slot()
+        #: stale updates (server.mode semi_sync / async): versions, pending steps, lazily
+        self.stale = StaleUpdates(self)
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -301,6 +304,7 @@ class TorchLearner:
 
     def global_params(self) -> torch.Tensor:
         """A copy of the global model ``w^t``, flat ``(D,)``."""
+        self.stale.materialise()
         return self._w.clone()
 
     def set_global_params(self, w: torch.Tensor) -> None:
@@ -312,6 +316,7 @@ class TorchLearner:
     def sync_model(self) -> nn.Module:
         """Copy the global parameters and buffers into :attr:`model` (which the learner itself
         never reads) and return it, e.g. to save a checkpoint with ``model.state_dict()``."""
+        self.stale.materialise()
         with torch.no_grad():
             for k, v in self.net.param_dict(self._w).items():
                 self.model.get_parameter(k).copy_(v)
@@ -339,6 +344,7 @@ class TorchLearner:
     # ------------------------------------------------------------------ protocol
     def begin_frame(self, frame: int, update: UpdateInputs) -> None:
         """Open frame ``frame``: the rule takes the scheme's per-device inputs."""
+        self.stale.materialise()
         self._started = True
         self.rule.begin_frame(frame, self._w, update)
 
@@ -380,6 +386,32 @@ class TorchLearner:
         self._w = w_next
         self._clear_slot()
 
+    # ------------------------------------------------------------------ stale updates
+    @property
+    def versions_kept(self) -> int:
+        """Model copies held for stale updates now (:class:`~models.learner.stale.StaleUpdates`)."""
+        return self.stale.versions_kept
+
+    @property
+    def version(self) -> int:
+        """The global model's version: server steps through :meth:`apply_updates`."""
+        return self.stale.version
+
+    def start_update(self, key: int, device: int, sample_key: int) -> None:
+        """``device`` downloads the model for the update ``key`` (nothing is computed)."""
+        self._started = True
+        self.stale.start(key, device, sample_key)
+
+    def drop_update(self, key: int) -> None:
+        """The update ``key`` will never be applied."""
+        self.stale.drop(key)
+
+    def apply_updates(
+        self, slot: int, keys: np.ndarray, weights: np.ndarray, server_lr: float
+    ) -> None:
+        """A server step with the updates ``keys`` (computed when the model is next needed)."""
+        self.stale.apply(slot, keys, weights, server_lr)
+
     def is_finite(self) -> bool:
         """Whether every parameter and BatchNorm buffer of the global model is finite."""
         if not bool(torch.isfinite(self._w).all()):
@@ -390,6 +422,7 @@ class TorchLearner:
 
     def evaluate(self) -> tuple[float, float]:
         """``(mean cross-entropy, accuracy)`` of the global model on the test split."""
+        self.stale.materialise()
         return evaluate(
             self.net,
             self._w,
@@ -402,16 +435,19 @@ class TorchLearner:
 
     def end_frame(self, frame: int) -> None:
         """Close the frame (the rule computes what the next frame needs)."""
+        self.stale.materialise()
         self.rule.end_frame()
 
     # ------------------------------------------------------------------ state
     def state_dict(self) -> dict[str, Any]:
         """Global model, buffers, the Fig. 1 metric and the rule's state (numpy, no torch)."""
+        self.stale.materialise()
         return {
             "w": self._w.cpu().numpy(),
             "buffers": {k: v.cpu().numpy() for k, v in self.buffers.items()},
             "stable_fraction": self.stability.state_dict(),
             "rule": self.rule.state_dict(),
+            "stale": self.stale.state_dict(),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -428,6 +464,8 @@ class TorchLearner:
         }
         self.stability.load_state_dict(state["stable_fraction"])
         self.rule.load_state_dict(state["rule"])
+        if "stale" in state:
+            self.stale.load_state_dict(state["stale"])
         self._started = True
 
     # ------------------------------------------------------------------ internals

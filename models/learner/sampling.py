@@ -90,8 +90,11 @@ class LocalData:
         """``(N,)`` local data sizes."""
         return np.array([p.size for p in self.parts], dtype=np.int64)
 
-    def draw(self, slot: int, ids: np.ndarray) -> Batch:
-        """The minibatches of devices ``ids`` in slot ``slot`` (index sampling only)."""
+    def draw(self, slot: int | np.ndarray, ids: np.ndarray) -> Batch:
+        """The minibatches of devices ``ids`` in slot ``slot`` (index sampling only); ``slot``
+        may be one key per device (``(n,)`` ints: stale updates key each device's draw by its
+        own slot or cycle)."""
+        keys = np.broadcast_to(np.asarray(slot, dtype=np.int64), ids.shape)
         b = self.batch_sizes[ids]
         b_max = int(b.max())
         idx = np.empty((ids.size, b_max), dtype=np.int64)
@@ -100,7 +103,9 @@ class LocalData:
         for row, n in enumerate(ids):
             local = self.parts[n]
             rng = (
-                self.rngs[n] if self.rngs is not None else self.streams.device("sampling", n, slot)
+                self.rngs[n]
+                if self.rngs is not None
+                else self.streams.device("sampling", n, int(keys[row]))
             )
             pick = rng.choice(local.size, size=b[row], replace=local.size < b[row])
             samples.append(local[pick])

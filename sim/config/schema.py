@@ -19,6 +19,7 @@ from pydantic import (
     model_validator,
 )
 
+from ..server import ServerConfig
 from ..world.availability import AlwaysConfig, AvailabilityConfig
 from ..world.channel.config import ChannelConfig
 from ..world.compute import ComputeConfig
@@ -296,6 +297,7 @@ class Scenario(Strict):
     trace: TraceConfig = Field(default_factory=TraceConfig)
     uplink: UplinkConfig = Field(default_factory=UplinkConfig)
     availability: AvailabilityConfig = Field(default_factory=AlwaysConfig)
+    server: ServerConfig = Field(default_factory=ServerConfig)
     sweep: SweepConfig = Field(default_factory=SweepConfig)
 
     @field_validator("name")

@@ -42,6 +42,7 @@ F64 = NDArray[np.float64]
 #: Keyed draw index of a slot's slowdown uniforms (stream ``"compute_jitter"``): ``sub = 0`` is
 #: the throttling draw and the background-load "loaded?" draw, ``sub = 1`` the load's size.
 _DRAW_SLOT = 0
+_DRAW_CYCLE = 1  # per device and upload cycle (server.mode = "async")
 #: Largest ``sigma`` of ``throttling`` (``s`` up to ``exp(5 x 8.3)``: finite in every unit).
 MAX_SIGMA = 5.0
 #: Largest ``mean_extra`` of ``background_load`` (a loaded device 1000 times slower on average).
@@ -129,6 +130,12 @@ class ComputeJitter(ABC):
         """Every device's ``s`` in slot ``slot``, ``(N,)``, each ``>= 1``."""
         u = self.stream.uniforms(self.devices, slot, _DRAW_SLOT, (0, 1))
         return self.from_uniforms(u[0], u[1])
+
+    def cycle_slowdown(self, device: int, cycle: int) -> float:
+        """Device ``device``'s ``s`` in its upload cycle ``cycle`` (``server.mode = "async"``,
+        where a device's cycles are not slots), ``>= 1``; a draw of its own."""
+        u = self.stream.uniforms(np.array([device], dtype=np.int64), cycle, _DRAW_CYCLE, (0, 1))
+        return float(self.from_uniforms(u[0], u[1])[0])
 
     @abstractmethod
     def from_uniforms(self, u0: F64, u1: F64) -> F64:

@@ -24,6 +24,7 @@ from typing import Any
 from wflsim._version import __version__
 from wflsim.sim import rundir
 from wflsim.sim import state as checkpoints
+from wflsim.sim.asynchronous import AsyncEngine
 from wflsim.sim.config.catalogue import DatasetError
 from wflsim.sim.config.derived import check_derived
 from wflsim.sim.config.loading import apply_overrides, parse_scenario_text
@@ -43,6 +44,7 @@ from wflsim.sim.rng import Streams
 from wflsim.sim.schemes import build_scheme
 from wflsim.sim.schemes.csi_margin import slot_power_rule
 from wflsim.sim.trace import EVENTS_DIR, list_parts
+from wflsim.sim.updates import UPDATE_RULES
 from wflsim.sim.world import physics
 from wflsim.sim.world.availability import AlwaysConfig, Availability, build_availability
 from wflsim.sim.world.channel import Channel, ChannelRecorder, build_channel
@@ -317,19 +319,27 @@ def build_engine(
     sc = prep.scenario
     # the scheme plans on the band it expects ([uplink] planned_concurrent_uploads)
     scheme = build_scheme(sc.scheme.name, sc.scheme.params, uplink_of(sc).planned_system(system))
-    return Engine(
-        engine_config(sc),
-        system,
-        prep.mobility,
-        prep.channel,
-        scheme,
-        learner,
-        writer=writer,
-        progress=progress,
-        hooks=hooks,
-        jitter=build_jitter(sc.compute, system.num_devices, prep.streams),
-        availability=prep.availability,
-    )
+    parts = (engine_config(sc), system, prep.mobility, prep.channel, scheme, learner)
+    options: dict[str, Any] = {
+        "writer": writer,
+        "progress": progress,
+        "hooks": hooks,
+        "jitter": build_jitter(sc.compute, system.num_devices, prep.streams),
+        "availability": prep.availability,
+    }
+    if sc.server.mode == "sync":
+        return Engine(*parts, **options)
+    rule = scheme.update_rule.name
+    refusal = UPDATE_RULES[rule].no_stale_updates
+    if refusal is not None and not isinstance(learner, NullLearner):
+        raise ScenarioError(
+            "server.mode",
+            f'scheme {sc.scheme.name!r} trains with update rule {rule!r}, which "{sc.server.mode}" '
+            f"cannot run yet: {refusal}",
+            'use server.mode = "sync", a scheme with the freezing rule, or learning.enabled = '
+            "false (network only)",
+        )
+    return AsyncEngine(*parts, server=sc.server, **options)
 
 
 def package_versions() -> dict[str, str]:

@@ -23,6 +23,43 @@ from .base import AGGREGATIONS, PlainRule, check_counts
 SELECTIONS = ("stability", "random")
 
 
+class FreezingView:
+    """A frame's freezing state as an update computed later needs it (stale updates,
+    :meth:`Freezing.frame_view`): the frame-start model ``w_frame`` ``(D,)`` and the masks
+    ``(N, D)`` (None: nothing frozen). Device ``n``'s local model at a version ``w_v`` is
+    ``where(mask_n, w_frame, w_v)`` (eq. 1); its upload is its gradient with frozen entries 0."""
+
+    def __init__(self, w_frame: torch.Tensor, mask: torch.Tensor | None) -> None:
+        self.w_frame = w_frame
+        self.mask = mask
+
+    def local_params(self, w: torch.Tensor, device: int) -> torch.Tensor:
+        """Device ``device``'s local model ``(D,)`` at the global model ``w``."""
+        if self.mask is None:
+            return w
+        return torch.where(self.mask[device], self.w_frame, w)
+
+    def frozen(self, device: int) -> torch.Tensor | None:
+        """Device ``device``'s mask ``(D,)`` (None: nothing frozen)."""
+        return None if self.mask is None else self.mask[device]
+
+    def state_dict(self) -> dict[str, Any]:
+        """The frame-start model and the masks (numpy)."""
+        return {
+            "w_frame": self.w_frame.cpu().numpy(),
+            "mask": None if self.mask is None else self.mask.cpu().numpy(),
+        }
+
+    @classmethod
+    def from_state(cls, state: dict[str, Any], device: torch.device) -> FreezingView:
+        """The view of :meth:`state_dict`."""
+        mask = state["mask"]
+        return cls(
+            torch.as_tensor(np.asarray(state["w_frame"], dtype=np.float32), device=device),
+            None if mask is None else torch.as_tensor(np.asarray(mask, dtype=bool), device=device),
+        )
+
+
 def stability_scores(
     dU: torch.Tensor, dU_abs: torch.Tensor, unmoved_stability: float = 1.0
 ) -> torch.Tensor:
@@ -145,6 +182,24 @@ class Freezing(PlainRule):
         self.scores = stability_scores(self.dU, self.dU_abs, self.unmoved_stability)
         self.dU = torch.zeros_like(self.dU)
         self.dU_abs = torch.zeros_like(self.dU_abs)
+
+    def frame_view(self) -> FreezingView:
+        """The current frame's state for updates computed later (tensors are replaced, never
+        changed in place, at the next frame start: the view stays valid)."""
+        return FreezingView(self.w_frame, self.mask)
+
+    def view_from_state(self, state: dict[str, Any]) -> FreezingView:
+        """A view saved with :meth:`FreezingView.state_dict`."""
+        return FreezingView.from_state(state, self.device)
+
+    def aggregate_stale(
+        self, uploads: torch.Tensor, frozen: torch.Tensor | None, weights: torch.Tensor
+    ) -> torch.Tensor:
+        """:meth:`aggregate` of uploads made under their own frames' masks (``frozen``
+        ``(k, D)``, None: nothing frozen)."""
+        if self.aggregation == "per_coordinate" and frozen is not None:
+            return aggregate.per_coordinate_mean(uploads, weights, ~frozen)
+        return aggregate.weighted_mean(uploads, weights)
 
     # ------------------------------------------------------------------ slot
     def _frozen_rows(self, ids: np.ndarray) -> torch.Tensor | None:

@@ -1,0 +1,312 @@
+"""Stale updates: model versions, server steps taken lazily, gradients batched across versions.
+
+Under ``[server] mode = "semi_sync" | "async"`` (``sim.asynchronous``) a device's update is
+computed on the model version it downloaded, and the server applies updates in steps. The
+engine announces, in virtual time: an update starts (``start``: device, the version now, its
+minibatch key), is dropped (``drop``), or is applied in a step (``apply``: the updates and
+their staleness weights). Nothing is computed then.
+
+The model is **materialised** (the pending steps are taken) only when something reads it: a
+frame start or end (the update rule's frame state, e.g. freezing's frame-start model and
+stability scores), an evaluation, a checkpoint, :meth:`TorchLearner.global_params`. Taking the
+steps ``m + 1, m + 2, ...`` in order from the materialised version ``m``: every gradient that
+a pending step needs and whose version is already materialised is computed in **one batched
+call** (whatever step it belongs to), then the steps whose gradients are all there are taken.
+With FedAsync (one update per step, staleness about ``N - 1``) this computes about ``N``
+gradients per call, as a synchronous slot does; semi-synchronous slots compute each slot's
+uploads together, as the synchronous learner does. Only updates in a pending step are ever
+computed: an update dropped, discarded as too stale, or still in flight or in the server's
+buffer when the run ends costs no gradient.
+
+Memory: the materialised model, and each older version an update not yet computed started on
+(:attr:`StaleUpdates.versions_kept`); versions between them are never stored. Computed
+gradients wait for their step (at most the pending steps' updates).
+"""
+
+from __future__ import annotations
+
+from collections import Counter, deque
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+import numpy as np
+import torch
+
+if TYPE_CHECKING:
+    from .core import TorchLearner
+
+
+class _Version:
+    """A materialised model version: parameters ``(D,)`` and buffers (never changed in place)."""
+
+    __slots__ = ("w", "buffers")
+
+    def __init__(self, w: torch.Tensor, buffers: dict[str, torch.Tensor]) -> None:
+        self.w = w
+        self.buffers = buffers
+
+
+class _Pending(NamedTuple):
+    """An update started and not yet computed (or dropped)."""
+
+    device: int
+    version: int
+    sample_key: int
+    frame: int  #: the frame whose rule state (view) it holds
+
+
+class _Step(NamedTuple):
+    """A server step announced and not yet taken."""
+
+    slot: int
+    keys: np.ndarray
+    weights: np.ndarray
+    server_lr: float
+
+
+class _Computed(NamedTuple):
+    """An update's upload, computed, waiting for its step."""
+
+    device: int
+    upload: torch.Tensor  #: ``(D,)``, frozen entries 0
+    frozen: torch.Tensor | None  #: ``(D,)`` bool (None: nothing frozen)
+    buffers: dict[str, torch.Tensor]  #: the device's buffers after its pass
+
+
+class StaleUpdates:
+    """The stale-update bookkeeping of a :class:`~models.learner.core.TorchLearner` (module
+    docstring); the learner delegates ``start_update``, ``drop_update``, ``apply_updates`` and
+    ``versions_kept`` here and materialises before it reads its model.
+
+    Args:
+        owner: the learner (its model ``_w``, ``buffers``, rule, data, gradient paths, learning
+            rate and Fig. 1 metric are read and, when steps are taken, updated).
+    """
+
+    def __init__(self, owner: TorchLearner) -> None:
+        self.owner = owner
+        self.version = 0  #: the model's version as the server sees it (steps announced)
+        self.materialised = 0  #: the version ``owner._w`` is
+        self._steps: deque[_Step] = deque()  # versions materialised + 1 .. version
+        self._pending: dict[int, _Pending] = {}
+        self._computed: dict[int, _Computed] = {}
+        self._refs: Counter[int] = Counter()  # version -> pending updates on it, not computed
+        self._kept: dict[int, _Version] = {}  # materialised versions with refs
+        self._views: dict[int, Any] = {}  # frame -> the rule's frame view
+        self._view_frame: int | None = None
+        #: gradients computed so far (one per applied update), and batched calls made
+        self.computed = 0
+        self.calls = 0
+
+    # ------------------------------------------------------------------ the engine's calls
+    @property
+    def versions_kept(self) -> int:
+        """Model copies held now: the materialised model and the older versions that updates
+        not yet computed started on."""
+        return len(self._kept.keys() | {self.materialised})
+
+    def _rule(self) -> Any:
+        rule = self.owner.rule
+        if not hasattr(rule, "frame_view"):
+            raise ValueError(
+                f"update rule {type(rule).__name__} cannot compute stale updates "
+                "(server.mode semi_sync / async)"
+            )
+        return rule
+
+    def start(self, key: int, device: int, sample_key: int) -> None:
+        """``device`` downloads version :attr:`version` for the update ``key``."""
+        rule = self._rule()
+        key = int(key)
+        if key in self._pending or key in self._computed:
+            raise ValueError(f"update {key} already started")
+        if not 0 <= device < self.owner.num_devices:
+            raise ValueError(f"device {device} outside [0, {self.owner.num_devices})")
+        frame = -1 if rule.frame is None else int(rule.frame)
+        if frame != self._view_frame:
+            self._views[frame] = rule.frame_view()
+            self._view_frame = frame
+        v = self.version
+        if v == self.materialised and v not in self._kept:
+            self._kept[v] = _Version(self.owner._w, self.owner.buffers)
+        self._refs[v] += 1
+        self._pending[key] = _Pending(int(device), v, int(sample_key), frame)
+
+    def drop(self, key: int) -> None:
+        """The update ``key`` will never be applied: release what it holds."""
+        p = self._pending.pop(int(key))
+        self._release(p)
+
+    def apply(self, slot: int, keys: np.ndarray, weights: np.ndarray, server_lr: float) -> None:
+        """Announce a server step with the updates ``keys`` (possibly none) and their weights;
+        the model's version advances, the step is taken when the model is next read."""
+        self._rule()
+        keys = np.asarray(keys, dtype=np.int64).reshape(-1).copy()
+        wts = np.asarray(weights, dtype=np.float64).reshape(-1).copy()
+        if wts.shape != keys.shape:
+            raise ValueError("one weight per update")
+        unknown = [int(k) for k in keys if int(k) not in self._pending]
+        if unknown:
+            raise ValueError(f"updates {unknown} were not started (or already applied)")
+        self._steps.append(_Step(int(slot), keys, wts, float(server_lr)))
+        self.version += 1
+
+    # ------------------------------------------------------------------ taking the steps
+    def materialise(self) -> None:
+        """Take every pending step (module docstring): the learner's model is then version
+        :attr:`version`."""
+        while self._steps:
+            m = self.materialised
+            todo = [
+                int(k)
+                for step in self._steps
+                for k in step.keys
+                if int(k) not in self._computed and self._pending[int(k)].version <= m
+            ]
+            if todo:
+                self._compute(todo)
+            while self._steps and all(int(k) in self._computed for k in self._steps[0].keys):
+                self._take(self._steps.popleft())
+
+    def _compute(self, keys: list[int]) -> None:
+        """The uploads of ``keys`` (their versions materialised) in one batched call."""
+        own = self.owner
+        todo = [self._pending.pop(k) for k in keys]
+        ids = np.array([p.device for p in todo], dtype=np.int64)
+        versions = [self._model(p.version) for p in todo]
+        views = [self._views[p.frame] for p in todo]
+        frozen_rows = [view.frozen(int(n)) for view, n in zip(views, ids, strict=True)]
+        if all(f is None for f in frozen_rows) and len({id(v.w) for v in versions}) == 1:
+            params = versions[0].w
+        else:
+            params = torch.stack(
+                [
+                    view.local_params(v.w, int(n))
+                    for view, v, n in zip(views, versions, ids, strict=True)
+                ]
+            )
+        bufs = versions[0].buffers
+        local_bufs = None
+        if bufs and len({id(v.buffers) for v in versions}) > 1:
+            local_bufs = {name: torch.stack([v.buffers[name] for v in versions]) for name in bufs}
+        batch = own.data.draw(np.array([p.sample_key for p in todo], dtype=np.int64), ids)
+        grads, _losses, new_bufs = own.paths.compute(params, batch, bufs, local_bufs)
+        self.computed += len(todo)
+        self.calls += 1
+        for row, (key, p) in enumerate(zip(keys, todo, strict=True)):
+            frozen = frozen_rows[row]
+            g = grads[row] if frozen is None else grads[row].masked_fill(frozen, 0.0)
+            self._computed[key] = _Computed(
+                p.device, g, frozen, {k: b[row] for k, b in new_bufs.items()}
+            )
+            self._release(p)
+
+    def _take(self, step: _Step) -> None:
+        """One server step from the materialised model (its uploads computed)."""
+        own = self.owner
+        rule = self._rule()
+        w_t = own._w
+        if step.keys.size:
+            done = [self._computed.pop(int(k)) for k in step.keys]
+            uploads = torch.stack([c.upload for c in done])
+            frozen = None
+            if any(c.frozen is not None for c in done):
+                zeros = torch.zeros(own.num_params, dtype=torch.bool, device=own.device)
+                frozen = torch.stack([zeros if c.frozen is None else c.frozen for c in done])
+            if not np.all(step.weights == 1.0):
+                scale = torch.as_tensor(step.weights, dtype=uploads.dtype, device=own.device)
+                uploads = uploads * scale[:, None]
+            ids = np.array([c.device for c in done], dtype=np.int64)
+            bw = torch.as_tensor(own.batch_sizes[ids], dtype=torch.float32, device=own.device)
+            g = rule.aggregate_stale(uploads, frozen, bw)
+            w_next = w_t - own.lr_at(step.slot) * step.server_lr * g
+            if own.buffers:
+                stacked = {k: torch.stack([c.buffers[k] for c in done]) for k in own.buffers}
+                rows = torch.arange(len(done), device=own.device)
+                own.buffers = rule.aggregate_buffers(own.buffers, stacked, rows)
+        else:
+            w_next = w_t
+        rule.after_step(w_t, w_next)
+        own.stability.track(w_t, w_next)
+        own._w = w_next
+        self.materialised += 1
+        if self._refs.get(self.materialised, 0) > 0:
+            self._kept[self.materialised] = _Version(own._w, own.buffers)
+
+    # ------------------------------------------------------------------ bookkeeping
+    def _model(self, version: int) -> _Version:
+        if version == self.materialised:
+            return self._kept.get(version) or _Version(self.owner._w, self.owner.buffers)
+        return self._kept[version]
+
+    def _release(self, p: _Pending) -> None:
+        """``p`` no longer needs its version (computed or dropped)."""
+        self._refs[p.version] -= 1
+        if self._refs[p.version] <= 0:
+            del self._refs[p.version]
+            self._kept.pop(p.version, None)
+        if p.frame != self._view_frame and not any(
+            q.frame == p.frame for q in self._pending.values()
+        ):
+            self._views.pop(p.frame, None)
+
+    # ------------------------------------------------------------------ state
+    def state_dict(self) -> dict[str, Any]:
+        """The updates in flight and the versions and frame views they hold (numpy), after
+        :meth:`materialise` (the learner's ``state_dict`` calls it first)."""
+        if self._steps or self._computed:
+            raise RuntimeError("materialise the pending steps before saving")
+        keys = sorted(self._pending)
+        pend = [self._pending[k] for k in keys]
+        return {
+            "version": self.version,
+            "keys": np.array(keys, dtype=np.int64),
+            "devices": np.array([p.device for p in pend], dtype=np.int64),
+            "versions": np.array([p.version for p in pend], dtype=np.int64),
+            "sample_keys": np.array([p.sample_key for p in pend], dtype=np.int64),
+            "frames": np.array([p.frame for p in pend], dtype=np.int64),
+            "models": {
+                str(v): {
+                    "w": kept.w.cpu().numpy(),
+                    "buffers": {k: b.cpu().numpy() for k, b in kept.buffers.items()},
+                }
+                for v, kept in sorted(self._kept.items())
+                if v != self.materialised
+            },
+            "views": {str(f): self._views[f].state_dict() for f in sorted({p.frame for p in pend})},
+            "computed": self.computed,
+            "calls": self.calls,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`state_dict` (the learner's model and buffers restored first)."""
+        own = self.owner
+        dev = own.device
+        self.version = self.materialised = int(state["version"])
+        self._steps.clear()
+        self._computed = {}
+        self._kept = {
+            int(v): _Version(
+                torch.as_tensor(np.asarray(m["w"]), dtype=torch.float32, device=dev),
+                {k: torch.as_tensor(np.asarray(b), device=dev) for k, b in m["buffers"].items()},
+            )
+            for v, m in state["models"].items()
+        }
+        rule: Any = self._rule() if len(state["keys"]) else own.rule
+        self._views = {int(f): rule.view_from_state(v) for f, v in state["views"].items()}
+        self._view_frame = None
+        self._pending = {}
+        self._refs = Counter()
+        for k, n, v, sk, f in zip(
+            state["keys"],
+            state["devices"],
+            state["versions"],
+            state["sample_keys"],
+            state["frames"],
+            strict=True,
+        ):
+            self._pending[int(k)] = _Pending(int(n), int(v), int(sk), int(f))
+            self._refs[int(v)] += 1
+        if self._refs.get(self.materialised, 0) > 0:
+            self._kept[self.materialised] = _Version(own._w, own.buffers)
+        self.computed = int(state["computed"])
+        self.calls = int(state["calls"])

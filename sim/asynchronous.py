@@ -1,0 +1,729 @@
+"""Stale updates on the event clock: the ``semi_sync`` and ``async`` server modes
+(:mod:`sim.server`).
+
+:class:`AsyncEngine` is the :class:`~sim.engine.Engine` with per-upload events in place of the
+slot kernel. What stays: frames of ``T`` slots and slots of ``tau_0`` -- now fixed intervals of
+virtual time, the controller's decision epochs:
+
+* at a **frame start** (``k T tau_0``): mobility, the large-scale gains, the scheme's frame plan
+  (``gamma``, the Proposition-1 threshold ``p_max``) and the learner's frame (freezing masks),
+  as in a synchronous run;
+* at a **slot start** (``t tau_0``): the availability changes, the slot's channel draw and the
+  scheme's slot plan (Proposition 1: ``p_min`` lands a device's compute and upload exactly on
+  the per-upload latency target ``tau_0``; it transmits at ``p_min`` iff ``p_min <= p_max``);
+  every idle device that is online and that the plan lets take part starts an **upload
+  cycle**: it downloads the current model version ``v``, computes for ``tau_cmp`` (slowed under
+  ``[compute] jitter``) and uploads at the planned power on the slot's channel (block fading:
+  the gain of the slot in which the cycle starts holds for the whole upload; a dedicated band);
+* at a **slot end**: each device's energy-deficit queue takes the energy of the cycles that
+  ended in the slot (``Q <- max(Q + E - E_bar, 0)``, the paper's per-slot update with the
+  frame's prices), the ``energy`` rows, the scheme's ``observe``, an evaluation every
+  ``eval_every_slots`` slots.
+
+A cycle ends when its upload arrives or when the device goes offline first (``dropped``, its
+work lost). An arrival of staleness ``s = V - v`` (``V``: the version now) enters the server's
+buffer with the weight ``w(s)``, or is discarded when ``s > max_staleness`` (``stale``).
+
+* ``semi_sync``: cycles start at slot starts only; the server applies its buffer at every slot
+  end (the round's deadline), so an upload that misses it is applied a slot or more later. With
+  no late upload this is the synchronous run, model step for model step (a test).
+* ``async``: the server applies its buffer at every ``buffer_size``-th arrival; a device whose
+  upload arrived starts its next cycle at once if the slot's plan lets it (on the slot's gain
+  and threshold), else at the next slot start it may.
+
+Times are exact: every event is scheduled at the absolute time computed when its cycle starts
+(``t tau_0`` for slot boundaries), and events at the same instant go in a fixed order: device
+events (by device), then the server's slot boundary, then devices that try to start again (by
+device). An arrival within ``tau_0 * DEADLINE_REL_TOL`` after a slot's end (the Proposition-1
+power lands it on the deadline up to rounding) is taken at the slot's end, as in the synchronous
+deadline test. So a resumed run replays the uninterrupted one to the bit: the cycles in flight,
+the buffer and the model versions they reference are part of the state (:meth:`state_dict`).
+
+The learner computes an update's gradient only when the server applies it, at the model version
+and frame state the device downloaded (:class:`sim.learner.VersionedLearner`); an update that is
+never applied (dropped, too stale, in flight or in the buffer at the run's end) is never computed.
+"""
+
+from __future__ import annotations
+
+import heapq
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+import numpy as np
+import simpy
+
+from . import slot as slots
+from .engine import Engine, EngineConfig, FrameSink, Hooks, ProgressFn, RunStats
+from .errors import RunDiverged
+from .learner import Learner, VersionedLearner
+from .schemes.base import Scheme
+from .server import ServerConfig
+from .slot import DEADLINE_REL_TOL, FrameCosts, SlotOutcome, SlotUploads
+from .trace import event_code
+from .world import physics
+from .world.availability import Availability, Changes
+from .world.channel import Channel
+from .world.compute import ComputeJitter
+from .world.mobility import Mobility
+from .world.system import SystemConstants
+
+_ONLINE, _OFFLINE = event_code("online"), event_code("offline")
+
+
+@dataclass
+class Cycle:
+    """One device's download-compute-upload cycle, decided when it starts (times absolute, s)."""
+
+    device: int
+    key: int  #: the update's id (the learner's handle)
+    version: int  #: the model version downloaded
+    sample_key: int  #: the learner's minibatch key (the slot in semi_sync, the cycle in async)
+    slot: int  #: the slot in which the cycle started
+    start_s: float
+    compute_end_s: float  #: the compute's end (or the drop, if that comes first)
+    end_s: float  #: the arrival (or the drop)
+    dropped: bool  #: the device goes offline before its upload arrives
+    tx_power_w: float
+    compute_s: float  #: time computed (until the drop, if dropped while computing)
+    upload_s: float  #: time transmitted
+    energy_compute_j: float
+    energy_upload_j: float
+    uploading: bool = False  #: the compute has ended (its rows are logged)
+    discarded: bool = False  #: too stale already: the learner has released it
+
+    @property
+    def energy_j(self) -> float:
+        """Compute plus upload energy, J."""
+        return self.energy_compute_j + self.energy_upload_j
+
+
+_CYCLE_FIELDS = tuple(f.name for f in fields(Cycle))
+
+
+@dataclass(frozen=True)
+class _Slot:
+    """The slot in progress: its plan for every device."""
+
+    slot: int
+    frame: int
+    start_s: float
+    end_s: float
+    uploads: SlotUploads  #: the planned uploads of every device (who may start, at what power)
+    costs: FrameCosts  #: the slot's costs (semi_sync: slowed by the slot's jitter)
+    available: np.ndarray | None  #: online at the slot's start (None: always online)
+    #: each device's next change of state, if online at the slot's start (None: always online)
+    online_until_s: np.ndarray | None
+
+
+@dataclass
+class _Tally:
+    """What the cycles that ended in the slot did, per device, ``(N,)`` each."""
+
+    n: int
+    ended: np.ndarray = field(init=False)
+    success: np.ndarray = field(init=False)
+    dropped: np.ndarray = field(init=False)
+    tx_power_w: np.ndarray = field(init=False)
+    compute_s: np.ndarray = field(init=False)
+    upload_s: np.ndarray = field(init=False)
+    energy_compute_j: np.ndarray = field(init=False)
+    energy_upload_j: np.ndarray = field(init=False)
+    wasted_energy_j: np.ndarray = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        """Empty, for the next slot."""
+        n = self.n
+        self.ended = np.zeros(n, dtype=bool)
+        self.success = np.zeros(n, dtype=bool)
+        self.dropped = np.zeros(n, dtype=bool)
+        self.tx_power_w = np.zeros(n)
+        self.compute_s = np.zeros(n)
+        self.upload_s = np.zeros(n)
+        self.energy_compute_j = np.zeros(n)
+        self.energy_upload_j = np.zeros(n)
+        self.wasted_energy_j = np.zeros(n)
+
+    def add(self, c: Cycle, success: bool) -> None:
+        """Count cycle ``c``, which just ended (aggregated later iff ``success``)."""
+        n = c.device
+        self.ended[n] = True
+        self.success[n] |= success
+        self.dropped[n] |= c.dropped
+        self.tx_power_w[n] = c.tx_power_w
+        self.compute_s[n] += c.compute_s
+        self.upload_s[n] += c.upload_s
+        self.energy_compute_j[n] += c.energy_compute_j
+        self.energy_upload_j[n] += c.energy_upload_j
+        if not success:
+            self.wasted_energy_j[n] += c.energy_j
+
+
+@dataclass
+class AsyncStats(RunStats):
+    """:class:`~sim.engine.RunStats` with the server's counts under stale updates."""
+
+    server_steps: int = 0  #: buffers applied (model versions made)
+    updates_applied: int = 0  #: updates aggregated in them
+    stale_discarded: int = 0  #: arrivals older than ``max_staleness``
+    staleness_sum: int = 0  #: sum of the applied updates' staleness
+    max_versions_kept: int = 0  #: most model versions the learner held at once
+
+    def as_dict(self) -> dict[str, Any]:
+        """The summary, with the server's counts."""
+        out = super().as_dict()
+        out.update(
+            server_steps=self.server_steps,
+            updates_applied=self.updates_applied,
+            stale_discarded=self.stale_discarded,
+            mean_staleness=self.staleness_sum / self.updates_applied
+            if self.updates_applied
+            else float("nan"),
+            max_versions_kept=self.max_versions_kept,
+        )
+        return out
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`state_dict`."""
+        super().load_state_dict(state)
+        for k in ("server_steps", "updates_applied", "stale_discarded", "staleness_sum"):
+            setattr(self, k, int(state[k]))
+        self.max_versions_kept = int(state["max_versions_kept"])
+
+
+class AsyncEngine(Engine):
+    """A run whose server applies stale updates (``[server] mode = "semi_sync"`` or
+    ``"async"``; the module docstring). Same arguments as :class:`~sim.engine.Engine`, plus
+    ``server`` (the ``[server]`` table); the learner must be a
+    :class:`~sim.learner.VersionedLearner`.
+
+    Raises:
+        ValueError: ``server.mode = "sync"`` (use :class:`~sim.engine.Engine`), a shared uplink,
+            or a learner that keeps no model versions.
+    """
+
+    def __init__(
+        self,
+        config: EngineConfig,
+        system: SystemConstants,
+        mobility: Mobility,
+        channel: Channel,
+        scheme: Scheme,
+        learner: Learner,
+        *,
+        server: ServerConfig,
+        writer: FrameSink | None = None,
+        progress: ProgressFn | None = None,
+        hooks: Hooks | None = None,
+        jitter: ComputeJitter | None = None,
+        availability: Availability | None = None,
+    ) -> None:
+        if server.mode == "sync":
+            raise ValueError("server.mode 'sync' runs on Engine, not AsyncEngine")
+        if config.uplink.shared:
+            raise ValueError(f"server.mode {server.mode!r} needs a dedicated uplink")
+        if not isinstance(learner, VersionedLearner):
+            raise ValueError(
+                f"server.mode {server.mode!r} needs a learner that keeps model versions "
+                "(start_update, drop_update, apply_updates, versions_kept)"
+            )
+        super().__init__(
+            config,
+            system,
+            mobility,
+            channel,
+            scheme,
+            learner,
+            writer=writer,
+            progress=progress,
+            hooks=hooks,
+            jitter=jitter,
+            availability=availability,
+        )
+        self.server = server
+        self.versioned: VersionedLearner = learner
+        n = self.num_devices
+        self.stats: AsyncStats = AsyncStats(energy_per_device_j=np.zeros(n))
+        self._async = server.mode == "async"
+        # the server's state at frame boundaries (state_dict)
+        self.version = 0  #: the global model's version (server steps so far)
+        self._next_key = 0
+        self._cycles_started = np.zeros(n, dtype=np.int64)
+        self._cycles: dict[int, Cycle] = {}  # device -> its cycle in flight
+        self._buffer: list[Cycle] = []  # arrived, not yet applied
+        # within a slot
+        self._tick: _Slot | None = None
+        self._tally = _Tally(n)
+        # event priorities at one instant: devices' events, the server, devices starting again
+        self._p_server = n
+        self._p_restart = n + 1
+
+    # ------------------------------------------------------------------ the clock
+
+    def _at(
+        self, time_s: float, priority: int, callback: Callable[[simpy.Event], None] | None = None
+    ) -> simpy.Event:
+        """An event at the absolute time ``time_s`` (no rounding through a delay)."""
+        env = self._env
+        if time_s < env.now:
+            raise RuntimeError(f"event at {time_s} s scheduled at {env.now} s")
+        ev = simpy.Event(env)
+        ev._ok = True  # noqa: SLF001 (a triggered event, as simpy.Timeout makes it)
+        ev._value = None  # noqa: SLF001
+        if callback is not None:
+            ev.callbacks.append(callback)
+        queue: list[Any] = env._queue  # noqa: SLF001
+        heapq.heappush(queue, (time_s, priority, next(env._eid), ev))  # noqa: SLF001
+        return ev
+
+    def _server(self, stop_frame: int) -> Any:
+        cfg = self.config
+        tau0 = self.system.deadline_s
+        if self.next_frame == 0:
+            self._log_device_config()
+            if self.availability is not None:
+                self._log_changes(self.availability.reset(), 0, -1)
+            if cfg.evaluate:
+                self._eval(frame=0, slot=-1)
+        for c in sorted(self._cycles.values(), key=lambda c: c.device):  # resumed in flight
+            self._schedule(c)
+        hooks = self.hooks
+        for k in range(self.next_frame, stop_frame):
+            if hooks.frame_start is not None:
+                hooks.frame_start(self, k)
+            self._frame_start(k)
+            for j in range(cfg.slots_per_frame):
+                t = k * cfg.slots_per_frame + j
+                self._slot_open(k, t)
+                yield self._at((t + 1) * tau0, self._p_server)
+                self._slot_close(k, t)
+                if self.writer is not None and self.buffer.num_rows >= self.row_group_rows:
+                    self.stats.rows += self.buffer.num_rows
+                    self.writer.slot_done(self, k, self.buffer)
+            self._frame_end(k)
+            self.next_frame = k + 1
+            self.now_s = float(self._env.now)
+            self.stats.wall_time_s = self._wall_before + time.perf_counter() - self._wall_start
+            if hooks.frame_end is not None:
+                hooks.frame_end(self, k)
+            self._flush(k)
+
+    # ------------------------------------------------------------------ slots
+
+    def _slot_open(self, k: int, t: int) -> None:
+        now = self._env.now
+        fr = self._frame
+        assert fr is not None
+        # semi_sync: the slot's slowdown, as a synchronous slot; async: each cycle draws its own
+        sp = self._plan_slot(k, t, slot_jitter=not self._async)
+        gains, costs, planned, p_min = sp.gains, sp.costs, sp.planned, sp.p_min
+        available, online_until, plan = sp.available, sp.online_until_s, sp.plan
+        end_s = (t + 1) * self.system.deadline_s
+        if self.availability is not None:
+            # the slot's changes, each logged at its time (the device state the slot's cycles
+            # use is the one at its start, above)
+            changes = self.availability.advance(float(np.nextafter(end_s, -np.inf)))
+            for i in range(len(changes)):
+                self._at(float(changes.time_s[i]), -1, self._change_logger(_one(changes, i), k, t))
+        participate = plan.participate if available is None else plan.participate & available
+        up = slots.slot_uploads(
+            participate, plan.tx_power_w, costs, gains.gain, self.system, "last_upload"
+        )
+        # a cycle that would never end does not start
+        up = _replace_participating(up, up.participating & np.isfinite(up.upload_full_s))
+        self._tick = _Slot(
+            slot=t,
+            frame=k,
+            start_s=now,
+            end_s=end_s,
+            uploads=up,
+            costs=costs,
+            available=available,
+            online_until_s=online_until,
+        )
+        self.buffer.add("slot_start", now, k, t)
+        idle = np.setdiff1d(self._ids, np.fromiter(self._cycles, np.int32, len(self._cycles)))
+        self.buffer.add(
+            "decision",
+            now,
+            k,
+            t,
+            idle,
+            distance_m=fr.large.distance_m[idle],
+            large_scale_gain=fr.large.gain[idle],
+            channel_gain=gains.gain[idle],
+            seen_channel_gain=gains.seen_gain[idle],
+            gamma=fr.plan.gamma[idle],
+            payload_bits=fr.costs.payload_bits[idle],
+            min_tx_power_w=p_min[idle],
+            tx_power_w=up.tx_power_w[idle],
+            participating=up.participating[idle],
+            available=None if available is None else available[idle],
+            compute_s=np.where(up.participating, planned.compute_s, 0.0)[idle],
+            upload_s=up.upload_full_s[idle],
+            model_version=np.full(idle.shape, self.version, dtype=np.int64),
+            **{name: np.asarray(v)[idle] for name, v in plan.columns.items()},
+        )
+        for n in idle[up.participating[idle]].tolist():
+            self._start(n, now)
+
+    def _change_logger(self, change: Changes, k: int, t: int) -> Callable[[simpy.Event], None]:
+        """A callback that logs an availability change (at its time, as an event)."""
+
+        def log(_event: simpy.Event) -> None:
+            self._log_changes(change, k, t)
+
+        return log
+
+    def _slot_close(self, k: int, t: int) -> None:
+        now = self._env.now
+        sl = self._tick
+        assert sl is not None
+        if not self._async:  # the round's deadline: apply what arrived
+            self.buffer.add("deadline", now, k, t)
+            self._apply(k, t)
+        tally = self._tally
+        energy = tally.energy_compute_j + tally.energy_upload_j
+        queue = slots.queue_update_j(self.queue_j, energy, self.system.devices.energy_budget_j)
+        out = SlotOutcome(
+            participating=tally.ended.copy(),
+            tx_power_w=tally.tx_power_w.copy(),
+            success=tally.success.copy(),
+            compute_s=tally.compute_s.copy(),
+            upload_full_s=tally.upload_s.copy(),
+            upload_s=tally.upload_s.copy(),
+            energy_compute_j=tally.energy_compute_j.copy(),
+            energy_upload_j=tally.energy_upload_j.copy(),
+            energy_j=energy,
+            wasted_energy_j=tally.wasted_energy_j.copy(),
+            queue_j=queue,
+            dropped=tally.dropped.copy(),
+        )
+        self.queue_j = queue
+        self.buffer.add(
+            "energy",
+            now,
+            k,
+            t,
+            self._ids,
+            participating=out.participating,
+            success=out.success,
+            tx_power_w=out.tx_power_w,
+            upload_s=out.upload_s,
+            energy_compute_j=out.energy_compute_j,
+            energy_upload_j=out.energy_upload_j,
+            energy_j=out.energy_j,
+            wasted_energy_j=out.wasted_energy_j,
+            queue_j=out.queue_j,
+            dropped=out.dropped if self.availability is not None else None,
+        )
+        self.scheme.observe(out)
+        st = self.stats
+        st.slots += 1
+        st.device_slots += self.num_devices
+        st.participations += int(out.participating.sum())
+        st.available_device_slots += (
+            self.num_devices if sl.available is None else int(sl.available.sum())
+        )
+        st.drops += int(out.dropped.sum())
+        st.energy_j += float(energy.sum())
+        st.wasted_energy_j += float(out.wasted_energy_j.sum())
+        st.energy_per_device_j += energy
+        st.simulated_time_s = now
+        tally.reset()
+        self._tick = None
+        cfg = self.config
+        last = t == cfg.frames * cfg.slots_per_frame - 1
+        if cfg.evaluate and ((t + 1) % cfg.eval_every_slots == 0 or last):
+            self._eval(k, t)
+        if self.hooks.slot_end is not None:
+            self.hooks.slot_end(self, t, out)
+        if self.progress is not None:
+            self.progress(t, st)
+
+    # ------------------------------------------------------------------ cycles
+
+    def _start(self, n: int, now: float) -> None:
+        """Device ``n`` downloads the current model and starts a cycle at ``now``."""
+        sl, fr = self._tick, self._frame
+        assert sl is not None and fr is not None
+        up = sl.uploads
+        c_index = int(self._cycles_started[n])
+        self._cycles_started[n] += 1
+        if self._async:
+            sample_key = c_index
+            need_s = float(fr.costs.compute_s[n])
+            energy_c = float(fr.costs.compute_energy_j[n])
+            if self.jitter is not None:
+                s = self.jitter.cycle_slowdown(n, c_index)
+                need_s = float(physics.slowed_compute_time_s(need_s, s))
+                if self.jitter.scales_clock:
+                    energy_c = float(physics.throttled_compute_energy_j(energy_c, s))
+        else:
+            sample_key = sl.slot
+            need_s = float(sl.costs.compute_s[n])
+            energy_c = float(sl.costs.compute_energy_j[n])
+        upload_full = float(up.upload_full_s[n])
+        p = float(up.tx_power_w[n])
+        compute_end = now + need_s
+        end = compute_end + upload_full
+        b = sl.end_s
+        if b < end <= b + DEADLINE_REL_TOL * self.system.deadline_s:
+            end = b  # on the deadline up to rounding (the synchronous test's tolerance)
+            compute_end = min(compute_end, end)
+        off = np.inf if sl.online_until_s is None else float(sl.online_until_s[n])
+        dropped = off < end
+        computed, transmitted = need_s, upload_full
+        if dropped:
+            end = off
+            computed = min(need_s, off - now)
+            transmitted = max(off - now - need_s, 0.0)
+            compute_end = min(compute_end, end)
+            if computed < need_s:
+                energy_c = energy_c * (computed / need_s)
+        cycle = Cycle(
+            device=n,
+            key=self._next_key,
+            version=self.version,
+            sample_key=sample_key,
+            slot=sl.slot,
+            start_s=now,
+            compute_end_s=compute_end,
+            end_s=end,
+            dropped=bool(dropped),
+            tx_power_w=p,
+            compute_s=computed,
+            upload_s=transmitted,
+            energy_compute_j=energy_c,
+            energy_upload_j=float(physics.upload_energy_j(p, transmitted)),
+        )
+        self._next_key += 1
+        self.versioned.start_update(cycle.key, n, sample_key)
+        self._cycles[n] = cycle
+        self.stats.max_versions_kept = max(
+            self.stats.max_versions_kept, int(self.versioned.versions_kept)
+        )
+        self._schedule(cycle)
+
+    def _schedule(self, c: Cycle) -> None:
+        """The cycle's events: its compute's end (unless passed or dropped first), its end."""
+        n = c.device
+        if not c.uploading and c.compute_end_s < c.end_s:
+            self._at(c.compute_end_s, n, lambda _e: self._computed(c))
+        self._at(c.end_s, n, lambda _e: self._ended(c))
+
+    def _computed(self, c: Cycle) -> None:
+        c.uploading = True
+        fr = self._frame
+        k = fr.frame if fr is not None else self.next_frame
+        t = self._slot_index(c.compute_end_s)
+        self.buffer.add(
+            np.array([event_code("compute_end"), event_code("upload_start")], np.int8),
+            c.compute_end_s,
+            k,
+            t,
+            c.device,
+            compute_s=np.ma.MaskedArray([c.compute_s, 0.0], mask=[False, True]),
+            tx_power_w=np.ma.MaskedArray([0.0, c.tx_power_w], mask=[True, False]),
+            model_version=c.version,
+        )
+
+    def _ended(self, c: Cycle) -> None:
+        n = c.device
+        del self._cycles[n]
+        now = c.end_s
+        fr = self._frame
+        k = fr.frame if fr is not None else self.next_frame
+        t = self._slot_index(now)
+        if c.dropped:
+            if not c.discarded:
+                self.versioned.drop_update(c.key)
+            self._tally.add(c, False)
+            self.buffer.add(
+                "dropped",
+                now,
+                k,
+                t,
+                n,
+                compute_s=c.compute_s,
+                tx_power_w=c.tx_power_w,
+                upload_s=c.upload_s,
+                model_version=c.version,
+            )
+        else:
+            staleness = self.version - c.version
+            limit = self.server.max_staleness
+            ok = not c.discarded and (limit is None or staleness <= limit)
+            row: dict[str, Any] = {
+                "tx_power_w": c.tx_power_w,
+                "upload_s": c.upload_s,
+                "success": ok,
+                "energy_upload_j": c.energy_upload_j,
+                "model_version": c.version,
+                "staleness": staleness,
+            }
+            if ok:
+                row["staleness_weight"] = float(self.server.weight(staleness))
+                self._buffer.append(c)
+            else:
+                if not c.discarded:
+                    self.versioned.drop_update(c.key)
+                self.stats.stale_discarded += 1
+            self._tally.add(c, ok)
+            self.buffer.add("upload_end", now, k, t, n, **row)
+            if not ok:
+                self.buffer.add("stale", now, k, t, n, model_version=c.version, staleness=staleness)
+            if self._async and len(self._buffer) >= self.server.buffer_size:
+                self._apply(k, t)
+        if self._async:
+            self._at(now, self._p_restart + n, lambda _e: self._restart(n))
+
+    def _restart(self, n: int) -> None:
+        """Device ``n``'s upload arrived (or it dropped): start again now if it is idle, online
+        and the slot's plan lets it."""
+        sl = self._tick
+        if sl is None or n in self._cycles or not sl.uploads.participating[n]:
+            return
+        now = self._env.now
+        if sl.online_until_s is not None and not sl.online_until_s[n] > now:
+            return  # gone offline since the slot started (offline then: not participating)
+        fr = self._frame
+        assert fr is not None
+        up = sl.uploads
+        self.buffer.add(
+            "decision",
+            now,
+            sl.frame,
+            sl.slot,
+            n,
+            tx_power_w=up.tx_power_w[n],
+            participating=True,
+            channel_gain=up.channel_gain[n],
+            payload_bits=up.payload_bits[n],
+            upload_s=up.upload_full_s[n],
+            gamma=fr.plan.gamma[n],
+            model_version=self.version,
+        )
+        self._start(n, now)
+
+    def _apply(self, k: int, t: int) -> None:
+        """The server applies its buffer: one step, a new model version."""
+        now = self._env.now
+        buf = sorted(self._buffer, key=lambda c: (c.device, c.key))
+        self._buffer = []
+        staleness = np.array([self.version - c.version for c in buf], dtype=np.int64)
+        weights = self.server.weight(staleness)
+        keys = np.array([c.key for c in buf], dtype=np.int64)
+        self.versioned.apply_updates(t, keys, weights, self.server.server_lr)
+        if not self.learner.is_finite():
+            raise RunDiverged.at(t, "the global model has non-finite weights")
+        self.version += 1
+        st = self.stats
+        st.server_steps += 1
+        st.updates_applied += len(buf)
+        st.successes += len(buf)
+        st.staleness_sum += int(staleness.sum())
+        stable = float(self.learner.stable_fraction)
+        self.buffer.add(
+            "flush",
+            now,
+            k,
+            t,
+            n_success=len(buf),
+            model_version=self.version,
+            stable_fraction=None if np.isnan(stable) else stable,
+        )
+        limit = self.server.max_staleness
+        if limit is not None:  # updates in flight that can no longer be applied: release them
+            for c in self._cycles.values():
+                if not c.discarded and self.version - c.version > limit:
+                    c.discarded = True
+                    self.versioned.drop_update(c.key)
+
+    def _slot_index(self, time_s: float) -> int:
+        """The slot in progress (the last one begun at or before ``time_s``)."""
+        if self._tick is not None:
+            return self._tick.slot
+        return int(time_s // self.system.deadline_s)
+
+    # ------------------------------------------------------------------ state
+
+    def state_dict(self) -> dict[str, Any]:
+        """:meth:`Engine.state_dict` with the server's version, buffer and the cycles in flight."""
+        out = super().state_dict()
+        cycles = sorted(self._cycles.values(), key=lambda c: c.device)
+        out["server"] = {
+            "version": self.version,
+            "next_key": self._next_key,
+            "cycles_started": self._cycles_started.copy(),
+            "cycles": _records(cycles),
+            "buffer": _records(self._buffer),
+        }
+        return out
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Continue from :meth:`state_dict` (an engine built from the same scenario)."""
+        super().load_state_dict(state)
+        srv = state["server"]
+        self.version = int(srv["version"])
+        self._next_key = int(srv["next_key"])
+        started = np.array(srv["cycles_started"], dtype=np.int64)
+        if started.shape != (self.num_devices,):
+            raise ValueError("server state is for another number of devices")
+        self._cycles_started = started
+        self._cycles = {c.device: c for c in _from_records(srv["cycles"])}
+        self._buffer = _from_records(srv["buffer"])
+
+
+def _one(changes: Changes, i: int) -> Changes:
+    """Change ``i`` of ``changes`` alone."""
+    return Changes(changes.time_s[i : i + 1], changes.device[i : i + 1], changes.online[i : i + 1])
+
+
+def _replace_participating(up: SlotUploads, participating: np.ndarray) -> SlotUploads:
+    """``up`` with devices outside ``participating`` not taking part."""
+    if np.array_equal(participating, up.participating):
+        return up
+    off = ~participating
+    return SlotUploads(
+        participating=participating,
+        tx_power_w=np.where(off, 0.0, up.tx_power_w),
+        channel_gain=up.channel_gain,
+        payload_bits=up.payload_bits,
+        compute_s=np.where(off, 0.0, up.compute_s),
+        compute_needed_s=np.where(off, 0.0, up.compute_needed_s),
+        upload_full_s=np.where(off, 0.0, up.upload_full_s),
+    )
+
+
+def _records(cycles: list[Cycle]) -> dict[str, np.ndarray]:
+    """Cycles as one array per field (for checkpoints)."""
+    return {
+        name: np.array([getattr(c, name) for c in cycles], dtype=_FIELD_DTYPES[name])
+        for name in _CYCLE_FIELDS
+    }
+
+
+def _from_records(rec: dict[str, Any]) -> list[Cycle]:
+    """The cycles of :func:`_records`."""
+    cols = {name: np.asarray(rec[name]) for name in _CYCLE_FIELDS}
+    count = cols["device"].shape[0]
+    out = []
+    for i in range(count):
+        kw = {name: _PY_TYPES[_FIELD_DTYPES[name]](cols[name][i]) for name in _CYCLE_FIELDS}
+        out.append(Cycle(**kw))
+    return out
+
+
+_INT_FIELDS = ("device", "key", "version", "sample_key", "slot")
+_BOOL_FIELDS = ("dropped", "uploading", "discarded")
+_FIELD_DTYPES: dict[str, type] = {
+    name: np.int64 if name in _INT_FIELDS else np.bool_ if name in _BOOL_FIELDS else np.float64
+    for name in _CYCLE_FIELDS
+}
+_PY_TYPES: dict[type, Callable[[Any], Any]] = {np.int64: int, np.bool_: bool, np.float64: float}

@@ -1,0 +1,362 @@
+"""Stale updates: the semi_sync and async server modes, their learner side and their clock."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+
+from conftest import base_scenario, events, run_in_memory, saved_and_continued
+from golden_runs import column_hashes
+from wflsim.sim.errors import ScenarioError
+from wflsim.sim.server import staleness_weight
+
+#: 5 devices at the same distance, no fading, equal hardware: every device's upload takes the same
+#: time; digits MLP, two_timescale (Proposition 1 lands every upload on the deadline).
+LOCKSTEP: dict[str, Any] = {
+    "name": "lockstep",
+    "seed": 3,
+    "run": {"frames": 3, "slots_per_frame": 4, "deadline_s": 0.1},
+    "network": {"num_devices": 5, "cell_radius_m": 500.0},
+    "channel": {"fading": "none"},
+    "mobility": {
+        "model": "static",
+        "placement": "explicit",
+        "positions_m": [[200.0, 0.0], [0.0, 200.0], [-200.0, 0.0], [0.0, -200.0], [120.0, 160.0]],
+    },
+    "devices": {
+        "batch_size": 16,
+        "cpu_hz": 2e9,
+        "cycles_per_sample": 2e6,
+        "energy_budget_j": 0.04,
+    },
+    "learning": {"dataset": "digits", "model": "mlp", "lr": 0.3, "eval_every_slots": 4},
+    "scheme": {"name": "two_timescale", "V": 50.0},
+}
+
+
+def with_server(data: dict[str, Any], **server: Any) -> dict[str, Any]:
+    """A copy of a scenario table with a ``[server]`` table."""
+    out = copy.deepcopy(data)
+    out["server"] = server
+    return out
+
+
+def learner_and_table(data: dict[str, Any]) -> tuple[Any, Any, Any]:
+    """Run a scenario in memory: (engine, trace, stats)."""
+    import wflsim
+    from wflsim.app.run import build_engine, make_learner
+
+    prep = wflsim.prepare(data)
+    engine = build_engine(prep, make_learner(prep))
+    stats = engine.run()
+    return engine, engine.table(), stats
+
+
+# ---------------------------------------------------------------------------- staleness weights
+
+
+def test_staleness_weights_match_their_closed_forms():
+    """constant is 1, polynomial (1 + s)^-a, hinge 1 up to b then 1 / (a (s - b) + 1)."""
+    s = np.array([0, 1, 3, 4, 5, 9])
+    assert np.array_equal(staleness_weight(s, "constant"), np.ones(6))
+    assert np.allclose(
+        staleness_weight(s, "polynomial", a=0.5), [1, 2**-0.5, 0.5, 5**-0.5, 6**-0.5, 10**-0.5]
+    )
+    assert np.allclose(staleness_weight(s, "hinge", a=2.0, b=4), [1, 1, 1, 1, 1 / 3, 1 / 11])
+
+
+def test_staleness_weights_refuse_negative_staleness():
+    """A negative staleness is a ValueError."""
+    with pytest.raises(ValueError, match="staleness"):
+        staleness_weight([-1], "polynomial")
+
+
+def test_server_step_matches_a_hand_computation_on_three_devices():
+    """Three devices, two steps, polynomial weights: the learner's model is the hand formula."""
+    from wflsim.models.learner import TorchLearner
+
+    def learner() -> TorchLearner:
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(4, 3))
+        gen = np.random.default_rng(0)
+        x = torch.as_tensor(gen.normal(size=(30, 4)), dtype=torch.float32)
+        y = torch.as_tensor(gen.integers(0, 3, 30))
+        parts = [np.arange(0, 10), np.arange(10, 20), np.arange(20, 30)]
+        return TorchLearner(
+            model=model,
+            x_train=x,
+            y_train=y,
+            x_test=x,
+            y_test=y,
+            parts=parts,
+            batch_sizes=[2, 3, 5],
+            lr=0.1,
+            sampling_streams=_Streams(),
+        )
+
+    from wflsim.sim.updates import FreezingInputs
+
+    nothing = FreezingInputs(frozen_count=np.zeros(3, dtype=np.int64))
+    a = learner()
+    a.begin_frame(0, nothing)
+    w0 = a.global_params()
+    a.start_update(0, device=0, sample_key=0)  # version 0
+    a.start_update(1, device=1, sample_key=0)  # version 0
+    a.apply_updates(0, np.array([0]), staleness_weight([0], "polynomial"), server_lr=2.0)
+    a.start_update(2, device=2, sample_key=1)  # version 1
+    w_s = staleness_weight([1, 0], "polynomial")  # device 1 missed one step
+    a.apply_updates(1, np.array([1, 2]), w_s, server_lr=2.0)
+    got = a.global_params()
+
+    # by hand: each device's gradient at the model it downloaded, with the same minibatch
+    b = learner()
+    b.begin_frame(0, nothing)
+
+    def grad(w: torch.Tensor, device: int, key: int) -> torch.Tensor:
+        b.set_global_params(w)
+        b.compute(key, np.array([device]))
+        return b.gradients[0].clone()
+
+    g0, g1 = grad(w0, 0, 0), grad(w0, 1, 0)
+    w1 = w0 - 0.1 * 2.0 * (2 * g0) / 2
+    g2 = grad(w1, 2, 1)
+    w2 = w1 - 0.1 * 2.0 * (3 * 2**-0.5 * g1 + 5 * 1.0 * g2) / (3 + 5)
+    assert torch.allclose(got, w2, atol=1e-6)
+    assert a.stale.computed == 3
+
+
+class _Streams:
+    """Streams for a hand-built learner: device n's batch of key t from one seeded generator."""
+
+    def device(self, name: str, n: int, t: int) -> np.random.Generator:
+        return np.random.default_rng([n, t])
+
+    def global_(self, name: str) -> np.random.Generator:
+        return np.random.default_rng(0)
+
+    def int_seed(self, name: str) -> int:
+        return 0
+
+
+# ---------------------------------------------------------------------------- equivalences
+
+
+def test_semi_sync_without_late_uploads_is_the_synchronous_run():
+    """Same model after every slot, same energies and queues, when no upload is late."""
+    sync_engine, sync, _ = learner_and_table(LOCKSTEP)
+    semi_engine, semi, stats = learner_and_table(with_server(LOCKSTEP, mode="semi_sync"))
+    assert stats.updates_applied > 0
+    assert (events(semi, "upload_end")["staleness"] == 0).all()  # nothing was late
+    assert torch.equal(sync_engine.learner.global_params(), semi_engine.learner.global_params())
+    a, b = events(sync, "energy"), events(semi, "energy")
+    for col in ("energy_j", "queue_j", "success"):
+        assert np.array_equal(a[col].to_numpy(), b[col].to_numpy()), col
+    assert np.array_equal(events(sync, "eval")["loss"], events(semi, "eval")["loss"])
+
+
+def test_async_with_a_buffer_of_every_device_is_the_synchronous_run():
+    """buffer_size = N with devices in lockstep: FedSGD step for step (model, energies)."""
+    sync_engine, sync, _ = learner_and_table(LOCKSTEP)
+    asy_engine, asy, stats = learner_and_table(with_server(LOCKSTEP, mode="async", buffer_size=5))
+    assert stats.server_steps == len(events(sync, "aggregate"))
+    assert torch.equal(sync_engine.learner.global_params(), asy_engine.learner.global_params())
+    a, b = events(sync, "energy"), events(asy, "energy")
+    assert np.array_equal(a["queue_j"].to_numpy(), b["queue_j"].to_numpy())
+
+
+def test_semi_sync_applies_late_uploads_in_a_later_slot():
+    """Under compute jitter a late upload arrives stale (staleness >= 1) and is applied."""
+    data = with_server(LOCKSTEP, mode="semi_sync")
+    data["compute"] = {
+        "jitter": {"model": "background_load", "probability": 0.3, "mean_extra": 1.0}
+    }
+    _, table, stats = learner_and_table(data)
+    ends = events(table, "upload_end")
+    late = ends[ends["staleness"] >= 1]
+    assert len(late) > 0 and late["success"].all()
+    flushed = events(table, "flush")["n_success"].sum()
+    assert flushed == stats.updates_applied == ends["success"].sum() - _unflushed(table)
+    assert events(table, "energy")["wasted_energy_j"].sum() == 0.0
+
+
+def _unflushed(table: Any) -> int:
+    """Uploads that arrived after the last flush (none in semi_sync: the last slot's end flushes)."""
+    ends, flushes = events(table, "upload_end"), events(table, "flush")
+    return int((ends["time_s"] > flushes["time_s"].max()).sum())
+
+
+# ---------------------------------------------------------------------------- the event clock
+
+
+def test_fedasync_staleness_is_geometric_with_mean_n_minus_one():
+    """N always-online devices, i.i.d. exponential cycles, buffer 1: s ~ Geometric(1/N), mean N - 1.
+
+    A cycle is c (1 + X), X ~ Exp(mean 1000), on a nominal compute c = 1e-5 s: 1e-5 s + Exp(mean
+    1e-2 s) (the shift and the upload, about 1e-6 s, are 1e-3 of the mean). About 40,000 updates:
+    the mean's standard error is about 0.05 (samples are correlated: tolerance 0.5); the pmf at
+    0 and 1 within 0.015."""
+    n = 10
+    data = base_scenario(
+        run={"frames": 2, "slots_per_frame": 2, "deadline_s": 10.0},
+        network={"num_devices": n, "cell_radius_m": 100.0, "bandwidth_hz": 1e9},
+        channel={"fading": "none"},
+        devices={"cpu_hz": 1e9, "cycles_per_sample": 10.0, "batch_size": 1000},
+        compute={"jitter": {"model": "background_load", "probability": 1.0, "mean_extra": 1000.0}},
+        learning={"enabled": False, "num_params": 1000},
+        server={"mode": "async", "buffer_size": 1},
+    )
+    table, stats = run_in_memory(data)
+    s = events(table, "upload_end")["staleness"].to_numpy()
+    assert s.size > 20_000
+    assert abs(s.mean() - (n - 1)) < 0.5
+    assert abs((s == 0).mean() - 1 / n) < 0.015
+    assert abs((s == 1).mean() - (1 / n) * (1 - 1 / n)) < 0.015
+
+
+def test_async_events_never_go_back_in_time():
+    """In an async run with churn and jitter, rows are in time order."""
+    data = with_server(_churn(), mode="async", buffer_size=3)
+    table, _ = run_in_memory(data)
+    t = table.column("time_s").to_numpy()
+    assert np.all(np.diff(t) >= 0)
+
+
+def _churn(devices: int = 12) -> dict[str, Any]:
+    """LOCKSTEP with Rayleigh fading, random placement, churn and jitter, more devices."""
+    data = copy.deepcopy(LOCKSTEP)
+    data["network"] = {"num_devices": devices, "cell_radius_m": 500.0}
+    data["channel"] = {"fading": "rayleigh"}
+    data["mobility"] = {"model": "static"}
+    data["scheme"] = {"name": "ideal"}
+    data["availability"] = {
+        "model": "markov",
+        "online_s": {"dist": "exponential", "mean": 0.6},
+        "offline_s": {"dist": "exponential", "mean": 0.3},
+    }
+    data["compute"] = {
+        "jitter": {"model": "background_load", "probability": 0.3, "mean_extra": 2.0}
+    }
+    return data
+
+
+# ---------------------------------------------------------------------------- resume and memory
+
+
+def test_async_resume_replays_the_uninterrupted_run(tmp_path: Path):
+    """Stopped after frame 1 with updates in flight, saved and continued: same events, same model."""
+    data = with_server(_churn(), mode="async", buffer_size=2, staleness={"function": "polynomial"})
+    whole, _ = run_in_memory(data)
+    resumed = saved_and_continued(data, 1, tmp_path / "state.npz")
+    assert column_hashes(resumed) == column_hashes(whole)
+
+
+def test_resume_keeps_updates_in_flight_across_the_cut(tmp_path: Path):
+    """The checkpoint holds cycles in flight and the model versions they started on."""
+    from wflsim.app.run import build_engine, make_learner, prepare_scenario
+    from wflsim.sim import state
+    from wflsim.sim.config.loading import validate_scenario
+
+    data = with_server(_churn(), mode="async", buffer_size=2)
+    prep = prepare_scenario(validate_scenario(data))
+    engine = build_engine(prep, make_learner(prep))
+    engine.run(stop_frame=1)
+    saved = state.run_state(engine)
+    assert len(saved["engine"]["server"]["cycles"]["device"]) > 0
+    assert len(saved["learner"]["stale"]["keys"]) > 0
+
+
+def test_versions_kept_are_bounded_and_unapplied_updates_cost_no_gradient():
+    """200 devices, churn, max_staleness 3: at most 3 + 2 model copies; gradients = updates applied."""
+    data = with_server(_churn(200), mode="async", buffer_size=10, max_staleness=3)
+    data["run"] = {"frames": 2, "slots_per_frame": 4, "deadline_s": 0.1}
+    engine, _, stats = learner_and_table(data)
+    assert stats.drops > 0 and stats.stale_discarded > 0
+    assert stats.max_versions_kept <= 3 + 2
+    assert engine.learner.stale.computed == stats.updates_applied
+    assert engine.learner.stale.calls < stats.server_steps  # batched across versions
+
+
+# ---------------------------------------------------------------------------- refusals
+
+
+@pytest.mark.parametrize(
+    "change, field",
+    [
+        ({"server": {"buffer_size": 4}}, "server"),
+        ({"server": {"server_lr": 0.5}}, "server"),
+        ({"server": {"mode": "async"}, "uplink": {"mode": "ofdma"}}, "uplink.mode"),
+        ({"server": {"mode": "semi_sync"}, "trace": {"level": "device_slots"}}, "trace.level"),
+        (
+            {
+                "server": {"mode": "async"},
+                "compute": {"jitter": {"model": "throttling", "sigma": 0.3, "known": True}},
+            },
+            "compute.jitter.known",
+        ),
+    ],
+)
+def test_impossible_server_settings_are_refused(change: dict[str, Any], field: str):
+    """Each impossible combination is a ScenarioError naming its field."""
+    from wflsim.sim.config.loading import validate_scenario
+
+    with pytest.raises(ScenarioError) as err:
+        validate_scenario(base_scenario(**change))
+    assert err.value.field.startswith(field)
+
+
+def test_a_rule_that_cannot_be_stale_is_refused_with_training():
+    """Top-K with error feedback under async with training: ScenarioError on server.mode."""
+    data = with_server(LOCKSTEP, mode="async")
+    data["scheme"] = {"name": "topk_ef"}
+    with pytest.raises(ScenarioError) as err:
+        learner_and_table(data)
+    assert err.value.field == "server.mode" and "topk_ef" in str(err.value)
+
+
+def test_every_rule_either_computes_stale_updates_or_says_why():
+    """The registry's refusals and the learner's rules agree, name for name."""
+    from wflsim.models.learner.rules import RULES
+    from wflsim.sim.updates import UPDATE_RULES
+
+    for name in RULES:
+        can = name == "freezing"
+        assert (UPDATE_RULES[name].no_stale_updates is None) == can, name
+
+
+# ---------------------------------------------------------------------------- analysis
+
+
+def test_tidy_tables_of_an_async_run_count_its_updates(tmp_path: Path):
+    """slots() and updates() of an async run agree with the run's totals."""
+    import wflsim
+    from wflsim.analysis import tidy
+
+    data = with_server(_churn(), mode="async", buffer_size=3, max_staleness=4)
+    res = wflsim.run(data, out=tmp_path / "run")
+    up = tidy.updates(tmp_path / "run")
+    s = res.summary
+    assert (up["outcome"] == "applied").sum() >= s["updates_applied"]  # the buffer at the end
+    assert (up["outcome"] == "stale").sum() == s["stale_discarded"]
+    assert (up["outcome"] == "dropped").sum() == s["drops"]
+    sl = tidy.slots(tmp_path / "run")
+    assert sl["n_success"].sum() == s["updates_applied"]
+    assert np.allclose(sl["slot_duration_s"], LOCKSTEP["run"]["deadline_s"])
+
+
+def test_report_of_a_stale_sweep_draws_the_staleness_figure(tmp_path: Path):
+    """A report over sync, semi_sync and async runs has the staleness figure, nothing skipped
+    for lack of data it should have."""
+    import wflsim
+    from wflsim.analysis.report import write_report
+
+    for mode in ("sync", "semi_sync", "async"):
+        server = {"mode": mode} if mode != "async" else {"mode": mode, "buffer_size": 4}
+        wflsim.run(with_server(_churn(), **server), out=tmp_path / "runs" / mode)
+    page = write_report(tmp_path / "runs", tmp_path / "report")
+    assert (tmp_path / "report" / "figures" / "staleness.png").is_file()
+    assert "Staleness of the updates: skipped" not in page.read_text(encoding="utf-8")
