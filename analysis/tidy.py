@@ -232,11 +232,35 @@ def partition_label(partition: str | None, alpha: float | None) -> str:
     return "IID" if partition == "iid" else str(partition)
 
 
+def server_label(server: dict[str, Any]) -> str:
+    """A run's ``[server]`` table in a few words: ``sync``, ``semi_sync``, ``FedAsync`` (async,
+    buffer 1) or ``FedBuff-K``, with the server learning rate, staleness function and limit where
+    they are not the defaults."""
+    mode = server.get("mode", "sync")
+    if mode == "async":
+        k = int(server.get("buffer_size", 1))
+        label = "FedAsync" if k == 1 else f"FedBuff-{k}"
+    else:
+        label = str(mode)
+    extra = []
+    if float(server.get("server_lr", 1.0)) != 1.0:
+        extra.append(f"eta_g {float(server['server_lr']):.3g}")
+    st = server.get("staleness") or {}
+    if st.get("function", "constant") != "constant":
+        params = f"a={st.get('a', 0.5):g}" + (
+            f", b={st.get('b')}" if st["function"] == "hinge" else ""
+        )
+        extra.append(f"{st['function']} {params}")
+    if server.get("max_staleness") is not None:
+        extra.append(f"max staleness {server['max_staleness']}")
+    return label + (f" ({'; '.join(extra)})" if extra else "")
+
+
 def runs_table(runs: RunsArg) -> pd.DataFrame:
     """One row per run: :data:`ID_COLUMNS` plus ``run_dir``, ``events_path``, ``name``, ``status``
     (from ``manifest.json``), ``learning`` (False: network-only), ``num_devices``, ``frames``,
-    ``slots_per_frame``, ``deadline_s``, ``model``, ``lam``, ``server_mode`` (``[server] mode``)
-    and ``scheme_label``.
+    ``slots_per_frame``, ``deadline_s``, ``model``, ``lam``, ``server_mode`` (``[server] mode``),
+    ``server`` (:func:`server_label`) and ``scheme_label``.
 
     ``variant`` names the scenario fields (beyond the other ID columns and the seed) that differ
     between the runs given, e.g. ``"learning.lr=0.1"``; it is ``""`` when none do, so runs with
@@ -249,6 +273,9 @@ def runs_table(runs: RunsArg) -> pd.DataFrame:
     for d, label in zip(dirs, labels, strict=True):
         sc = _resolved_scenario(d)
         flat = {k: v for k, v in _flatten(sc).items() if k not in _NOT_VARIANT}
+        # the server's fields as one value, named as the literature names the mode
+        flat = {k: v for k, v in flat.items() if not k.startswith("server.")}
+        flat["server"] = server_label(sc.get("server", {}))
         flats.append(flat)
         learning = sc.get("learning", {})
         scheme = sc.get("scheme", {})
@@ -281,6 +308,7 @@ def runs_table(runs: RunsArg) -> pd.DataFrame:
                 "deadline_s": run_cfg.get("deadline_s"),
                 "lam": scheme.get("lam"),
                 "server_mode": sc.get("server", {}).get("mode", "sync"),
+                "server": server_label(sc.get("server", {})),
                 "scheme_label": SCHEME_LABELS.get(name, name),
             }
         )
@@ -292,7 +320,9 @@ def runs_table(runs: RunsArg) -> pd.DataFrame:
             varying.append(k)
     for row, flat in zip(rows, flats, strict=True):
         row["variant"] = ", ".join(
-            f"{k}={_short(flat.get(k))}" for k in varying if flat.get(k) is not None
+            str(flat[k]) if k == "server" else f"{k}={_short(flat.get(k))}"
+            for k in varying
+            if flat.get(k) is not None
         )
     cols = ID_COLUMNS + [c for c in (rows[0] if rows else {}) if c not in ID_COLUMNS]
     return pd.DataFrame(rows, columns=cols)

@@ -360,3 +360,21 @@ def test_report_of_a_stale_sweep_draws_the_staleness_figure(tmp_path: Path):
     page = write_report(tmp_path / "runs", tmp_path / "report")
     assert (tmp_path / "report" / "figures" / "staleness.png").is_file()
     assert "Staleness of the updates: skipped" not in page.read_text(encoding="utf-8")
+
+
+def test_server_labels_name_the_modes_as_the_literature_does():
+    """sync, semi_sync, FedAsync, FedBuff-K, with non-default parameters in brackets."""
+    from wflsim.analysis.tidy import server_label
+
+    assert server_label({}) == "sync"
+    assert server_label({"mode": "semi_sync"}) == "semi_sync"
+    assert server_label({"mode": "async", "buffer_size": 1}) == "FedAsync"
+    label = server_label(
+        {
+            "mode": "async",
+            "buffer_size": 10,
+            "server_lr": 0.5,
+            "staleness": {"function": "polynomial", "a": 1.0},
+        }
+    )
+    assert label == "FedBuff-10 (eta_g 0.5; polynomial a=1)"

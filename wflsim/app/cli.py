@@ -324,7 +324,20 @@ def summary_lines(prep: Prepared, stats: RunStats, out: Path) -> list[str]:
         f"wflsim: {sc.name} ({sc.scheme.name}, seed {sc.seed}) completed -> {out}",
         accuracy,
         f"  total energy     {s['total_energy_j']:.4g} J ({s['mean_energy_per_device_slot_j']:.4g} J per device-slot)",
-        f"  outage rate      {s['outage_rate']:.4f} (uploads missing the deadline)",
+        f"  outage rate      {s['outage_rate']:.4f} (uploads missing the deadline)"
+        if sc.server.mode == "sync"
+        else f"  not applied      {s['outage_rate']:.4f} of uploads (too stale, or in the buffer "
+        "at the end)",
+        *(
+            [
+                f"  server           {s['server_steps']} steps ({sc.server.mode}), "
+                f"{s['updates_applied']} updates applied, mean staleness "
+                f"{s['mean_staleness']:.3g}, {s['stale_discarded']} too stale, at most "
+                f"{s['max_versions_kept']} model versions kept"
+            ]
+            if sc.server.mode != "sync"
+            else []
+        ),
         f"  drop-out rate    {s['dropout_rate']:.4f} (device-slots without participation)",
         *(
             [
@@ -345,7 +358,7 @@ def summary_lines(prep: Prepared, stats: RunStats, out: Path) -> list[str]:
             f"{budget:.4g} J): {sc.scheme.name} does not enforce the budgets"
             + (
                 " and waits for every upload, so a device in a deep fade uploads for long"
-                if sc.scheme.name in ("ideal", "only_pf")
+                if sc.scheme.name in ("ideal", "only_pf") and sc.server.mode == "sync"
                 else ""
             )
         )
