@@ -243,7 +243,8 @@ def _legend(fig: Figure, axes: Sequence[Axes], order: Sequence[str] = ()) -> Non
     longest = max(len(lab) for lab in labels)
     if len(axes) == 1 and len(labels) <= 5 and longest <= _LONG_LABEL:
         axes[0].legend(handles, labels, fontsize="small")
-    elif len(labels) <= 12 and longest <= _LONG_LABEL:
+    elif len(labels) <= (6 if len(axes) == 1 else 12) and longest <= _LONG_LABEL:
+        # a single panel is too short for a longer list beside it (it would cover the title)
         fig.set_size_inches(w + min(0.6 + 0.065 * longest, 4.5), h)
         fig.legend(handles, labels, loc="outside right upper", fontsize="small")
     else:  # many lines, or labels too long for the side: below, as wide as the labels need

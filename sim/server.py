@@ -146,5 +146,5 @@ def staleness_weight(
     if function == "polynomial":
         return np.asarray(np.power(1.0 + s, -float(a)), dtype=np.float64)
     if function == "hinge":
-        return np.where(s <= b, 1.0, 1.0 / (float(a) * (s - b) + 1.0))
+        return 1.0 / (float(a) * np.maximum(s - b, 0.0) + 1.0)
     raise ValueError(f"unknown staleness function {function!r}")

@@ -9,6 +9,8 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from conftest import base_scenario, events, run_in_memory, saved_and_continued
 from golden_runs import column_hashes
@@ -255,6 +257,24 @@ def test_async_resume_replays_the_uninterrupted_run(tmp_path: Path):
     assert column_hashes(resumed) == column_hashes(whole)
 
 
+def test_async_run_folder_failed_mid_run_resumes_to_the_uninterrupted_events(tmp_path: Path):
+    """A run folder whose run failed at frame 2 (checkpoints after frames 0 and 1), resumed with
+    wflsim.resume: the events and the final accuracy of the run in one go."""
+    import wflsim
+    from conftest import failing_at_frame
+
+    data = with_server(_churn(), mode="async", buffer_size=2, staleness={"function": "hinge"})
+    whole = wflsim.run(data)
+    with pytest.raises(RuntimeError, match="injected"):
+        wflsim.run(data, out=tmp_path / "run", hooks=failing_at_frame(2))
+    again = wflsim.resume(tmp_path / "run")
+    assert again.status == "completed"
+    a = whole.events.drop(columns=["loss", "accuracy"])
+    b = again.events.drop(columns=["loss", "accuracy"])
+    assert a.equals(b)
+    assert np.allclose(whole.evaluations["accuracy"], again.evaluations["accuracy"], atol=1e-6)
+
+
 def test_resume_keeps_updates_in_flight_across_the_cut(tmp_path: Path):
     """The checkpoint holds cycles in flight and the model versions they started on."""
     from wflsim.app.run import build_engine, make_learner, prepare_scenario
@@ -378,3 +398,114 @@ def test_server_labels_name_the_modes_as_the_literature_does():
         }
     )
     assert label == "FedBuff-10 (eta_g 0.5; polynomial a=1)"
+
+
+# ---------------------------------------------------------------------------- properties
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    devices=st.integers(2, 8),
+    mode=st.sampled_from(["semi_sync", "async"]),
+    buffer=st.integers(1, 6),
+    function=st.sampled_from(["constant", "polynomial", "hinge"]),
+    limit=st.one_of(st.none(), st.integers(0, 5)),
+    churn=st.booleans(),
+    jitter=st.booleans(),
+    scheme=st.sampled_from(["two_timescale", "ideal", "fixed_power"]),
+    seed=st.integers(0, 2**16),
+)
+def test_stale_update_traces_keep_their_invariants(
+    devices, mode, buffer, function, limit, churn, jitter, scheme, seed
+):
+    """Any small network-only run with stale updates: rows in time order, every kept arrival
+    weighted by w(staleness), steps apply what arrived, energies add up to the total."""
+    server: dict[str, Any] = {"mode": mode, "staleness": {"function": function}}
+    if mode == "async":
+        server["buffer_size"] = buffer
+    if limit is not None:
+        server["max_staleness"] = limit
+    data = base_scenario(
+        seed=seed,
+        run={"frames": 2, "slots_per_frame": 4, "deadline_s": 0.8},
+        network={"num_devices": devices, "cell_radius_m": 500.0},
+        scheme={"name": scheme},
+        server=server,
+    )
+    if churn:
+        data["availability"] = {
+            "model": "markov",
+            "online_s": {"dist": "exponential", "mean": 2.0},
+            "offline_s": {"dist": "exponential", "mean": 1.0},
+        }
+    if jitter:
+        data["compute"] = {
+            "jitter": {"model": "background_load", "probability": 0.4, "mean_extra": 1.5}
+        }
+    table, stats = run_in_memory(data)
+    assert np.all(np.diff(table.column("time_s").to_numpy()) >= 0)
+    ends = events(table, "upload_end")
+    kept = ends[ends["success"].astype(bool)]
+    assert (ends["staleness"] >= 0).all()
+    assert np.allclose(
+        kept["staleness_weight"], staleness_weight(kept["staleness"].to_numpy(), function)
+    )
+    if limit is not None:
+        assert (kept["staleness"] <= limit).all()
+        assert (ends[~ends["success"].astype(bool)]["staleness"] > limit).all()
+    flushed = int(events(table, "flush")["n_success"].sum())
+    assert flushed == stats.updates_applied <= len(kept)
+    assert len(kept) - flushed < max(buffer, 1) if mode == "async" else len(kept) == flushed
+    energy = events(table, "energy")["energy_j"].sum()
+    assert np.isclose(energy, stats.energy_j)
+    assert stats.drops == len(events(table, "dropped"))
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    field=st.sampled_from(["mode", "buffer_size", "server_lr", "max_staleness", "staleness"]),
+    value=st.one_of(
+        st.integers(-5, 5),
+        st.floats(allow_nan=True, allow_infinity=True),
+        st.text(max_size=8),
+        st.none(),
+        st.just({"function": "cubic"}),
+        st.just({"function": "hinge", "a": -1.0}),
+    ),
+)
+def test_bad_server_values_are_refused_with_their_field(field, value):
+    """A wrong [server] value is a ScenarioError naming server.<field> (or accepted if valid)."""
+    from wflsim.sim.config.loading import validate_scenario
+
+    data = base_scenario(
+        server={"mode": "async", field: value} if field != "mode" else {field: value}
+    )
+    if value is None:
+        data["server"].pop(field)
+    try:
+        validate_scenario(data)
+    except ScenarioError as err:
+        assert err.field.startswith("server")
+
+
+def test_cli_refuses_a_rule_that_cannot_be_stale_in_one_line_and_writes_nothing(tmp_path, capsys):
+    """`wflsim run` with topk_ef under async: exit 2, one line naming server.mode, no folder."""
+    from wflsim.app.cli import main
+
+    out = tmp_path / "run"
+    rc = main(
+        [
+            "run",
+            str(Path(__file__).resolve().parents[1] / "scenarios" / "quickstart.toml"),
+            "--out",
+            str(out),
+            "--quiet",
+            "--set",
+            'server.mode="async"',
+            "--set",
+            'scheme.name="topk_ef"',
+        ]
+    )
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and not out.exists()
+    assert len(err) == 1 and err[0].startswith("wflsim: error: server.mode:")

@@ -156,7 +156,9 @@ def prepare_scenario(
     system = resolve_system(scenario, devices)
     # Build the scheme once: what only a scheme can check (e.g. that its cost model knows the
     # model's architecture) fails here, before anything is written.
-    build_scheme(scenario.scheme.name, scenario.scheme.params, system)
+    scheme = build_scheme(scenario.scheme.name, scenario.scheme.params, system)
+    if scenario.learning.enabled:
+        check_stale_rule(scenario, scheme.update_rule.name)
     return Prepared(
         scenario,
         text,
@@ -329,17 +331,29 @@ def build_engine(
     }
     if sc.server.mode == "sync":
         return Engine(*parts, **options)
-    rule = scheme.update_rule.name
-    refusal = UPDATE_RULES[rule].no_stale_updates
-    if refusal is not None and not isinstance(learner, NullLearner):
-        raise ScenarioError(
-            "server.mode",
-            f'scheme {sc.scheme.name!r} trains with update rule {rule!r}, which "{sc.server.mode}" '
-            f"cannot run yet: {refusal}",
-            'use server.mode = "sync", a scheme with the freezing rule, or learning.enabled = '
-            "false (network only)",
-        )
+    if not isinstance(learner, NullLearner):
+        check_stale_rule(sc, scheme.update_rule.name)
     return AsyncEngine(*parts, server=sc.server, **options)
+
+
+def check_stale_rule(scenario: Scenario, rule: str) -> None:
+    """A scheme that trains with ``rule`` under stale updates: refused where the learner cannot
+    compute the rule's updates stale (``sim.updates.UPDATE_RULES``, ``no_stale_updates``).
+
+    Raises:
+        ScenarioError: on ``server.mode``, with the reason.
+    """
+    mode = scenario.server.mode
+    refusal = UPDATE_RULES[rule].no_stale_updates
+    if mode == "sync" or refusal is None:
+        return
+    raise ScenarioError(
+        "server.mode",
+        f'scheme {scenario.scheme.name!r} trains with update rule {rule!r}, which "{mode}" '
+        f"cannot run yet: {refusal}",
+        'use server.mode = "sync", a scheme with the freezing rule, or learning.enabled = false '
+        "(network only)",
+    )
 
 
 def package_versions() -> dict[str, str]:
