@@ -92,7 +92,8 @@ class Cycle:
     energy_compute_j: float
     energy_upload_j: float
     uploading: bool = False  #: the compute has ended (its rows are logged)
-    discarded: bool = False  #: too stale already: the learner has released it
+    #: never to be applied (too stale already, or dropped): the learner holds nothing for it
+    discarded: bool = False
 
     @property
     def energy_j(self) -> float:
@@ -139,6 +140,7 @@ class _Tally:
     def reset(self) -> None:
         """Empty, for the next slot."""
         n = self.n
+        self.cycles = 0  #: cycles that ended in the slot (a device may end several)
         self.ended = np.zeros(n, dtype=bool)
         self.success = np.zeros(n, dtype=bool)
         self.dropped = np.zeros(n, dtype=bool)
@@ -151,6 +153,7 @@ class _Tally:
 
     def add(self, c: Cycle, success: bool) -> None:
         """Count cycle ``c``, which just ended (aggregated later iff ``success``)."""
+        self.cycles += 1
         n = c.device
         self.ended[n] = True
         self.success[n] |= success
@@ -168,16 +171,32 @@ class _Tally:
 class AsyncStats(RunStats):
     """:class:`~sim.engine.RunStats` with the server's counts under stale updates."""
 
+    cycles_ended: int = 0  #: upload cycles that ended (arrived or dropped)
+    #: device-slots in which the device computed or uploaded at some time
+    active_device_slots: int = 0
     server_steps: int = 0  #: buffers applied (model versions made)
     updates_applied: int = 0  #: updates aggregated in them
     stale_discarded: int = 0  #: arrivals older than ``max_staleness``
     staleness_sum: int = 0  #: sum of the applied updates' staleness
     max_versions_kept: int = 0  #: most model versions the learner held at once
 
+    @property
+    def outage_rate(self) -> float:
+        """Uploads that arrived but were not applied (too stale, or in the server's buffer when
+        the run ended), per upload cycle that ended."""
+        arrived = self.cycles_ended - self.drops
+        return (arrived - self.updates_applied) / self.cycles_ended if self.cycles_ended else 0.0
+
+    @property
+    def dropout_rate(self) -> float:
+        """Device-slots in which the device neither computed nor uploaded, per device-slot."""
+        return 1.0 - self.active_device_slots / self.device_slots if self.device_slots else 0.0
+
     def as_dict(self) -> dict[str, Any]:
         """The summary, with the server's counts."""
         out = super().as_dict()
         out.update(
+            cycles_ended=self.cycles_ended,
             server_steps=self.server_steps,
             updates_applied=self.updates_applied,
             stale_discarded=self.stale_discarded,
@@ -191,7 +210,14 @@ class AsyncStats(RunStats):
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore :meth:`state_dict`."""
         super().load_state_dict(state)
-        for k in ("server_steps", "updates_applied", "stale_discarded", "staleness_sum"):
+        for k in (
+            "cycles_ended",
+            "active_device_slots",
+            "server_steps",
+            "updates_applied",
+            "stale_discarded",
+            "staleness_sum",
+        ):
             setattr(self, k, int(state[k]))
         self.max_versions_kept = int(state["max_versions_kept"])
 
@@ -387,6 +413,10 @@ class AsyncEngine(Engine):
         if not self._async:  # the round's deadline: apply what arrived
             self.buffer.add("deadline", now, k, t)
             self._apply(k, t)
+        # the learner takes the slot's steps now, whatever reads the model later
+        self.versioned.materialise()
+        if not self.learner.is_finite():
+            raise RunDiverged.at(t, "the global model has non-finite weights")
         tally = self._tally
         energy = tally.energy_compute_j + tally.energy_upload_j
         queue = slots.queue_update_j(self.queue_j, energy, self.system.devices.energy_budget_j)
@@ -431,6 +461,10 @@ class AsyncEngine(Engine):
             self.num_devices if sl.available is None else int(sl.available.sum())
         )
         st.drops += int(out.dropped.sum())
+        st.cycles_ended += tally.cycles
+        busy = np.zeros(self.num_devices, dtype=bool)
+        busy[list(self._cycles)] = True
+        st.active_device_slots += int((tally.ended | busy).sum())
         st.energy_j += float(energy.sum())
         st.wasted_energy_j += float(out.wasted_energy_j.sum())
         st.energy_per_device_j += energy
@@ -503,7 +537,10 @@ class AsyncEngine(Engine):
             energy_upload_j=float(physics.upload_energy_j(p, transmitted)),
         )
         self._next_key += 1
-        self.versioned.start_update(cycle.key, n, sample_key)
+        if dropped:  # known now: it will never be applied, the learner need not keep anything
+            cycle.discarded = True
+        else:
+            self.versioned.start_update(cycle.key, n, sample_key)
         self._cycles[n] = cycle
         self.stats.max_versions_kept = max(
             self.stats.max_versions_kept, int(self.versioned.versions_kept)
@@ -620,24 +657,14 @@ class AsyncEngine(Engine):
         weights = self.server.weight(staleness)
         keys = np.array([c.key for c in buf], dtype=np.int64)
         self.versioned.apply_updates(t, keys, weights, self.server.server_lr)
-        if not self.learner.is_finite():
-            raise RunDiverged.at(t, "the global model has non-finite weights")
         self.version += 1
         st = self.stats
         st.server_steps += 1
         st.updates_applied += len(buf)
         st.successes += len(buf)
         st.staleness_sum += int(staleness.sum())
-        stable = float(self.learner.stable_fraction)
-        self.buffer.add(
-            "flush",
-            now,
-            k,
-            t,
-            n_success=len(buf),
-            model_version=self.version,
-            stable_fraction=None if np.isnan(stable) else stable,
-        )
+        # no stable fraction: the learner takes its steps at the slot's end
+        self.buffer.add("flush", now, k, t, n_success=len(buf), model_version=self.version)
         limit = self.server.max_staleness
         if limit is not None:  # updates in flight that can no longer be applied: release them
             for c in self._cycles.values():

@@ -40,6 +40,10 @@ engine calls, in place of ``compute`` and ``apply`` (:class:`VersionedLearner`):
   ``keys`` (possibly none): their gradients, computed now in one batched call at the versions
   they started from, aggregated with ``weights[i] B_i / sum B`` (the staleness weights),
   ``w <- w - lr_t server_lr g``; the model becomes a new version;
+* ``materialise()`` at every slot's end: take the steps announced so far (their gradients
+  batched across versions); the engine then checks ``is_finite`` (taking steps at fixed points
+  keeps the batches, and so the results, independent of when a hook or evaluation reads the
+  model);
 * ``versions_kept``: model copies held now (the current one and those updates still reference).
 """
 
@@ -104,6 +108,8 @@ class VersionedLearner(Protocol):
         self, slot: int, keys: np.ndarray, weights: np.ndarray, server_lr: float
     ) -> None: ...
 
+    def materialise(self) -> None: ...
+
 
 class NullLearner:
     """A learner that trains nothing: the network-only mode (channels, controller, energy).
@@ -143,6 +149,9 @@ class NullLearner:
     def apply_updates(
         self, slot: int, keys: np.ndarray, weights: np.ndarray, server_lr: float
     ) -> None:
+        """Nothing to do."""
+
+    def materialise(self) -> None:
         """Nothing to do."""
 
     @property

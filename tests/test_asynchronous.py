@@ -48,13 +48,13 @@ def with_server(data: dict[str, Any], **server: Any) -> dict[str, Any]:
     return out
 
 
-def learner_and_table(data: dict[str, Any]) -> tuple[Any, Any, Any]:
+def learner_and_table(data: dict[str, Any], hooks: Any = None) -> tuple[Any, Any, Any]:
     """Run a scenario in memory: (engine, trace, stats)."""
     import wflsim
     from wflsim.app.run import build_engine, make_learner
 
     prep = wflsim.prepare(data)
-    engine = build_engine(prep, make_learner(prep))
+    engine = build_engine(prep, make_learner(prep), hooks=hooks)
     stats = engine.run()
     return engine, engine.table(), stats
 
@@ -148,17 +148,51 @@ class _Streams:
 # ---------------------------------------------------------------------------- equivalences
 
 
+def models_after_each_slot() -> tuple[Any, list[torch.Tensor]]:
+    """Engine hooks that keep the global model after every slot, and the list they fill."""
+    from wflsim import Hooks
+
+    kept: list[torch.Tensor] = []
+    return Hooks(slot_end=lambda e, t, out: kept.append(e.learner.global_params())), kept
+
+
 def test_semi_sync_without_late_uploads_is_the_synchronous_run():
     """Same model after every slot, same energies and queues, when no upload is late."""
-    sync_engine, sync, _ = learner_and_table(LOCKSTEP)
-    semi_engine, semi, stats = learner_and_table(with_server(LOCKSTEP, mode="semi_sync"))
+    hooks_a, sync_models = models_after_each_slot()
+    hooks_b, semi_models = models_after_each_slot()
+    sync_engine, sync, _ = learner_and_table(LOCKSTEP, hooks_a)
+    semi_engine, semi, stats = learner_and_table(with_server(LOCKSTEP, mode="semi_sync"), hooks_b)
     assert stats.updates_applied > 0
     assert (events(semi, "upload_end")["staleness"] == 0).all()  # nothing was late
-    assert torch.equal(sync_engine.learner.global_params(), semi_engine.learner.global_params())
+    assert len(sync_models) == len(semi_models) == 12
+    assert all(torch.equal(a, b) for a, b in zip(sync_models, semi_models, strict=True))
     a, b = events(sync, "energy"), events(semi, "energy")
     for col in ("energy_j", "queue_j", "success"):
         assert np.array_equal(a[col].to_numpy(), b[col].to_numpy()), col
     assert np.array_equal(events(sync, "eval")["loss"], events(semi, "eval")["loss"])
+
+
+def test_semi_sync_equals_sync_with_freezing_active():
+    """The golden digits run of the proposed scheme (frames 1-2 freeze parameters): semi_sync
+    without late uploads gives the synchronous model and energies to the bit."""
+    from golden_runs import digits
+
+    data = digits("two_timescale", 0)
+    sync_engine, sync, _ = learner_and_table(data)
+    semi_engine, semi, _ = learner_and_table(with_server(data, mode="semi_sync"))
+    assert (events(sync, "freeze")["gamma"] > 0).any()  # freezing is active
+    assert (events(semi, "upload_end")["staleness"] == 0).all()
+    assert torch.equal(sync_engine.learner.global_params(), semi_engine.learner.global_params())
+    a, b = events(sync, "energy"), events(semi, "energy")
+    assert np.array_equal(a["queue_j"].to_numpy(), b["queue_j"].to_numpy())
+
+
+def test_frame_states_are_released_when_no_update_holds_them():
+    """After 8 semi_sync frames only the current frame's freezing state is kept."""
+    data = with_server(LOCKSTEP, mode="semi_sync")
+    data["run"] = {**data["run"], "frames": 8}
+    engine, _, _ = learner_and_table(data)
+    assert engine.learner.stale.views_kept <= 2
 
 
 def test_async_with_a_buffer_of_every_device_is_the_synchronous_run():
@@ -459,6 +493,9 @@ def test_stale_update_traces_keep_their_invariants(
     energy = events(table, "energy")["energy_j"].sum()
     assert np.isclose(energy, stats.energy_j)
     assert stats.drops == len(events(table, "dropped"))
+    assert 0.0 <= stats.outage_rate <= 1.0 and 0.0 <= stats.dropout_rate <= 1.0
+    assert stats.cycles_ended == len(ends) + stats.drops
+    assert events(table, "flush")["stable_fraction"].isna().all()
 
 
 @settings(max_examples=30, deadline=None)
@@ -482,10 +519,22 @@ def test_bad_server_values_are_refused_with_their_field(field, value):
     )
     if value is None:
         data["server"].pop(field)
-    try:
+    valid = {
+        "mode": lambda v: v in ("sync", "semi_sync", "async"),
+        "buffer_size": lambda v: type(v) is int and v >= 1,
+        "server_lr": lambda v: type(v) in (int, float) and 0 < v <= 1e6,
+        "max_staleness": lambda v: type(v) is int and v >= 0,
+        "staleness": lambda v: False,  # the dicts drawn are all wrong
+    }[field]
+    if value is None:
+        validate_scenario(data)  # the field left out: its default
+        return
+    if valid(value):
         validate_scenario(data)
-    except ScenarioError as err:
-        assert err.field.startswith("server")
+        return
+    with pytest.raises(ScenarioError) as err:
+        validate_scenario(data)
+    assert err.value.field.startswith("server")
 
 
 def test_cli_refuses_a_rule_that_cannot_be_stale_in_one_line_and_writes_nothing(tmp_path, capsys):

@@ -412,6 +412,10 @@ class TorchLearner:
         """A server step with the updates ``keys`` (computed when the model is next needed)."""
         self.stale.apply(slot, keys, weights, server_lr)
 
+    def materialise(self) -> None:
+        """Take the steps announced so far (:meth:`StaleUpdates.materialise`)."""
+        self.stale.materialise()
+
     def is_finite(self) -> bool:
         """Whether every parameter and BatchNorm buffer of the global model is finite."""
         if not bool(torch.isfinite(self._w).all()):

@@ -92,12 +92,18 @@ class StaleUpdates:
         self._refs: Counter[int] = Counter()  # version -> pending updates on it, not computed
         self._kept: dict[int, _Version] = {}  # materialised versions with refs
         self._views: dict[int, Any] = {}  # frame -> the rule's frame view
+        self._view_refs: Counter[int] = Counter()  # frame -> pending updates holding its view
         self._view_frame: int | None = None
         #: gradients computed so far (one per applied update), and batched calls made
         self.computed = 0
         self.calls = 0
 
     # ------------------------------------------------------------------ the engine's calls
+    @property
+    def views_kept(self) -> int:
+        """Frame states (freezing's frame-start model and masks) held now."""
+        return len(self._views)
+
     @property
     def versions_kept(self) -> int:
         """Model copies held now: the materialised model and the older versions that updates
@@ -123,8 +129,12 @@ class StaleUpdates:
             raise ValueError(f"device {device} outside [0, {self.owner.num_devices})")
         frame = -1 if rule.frame is None else int(rule.frame)
         if frame != self._view_frame:
+            old = self._view_frame
+            if old is not None and self._view_refs.get(old, 0) == 0:
+                self._views.pop(old, None)  # no update holds the last frame's state
             self._views[frame] = rule.frame_view()
             self._view_frame = frame
+        self._view_refs[frame] += 1
         v = self.version
         if v == self.materialised and v not in self._kept:
             self._kept[v] = _Version(self.owner._w, self.owner.buffers)
@@ -244,10 +254,11 @@ class StaleUpdates:
         if self._refs[p.version] <= 0:
             del self._refs[p.version]
             self._kept.pop(p.version, None)
-        if p.frame != self._view_frame and not any(
-            q.frame == p.frame for q in self._pending.values()
-        ):
-            self._views.pop(p.frame, None)
+        self._view_refs[p.frame] -= 1
+        if self._view_refs[p.frame] <= 0:
+            del self._view_refs[p.frame]
+            if p.frame != self._view_frame:
+                self._views.pop(p.frame, None)
 
     # ------------------------------------------------------------------ state
     def state_dict(self) -> dict[str, Any]:
@@ -296,6 +307,7 @@ class StaleUpdates:
         self._view_frame = None
         self._pending = {}
         self._refs = Counter()
+        self._view_refs = Counter()
         for k, n, v, sk, f in zip(
             state["keys"],
             state["devices"],
@@ -306,6 +318,7 @@ class StaleUpdates:
         ):
             self._pending[int(k)] = _Pending(int(n), int(v), int(sk), int(f))
             self._refs[int(v)] += 1
+            self._view_refs[int(f)] += 1
         if self._refs.get(self.materialised, 0) > 0:
             self._kept[self.materialised] = _Version(own._w, own.buffers)
         self.computed = int(state["computed"])
