@@ -24,7 +24,20 @@ class StableFraction:
         self.window: torch.Tensor | None = None
         self.total: torch.Tensor | None = None
         self.updates = 0
-        self.value = float("nan")
+        self._value = float("nan")
+        self._stale = False  # a step was tracked since the value was computed
+
+    @property
+    def value(self) -> float:
+        """The fraction of stable parameters after the last step (NaN before I steps); computed
+        when read (under stale updates the server steps many times per slot and the value is
+        read once a slot at most)."""
+        if self._stale and self.window is not None and self.total is not None:
+            recent = self.window.sum(dim=0)
+            stable = (self.total > 0) & (recent < STABLE_THRESHOLD * self.total)
+            self._value = float(stable.float().mean())
+            self._stale = False
+        return self._value
 
     def track(self, w_t: torch.Tensor, w_next: torch.Tensor) -> None:
         """Account one slot's move of the global model."""
@@ -35,11 +48,7 @@ class StableFraction:
         self.window[self.updates % STABLE_WINDOW] = delta
         self.total += delta
         self.updates += 1
-        if self.updates < STABLE_WINDOW:
-            return
-        recent = self.window.sum(dim=0)
-        stable = (self.total > 0) & (recent < STABLE_THRESHOLD * self.total)
-        self.value = float(stable.float().mean())
+        self._stale = self.updates >= STABLE_WINDOW
 
     def state_dict(self) -> dict[str, Any]:
         """Window, total, update count and the current value."""
@@ -58,4 +67,5 @@ class StableFraction:
 
         self.window, self.total = tensor(state["window"]), tensor(state["total"])
         self.updates = int(state["updates"])
-        self.value = float(state["value"])
+        self._value = float(state["value"])
+        self._stale = False
