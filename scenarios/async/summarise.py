@@ -1,6 +1,6 @@
 """The stale-update study as one table: per scheme and server mode, over the seeds (mean and 95 %
 Student-t interval): final test accuracy, the simulated time and the energy to first reach a
-target accuracy, total energy, the mean energy-deficit queue, updates applied, their mean
+target accuracy (over the seeds that reach it; ``reached``: the share that do), total energy, the mean energy-deficit queue, updates applied, their mean
 staleness and the share of uploads lost to drops (of the uploads that ended).
 
     bash scenarios/async/run_studies.sh digits runs/async-digits
@@ -43,6 +43,7 @@ def per_run(folder: Path, target: float) -> pd.DataFrame:
                 "server": r["server"].split(" (")[0],
                 "seed": r["seed"],
                 "final_accuracy": float(ev["accuracy"].iloc[-1]),
+                "reached": float((ev["accuracy"] >= target).any()),
                 f"time_to_{target:g}_s": first_reach(ev, target, "time_s"),
                 f"energy_to_{target:g}_j": first_reach(ev, target, "cum_energy_j"),
                 "total_energy_j": float(sl["energy_j"].sum()),
@@ -60,9 +61,12 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("folder", help="the output folder of run_studies.sh")
     p.add_argument("--target", type=float, default=0.9, help="target test accuracy (fraction)")
+    p.add_argument("--columns", nargs="+", default=None, help="the measures to print (all)")
     args = p.parse_args(argv)
     runs = per_run(Path(args.folder), args.target)
     values = [c for c in runs.columns if c not in ("scheme", "server", "seed")]
+    if args.columns:
+        values = [c for c in args.columns if c in values]
     table = over_seeds(runs, by=["scheme", "server"], value_cols=values)
     table["server"] = pd.Categorical(
         table["server"], [s for s in ORDER if s in set(table["server"])]

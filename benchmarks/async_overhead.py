@@ -1,0 +1,228 @@
+"""The cost of an update under asynchronous FL: wflsim's event clock, and training per update.
+
+Two parts, each timed in one run, variants interleaved (``_common.interleaved``):
+
+* ``clock`` -- the simulator's own cost per update, training excluded: the paper's MNIST
+  network (``scenarios/paper/mnist_iid.toml``: 1000 m disc, tau_0 = 0.8 s, the CNN's payload,
+  B = 512) with ``--devices`` devices (default 30, 100 and 1000), network only, the ``ideal``
+  scheme (every device takes part, no outage), ``[server] mode = "async"`` with
+  ``buffer_size`` ``--buffer`` (default 10: FedBuff), ``--slots`` slots. Timed: ``execute`` into
+  a real run folder (channels, the scheme's plans, the event clock, the server's buffer and
+  steps, energy and queues, the full trace written to Parquet, a checkpoint per frame). Cost per
+  update = wall time / upload cycles that ended (applied, too stale or dropped).
+
+  The peer: APPFL 1.12's virtual-time simulator with FedBuff (``benchmarks/_appfl_vsim.py``,
+  run with ``--appfl-python``, an interpreter of a separate virtual environment with APPFL;
+  skipped with a message without one): the same number of clients, a tiny model and local
+  training stubbed out, so that only its simulation machinery is timed. Printed: both per-update
+  costs and wflsim/APPFL (target <= 1).
+
+* ``train`` -- training included: the same scenario with learning (``cnn_mnist`` on MNIST,
+  ``--data-dir``, else a synthetic MNIST written to a temporary folder), 30 devices, in three
+  modes over the same simulated time (``--train-slots`` slots): ``sync`` (the paper's rounds,
+  the ideal scheme), ``fedbuff`` (async, buffer 10) and ``fedasync`` (async, buffer 1,
+  ``server_lr`` 1/30), B = ``--batch`` (default 512, the paper's). Cost per update = wall time /
+  updates applied (sync: uploads aggregated); the two evaluations use 500 test samples. Printed: fedbuff/sync and fedasync/sync per update (target <= 1.2: the learner
+  batches the gradients of updates across model versions, ``models/learner/stale.py``).
+
+Nothing is asserted; run on a quiet machine.
+
+    python benchmarks/async_overhead.py --appfl-python /tmp/appfl-venv/bin/python
+    python benchmarks/async_overhead.py --quick
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from _common import add_repo_to_path, interleaved, print_header, ratio_line
+
+add_repo_to_path()
+
+from flower_compare import write_synthetic_mnist  # noqa: E402
+
+from wflsim.app.run import execute, make_learner, prepare_scenario  # noqa: E402
+from wflsim.sim.config.loading import read_scenario_file, validate_scenario  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+SCENARIO = REPO / "scenarios" / "paper" / "mnist_iid.toml"
+HERE = Path(__file__).resolve().parent
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--devices", type=int, nargs="+", default=[30, 100, 1000])
+    p.add_argument("--slots", type=int, default=100, help="clock part: slots (frames of 20)")
+    p.add_argument("--buffer", type=int, default=10)
+    p.add_argument("--train-slots", type=int, default=6, help="train part: slots (one frame)")
+    p.add_argument("--batch", type=int, default=512, help="train part: B per device")
+    p.add_argument("--reps", type=int, default=3)
+    p.add_argument("--parts", nargs="+", default=["clock", "train"], choices=["clock", "train"])
+    p.add_argument("--data-dir", default=None, help="real MNIST (torchvision layout)")
+    p.add_argument("--appfl-python", default=None, help="an interpreter that imports appfl")
+    p.add_argument("--appfl-updates", type=int, default=3000)
+    p.add_argument("--quick", action="store_true", help="smoke test: small sizes, 1 rep")
+    args = p.parse_args(argv)
+    if args.quick:
+        args.devices, args.slots, args.train_slots, args.reps = [30], 20, 2, 1
+        args.appfl_updates = 300
+    return args
+
+
+def scenario(
+    devices: int,
+    slots: int,
+    server: dict[str, Any],
+    learning: dict[str, Any],
+    batch: int | None = None,
+) -> Any:
+    """The MNIST scenario with ``devices`` devices, ``slots`` slots (frames of at most 20), the
+    ideal scheme, the ``[server]`` table ``server``, the ``[learning]`` changes and ``batch``
+    samples per device (None: the paper's 512)."""
+    text, data = read_scenario_file(SCENARIO)
+    per = min(20, slots)
+    data["run"] = {**data["run"], "frames": max(1, slots // per), "slots_per_frame": per}
+    data["network"] = {**data["network"], "num_devices": devices}
+    if batch is not None:
+        data["devices"] = {**data["devices"], "batch_size": batch}
+    data["learning"] = {**data["learning"], **learning}
+    data["scheme"] = {"name": "ideal"}
+    data["server"] = server
+    return prepare_scenario(validate_scenario(data), text=text, path=SCENARIO)
+
+
+def timed_run(prep: Any, out: Path) -> tuple[float, dict[str, Any]]:
+    """Wall time of ``execute`` into ``out`` and the run's summary."""
+    learner = make_learner(prep)
+    t0 = time.perf_counter()
+    stats = execute(prep, learner, out, overwrite=True)
+    return time.perf_counter() - t0, stats.as_dict()
+
+
+def cycles_ended(summary: dict[str, Any]) -> int:
+    """Upload cycles that ended: applied, discarded as too stale, or dropped."""
+    return int(summary["updates_applied"] + summary["stale_discarded"] + summary["drops"])
+
+
+def part_clock(args: argparse.Namespace, root: Path) -> None:
+    print("== clock: network-only async runs (FedBuff), cost per update, training excluded")
+    for n in args.devices:
+        prep = scenario(
+            n,
+            args.slots,
+            {"mode": "async", "buffer_size": args.buffer},
+            {"enabled": False, "num_params": 440812},
+        )
+        counts: list[int] = []
+
+        def one(prep: Any = prep, counts: list[int] = counts, n: int = n) -> float:
+            wall, summary = timed_run(prep, root / f"clock-{n}")
+            counts.append(cycles_ended(summary))
+            return wall
+
+        walls = interleaved({f"wflsim-{n}": one}, args.reps)[f"wflsim-{n}"]
+        per = [w / c for w, c in zip(walls, counts[-len(walls) :], strict=True)]
+        print(
+            f"  {n} devices: {counts[-1]} updates in {statistics.median(walls):.3g} s; "
+            f"per update median {1e3 * statistics.median(per):.3f} ms "
+            f"(min {1e3 * min(per):.3f}, max {1e3 * max(per):.3f})"
+        )
+        peer = appfl(args, n)
+        if peer is not None:
+            print(
+                f"  APPFL 1.12 vsim FedBuff, {n} clients, tiny model, training stubbed: "
+                f"{peer:.3f} ms per update;  wflsim/APPFL = "
+                f"{1e3 * statistics.median(per) / peer:.3f}   target: <= 1"
+            )
+
+
+def appfl(args: argparse.Namespace, clients: int) -> float | None:
+    """APPFL's per-update cost in ms (median of ``--reps`` child runs), or None without it."""
+    if not args.appfl_python:
+        print("  (APPFL skipped: no --appfl-python)")
+        return None
+    got = []
+    for _ in range(args.reps):
+        cmd = [args.appfl_python, str(HERE / "_appfl_vsim.py"), "--clients", str(clients)]
+        cmd += ["--updates", str(args.appfl_updates), "--model", "tiny", "--train", "stub"]
+        res = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        lines = [ln for ln in res.stdout.splitlines() if ln.startswith("{")]
+        if res.returncode or not lines:
+            print(f"  (APPFL failed: {res.stderr.strip().splitlines()[-1:]})")
+            return None
+        got.append(float(json.loads(lines[-1])["per_update_ms"]))
+    return statistics.median(got)
+
+
+def part_train(args: argparse.Namespace, root: Path) -> None:
+    print("== train: cnn_mnist on MNIST, 30 devices, cost per update applied")
+    data_dir = args.data_dir
+    if data_dir is None:
+        data_dir = str(root / "data")
+        write_synthetic_mnist(Path(data_dir), 0)
+        print(f"  data: synthetic MNIST in {data_dir}")
+    # the two evaluations (before and after) on 500 test samples: a fixed cost, kept small
+    learning = {"data_dir": data_dir, "eval_every_slots": 10_000, "eval_max_samples": 500}
+    modes = {
+        "sync": {"mode": "sync"},
+        "fedbuff": {"mode": "async", "buffer_size": 10},
+        "fedasync": {"mode": "async", "buffer_size": 1, "server_lr": 1 / 30},
+    }
+    preps = {
+        k: scenario(30, args.train_slots, v, learning, batch=args.batch) for k, v in modes.items()
+    }
+    counts: dict[str, list[int]] = {k: [] for k in modes}
+
+    def runner(k: str) -> Any:
+        def one() -> float:
+            wall, summary = timed_run(preps[k], root / f"train-{k}")
+            counts[k].append(
+                int(summary.get("updates_applied", 0))
+                if k != "sync"
+                else int(
+                    round(
+                        (1 - summary["dropout_rate"])
+                        * (1 - summary["outage_rate"])
+                        * summary["slots"]
+                        * 30
+                    )
+                )
+            )
+            return wall
+
+        return one
+
+    walls = interleaved({k: runner(k) for k in modes}, args.reps)
+    per = {
+        k: [w / c for w, c in zip(walls[k], counts[k][-args.reps :], strict=True)] for k in modes
+    }
+    for k in modes:
+        print(
+            f"  {k}: {counts[k][-1]} updates, per update median "
+            f"{1e3 * statistics.median(per[k]):.1f} ms"
+        )
+    for k in ("fedbuff", "fedasync"):
+        print("  " + ratio_line(f"{k}/sync per update", per[k], per["sync"], "<= 1.2"))
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    print_header("async_overhead", ("numpy", "simpy", "pyarrow", "torch"))
+    with tempfile.TemporaryDirectory(prefix="wflsim-async-") as tmp:
+        root = Path(tmp)
+        if "clock" in args.parts:
+            part_clock(args, root)
+        if "train" in args.parts:
+            part_train(args, root)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
