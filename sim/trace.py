@@ -39,7 +39,7 @@ EVENTS: dict[str, str] = {
     "position": "one per device at each frame start: position, distance, large-scale gain",
     "freeze": "one per device at each frame start: the scheme's freezing fraction gamma (and controller state)",
     "slot_start": "server: a slot begins",
-    "decision": "one per device per slot: channel draw and the scheme's decision (participate, power)",
+    "decision": "one per device per slot: channel draw and the scheme's decision (participate, power); under [server] semi_sync / async one per idle device at the slot's start and one when a device starts again within the slot",
     "compute_start": "participating device starts its local gradient",
     "compute_end": "participating device finishes its local gradient",
     "upload_start": "participating device starts uploading (a shared uplink's TDMA may make it "
@@ -47,7 +47,7 @@ EVENTS: dict[str, str] = {
     "upload_end": "participating device stops uploading: arrived in time (success) or cut at the deadline",
     "deadline": "server: the deadline tau_0 of the slot (deadline-enforcing schemes only)",
     "aggregate": "server: the global model is updated with the uploads that arrived in time",
-    "energy": "one per device per slot, at the slot's end: energy spent, outcome, queue after the update",
+    "energy": "one per device per slot, at the slot's end: energy spent, outcome, queue after the update (under [server] semi_sync / async: the energy of the device's upload cycles that ended in the slot; participating: one ended, success: one entered the server's buffer)",
     "eval": "server: test loss and accuracy of the global model",
     "frame_end": "server: a frame ends",
     "device_slot": "[trace] level = 'device_slots' only, in place of decision .. upload_end, dropped and energy: one per device per slot, at the slot's start: the decision and outcome columns of both",
