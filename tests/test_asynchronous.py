@@ -233,12 +233,12 @@ def test_fedasync_staleness_is_geometric_with_mean_n_minus_one():
     """N always-online devices, i.i.d. exponential cycles, buffer 1: s ~ Geometric(1/N), mean N - 1.
 
     A cycle is c (1 + X), X ~ Exp(mean 1000), on a nominal compute c = 1e-5 s: 1e-5 s + Exp(mean
-    1e-2 s) (the shift and the upload, about 1e-6 s, are 1e-3 of the mean). About 40,000 updates:
-    the mean's standard error is about 0.05 (samples are correlated: tolerance 0.5); the pmf at
-    0 and 1 within 0.015."""
+    1e-2 s) (the shift and the upload, about 1e-6 s, are 1e-3 of the mean). About 20,000 updates:
+    the mean's standard error is about 0.07 (samples are correlated: tolerance 0.5); the pmf at
+    0 and 1 within 0.015 (standard errors about 0.002)."""
     n = 10
     data = base_scenario(
-        run={"frames": 2, "slots_per_frame": 2, "deadline_s": 10.0},
+        run={"frames": 1, "slots_per_frame": 2, "deadline_s": 10.0},
         network={"num_devices": n, "cell_radius_m": 100.0, "bandwidth_hz": 1e9},
         channel={"fading": "none"},
         devices={"cpu_hz": 1e9, "cycles_per_sample": 10.0, "batch_size": 1000},
@@ -248,7 +248,7 @@ def test_fedasync_staleness_is_geometric_with_mean_n_minus_one():
     )
     table, stats = run_in_memory(data)
     s = events(table, "upload_end")["staleness"].to_numpy()
-    assert s.size > 20_000
+    assert s.size > 18_000
     assert abs(s.mean() - (n - 1)) < 0.5
     assert abs((s == 0).mean() - 1 / n) < 0.015
     assert abs((s == 1).mean() - (1 / n) * (1 - 1 / n)) < 0.015
