@@ -47,7 +47,6 @@ never applied (dropped, too stale, in flight or in the buffer at the run's end) 
 from __future__ import annotations
 
 import heapq
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from typing import Any
@@ -307,37 +306,17 @@ class AsyncEngine(Engine):
         heapq.heappush(queue, (time_s, priority, next(env._eid), ev))  # noqa: SLF001
         return ev
 
-    def _server(self, stop_frame: int) -> Any:
-        cfg = self.config
-        tau0 = self.system.deadline_s
-        if self.next_frame == 0:
-            self._log_device_config()
-            if self.availability is not None:
-                self._log_changes(self.availability.reset(), 0, -1)
-            if cfg.evaluate:
-                self._eval(frame=0, slot=-1)
-        for c in sorted(self._cycles.values(), key=lambda c: c.device):  # resumed in flight
+    def _resume_in_flight(self) -> None:
+        """The cycles in flight at the boundary the run continues from, back on the clock."""
+        for c in sorted(self._cycles.values(), key=lambda c: c.device):
             self._schedule(c)
-        hooks = self.hooks
-        for k in range(self.next_frame, stop_frame):
-            if hooks.frame_start is not None:
-                hooks.frame_start(self, k)
-            self._frame_start(k)
-            for j in range(cfg.slots_per_frame):
-                t = k * cfg.slots_per_frame + j
-                self._slot_open(k, t)
-                yield self._at((t + 1) * tau0, self._p_server)
-                self._slot_close(k, t)
-                if self.writer is not None and self.buffer.num_rows >= self.row_group_rows:
-                    self.stats.rows += self.buffer.num_rows
-                    self.writer.slot_done(self, k, self.buffer)
-            self._frame_end(k)
-            self.next_frame = k + 1
-            self.now_s = float(self._env.now)
-            self.stats.wall_time_s = self._wall_before + time.perf_counter() - self._wall_start
-            if hooks.frame_end is not None:
-                hooks.frame_end(self, k)
-            self._flush(k)
+
+    def _play_slot(self, k: int, t: int) -> Any:
+        """Slot ``t``: its plan and the cycles it starts, then, at ``(t + 1) tau_0``, its end;
+        the cycles play out on the clock meanwhile."""
+        self._slot_open(k, t)
+        yield self._at((t + 1) * self.system.deadline_s, self._p_server)
+        self._slot_close(k, t)
 
     # ------------------------------------------------------------------ slots
 
@@ -360,8 +339,11 @@ class AsyncEngine(Engine):
         up = slots.slot_uploads(
             participate, plan.tx_power_w, costs, gains.gain, self.system, "last_upload"
         )
-        # a cycle that would never end does not start
-        up = _replace_participating(up, up.participating & np.isfinite(up.upload_full_s))
+        never = up.participating & ~np.isfinite(up.upload_full_s)
+        if never.any():  # a cycle that would never end does not start
+            up = slots.slot_uploads(
+                participate & ~never, plan.tx_power_w, costs, gains.gain, self.system, "last_upload"
+            )
         self._tick = _Slot(
             slot=t,
             frame=k,
@@ -435,23 +417,7 @@ class AsyncEngine(Engine):
             dropped=tally.dropped.copy(),
         )
         self.queue_j = queue
-        self.buffer.add(
-            "energy",
-            now,
-            k,
-            t,
-            self._ids,
-            participating=out.participating,
-            success=out.success,
-            tx_power_w=out.tx_power_w,
-            upload_s=out.upload_s,
-            energy_compute_j=out.energy_compute_j,
-            energy_upload_j=out.energy_upload_j,
-            energy_j=out.energy_j,
-            wasted_energy_j=out.wasted_energy_j,
-            queue_j=out.queue_j,
-            dropped=out.dropped if self.availability is not None else None,
-        )
+        self.buffer.add("energy", now, k, t, self._ids, **self._outcome_columns(out))
         self.scheme.observe(out)
         st = self.stats
         st.slots += 1
@@ -710,22 +676,6 @@ class AsyncEngine(Engine):
 def _one(changes: Changes, i: int) -> Changes:
     """Change ``i`` of ``changes`` alone."""
     return Changes(changes.time_s[i : i + 1], changes.device[i : i + 1], changes.online[i : i + 1])
-
-
-def _replace_participating(up: SlotUploads, participating: np.ndarray) -> SlotUploads:
-    """``up`` with devices outside ``participating`` not taking part."""
-    if np.array_equal(participating, up.participating):
-        return up
-    off = ~participating
-    return SlotUploads(
-        participating=participating,
-        tx_power_w=np.where(off, 0.0, up.tx_power_w),
-        channel_gain=up.channel_gain,
-        payload_bits=up.payload_bits,
-        compute_s=np.where(off, 0.0, up.compute_s),
-        compute_needed_s=np.where(off, 0.0, up.compute_needed_s),
-        upload_full_s=np.where(off, 0.0, up.upload_full_s),
-    )
 
 
 def _records(cycles: list[Cycle]) -> dict[str, np.ndarray]:

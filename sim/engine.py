@@ -329,6 +329,7 @@ class Engine:
                 self._log_changes(self.availability.reset(), 0, -1)
             if cfg.evaluate:
                 self._eval(frame=0, slot=-1)
+        self._resume_in_flight()
         hooks = self.hooks
         for k in range(self.next_frame, stop_frame):
             if hooks.frame_start is not None:
@@ -336,18 +337,7 @@ class Engine:
             self._frame_start(k)
             for j in range(cfg.slots_per_frame):
                 t = k * cfg.slots_per_frame + j
-                self._slot_start(k, t)
-                sl = self._slot
-                assert sl is not None
-                result = yield from self.kernel.play_slot(
-                    env,
-                    sl.uploads,
-                    self.system.deadline_s,
-                    self.rules.closes_at,
-                    record=self._events,
-                    online_until_s=sl.online_until_s,
-                )
-                self._slot_end(k, t, result)
+                yield from self._play_slot(k, t)
                 if self.writer is not None and self.buffer.num_rows >= self.row_group_rows:
                     self.stats.rows += self.buffer.num_rows  # the rows leave memory
                     self.writer.slot_done(self, k, self.buffer)
@@ -359,6 +349,26 @@ class Engine:
             if hooks.frame_end is not None:
                 hooks.frame_end(self, k)
             self._flush(k)
+
+    def _resume_in_flight(self) -> None:
+        """Put back on the clock what was in flight at the boundary the run continues from
+        (nothing: a synchronous slot ends before its frame does)."""
+
+    def _play_slot(self, k: int, t: int) -> Any:
+        """Slot ``t`` of frame ``k`` from its start to its end (a SimPy process body): the slot's
+        plan, the kernel playing it out, its outcome."""
+        self._slot_start(k, t)
+        sl = self._slot
+        assert sl is not None
+        result = yield from self.kernel.play_slot(
+            self._env,
+            sl.uploads,
+            self.system.deadline_s,
+            self.rules.closes_at,
+            record=self._events,
+            online_until_s=sl.online_until_s,
+        )
+        self._slot_end(k, t, result)
 
     # ------------------------------------------------------------------ frame
 
@@ -514,19 +524,7 @@ class Engine:
                 *weights,
             )
             cols = {"conv_error": x, "cost": z}
-        outcome = {
-            "participating": out.participating,
-            "success": out.success,
-            "tx_power_w": out.tx_power_w,
-            "upload_s": out.upload_s,
-            "energy_compute_j": out.energy_compute_j,
-            "energy_upload_j": out.energy_upload_j,
-            "energy_j": out.energy_j,
-            "wasted_energy_j": out.wasted_energy_j,
-            "queue_j": out.queue_j,
-            "dropped": out.dropped if self.availability is not None else None,
-            **cols,
-        }
+        outcome = {**self._outcome_columns(out), **cols}
         if self._events:
             self._log_activity(k, t, out, activity, changes)
         else:  # the decision and the outcome in one row, at the slot's start
@@ -585,6 +583,22 @@ class Engine:
             self.hooks.slot_end(self, t, out)
         if self.progress is not None:
             self.progress(t, st)
+
+    def _outcome_columns(self, out: SlotOutcome) -> dict[str, Any]:
+        """A slot's outcome as the per-device columns of its ``energy`` rows (``dropped`` only
+        where devices come and go)."""
+        return {
+            "participating": out.participating,
+            "success": out.success,
+            "tx_power_w": out.tx_power_w,
+            "upload_s": out.upload_s,
+            "energy_compute_j": out.energy_compute_j,
+            "energy_upload_j": out.energy_upload_j,
+            "energy_j": out.energy_j,
+            "wasted_energy_j": out.wasted_energy_j,
+            "queue_j": out.queue_j,
+            "dropped": out.dropped if self.availability is not None else None,
+        }
 
     def _log_activity(
         self, k: int, t: int, out: SlotOutcome, activity: SlotActivity, changes: Changes
