@@ -21,10 +21,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from wflsim.app import progress as _progress
 from wflsim.app import run as _run
-from wflsim.app.scenario import validate_scenario
 from wflsim.sim.config.limits import MAX_WORKERS, out_path_problem, shorten
-from wflsim.sim.config.loading import apply_overrides, plain_value, scenario_text
+from wflsim.sim.config.loading import plain_value, toml_value
 from wflsim.sim.config.schema import Scenario
 from wflsim.sim.engine import Hooks, ProgressFn
 from wflsim.sim.errors import ScenarioError
@@ -33,9 +33,13 @@ if TYPE_CHECKING:  # analysis (pandas) is imported when a result's tables are fi
     import pandas as pd
 
     from wflsim.analysis.tidy import Tidy
+    from wflsim.app.sweep import SweepPlan
 
 #: A scenario: a TOML file, a table shaped like one, or a validated ``Scenario``.
 ScenarioLike = str | os.PathLike[str] | Mapping[str, Any] | Scenario
+#: Overrides: ``--set`` strings, one string, or a mapping of dotted field names (or sections)
+#: to values.
+Overrides = str | Sequence[str] | Mapping[str, Any]
 #: Called after every slot with the global slot index and the run's totals so far.
 Progress = ProgressFn
 
@@ -43,7 +47,7 @@ Progress = ProgressFn
 def prepare(
     scenario: ScenarioLike,
     *,
-    overrides: Sequence[str] = (),
+    overrides: Overrides = (),
     seed: int | None = None,
     data_dir: str | os.PathLike[str] | None = None,
 ) -> _run.Prepared:
@@ -60,42 +64,74 @@ def prepare(
     if seed is not None:
         ovr.append(f"seed={_seed(seed)}")
     ddir = None if data_dir is None else str(data_dir)
+    return _run.prepare_source(_source(scenario), ovr, None, ddir)
+
+
+def _source(scenario: ScenarioLike) -> _run.ScenarioSource:
+    """A scenario given from Python as the text and folder it is prepared from."""
     if isinstance(scenario, (str, os.PathLike)):
-        return _run.prepare(Path(scenario), ovr, None, ddir)
+        return _run.ScenarioSource.from_file(Path(scenario))
     if isinstance(scenario, Scenario):
-        table = scenario.model_dump(mode="json", exclude_none=True)
-    elif isinstance(scenario, Mapping):
-        table = plain_value(scenario)
-    else:
-        raise ScenarioError(
-            "scenario",
-            f"is a {type(scenario).__name__}",
-            "give a TOML file path, a dict shaped like the file, or a Scenario",
-        )
-    validated = validate_scenario(apply_overrides(table, ovr))
-    return _run.prepare_scenario(
-        validated,
-        text=scenario_text(table),
-        overrides=ovr,
-        data_dir=ddir,
-        base_dir=Path.cwd(),
+        return _run.ScenarioSource.from_table(scenario.model_dump(mode="json", exclude_none=True))
+    if isinstance(scenario, Mapping):
+        return _run.ScenarioSource.from_table(scenario)
+    raise ScenarioError(
+        "scenario",
+        f"is a {type(scenario).__name__}",
+        "give a TOML file path, a dict shaped like the file, or a Scenario",
     )
 
 
-def _overrides(overrides: Sequence[str] | str) -> list[str]:
-    """``--set`` strings as a list (a single string is one override, not its characters)."""
+def _overrides(overrides: Overrides) -> list[str]:
+    """Overrides as ``--set`` strings: a single string is one override (not its characters); a
+    mapping gives each field's value by its dotted path (``{"run.frames": 2}``), or a section's
+    fields as a nested mapping (``{"run": {"frames": 2}}``: the fields it names are set, the
+    others kept, as ``--set`` does); a value that is itself a mapping or a list sets the whole
+    field (``{"compute.jitter": {"model": "throttling", "sigma": 0.3}}``)."""
     if isinstance(overrides, str):
         return [overrides]
+    if isinstance(overrides, Mapping):
+        return [f"{key}={_toml_value(value, key)}" for key, value in _dotted(overrides)]
     out = []
     for o in overrides:
         if not isinstance(o, str):
             raise ScenarioError(
                 "overrides",
                 f"holds a {type(o).__name__} ({shorten(repr(o))}), not a --set string",
-                'give strings like "run.frames=3"',
+                'give strings like "run.frames=3", or a dict like {"run.frames": 3}',
             )
         out.append(str(o))
     return out
+
+
+def _dotted(overrides: Mapping[Any, Any], section: str = "") -> list[tuple[str, Any]]:
+    """A mapping of overrides as ``(dotted path, value)`` pairs: a top-level key without a dot
+    whose value is a mapping is a section (its keys are its fields; their values are set whole)."""
+    pairs = []
+    for key, value in overrides.items():
+        if not isinstance(key, str) or not key.strip():
+            raise ScenarioError(
+                "overrides",
+                f"has the key {shorten(repr(key))}, not a field's dotted name",
+                'use keys like "run.frames"',
+            )
+        if section:
+            pairs.append((f"{section}.{key}", value))
+        elif "." not in key and isinstance(value, Mapping):
+            pairs += _dotted(value, key)
+        else:
+            pairs.append((key, value))
+    return pairs
+
+
+def _toml_value(value: Any, key: str) -> str:
+    """A Python value as the TOML text of a ``--set`` value (NumPy scalars and arrays as the
+    Python values they hold)."""
+    if value is None:
+        raise ScenarioError(
+            shorten(key), "is None, which a scenario cannot hold", "leave the field out"
+        )
+    return toml_value(plain_value(value, key), key)
 
 
 def _seed(seed: Any) -> int:
@@ -190,12 +226,12 @@ class RunResult:
 def run(
     scenario: ScenarioLike,
     *,
-    overrides: Sequence[str] = (),
+    overrides: Overrides = (),
     seed: int | None = None,
     data_dir: str | os.PathLike[str] | None = None,
     out: str | os.PathLike[str] | None = None,
     overwrite: bool = False,
-    progress: Progress | None = None,
+    progress: bool | Progress | None = None,
     hooks: Hooks | None = None,
 ) -> RunResult:
     """Run a scenario: ``wflsim run``.
@@ -208,7 +244,9 @@ def run(
         out: a run folder to write (crash-safe, resumable; ``docs/trace.md``); None keeps the
             run in memory and writes nothing.
         overwrite: replace a previous run's folder at ``out``.
-        progress: called after every slot.
+        progress: a progress bar (``True``; ``tqdm.auto``: a widget in a notebook), none
+            (``False``), a bar where one can be seen (``None``: a notebook or a terminal), or a
+            function called after every slot with the slot index and the totals so far.
         hooks: callbacks at each frame's start and end and each slot's end
             (:class:`wflsim.Hooks`); an exception they raise fails the run (a run folder keeps
             its completed frames and can be resumed).
@@ -217,14 +255,22 @@ def run(
         ScenarioError: bad input (nothing written); a folder in use or not a run's.
     """
     prep = prepare(scenario, overrides=overrides, seed=seed, data_dir=data_dir)
-    if out is not None:
-        folder = Path(out)
+    folder = None if out is None else Path(out)
+    if folder is not None:
         _check_out(folder, "out")
-        learner = _run.make_learner(prep)
-        _run.execute(prep, learner, folder, overwrite=overwrite, progress=progress, hooks=hooks)
-        return load_run(folder)
-    engine = _run.build_engine(prep, _run.make_learner(prep), progress=progress, hooks=hooks)
-    stats = engine.run()
+    learner = _run.make_learner(prep)
+    sc = prep.scenario
+    bar, close = _progress.callback(
+        progress, sc.run.frames * sc.run.slots_per_frame, sc.run.slots_per_frame
+    )
+    try:
+        if folder is not None:
+            _run.execute(prep, learner, folder, overwrite=overwrite, progress=bar, hooks=hooks)
+            return load_run(folder)
+        engine = _run.build_engine(prep, learner, progress=bar, hooks=hooks)
+        stats = engine.run()
+    finally:
+        close()
     from wflsim.analysis.io import events_frame
 
     return RunResult(
@@ -238,7 +284,7 @@ def resume(
     folder: str | os.PathLike[str],
     *,
     data_dir: str | os.PathLike[str] | None = None,
-    progress: Progress | None = None,
+    progress: bool | Progress | None = None,
     hooks: Hooks | None = None,
 ) -> RunResult:
     """Continue a killed, failed or interrupted run from its last checkpoint: ``wflsim run
@@ -255,7 +301,14 @@ def resume(
     if manifest is None:
         raise ScenarioError("--resume", f"{str(path)!r} has no readable manifest.json")
     prep = _run.prepare_from_manifest(manifest, None if data_dir is None else str(data_dir))
-    _run.resume(prep, _run.make_learner(prep), path, progress=progress, hooks=hooks)
+    sc = prep.scenario
+    bar, close = _progress.callback(
+        progress, sc.run.frames * sc.run.slots_per_frame, sc.run.slots_per_frame
+    )
+    try:
+        _run.resume(prep, _run.make_learner(prep), path, progress=bar, hooks=hooks)
+    finally:
+        close()
     return load_run(path)
 
 
@@ -348,23 +401,24 @@ def _grid_value(key: str, value: Any) -> str:
 
 
 def sweep(
-    scenario: str | os.PathLike[str],
+    scenario: ScenarioLike,
     grid: Mapping[str, Sequence[Any]] | Sequence[str] | None = None,
     seeds: str | Sequence[int] | None = None,
     *,
     out: str | os.PathLike[str],
-    overrides: Sequence[str] = (),
+    overrides: Overrides = (),
     data_dir: str | os.PathLike[str] | None = None,
     workers: int = 1,
     executor: str = "local",
     overwrite: bool = False,
     hooks: Hooks | None = None,
+    progress: bool | None = None,
 ) -> SweepResult:
     """Run a sweep over a grid and seeds: ``wflsim sweep``. Repeating it resumes it.
 
     Args:
-        scenario: the scenario file (its ``[sweep]`` table is used where ``grid`` or ``seeds``
-            is None).
+        scenario: a TOML file, a table shaped like one, or a ``Scenario`` (its ``[sweep]``
+            table is used where ``grid`` or ``seeds`` is None).
         grid: ``{"scheme.V": [10, 100], "scheme.name": ["two_timescale", "only_pc"]}`` or
             ``--grid`` strings (``"scheme.V=10,100"``).
         seeds: ``[0, 1, 2]`` or ``"0-2"``.
@@ -375,18 +429,17 @@ def sweep(
         overwrite: recompute points whose folder a different scenario made.
         hooks: the engine's callbacks for every point (:class:`wflsim.Hooks`); the points then
             run in this process (``workers = 1``, ``local``).
+        progress: a bar with one step a run (``True``), none (``False``), or a bar where one
+            can be seen (``None``: a notebook or a terminal).
 
     Raises:
         ScenarioError: a bad grid or point (nothing written), or a point folder that another
             scenario made (without ``overwrite``).
         wflsim.app.sweep.SweepInterrupted: Ctrl-C (``sweep.json`` records every point's state).
     """
-    from wflsim.app.sweep import plan_sweep, run_sweep
+    from wflsim.app.sweep import plan_sweep
 
-    if isinstance(workers, bool) or not isinstance(plain_value(workers), int):
-        raise ScenarioError("workers", f"must be a whole number (got {shorten(repr(workers))})")
-    if not 1 <= workers <= MAX_WORKERS:
-        raise ScenarioError("workers", f"must be in [1, {MAX_WORKERS}]", "e.g. workers=2")
+    _check_workers(workers)
     if seeds is None or isinstance(seeds, str):
         seed_text = seeds
     else:
@@ -394,21 +447,51 @@ def sweep(
     ddir = None if data_dir is None else str(data_dir)
     extra = _overrides(overrides)
     plan = plan_sweep(
-        Path(scenario), _grid_specs(grid), seed_text, data_dir=ddir, extra_overrides=extra
+        _source(scenario), _grid_specs(grid), seed_text, data_dir=ddir, extra_overrides=extra
     )
     folder = Path(out)
-    _check_out(folder, "out", room=64 + 161)
-    run_sweep(
-        plan,
-        folder,
-        workers=int(workers),
-        executor=executor,
-        data_dir=ddir,
-        extra_overrides=extra,
-        overwrite=overwrite,
-        hooks=hooks,
-    )
+    _run_plan(plan, folder, workers, executor, ddir, extra, overwrite, hooks, progress)
     return load_sweep(folder)
+
+
+def _check_workers(workers: Any) -> None:
+    if isinstance(workers, bool) or not isinstance(plain_value(workers), int):
+        raise ScenarioError("workers", f"must be a whole number (got {shorten(repr(workers))})")
+    if not 1 <= workers <= MAX_WORKERS:
+        raise ScenarioError("workers", f"must be in [1, {MAX_WORKERS}]", "e.g. workers=2")
+
+
+def _run_plan(
+    plan: SweepPlan,
+    folder: Path,
+    workers: int,
+    executor: str,
+    data_dir: str | None,
+    extra: list[str],
+    overwrite: bool,
+    hooks: Hooks | None,
+    progress: bool | None,
+) -> None:
+    """Run a planned sweep into ``folder`` with a bar of its points where wanted."""
+    from wflsim.app.sweep import run_sweep
+
+    _check_out(folder, "out", room=64 + 161)
+    bar = _progress.PointBar(len(plan.points)) if _progress.wanted(progress) else None
+    try:
+        run_sweep(
+            plan,
+            folder,
+            workers=int(workers),
+            executor=executor,
+            data_dir=data_dir,
+            extra_overrides=extra,
+            overwrite=overwrite,
+            hooks=hooks,
+            progress=bar,
+        )
+    finally:
+        if bar is not None:
+            bar.close()
 
 
 def load_sweep(folder: str | os.PathLike[str]) -> SweepResult:
@@ -420,3 +503,155 @@ def load_sweep(folder: str | os.PathLike[str]) -> SweepResult:
     path = Path(folder)
     manifest = json.loads((path / "sweep.json").read_text(encoding="utf-8"))
     return SweepResult(path, manifest)
+
+
+#: The run summary's measures :func:`compare` reports by default (those a run measured).
+COMPARE_METRICS = (
+    "final_accuracy",
+    "final_loss",
+    "total_energy_j",
+    "mean_energy_per_device_slot_j",
+    "outage_rate",
+    "dropout_rate",
+    "simulated_time_s",
+)
+
+
+def compare(
+    scenario: ScenarioLike,
+    variants: Mapping[str, Overrides],
+    seeds: str | Sequence[int] = (0, 1, 2),
+    *,
+    overrides: Overrides = (),
+    metrics: Sequence[str] | None = None,
+    reference: str | None = None,
+    level: float = 0.95,
+    out: str | os.PathLike[str] | None = None,
+    data_dir: str | os.PathLike[str] | None = None,
+    workers: int = 1,
+    executor: str = "local",
+    progress: bool | None = None,
+) -> pd.DataFrame:
+    """Run several variants of a scenario over the same seeds and compare their summaries.
+
+    Each variant is a set of overrides (``{"proposed": {"scheme.name": "two_timescale"},
+    "Only-PC": {"scheme.name": "only_pc"}}``) applied after ``overrides``; every variant runs
+    with every seed. A seed fixes the channels, positions, data and initial model of a run
+    whatever the scheme (common random numbers), so variants are compared on the same draws and
+    a difference to ``reference`` is paired by seed (its interval is narrower than the two
+    variants' intervals suggest).
+
+    Args:
+        scenario: a TOML file, a table shaped like one, or a ``Scenario``.
+        variants: label -> overrides (a mapping or ``--set`` strings, as ``run`` takes them).
+        seeds: ``[0, 1, 2]`` or ``"0-2"``.
+        overrides: applied to every variant first.
+        metrics: summary measures to compare (default: :data:`COMPARE_METRICS` that were
+            measured; any numeric key of ``RunResult.summary``).
+        reference: a variant's label: adds each variant's paired difference to it.
+        level: the confidence level of the Student-t intervals over seeds.
+        out: a sweep folder that keeps the runs (repeating the call then reuses completed
+            runs and resumes the others); None runs in a temporary folder, deleted after.
+        data_dir, workers, executor: as :func:`sweep` (``workers=2``: two runs at a time).
+        progress: a bar with one step a run (``None``: where one can be seen).
+
+    Returns:
+        One row per variant and metric: ``variant``, ``metric``, ``n`` (seeds with a finite
+        value), ``mean``, ``ci_low``, ``ci_high`` and, with ``reference``, ``diff`` (mean of
+        variant - reference over the common seeds), ``diff_ci_low``, ``diff_ci_high``. The runs
+        themselves (one row per variant and seed, with every metric) are in ``.attrs["runs"]``.
+
+    Raises:
+        ScenarioError: a bad variant, seed, metric or reference (nothing run); a run that
+            failed (its error; with ``out`` its folder keeps the details).
+    """
+    import tempfile
+
+    import pandas as pd
+
+    from wflsim.analysis.stats import t_interval
+    from wflsim.app.sweep import GridPoint, parse_seeds, plan_points
+
+    _check_workers(workers)
+    if not isinstance(variants, Mapping) or not variants:
+        raise ScenarioError(
+            "variants", "must be a non-empty dict: label -> overrides", 'e.g. {"a": {}}'
+        )
+    labels = [str(k) for k in variants]
+    if reference is not None and reference not in labels:
+        raise ScenarioError("reference", f"{reference!r} is not a variant", f"one of {labels}")
+    if not 0 < float(level) < 1:
+        raise ScenarioError("level", f"must be in (0, 1) (got {level})", "e.g. level=0.95")
+    seed_list = parse_seeds(
+        seeds if isinstance(seeds, str) else ",".join(str(_seed(s)) for s in seeds)
+    )
+    extra = _overrides(overrides)
+    points = [
+        GridPoint(tuple(_overrides(variants[label])), s, label=label)
+        for label in labels
+        for s in seed_list
+    ]
+    names = [p.name for p in points]
+    if len(set(names)) != len(names):
+        raise ScenarioError(
+            "variants",
+            "two labels differ only in characters a folder name cannot hold",
+            "use labels of letters, digits and -_.",
+        )
+    ddir = None if data_dir is None else str(data_dir)
+    plan = plan_points(
+        _source(scenario),
+        [("variant", labels)],
+        seed_list,
+        points,
+        data_dir=ddir,
+        extra_overrides=extra,
+    )
+    with tempfile.TemporaryDirectory(prefix="wflsim-compare-") as tmp:
+        folder = Path(out) if out is not None else Path(tmp) / "compare"
+        _run_plan(plan, folder, workers, executor, ddir, extra, False, None, progress)
+        records = load_sweep(folder).points
+    rows = []
+    for p in points:
+        rec = records[p.name]
+        summary = rec.get("summary")
+        if not isinstance(summary, dict):
+            raise ScenarioError(
+                f"variants.{p.label}",
+                f"the run with seed {p.seed} {rec.get('status')}: {rec.get('error', '')}".strip(),
+                "fix the variant (with out=..., its folder has the details)",
+            )
+        rows.append({"variant": p.label, "seed": p.seed, **summary})
+    runs = pd.DataFrame(rows)
+    for c in runs.columns.drop(["variant", "seed"]):  # null in JSON: a value not measured
+        if all(v is None or isinstance(v, int | float) for v in runs[c]):
+            runs[c] = runs[c].astype(float)
+    wanted = list(metrics) if metrics is not None else list(COMPARE_METRICS)
+    for m in wanted:
+        if m not in runs.columns or not pd.api.types.is_numeric_dtype(runs[m]):
+            known = [c for c in runs.columns if c not in ("variant", "seed")]
+            raise ScenarioError("metrics", f"{m!r} is not a run measure", f"one of {known}")
+    if metrics is None:
+        wanted = [m for m in wanted if runs[m].notna().any()]
+    table = []
+    for label in labels:
+        mine = runs[runs["variant"] == label].set_index("seed")
+        for m in wanted:
+            mean, _, lo, hi, n = t_interval(mine[m].to_numpy(float), level)
+            row: dict[str, Any] = {
+                "variant": label,
+                "metric": m,
+                "n": n,
+                "mean": mean,
+                "ci_low": lo,
+                "ci_high": hi,
+            }
+            if reference is not None:
+                ref = runs[runs["variant"] == reference].set_index("seed")[m]
+                d = (mine[m] - ref.reindex(mine.index)).to_numpy(float)
+                dm, _, dlo, dhi, _ = t_interval(d, level)
+                row |= {"diff": dm, "diff_ci_low": dlo, "diff_ci_high": dhi}
+            table.append(row)
+    result = pd.DataFrame(table)
+    result.attrs["runs"] = runs[["variant", "seed", *wanted]]
+    return result

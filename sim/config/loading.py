@@ -180,10 +180,15 @@ _BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
 
 
 def _toml_key(key: str) -> str:
-    return key if _BARE_KEY.fullmatch(key) else _toml_value(key, key)
+    return key if _BARE_KEY.fullmatch(key) else toml_value(key, key)
 
 
-def _toml_value(value: Any, where: str) -> str:
+def toml_value(value: Any, where: str) -> str:
+    """A plain value (:func:`plain_value`) as TOML text (``tomllib`` reads it back).
+
+    Raises:
+        ScenarioError: a value TOML cannot hold (names ``where``).
+    """
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, int):
@@ -199,10 +204,10 @@ def _toml_value(value: Any, where: str) -> str:
         # which TOML does not allow raw, escaped too)
         return json.dumps(value, ensure_ascii=False).replace("\x7f", "\\u007f")
     if isinstance(value, (list, tuple)):
-        return "[" + ", ".join(_toml_value(v, where) for v in value) + "]"
+        return "[" + ", ".join(toml_value(v, where) for v in value) + "]"
     if isinstance(value, dict):
         items = [
-            f"{_toml_key(str(k))} = {_toml_value(v, f'{where}.{k}')}"
+            f"{_toml_key(str(k))} = {toml_value(v, f'{where}.{k}')}"
             for k, v in value.items()
             if v is not None
         ]
@@ -220,7 +225,7 @@ def scenario_text(table: dict[str, Any]) -> str:
         ScenarioError: a value TOML cannot hold (names its field).
     """
     lines = [
-        f"{_toml_key(k)} = {_toml_value(v, k)}"
+        f"{_toml_key(k)} = {toml_value(v, k)}"
         for k, v in table.items()
         if v is not None and not isinstance(v, dict)
     ]
@@ -229,7 +234,7 @@ def scenario_text(table: dict[str, Any]) -> str:
             continue
         lines += ["", f"[{_toml_key(name)}]"]
         lines += [
-            f"{_toml_key(str(k))} = {_toml_value(v, f'{name}.{k}')}"
+            f"{_toml_key(str(k))} = {toml_value(v, f'{name}.{k}')}"
             for k, v in section.items()
             if v is not None
         ]

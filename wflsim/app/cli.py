@@ -27,6 +27,7 @@ from wflsim.sim.errors import ScenarioError
 from wflsim.sim.world.availability import AlwaysConfig
 
 from .log import configure_logging
+from .progress import PointBar, SlotBar
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -261,24 +262,10 @@ def _execute(
     start: Callable[[ProgressFn], RunStats | None],
 ) -> int:
     """Run ``start(progress)`` with a progress bar, SIGTERM as Ctrl-C, and print the outcome."""
-    from tqdm import tqdm
-
     sc = prep.scenario
-    total = sc.run.frames * sc.run.slots_per_frame
-    bar = tqdm(total=total, unit="slot", disable=args.quiet, dynamic_ncols=True, file=sys.stderr)
-
-    def progress(t: int, st: RunStats) -> None:
-        if bar.n == 0 and t > 0:  # a resumed run starts at its checkpoint
-            bar.update(t)
-        bar.update(1)
-        if t % 5 == 0 or t == total - 1:
-            bar.set_postfix(
-                frame=t // sc.run.slots_per_frame,
-                acc=f"{st.last_accuracy:.3f}",
-                energy_J=f"{st.energy_j:.3g}",
-                outage=f"{st.outage_rate:.3f}",
-                refresh=False,
-            )
+    progress = bar = SlotBar(
+        sc.run.frames * sc.run.slots_per_frame, sc.run.slots_per_frame, disable=args.quiet
+    )
 
     def _terminate(signum: int, frame: object) -> None:  # SIGTERM: stop like Ctrl-C, keep the trace
         raise KeyboardInterrupt
@@ -395,8 +382,6 @@ def check_out_path(out: Path, flag: str, sweep: bool = False) -> None:
 
 
 def _sweep(args: argparse.Namespace) -> int:
-    from tqdm import tqdm
-
     from .sweep import SweepInterrupted, plan_sweep, run_sweep
 
     if not 1 <= args.workers <= MAX_WORKERS:
@@ -406,11 +391,7 @@ def _sweep(args: argparse.Namespace) -> int:
     )
     out = Path(args.out) if args.out else Path("runs") / f"sweep-{Path(args.scenario).stem}"
     check_out_path(out, "--out", sweep=True)
-    bar = tqdm(total=len(plan.points), unit="run", disable=args.quiet, file=sys.stderr)
-
-    def progress(name: str, result: dict) -> None:
-        bar.update(1)
-        bar.set_postfix_str(f"{name}: {result['status']}", refresh=False)
+    progress = bar = PointBar(len(plan.points), disable=args.quiet)
 
     def _terminate(signum: int, frame: object) -> None:  # SIGTERM: stop like Ctrl-C
         raise KeyboardInterrupt

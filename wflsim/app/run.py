@@ -17,6 +17,7 @@ import json
 import logging
 import platform
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,7 +28,13 @@ from wflsim.sim import state as checkpoints
 from wflsim.sim.asynchronous import AsyncEngine
 from wflsim.sim.config.catalogue import DatasetError
 from wflsim.sim.config.derived import check_derived
-from wflsim.sim.config.loading import apply_overrides, parse_scenario_text
+from wflsim.sim.config.loading import (
+    apply_overrides,
+    parse_scenario_text,
+    plain_value,
+    read_scenario_file,
+    scenario_text,
+)
 from wflsim.sim.config.resolve import (
     check_data_dir,
     check_deadline,
@@ -56,7 +63,7 @@ from wflsim.sim.world.uplink import UplinkSpec
 from . import folders
 from .folders import check_out_dir
 from .recorder import RunRecorder
-from .scenario import check_scheme, load_scenario, validate_scenario
+from .scenario import check_scheme, validate_scenario
 
 log = logging.getLogger(__name__)
 
@@ -81,6 +88,42 @@ class Prepared:
     availability: Availability | None = field(default=None)
 
 
+@dataclass(frozen=True)
+class ScenarioSource:
+    """A scenario as the text it is read from, with the folder its relative paths (a mobility
+    trace, a channel table, the data folder) are resolved against: a file's text and folder, or a
+    table written as TOML with the working directory. A sweep's points are prepared from their
+    sweep's source, so every point runs the same text even if the file changes meanwhile."""
+
+    text: str
+    base_dir: Path
+    path: Path | None = None
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> ScenarioSource:
+        """A scenario file (read now).
+
+        Raises:
+            ScenarioError: missing, unreadable or not TOML.
+        """
+        text, _ = read_scenario_file(path)
+        return cls(text, Path(path).resolve().parent, Path(path))
+
+    @classmethod
+    def from_table(cls, table: Mapping[str, Any], base_dir: Path | None = None) -> ScenarioSource:
+        """A table shaped like a scenario file (relative paths: to ``base_dir``, default the
+        working directory).
+
+        Raises:
+            ScenarioError: a value TOML cannot hold (names its field).
+        """
+        return cls(scenario_text(plain_value(table)), base_dir or Path.cwd())
+
+    def table(self) -> dict[str, Any]:
+        """The scenario's table (as parsed from its text)."""
+        return parse_scenario_text(self.text, str(self.path) if self.path else "scenario")
+
+
 def prepare(
     path: str | Path,
     overrides: list[str] | None = None,
@@ -92,18 +135,31 @@ def prepare(
     Raises:
         ScenarioError: any problem, naming the field and the fix.
     """
+    return prepare_source(ScenarioSource.from_file(path), overrides, seed, data_dir)
+
+
+def prepare_source(
+    source: ScenarioSource,
+    overrides: list[str] | None = None,
+    seed: int | None = None,
+    data_dir: str | None = None,
+) -> Prepared:
+    """Validate and resolve a scenario's source with ``--set`` overrides (no output is written).
+
+    Raises:
+        ScenarioError: any problem, naming the field and the fix.
+    """
     overrides = list(overrides or [])
     if seed is not None:
         overrides.append(f"seed={int(seed)}")
-    scenario, text = load_scenario(path, overrides)
-    base_dir = Path(path).resolve().parent
+    scenario = validate_scenario(apply_overrides(source.table(), overrides))
     return prepare_scenario(
         scenario,
-        text=text,
-        path=Path(path),
+        text=source.text,
+        path=source.path,
         overrides=overrides,
         data_dir=data_dir,
-        base_dir=base_dir,
+        base_dir=source.base_dir,
     )
 
 

@@ -55,6 +55,7 @@ if TYPE_CHECKING:
 
 from . import folders
 from .log import configure_logging
+from .run import ScenarioSource
 
 log = logging.getLogger(__name__)
 
@@ -66,10 +67,12 @@ _MAX_NAME = MAX_POINT_NAME_BYTES
 
 @dataclass(frozen=True)
 class GridPoint:
-    """One run of a sweep: its ``--set`` overrides and seed."""
+    """One run of a sweep: its ``--set`` overrides and seed (and, for a comparison's variant,
+    the label that names its folder instead of the overrides)."""
 
     overrides: tuple[str, ...]
     seed: int
+    label: str = ""
 
     @property
     def name(self) -> str:
@@ -77,7 +80,8 @@ class GridPoint:
         characters become ``_``; a name longer than 160 bytes in UTF-8, which letters outside
         ASCII reach sooner than 160 characters, is cut at a character boundary and ends with a
         hash of the whole)."""
-        parts = [*self.overrides, f"seed={self.seed}"]
+        parts = [self.label] if self.label else [*self.overrides]
+        parts.append(f"seed={self.seed}")
         raw = "__".join(parts)
         safe = "".join(c if c.isalnum() or c in "-_.=," else "_" for c in raw)
         if len(safe.encode("utf-8")) > _MAX_NAME:
@@ -94,7 +98,7 @@ class GridPoint:
 class SweepPlan:
     """A validated sweep: the grid points in a fixed order."""
 
-    scenario: Path
+    scenario: ScenarioSource
     grid: list[tuple[str, list[str]]]
     seeds: list[int]
     points: list[GridPoint] = field(default_factory=list)
@@ -225,7 +229,7 @@ def expand(grid: list[tuple[str, list[str]]], seeds: list[int]) -> list[GridPoin
 
 
 def plan_sweep(
-    scenario: str | Path,
+    scenario: str | Path | ScenarioSource,
     grid_specs: list[str],
     seeds: str | None,
     *,
@@ -241,12 +245,12 @@ def plan_sweep(
         ScenarioError: a malformed grid, or a grid point whose scenario is invalid (the message
             names the point).
     """
-    from wflsim.sim.config.loading import read_scenario_file, sweep_defaults
+    from wflsim.sim.config.loading import sweep_defaults
 
-    from .run import fingerprint, prepare
-
-    path = Path(scenario)
-    _, table = read_scenario_file(path)
+    source = (
+        scenario if isinstance(scenario, ScenarioSource) else ScenarioSource.from_file(scenario)
+    )
+    table = source.table()
     file_seed, file_sweep = sweep_defaults(table)
     if isinstance(grid_specs, str):  # one spec, not its characters
         grid_specs = [grid_specs]
@@ -263,17 +267,44 @@ def plan_sweep(
         seed_list = parse_seeds(",".join(str(s) for s in file_sweep.seeds))
     else:
         seed_list = [file_seed]
-    points = expand(grid, seed_list)
+    return plan_points(
+        source,
+        grid,
+        seed_list,
+        expand(grid, seed_list),
+        data_dir=data_dir,
+        extra_overrides=extra_overrides,
+    )
+
+
+def plan_points(
+    source: ScenarioSource,
+    grid: list[tuple[str, list[str]]],
+    seeds: list[int],
+    points: list[GridPoint],
+    *,
+    data_dir: str | None = None,
+    extra_overrides: list[str] | None = None,
+) -> SweepPlan:
+    """Validate every point of a sweep (nothing is written).
+
+    Raises:
+        ScenarioError: a point whose scenario is invalid (the message names the point).
+    """
+    from .run import fingerprint, prepare_source
+
     fingerprints = {}
     for point in points:
         try:
-            prep = prepare(path, [*(extra_overrides or []), *point.overrides], point.seed, data_dir)
+            prep = prepare_source(
+                source, [*(extra_overrides or []), *point.overrides], point.seed, data_dir
+            )
         except ScenarioError as err:
             raise ScenarioError(
                 err.field, f"{err.problem} [grid point {point.name}]", err.fix
             ) from None
         fingerprints[point.name] = fingerprint(prep)
-    return SweepPlan(path, grid, seed_list, points, fingerprints)
+    return SweepPlan(source, grid, seeds, points, fingerprints)
 
 
 def _toml_text(value: Any, field: str) -> str:
@@ -369,7 +400,7 @@ def _worker_init(parent_pid: int) -> None:
 
 
 def run_point(
-    scenario: str,
+    scenario: str | ScenarioSource,
     overrides: list[str],
     seed: int,
     out: str,
@@ -389,13 +420,16 @@ def run_point(
     if threads:
         os.environ.setdefault("OMP_NUM_THREADS", str(threads))
         os.environ.setdefault("MKL_NUM_THREADS", str(threads))
-    from .run import execute, make_learner, prepare, resume
+    from .run import execute, make_learner, prepare_source, resume
 
     if in_worker and _STOPPING.is_set():
         return {"status": "not started"}
     log.info("point %s: %s", Path(out).name, mode)
     try:
-        prep = prepare(scenario, overrides, seed, data_dir)
+        source = (
+            scenario if isinstance(scenario, ScenarioSource) else ScenarioSource.from_file(scenario)
+        )
+        prep = prepare_source(source, overrides, seed, data_dir)
         if threads and prep.scenario.learning.enabled:
             import torch
 
@@ -426,7 +460,7 @@ def run_point(
 
 ProgressFn = Callable[[str, dict[str, Any]], None]
 #: :func:`run_point`'s positional arguments: scenario, overrides, seed, out, data_dir, threads, mode
-PointArgs = tuple[str, list[str], int, str, str | None, int | None, str]
+PointArgs = tuple[ScenarioSource, list[str], int, str, str | None, int | None, str]
 
 
 def _now() -> str:
@@ -573,8 +607,8 @@ def _run_sweep_locked(
     except (OSError, ValueError):
         previous = {}
     manifest: dict[str, Any] = {
-        "scenario_file": str(plan.scenario),
-        "scenario_text": plan.scenario.read_text(encoding="utf-8"),
+        "scenario_file": None if plan.scenario.path is None else str(plan.scenario.path),
+        "scenario_text": plan.scenario.text,
         "grid": [{"field": k, "values": v} for k, v in plan.grid],
         "seeds": plan.seeds,
         "overrides": extra,
@@ -610,7 +644,7 @@ def _run_sweep_locked(
     threads = max(1, (os.cpu_count() or 1) // max(1, workers)) if workers > 1 else None
     args: dict[str, PointArgs] = {
         p.name: (
-            str(plan.scenario),
+            plan.scenario,
             [*extra, *p.overrides],
             p.seed,
             str(out / p.name),

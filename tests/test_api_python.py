@@ -1,0 +1,127 @@
+"""The Python-native API: overrides as dicts, sweeps from tables, compare(), progress bars."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import wflsim
+from conftest import base_scenario
+from wflsim.analysis.stats import t_interval
+from wflsim.api import _overrides
+from wflsim.sim.config.loading import apply_overrides
+from wflsim.sim.errors import ScenarioError
+
+TINY = base_scenario(
+    run={"frames": 1, "slots_per_frame": 3, "deadline_s": 0.8},
+    network={"num_devices": 5, "cell_radius_m": 300.0},
+    learning={"enabled": False, "num_params": 20_000},
+    scheme={"name": "two_timescale", "V": 10.0},
+)
+
+
+def test_dotted_nested_and_string_overrides_give_the_same_run():
+    """{"a.b": v}, {"a": {"b": v}} and "a.b=v" override a scenario identically."""
+    as_text = wflsim.run(TINY, overrides=["scheme.V=100", "run.slots_per_frame=2"], progress=False)
+    dotted = wflsim.run(TINY, overrides={"scheme.V": 100, "run.slots_per_frame": 2}, progress=False)
+    nested = wflsim.run(
+        TINY, overrides={"scheme": {"V": 100}, "run": {"slots_per_frame": 2}}, progress=False
+    )
+    pd.testing.assert_frame_equal(as_text.events, dotted.events)
+    pd.testing.assert_frame_equal(as_text.events, nested.events)
+    assert dotted.scenario["scheme"]["V"] == 100.0 and len(dotted.slots) == 2
+
+
+def test_a_table_valued_override_sets_the_whole_field():
+    """A dict value replaces the field (a jitter model), as --set with an inline table does."""
+    ovr = _overrides({"compute": {"jitter": {"model": "throttling", "sigma": 0.3}}})
+    assert ovr == ['compute.jitter={ model = "throttling", sigma = 0.3 }']
+    table = apply_overrides(TINY, ovr)
+    assert table["compute"]["jitter"] == {"model": "throttling", "sigma": 0.3}
+
+
+def test_numpy_values_in_overrides_count_as_python_values():
+    """np.int64 and np.float64 override values act as int and float."""
+    assert _overrides({"run.frames": np.int64(2), "scheme.V": np.float64(1.5)}) == [
+        "run.frames=2",
+        "scheme.V=1.5",
+    ]
+
+
+@pytest.mark.parametrize(
+    "bad, field",
+    [({"run.frames": None}, "run.frames"), ({3: 1}, "overrides"), ([3], "overrides")],
+)
+def test_bad_overrides_raise_scenario_errors(bad, field):
+    """None values, non-text keys and non-text list items are refused, naming the field."""
+    with pytest.raises(ScenarioError) as err:
+        wflsim.prepare(TINY, overrides=bad)
+    assert err.value.field == field
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.dictionaries(
+        st.sampled_from(["scheme.V", "network.cell_radius_m", "learning.lr"]),
+        st.floats(min_value=1.0, max_value=1e3, allow_nan=False),
+        min_size=1,
+    )
+)
+def test_dict_overrides_round_trip_to_the_values_given(values):
+    """Every value of a dict override reaches the table exactly (floats round-trip through TOML)."""
+    table = apply_overrides(TINY, _overrides(values))
+    for key, v in values.items():
+        section, field = key.split(".")
+        assert table[section][field] == v
+
+
+def test_sweep_from_a_dict_runs_relative_paths_from_the_working_directory(tmp_path, monkeypatch):
+    """wflsim.sweep takes a scenario dict; its points run the dict's scenario with the grid."""
+    monkeypatch.chdir(tmp_path)
+    sw = wflsim.sweep(TINY, {"scheme.V": [1.0, 100.0]}, seeds=range(2), out="sw", progress=False)
+    assert len(sw.points) == 4
+    assert all(p["status"] == "completed" for p in sw.points.values())
+    assert sw.manifest["scenario_file"] is None
+    one = sw.run("scheme.V=100.0__seed=1")
+    again = wflsim.run(TINY, overrides={"scheme.V": 100.0}, seed=1, progress=False)
+    pd.testing.assert_frame_equal(one.events, again.events)
+
+
+def test_compare_pairs_variants_by_seed_and_gives_t_intervals(tmp_path):
+    """compare(): one row per variant and metric; means and intervals are Student-t over the
+    seeds; a variant equal to the reference has a paired difference of exactly 0."""
+    variants = {
+        "V10": {"scheme.V": 10.0},
+        "same": ["scheme.V=10.0"],
+        "ideal": {"scheme.name": "ideal"},
+    }
+    df = wflsim.compare(
+        TINY, variants, seeds=[0, 1, 2], reference="V10", out=tmp_path / "c", progress=False
+    )
+    runs = df.attrs["runs"]
+    assert len(runs) == 9 and set(df["variant"]) == set(variants)
+    row = df[(df["variant"] == "ideal") & (df["metric"] == "total_energy_j")].iloc[0]
+    mean, _, lo, hi, n = t_interval(runs[runs["variant"] == "ideal"]["total_energy_j"])
+    assert (row["mean"], row["ci_low"], row["ci_high"], row["n"]) == (mean, lo, hi, n)
+    same = df[df["variant"] == "same"]
+    assert (same["diff"] == 0).all()
+    assert "final_accuracy" not in set(df["metric"])  # not measured in a network-only run
+    assert (tmp_path / "c" / "sweep.json").is_file()
+
+
+def test_compare_refuses_an_unknown_reference_before_running(tmp_path):
+    """A reference that is not a variant: ScenarioError on 'reference', nothing written."""
+    with pytest.raises(ScenarioError) as err:
+        wflsim.compare(TINY, {"a": {}}, reference="b", out=tmp_path / "c")
+    assert err.value.field == "reference" and not (tmp_path / "c").exists()
+
+
+def test_progress_true_draws_a_bar_on_stderr(capsys):
+    """progress=True shows a tqdm bar with one step a slot; progress=False draws nothing."""
+    wflsim.run(TINY, progress=True)
+    assert "3/3" in capsys.readouterr().err
+    wflsim.run(TINY, progress=False)
+    assert capsys.readouterr().err == ""
