@@ -60,6 +60,8 @@ from wflsim.sim.config.catalogue import (
     INPUT_SHAPES,
     NORMALISATION,
     NUM_CLASSES,
+    USER_DATASETS,
+    USER_PARTITIONS,
     DatasetError,
 )
 
@@ -164,6 +166,10 @@ def load_dataset(
     Raises :class:`DatasetNotFoundError` when the files are missing and ``ValueError``
     for an unknown name. ``data_dir`` is ignored for ``digits``.
     """
+    if name in USER_DATASETS:
+        from . import extensions
+
+        return extensions.dataset(name)
     if name not in INPUT_SHAPES:
         raise ValueError(f"unknown dataset {name!r}; known: {list(DATASETS)}")
     if name == "digits":
@@ -678,6 +684,10 @@ def partition(
             parts[empty] = parts[donor][j : j + 1]
             parts[donor] = np.delete(parts[donor], j)
             sizes[empty], sizes[donor] = 1, sizes[donor] - 1
+    elif kind in USER_PARTITIONS:
+        from . import extensions
+
+        return extensions.partition(kind, labels, num_devices, rng)
     else:
         raise ValueError(f"unknown partition kind {kind!r}; known: 'iid', 'dirichlet'")
     return [np.sort(np.asarray(p, dtype=np.int64)) for p in parts]

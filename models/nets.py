@@ -137,6 +137,10 @@ def build_model(name: str, dataset: str) -> nn.Module:
     Initialisation uses the global torch RNG (PyTorch defaults): callers that need determinism
     (the learner) build it inside ``torch.random.fork_rng()`` with their own seed.
     """
+    from . import extensions
+
+    if extensions.is_registered_model(name):
+        return extensions.build(name, dataset)
     shape = input_shape(dataset)
     if name == "mlp":
         c, h, w = shape

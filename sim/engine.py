@@ -107,6 +107,8 @@ class RunStats:
     wall_time_s: float = 0.0
     rows: int = 0
     energy_per_device_j: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    #: ``{"frame", "reason"}`` of a run ended before its last frame (:meth:`Engine.request_stop`)
+    stopped_early: dict[str, Any] | None = None
 
     @property
     def outage_rate(self) -> float:
@@ -144,17 +146,22 @@ class RunStats:
             "simulated_time_s": self.simulated_time_s,
             "wall_time_s": self.wall_time_s,
             "trace_rows": self.rows,
-        }
+        } | ({} if self.stopped_early is None else {"stopped_early": dict(self.stopped_early)})
 
     def state_dict(self) -> dict[str, Any]:
         """Every field (for checkpoints)."""
         out: dict[str, Any] = {k: getattr(self, k) for k in self.__dataclass_fields__}
         out["energy_per_device_j"] = self.energy_per_device_j.copy()
+        if self.stopped_early is None:
+            del out["stopped_early"]  # the checkpoints of every run that is not stopped early
         return out
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore :meth:`state_dict`."""
         for k in self.__dataclass_fields__:
+            if k == "stopped_early":
+                self.stopped_early = state.get(k)
+                continue
             v = state.get(k, 0) if k in ("available_device_slots", "drops") else state[k]
             setattr(self, k, np.array(v, dtype=np.float64) if k == "energy_per_device_j" else v)
 
@@ -317,6 +324,8 @@ class Engine:
         self._events = config.trace_level == "events"  # else device_slots
         self._wall_start = 0.0  # perf_counter at the start of run(), and the wall time before it
         self._wall_before = 0.0
+        #: why the run stops before its last frame (:meth:`request_stop`); None: it does not
+        self.stop_reason: str | None = None
 
     # ------------------------------------------------------------------ processes
 
@@ -349,6 +358,9 @@ class Engine:
             if hooks.frame_end is not None:
                 hooks.frame_end(self, k)
             self._flush(k)
+            if self.stop_reason is not None:
+                self.stats.stopped_early = {"frame": k, "reason": self.stop_reason}
+                break
 
     def _resume_in_flight(self) -> None:
         """Put back on the clock what was in flight at the boundary the run continues from
@@ -708,8 +720,15 @@ class Engine:
         finally:
             self.stats.wall_time_s = self._wall_before + time.perf_counter() - self._wall_start
         self.now_s = float(env.now)
-        self.next_frame = stop
+        if self.stop_reason is None:
+            self.next_frame = stop
         return self.stats
+
+    def request_stop(self, reason: str) -> None:
+        """End the run early, after the frame in progress (at a frame boundary, so that its
+        trace and checkpoint are complete): e.g. a target accuracy reached. The run's summary
+        then says so (``stopped_early``)."""
+        self.stop_reason = str(reason) or "stopped"
 
     @property
     def finished(self) -> bool:

@@ -109,9 +109,9 @@ def test_sim_config_leaves_the_scheme_parameters_to_the_application():
 
 
 def test_model_must_fit_dataset():
-    """The MNIST CNN cannot take the 8x8 digits."""
+    """The MNIST CNN cannot take the 8x8 digits: the error names learning.model."""
     data = base_scenario(learning={"enabled": True, "dataset": "digits", "model": "cnn_mnist"})
-    assert _field_of(data) == "learning"
+    assert _field_of(data) == "learning.model"
 
 
 def test_distribution_with_inverted_bounds_is_rejected():

@@ -23,6 +23,19 @@ import numpy as np
 
 from wflsim.app import progress as _progress
 from wflsim.app import run as _run
+
+# re-exported by wflsim (docs/api.md)
+from wflsim.app.callbacks import Callbacks as Callbacks
+from wflsim.app.callbacks import FrameView as FrameView
+from wflsim.app.callbacks import RunView as RunView
+from wflsim.app.callbacks import SlotView as SlotView
+from wflsim.app.extensions import register_dataset as register_dataset
+from wflsim.app.extensions import register_model as register_model
+from wflsim.app.extensions import register_partition as register_partition
+from wflsim.app.extensions import register_scheme as register_scheme
+from wflsim.app.extensions import register_update_rule as register_update_rule
+from wflsim.app.extensions import registered as registered
+from wflsim.app.extensions import unregister as unregister
 from wflsim.sim.config.limits import MAX_WORKERS, out_path_problem, shorten
 from wflsim.sim.config.loading import plain_value, toml_value
 from wflsim.sim.config.schema import Scenario
@@ -233,6 +246,7 @@ def run(
     overwrite: bool = False,
     progress: bool | Progress | None = None,
     hooks: Hooks | None = None,
+    callbacks: Callbacks | None = None,
 ) -> RunResult:
     """Run a scenario: ``wflsim run``.
 
@@ -250,10 +264,15 @@ def run(
         hooks: callbacks at each frame's start and end and each slot's end
             (:class:`wflsim.Hooks`); an exception they raise fails the run (a run folder keeps
             its completed frames and can be resumed).
+        callbacks: ``on_slot_end``, ``on_frame_end``, ``on_run_end`` with read-only views of
+            the outcome, the model and the summary (:class:`wflsim.Callbacks`; a view's
+            ``stop()`` ends the run early, after its frame).
 
     Raises:
         ScenarioError: bad input (nothing written); a folder in use or not a run's.
     """
+    if callbacks is not None:
+        hooks = callbacks.hooks(hooks)
     prep = prepare(scenario, overrides=overrides, seed=seed, data_dir=data_dir)
     folder = None if out is None else Path(out)
     if folder is not None:
@@ -266,11 +285,15 @@ def run(
     try:
         if folder is not None:
             _run.execute(prep, learner, folder, overwrite=overwrite, progress=bar, hooks=hooks)
-            return load_run(folder)
-        engine = _run.build_engine(prep, learner, progress=bar, hooks=hooks)
-        stats = engine.run()
+        else:
+            engine = _run.build_engine(prep, learner, progress=bar, hooks=hooks)
+            stats = engine.run()
     finally:
         close()
+    if callbacks is not None:
+        callbacks.run_ended()
+    if folder is not None:
+        return load_run(folder)
     from wflsim.analysis.io import events_frame
 
     return RunResult(
@@ -286,6 +309,7 @@ def resume(
     data_dir: str | os.PathLike[str] | None = None,
     progress: bool | Progress | None = None,
     hooks: Hooks | None = None,
+    callbacks: Callbacks | None = None,
 ) -> RunResult:
     """Continue a killed, failed or interrupted run from its last checkpoint: ``wflsim run
     --resume``. A completed run is returned as it is.
@@ -301,6 +325,8 @@ def resume(
     if manifest is None:
         raise ScenarioError("--resume", f"{str(path)!r} has no readable manifest.json")
     prep = _run.prepare_from_manifest(manifest, None if data_dir is None else str(data_dir))
+    if callbacks is not None:
+        hooks = callbacks.hooks(hooks)
     sc = prep.scenario
     bar, close = _progress.callback(
         progress, sc.run.frames * sc.run.slots_per_frame, sc.run.slots_per_frame
@@ -309,6 +335,8 @@ def resume(
         _run.resume(prep, _run.make_learner(prep), path, progress=bar, hooks=hooks)
     finally:
         close()
+    if callbacks is not None:
+        callbacks.run_ended()
     return load_run(path)
 
 

@@ -36,7 +36,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from wflsim.sim.config.catalogue import DatasetError
+from wflsim.sim.config.catalogue import MODELS, DatasetError
 from wflsim.sim.updates import UpdateInputs
 
 from .. import data as _data
@@ -246,7 +246,7 @@ class TorchLearner:
             unmoved_stability=unmoved_stability,
             aggregation=aggregation,
             vmap_chunk_samples=vmap_chunk_samples,
-            architecture=(model, dataset),
+            architecture=(model, dataset) if model in MODELS else None,
         )
 
     def set_update_rule(self, rule: Any) -> None:

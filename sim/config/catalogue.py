@@ -7,6 +7,9 @@ every parameter count against the real networks).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+
 #: Dataset name -> per-sample input shape ``(C, H, W)``.
 INPUT_SHAPES: dict[str, tuple[int, int, int]] = {
     "digits": (1, 8, 8),
@@ -73,16 +76,68 @@ _FIXED_COUNTS = {
 }
 
 
+@dataclass(frozen=True)
+class UserDataset:
+    """A dataset registered from Python (``wflsim.register_dataset``): what validation needs."""
+
+    input_shape: tuple[int, ...]  #: per-sample input shape
+    num_classes: int
+    num_train: int  #: training samples
+
+
+@dataclass(frozen=True)
+class UserModel:
+    """A model registered from Python (``wflsim.register_model``): what validation needs."""
+
+    datasets: tuple[str, ...] | None  #: the datasets it is built for (None: every dataset)
+    count: Callable[[str], int]  #: its trainable parameters when built for a dataset
+
+
+#: Datasets, models and partitions registered from Python in this process (the torch side of
+#: each lives in ``wflsim.models.extensions``); empty unless a researcher registers their own.
+USER_DATASETS: dict[str, UserDataset] = {}
+USER_MODELS: dict[str, UserModel] = {}
+USER_PARTITIONS: set[str] = set()
+#: The partitions every run knows.
+PARTITIONS: tuple[str, ...] = ("iid", "dirichlet")
+
+
+def known_datasets() -> tuple[str, ...]:
+    """The built-in datasets, then those registered from Python."""
+    return (*DATASETS, *USER_DATASETS)
+
+
+def known_models() -> tuple[str, ...]:
+    """The built-in models, then those registered from Python."""
+    return (*MODELS, *USER_MODELS)
+
+
+def known_partitions() -> tuple[str, ...]:
+    """``iid``, ``dirichlet``, then the partitions registered from Python."""
+    return (*PARTITIONS, *sorted(USER_PARTITIONS))
+
+
+def model_datasets(model: str) -> tuple[str, ...]:
+    """The datasets ``model`` is built for (a built-in model: its own; a registered one: those
+    it was registered for, else every known dataset)."""
+    if model in MODEL_DATASETS:
+        return MODEL_DATASETS[model]
+    fits = USER_MODELS[model].datasets
+    return known_datasets() if fits is None else fits
+
+
 def model_num_params(model: str, dataset: str) -> int:
     """Trainable parameters ``D`` of ``model`` built for ``dataset``.
 
     Raises:
         ValueError: an unknown model or dataset, or a model that does not fit the dataset.
     """
-    if model not in MODEL_DATASETS:
-        raise ValueError(f"unknown model {model!r}; known: {', '.join(MODELS)}")
-    if dataset not in MODEL_DATASETS[model]:
+    if model not in known_models():
+        raise ValueError(f"unknown model {model!r}; known: {', '.join(known_models())}")
+    if dataset not in model_datasets(model):
         raise ValueError(f"model {model!r} does not fit dataset {dataset!r}")
+    if model in USER_MODELS:
+        return USER_MODELS[model].count(dataset)
     if model == "mlp":
         c, h, w = INPUT_SHAPES[dataset]
         return c * h * w * 128 + 128 + 128 * NUM_CLASSES + NUM_CLASSES

@@ -13,7 +13,7 @@ import numpy as np
 from ..errors import ScenarioError
 from ..rng import Streams
 from ..world.system import DeviceArrays
-from .catalogue import DATASET_FILES, model_num_params
+from .catalogue import DATASET_FILES, DatasetError, model_num_params
 from .distributions import DEVICE_BOUNDS, per_device_values
 from .limits import path_problem, shorten
 from .schema import DevicesConfig, LearningConfig, RunConfig, Scenario
@@ -123,4 +123,7 @@ def payload_num_params(learning: LearningConfig) -> int:
     """``D`` for the payload ``S = bits_per_param * D``: ``learning.num_params`` or the model's count."""
     if learning.num_params is not None:
         return learning.num_params
-    return model_num_params(learning.model, learning.dataset)
+    try:
+        return model_num_params(learning.model, learning.dataset)
+    except DatasetError as err:  # a model registered from Python that cannot be built
+        raise ScenarioError(err.field, err.problem, err.fix) from None

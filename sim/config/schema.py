@@ -24,7 +24,7 @@ from ..world.availability import AlwaysConfig, AvailabilityConfig
 from ..world.channel.config import ChannelConfig
 from ..world.compute import ComputeConfig
 from ..world.mobility.config import MobilityConfig
-from .catalogue import DATASETS, MODEL_DATASETS, MODELS
+from .catalogue import known_datasets, known_models, known_partitions, model_datasets
 from .distributions import (
     DEVICE_BOUNDS,
     PerDevice,
@@ -155,7 +155,9 @@ class LearningConfig(Strict):
     )
     dataset: str = Field("digits", description="a dataset of sim.config.catalogue")
     data_dir: str | None = None
-    partition: Literal["iid", "dirichlet"] = "iid"
+    partition: str = Field(
+        "iid", description="iid, dirichlet, or a partition registered from Python"
+    )
     dirichlet_alpha: _Float = Field(0.3, gt=0, le=1e6)
     model: str = Field("mlp", description="a model of sim.config.catalogue")
     lr: _Float = Field(0.05, gt=0, le=1e3)
@@ -170,12 +172,21 @@ class LearningConfig(Strict):
     bits_per_param: int = Field(32, ge=1, le=64)
     unmoved_stability: _Float = Field(1.0, ge=0, le=1)
 
-    @field_validator("dataset", "model")
+    @field_validator("dataset", "model", "partition")
     @classmethod
     def _in_catalogue(cls, v: str, info: ValidationInfo) -> str:
-        known = DATASETS if info.field_name == "dataset" else MODELS
+        known = {"dataset": known_datasets, "model": known_models, "partition": known_partitions}[
+            str(info.field_name)
+        ]()
         if v not in known:
             raise ValueError(f"unknown {info.field_name} {shorten(v)!r}; known: {', '.join(known)}")
+        dataset = info.data.get("dataset")
+        if info.field_name == "model" and dataset is not None:
+            fits = model_datasets(v)
+            if dataset not in fits:
+                raise ValueError(
+                    f"model {v!r} does not fit dataset {dataset!r}; it takes {', '.join(fits)}"
+                )
         return v
 
     @field_validator("data_dir")
@@ -184,16 +195,11 @@ class LearningConfig(Strict):
         return _path_text(v)
 
     @model_validator(mode="after")
-    def _model_fits_dataset(self) -> LearningConfig:
+    def _num_params_network_only(self) -> LearningConfig:
         if self.enabled and self.num_params is not None:
             raise ValueError(
                 "num_params is only for network-only runs (enabled = false); "
                 "with training the payload is the model's own parameter count"
-            )
-        if self.dataset not in MODEL_DATASETS[self.model]:
-            raise ValueError(
-                f"model {self.model!r} does not fit dataset {self.dataset!r}; "
-                f"it takes {', '.join(MODEL_DATASETS[self.model])}"
             )
         return self
 

@@ -26,7 +26,7 @@ from wflsim._version import __version__
 from wflsim.sim import rundir
 from wflsim.sim import state as checkpoints
 from wflsim.sim.asynchronous import AsyncEngine
-from wflsim.sim.config.catalogue import DatasetError
+from wflsim.sim.config.catalogue import MODELS, DatasetError
 from wflsim.sim.config.derived import check_derived
 from wflsim.sim.config.loading import (
     apply_overrides,
@@ -212,7 +212,18 @@ def prepare_scenario(
     system = resolve_system(scenario, devices)
     # Build the scheme once: what only a scheme can check (e.g. that its cost model knows the
     # model's architecture) fails here, before anything is written.
-    scheme = build_scheme(scenario.scheme.name, scenario.scheme.params, system)
+    try:
+        scheme = build_scheme(scenario.scheme.name, scenario.scheme.params, system)
+    except ScenarioError as err:
+        lc = scenario.learning
+        if system.architecture is None and lc.num_params is None and lc.model not in MODELS:
+            raise ScenarioError(
+                "learning.model",
+                f"scheme {scenario.scheme.name} needs the layer table of a built-in model; "
+                f"{lc.model!r} is registered from Python ({err.problem})",
+                "use a built-in model with this scheme (docs/scenario.md, [learning])",
+            ) from None
+        raise
     if scenario.learning.enabled:
         check_stale_rule(scenario, scheme.update_rule.name)
     return Prepared(
@@ -316,7 +327,9 @@ def resolve_system(scenario: Scenario, devices: DeviceArrays) -> SystemConstants
         deadline_s=scenario.run.deadline_s,
         num_params=payload_num_params(lc),
         bits_per_param=lc.bits_per_param,
-        architecture=(lc.model, lc.dataset) if lc.num_params is None else None,
+        architecture=(lc.model, lc.dataset)
+        if lc.num_params is None and lc.model in MODELS
+        else None,
     )
 
 
@@ -759,6 +772,10 @@ def resume(
         frames = prep.scenario.run.frames
         if start >= frames and manifest.get("status") == "completed":
             return None
+        if manifest.get("status") == "completed" and (manifest.get("summary") or {}).get(
+            "stopped_early"
+        ):
+            return None  # stopped on purpose (a callback): complete as it is
         if manifest.get("status") == "completed":
             log.warning("%s says completed but holds %d of %d frames: resuming", out, start, frames)
         log.info("resume %s from frame %d of %d", out, start, frames)

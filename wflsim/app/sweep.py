@@ -54,6 +54,7 @@ if TYPE_CHECKING:
     from wflsim.sim.engine import Hooks
 
 from . import folders
+from .extensions import shipment
 from .log import configure_logging
 from .run import ScenarioSource
 
@@ -368,10 +369,14 @@ def _stop_worker(signum: int, frame: object) -> None:
         os._exit(130)
 
 
-def _worker_init(parent_pid: int) -> None:
-    """Initializer of a sweep's worker process: stop on SIGTERM / SIGINT (:func:`_stop_worker`)
-    and die with the parent (Linux: the kernel sends SIGTERM when the parent dies; everywhere: a
-    watchdog thread that checks the parent's pid every second)."""
+def _worker_init(parent_pid: int, extensions: bytes | None = None) -> None:
+    """Initializer of a sweep's worker process: the parent's registered extensions
+    (:mod:`wflsim.app.extensions`), stop on SIGTERM / SIGINT (:func:`_stop_worker`) and die with
+    the parent (Linux: the kernel sends SIGTERM when the parent dies; everywhere: a watchdog
+    thread that checks the parent's pid every second)."""
+    from . import extensions as _extensions
+
+    _extensions.install(extensions)
     _PARENT[:] = [parent_pid]
     configure_logging(None)  # the sweep's level, through the environment
     signal.signal(signal.SIGTERM, _stop_worker)
@@ -409,8 +414,10 @@ def run_point(
     mode: str = "new",
     in_worker: bool = False,
     hooks: Hooks | None = None,
+    extensions: bytes | None = None,
 ) -> dict[str, Any]:
-    """Run one grid point into ``out`` (the worker function of every executor).
+    """Run one grid point into ``out`` (the worker function of every executor; ``extensions``:
+    the parent's registrations, installed first, :func:`wflsim.app.extensions.install`).
 
     ``mode``: ``new`` (an empty folder), ``resume`` (continue this fingerprint's run) or
     ``overwrite`` (replace a run of another fingerprint). In a worker process (``in_worker``)
@@ -424,6 +431,10 @@ def run_point(
 
     if in_worker and _STOPPING.is_set():
         return {"status": "not started"}
+    if extensions is not None:
+        from . import extensions as _extensions
+
+        _extensions.install(extensions)
     log.info("point %s: %s", Path(out).name, mode)
     try:
         source = (
@@ -665,14 +676,14 @@ def _run_sweep_locked(
         if not todo:
             pass  # nothing to run; the manifest still records this execution
         elif executor == "ray":
-            _run_ray(args, record, ray_address)
+            _run_ray(args, record, ray_address, shipment())
         elif workers <= 1:
             for name, a in args.items():
                 manifest["points"][name]["status"] = "running"
                 write_json_atomic(manifest_path, manifest)
                 record(name, run_point(*a, hooks=hooks))
         else:
-            _run_pool(args, record, workers)
+            _run_pool(args, record, workers, shipment())
     except KeyboardInterrupt:
         counts = _mark_interrupted(manifest, out)
         manifest["status"] = "interrupted"
@@ -704,7 +715,10 @@ def _mark_interrupted(manifest: dict[str, Any], out: Path) -> dict[str, int]:
 
 
 def _run_pool(
-    args: dict[str, PointArgs], record: Callable[[str, dict[str, Any]], None], workers: int
+    args: dict[str, PointArgs],
+    record: Callable[[str, dict[str, Any]], None],
+    workers: int,
+    extensions: bytes | None = None,
 ) -> None:
     """Run the points in a pool of spawned worker processes that die with this one."""
     import multiprocessing as mp
@@ -713,7 +727,7 @@ def _run_pool(
         max_workers=workers,
         mp_context=mp.get_context("spawn"),
         initializer=_worker_init,
-        initargs=(os.getpid(),),
+        initargs=(os.getpid(), extensions),
     )
     futures: dict[Future[dict[str, Any]], str] = {}
     try:
@@ -754,7 +768,10 @@ def _run_pool(
 
 
 def _run_ray(
-    args: dict[str, tuple], record: Callable[[str, dict[str, Any]], None], address: str | None
+    args: dict[str, tuple],
+    record: Callable[[str, dict[str, Any]], None],
+    address: str | None,
+    extensions: bytes | None = None,
 ) -> None:
     try:
         import ray
@@ -769,7 +786,8 @@ def _run_ray(
         )
     try:
         task = ray.remote(num_cpus=1)(run_point)
-        refs = {task.remote(*a): name for name, a in args.items()}
+        shipped = None if extensions is None else ray.put(extensions)
+        refs = {task.remote(*a, extensions=shipped): name for name, a in args.items()}
         pending = list(refs)
         while pending:
             done, pending = ray.wait(pending, num_returns=1)

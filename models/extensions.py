@@ -1,0 +1,212 @@
+"""The torch side of datasets, models and partitions registered from Python.
+
+``wflsim.register_dataset`` / ``register_model`` / ``register_partition``
+(:mod:`wflsim.app.extensions`) put the objects here and what validation needs (names, input
+shapes, class counts, parameter counts) into :mod:`sim.config.catalogue`, so that scenarios name
+them like the built-in ones; :func:`models.data.load_dataset`, :func:`models.data.partition` and
+:func:`models.nets.build_model` look here first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from wflsim.sim.config.catalogue import (
+    INPUT_SHAPES,
+    NUM_CLASSES,
+    USER_DATASETS,
+    USER_MODELS,
+    USER_PARTITIONS,
+    DatasetError,
+    UserDataset,
+    UserModel,
+)
+
+#: ``factory(input_shape, num_classes) -> nn.Module``: a model for inputs of ``input_shape``
+#: (one sample's, e.g. ``(1, 28, 28)``) with ``num_classes`` outputs (logits).
+ModelFactory = Callable[[tuple[int, ...], int], nn.Module]
+#: ``fn(labels, num_devices, rng) -> index lists``: ``labels`` ``(M,)`` int64, one sequence of
+#: training-sample indices per device; ``rng`` is the run's keyed ``numpy`` generator.
+PartitionFn = Callable[[np.ndarray, int, np.random.Generator], Sequence[Any]]
+Tensors = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]
+
+_DATASETS: dict[str, Tensors] = {}
+_MODELS: dict[str, ModelFactory] = {}
+_PARTITIONS: dict[str, PartitionFn] = {}
+#: Largest dataset object read item by item (a torchvision-style dataset).
+MAX_ITEMS = 10_000_000
+
+
+def _pair(data: Any, which: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(x, y)`` tensors from a pair of arrays / tensors or a torchvision-style dataset (a
+    ``len()`` and items ``(x, y)``)."""
+    if isinstance(data, tuple | list) and len(data) == 2:
+        x, y = data
+    elif hasattr(data, "__len__") and hasattr(data, "__getitem__"):
+        n = len(data)
+        if not 0 < n <= MAX_ITEMS:
+            raise ValueError(f"{which}: a dataset of {n} items (give 1 to {MAX_ITEMS:,})")
+        items = [data[i] for i in range(n)]
+        if not all(isinstance(it, tuple | list) and len(it) == 2 for it in items):
+            raise ValueError(f"{which}: every item must be a pair (x, y)")
+        x = torch.stack([torch.as_tensor(np.asarray(it[0])) for it in items])
+        y = torch.as_tensor(np.asarray([int(it[1]) for it in items]))
+    else:
+        raise ValueError(
+            f"{which}: give a pair (x, y) of arrays or tensors, or a dataset with len() and "
+            f"items (x, y); got a {type(data).__name__}"
+        )
+    x = torch.as_tensor(np.asarray(x) if not isinstance(x, torch.Tensor) else x)
+    y = torch.as_tensor(np.asarray(y) if not isinstance(y, torch.Tensor) else y)
+    if x.ndim < 2 or y.ndim != 1 or x.shape[0] != y.shape[0] or y.shape[0] == 0:
+        raise ValueError(
+            f"{which}: x must be (M, ...) and y (M,) with the same M >= 1; got x "
+            f"{tuple(x.shape)} and y {tuple(y.shape)}"
+        )
+    if y.dtype.is_floating_point or y.dtype.is_complex or y.dtype == torch.bool:
+        if not torch.equal(y, y.round()):
+            raise ValueError(f"{which}: the labels y must be whole numbers (class indices)")
+    x = x.to(torch.float32)
+    if not torch.isfinite(x).all():
+        raise ValueError(f"{which}: x holds NaN or infinite values")
+    return x.contiguous(), y.to(torch.int64)
+
+
+def add_dataset(name: str, train: Any, test: Any, num_classes: int | None = None) -> None:
+    """Register a dataset (see :func:`wflsim.register_dataset`).
+
+    Raises:
+        ValueError: data that cannot be a classification dataset (the message says which).
+    """
+    x_tr, y_tr = _pair(train, "train")
+    x_te, y_te = _pair(test, "test")
+    if x_tr.shape[1:] != x_te.shape[1:]:
+        raise ValueError(
+            f"train samples are {tuple(x_tr.shape[1:])} but test samples {tuple(x_te.shape[1:])}"
+        )
+    top = int(max(y_tr.max(), y_te.max())) + 1
+    classes = top if num_classes is None else int(num_classes)
+    if int(min(y_tr.min(), y_te.min())) < 0 or top > classes or classes < 2:
+        raise ValueError(f"labels must lie in [0, num_classes) with num_classes >= 2 ({classes})")
+    _DATASETS[name] = (x_tr, y_tr, x_te, y_te)
+    USER_DATASETS[name] = UserDataset(tuple(int(d) for d in x_tr.shape[1:]), classes, len(y_tr))
+
+
+def dataset(name: str) -> Tensors:
+    """A registered dataset's ``(x_train, y_train, x_test, y_test)``."""
+    return _DATASETS[name]
+
+
+def dataset_spec(name: str) -> tuple[tuple[int, ...], int]:
+    """``(input_shape, num_classes)`` of a built-in or registered dataset."""
+    if name in USER_DATASETS:
+        spec = USER_DATASETS[name]
+        return spec.input_shape, spec.num_classes
+    return INPUT_SHAPES[name], NUM_CLASSES
+
+
+def add_model(name: str, factory: ModelFactory, datasets: tuple[str, ...] | None) -> None:
+    """Register a model factory (see :func:`wflsim.register_model`); its parameter count is
+    computed on first need, per dataset, from a model it builds."""
+    counts: dict[str, int] = {}
+
+    def count(dataset_name: str) -> int:
+        if dataset_name not in counts:
+            with torch.random.fork_rng(devices=[]):
+                torch.default_generator.manual_seed(0)
+                net = build(name, dataset_name)
+            counts[dataset_name] = sum(p.numel() for p in net.parameters() if p.requires_grad)
+        return counts[dataset_name]
+
+    _MODELS[name] = factory
+    USER_MODELS[name] = UserModel(datasets, count)
+
+
+def build(name: str, dataset_name: str) -> nn.Module:
+    """A registered model built for ``dataset_name`` (with the global torch RNG, as
+    :func:`models.nets.build_model`).
+
+    Raises:
+        DatasetError: the factory failed or did not return a module with parameters.
+    """
+    shape, classes = dataset_spec(dataset_name)
+    try:
+        net = _MODELS[name](shape, classes)
+    except Exception as err:
+        raise DatasetError(
+            "learning.model",
+            f"the factory of model {name!r} failed for dataset {dataset_name!r}: "
+            f"{type(err).__name__}: {err}",
+            "make it build a torch.nn.Module from (input_shape, num_classes)",
+        ) from err
+    if not isinstance(net, nn.Module) or not any(p.requires_grad for p in net.parameters()):
+        raise DatasetError(
+            "learning.model",
+            f"the factory of model {name!r} returned a {type(net).__name__} without trainable "
+            "parameters",
+            "return a torch.nn.Module with parameters",
+        )
+    return net
+
+
+def is_registered_model(name: str) -> bool:
+    """Whether ``name`` is a model registered from Python."""
+    return name in _MODELS
+
+
+def add_partition(name: str, fn: PartitionFn) -> None:
+    """Register a partition (see :func:`wflsim.register_partition`)."""
+    _PARTITIONS[name] = fn
+    USER_PARTITIONS.add(name)
+
+
+def partition(
+    name: str, labels: np.ndarray, num_devices: int, rng: np.random.Generator
+) -> list[np.ndarray]:
+    """A registered partition's index lists, checked: ``num_devices`` lists of indices into
+    ``labels``, none empty (sorted ``int64``; a sample may be given to several devices).
+
+    Raises:
+        DatasetError: on ``learning.partition``, naming what is wrong.
+    """
+
+    def bad(problem: str) -> DatasetError:
+        return DatasetError(
+            "learning.partition",
+            f"partition {name!r} {problem}",
+            "return one non-empty list of sample indices per device",
+        )
+
+    try:
+        parts = list(_PARTITIONS[name](np.asarray(labels).copy(), num_devices, rng))
+    except Exception as err:
+        raise bad(f"failed: {type(err).__name__}: {err}") from err
+    if len(parts) != num_devices:
+        raise bad(f"gave {len(parts)} index lists for {num_devices} devices")
+    out = []
+    for n, part in enumerate(parts):
+        idx = np.asarray(part)
+        if idx.ndim != 1 or idx.size == 0 or not np.issubdtype(idx.dtype, np.integer):
+            raise bad(f"gave device {n} no samples, or not a 1-D list of whole numbers")
+        if idx.min() < 0 or idx.max() >= len(labels):
+            raise bad(f"gave device {n} an index outside [0, {len(labels)})")
+        out.append(np.sort(idx.astype(np.int64)))
+    return out
+
+
+def remove(kind: str, name: str) -> None:
+    """Forget a registered dataset, model or partition."""
+    if kind == "dataset":
+        _DATASETS.pop(name, None)
+        USER_DATASETS.pop(name, None)
+    elif kind == "model":
+        _MODELS.pop(name, None)
+        USER_MODELS.pop(name, None)
+    else:
+        _PARTITIONS.pop(name, None)
+        USER_PARTITIONS.discard(name)
