@@ -231,19 +231,24 @@ def plan_sweep(
     *,
     data_dir: str | None = None,
     extra_overrides: list[str] | None = None,
+    strict: bool = False,
 ) -> SweepPlan:
     """Build and validate every grid point (nothing is written).
 
     The scenario file's optional ``[sweep]`` table (``grid = { "scheme.V" = [10, 100] }``,
-    ``seeds = [0, 1]``) is used where the command line gives no grid or seeds.
+    ``seeds = [0, 1]``) is used where the command line gives no grid or seeds. Values
+    implausible for their unit are checked at every point and each distinct finding is reported
+    once, as a :class:`~wflsim.sim.errors.PlausibilityWarning` (with ``strict``, the first is an
+    error naming the point).
 
     Raises:
         ScenarioError: a malformed grid, or a grid point whose scenario is invalid (the message
-            names the point).
+            names the point), or with ``strict`` implausible.
     """
     from wflsim.sim.config.loading import read_scenario_file, sweep_defaults
 
     from .run import fingerprint, prepare
+    from .scenario import report_implausible
 
     path = Path(scenario)
     _, table = read_scenario_file(path)
@@ -265,13 +270,16 @@ def plan_sweep(
         seed_list = [file_seed]
     points = expand(grid, seed_list)
     fingerprints = {}
+    reported: set[str] = set()
     for point in points:
+        overrides = [*(extra_overrides or []), *point.overrides]
         try:
-            prep = prepare(path, [*(extra_overrides or []), *point.overrides], point.seed, data_dir)
+            prep = prepare(path, overrides, point.seed, data_dir, strict=strict, warn=False)
         except ScenarioError as err:
             raise ScenarioError(
                 err.field, f"{err.problem} [grid point {point.name}]", err.fix
             ) from None
+        report_implausible(prep.scenario, reported=reported)
         fingerprints[point.name] = fingerprint(prep)
     return SweepPlan(path, grid, seed_list, points, fingerprints)
 
@@ -395,7 +403,7 @@ def run_point(
         return {"status": "not started"}
     log.info("point %s: %s", Path(out).name, mode)
     try:
-        prep = prepare(scenario, overrides, seed, data_dir)
+        prep = prepare(scenario, overrides, seed, data_dir, warn=False)  # the plan warned
         if threads and prep.scenario.learning.enabled:
             import torch
 
