@@ -26,6 +26,23 @@ class ScenarioError(ValueError):
         return " ".join(text.split())
 
 
+class PlausibilityWarning(UserWarning):
+    """A scenario value passes validation but is implausible for its unit (e.g. a deadline of
+    100 s, likely milliseconds): :mod:`sim.config.plausibility` finds it, the application warns.
+
+    Attributes:
+        field: dotted path of the value (e.g. ``"run.deadline_s"``, ``"devices.cpu_hz[3]"``).
+        problem: what is implausible.
+        fix: the likely unit slip, or the plausible range.
+    """
+
+    def __init__(self, field: str, problem: str, fix: str) -> None:
+        self.field = field
+        self.problem = problem
+        self.fix = fix
+        super().__init__(f"{field}: {problem} ({fix})")
+
+
 class RunDiverged(RuntimeError):
     """Training diverged: the global model's loss or weights are no longer finite. The run stops
     (status ``failed``, exit code 1); the frames before stay in the trace.

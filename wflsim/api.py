@@ -63,21 +63,25 @@ def prepare(
     overrides: Overrides = (),
     seed: int | None = None,
     data_dir: str | os.PathLike[str] | None = None,
+    strict: bool = False,
 ) -> _run.Prepared:
     """Validate and resolve a scenario fully (devices, positions, channel, data folder) without
     running it or writing anything: ``wflsim validate``.
 
     Relative paths in a table or ``Scenario`` (a mobility trace, a channel table, the data
     folder) are taken relative to the working directory; in a file, to the file's folder.
+    Values valid but implausible for their unit (``run.deadline_s = 100`` meant as ms) are
+    :class:`~wflsim.sim.errors.PlausibilityWarning` warnings; ``strict=True`` makes them errors.
 
     Raises:
-        ScenarioError: any problem, naming the field and the fix.
+        ScenarioError: any problem, naming the field and the fix (with ``strict``, also an
+            implausible value).
     """
     ovr = _overrides(overrides)
     if seed is not None:
         ovr.append(f"seed={_seed(seed)}")
     ddir = None if data_dir is None else str(data_dir)
-    return _run.prepare_source(_source(scenario), ovr, None, ddir)
+    return _run.prepare_source(_source(scenario), ovr, None, ddir, strict=strict)
 
 
 def _source(scenario: ScenarioLike) -> _run.ScenarioSource:
@@ -247,6 +251,7 @@ def run(
     progress: bool | Progress | None = None,
     hooks: Hooks | None = None,
     callbacks: Callbacks | None = None,
+    strict: bool = False,
 ) -> RunResult:
     """Run a scenario: ``wflsim run``.
 
@@ -267,13 +272,14 @@ def run(
         callbacks: ``on_slot_end``, ``on_frame_end``, ``on_run_end`` with read-only views of
             the outcome, the model and the summary (:class:`wflsim.Callbacks`; a view's
             ``stop()`` ends the run early, after its frame).
+        strict: implausible values are errors, not warnings (:func:`prepare`).
 
     Raises:
         ScenarioError: bad input (nothing written); a folder in use or not a run's.
     """
     if callbacks is not None:
         hooks = callbacks.hooks(hooks)
-    prep = prepare(scenario, overrides=overrides, seed=seed, data_dir=data_dir)
+    prep = prepare(scenario, overrides=overrides, seed=seed, data_dir=data_dir, strict=strict)
     folder = None if out is None else Path(out)
     if folder is not None:
         _check_out(folder, "out")
@@ -441,6 +447,7 @@ def sweep(
     overwrite: bool = False,
     hooks: Hooks | None = None,
     progress: bool | None = None,
+    strict: bool = False,
 ) -> SweepResult:
     """Run a sweep over a grid and seeds: ``wflsim sweep``. Repeating it resumes it.
 
@@ -459,6 +466,8 @@ def sweep(
             run in this process (``workers = 1``, ``local``).
         progress: a bar with one step a run (``True``), none (``False``), or a bar where one
             can be seen (``None``: a notebook or a terminal).
+        strict: implausible values are errors, not warnings (each distinct one is reported
+            once for the whole sweep).
 
     Raises:
         ScenarioError: a bad grid or point (nothing written), or a point folder that another
@@ -475,7 +484,12 @@ def sweep(
     ddir = None if data_dir is None else str(data_dir)
     extra = _overrides(overrides)
     plan = plan_sweep(
-        _source(scenario), _grid_specs(grid), seed_text, data_dir=ddir, extra_overrides=extra
+        _source(scenario),
+        _grid_specs(grid),
+        seed_text,
+        data_dir=ddir,
+        extra_overrides=extra,
+        strict=strict,
     )
     folder = Path(out)
     _run_plan(plan, folder, workers, executor, ddir, extra, overwrite, hooks, progress)
@@ -559,6 +573,7 @@ def compare(
     workers: int = 1,
     executor: str = "local",
     progress: bool | None = None,
+    strict: bool = False,
 ) -> pd.DataFrame:
     """Run several variants of a scenario over the same seeds and compare their summaries.
 
@@ -582,6 +597,7 @@ def compare(
             runs and resumes the others); None runs in a temporary folder, deleted after.
         data_dir, workers, executor: as :func:`sweep` (``workers=2``: two runs at a time).
         progress: a bar with one step a run (``None``: where one can be seen).
+        strict: implausible values are errors, not warnings.
 
     Returns:
         One row per variant and metric: ``variant``, ``metric``, ``n`` (seeds with a finite
@@ -634,6 +650,7 @@ def compare(
         points,
         data_dir=ddir,
         extra_overrides=extra,
+        strict=strict,
     )
     with tempfile.TemporaryDirectory(prefix="wflsim-compare-") as tmp:
         folder = Path(out) if out is not None else Path(tmp) / "compare"

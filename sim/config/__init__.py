@@ -8,4 +8,5 @@ datasets and models, resolution against the world, and file loading with overrid
   MACs per width.
 * :mod:`sim.config.resolve` -- per-device arrays, deadline feasibility, data directory, ``D``.
 * :mod:`sim.config.loading` -- read a TOML file, apply ``--set`` overrides, validate.
+* :mod:`sim.config.plausibility` -- values valid but implausible for their unit (unit slips).
 """

@@ -4,16 +4,22 @@ Exit codes: 0 success; 2 bad input (scenario, data directory, output directory, 
 use or made by another scenario), reported on one line without a traceback; 1 the run failed
 after it started (the manifest records the error; ``--resume`` continues it); 130 interrupted
 (Ctrl-C or SIGTERM; the frames completed stay readable and ``--resume`` continues the run).
+
+A value that passes validation but is implausible for its unit (``docs/scenario.md``,
+"Plausibility warnings") is printed as one line ``warning: <field>: <problem> (<fix>)`` on stderr
+and the command goes on; with ``--strict`` it is an error (exit code 2, nothing written).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import signal
 import sys
+import warnings
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TextIO
 
 from wflsim._version import __version__
 from wflsim.sim.config.limits import (
@@ -23,20 +29,24 @@ from wflsim.sim.config.limits import (
     path_problem,
     shorten,
 )
-from wflsim.sim.errors import ScenarioError
+from wflsim.sim.errors import PlausibilityWarning, ScenarioError
 from wflsim.sim.world.availability import AlwaysConfig
 
 from .log import configure_logging
 from .progress import PointBar, SlotBar
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterator
 
     from wflsim.sim.engine import Hooks, ProgressFn, RunStats
 
     from .run import Prepared
 
 EXIT_BAD_INPUT = 2
+_STRICT_HELP = (
+    "refuse a value that is implausible for its unit (e.g. a deadline of 100 s, likely ms) "
+    "instead of warning: exit 2, nothing written (docs/scenario.md, Plausibility warnings)"
+)
 
 
 def _add_common(p: argparse.ArgumentParser, optional: bool = False) -> None:
@@ -60,6 +70,7 @@ def _add_common(p: argparse.ArgumentParser, optional: bool = False) -> None:
         default=None,
         help="dataset folder (overrides learning.data_dir and $WFLSIM_DATA_DIR)",
     )
+    p.add_argument("--strict", action="store_true", help=_STRICT_HELP)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -149,6 +160,7 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="recompute the points whose folders hold runs of another scenario, --set or version",
     )
+    sw.add_argument("--strict", action="store_true", help=_STRICT_HELP)
     sw.add_argument("--quiet", action="store_true", help="no progress bar")
 
     rep = sub.add_parser("report", help="figures, tables and report.html for a run or a sweep")
@@ -168,7 +180,7 @@ def _fail(message: str, code: int = EXIT_BAD_INPUT) -> int:
 def _validate(args: argparse.Namespace) -> int:
     from .run import make_learner, prepare
 
-    prep = prepare(args.scenario, args.overrides, args.seed, args.data_dir)
+    prep = prepare(args.scenario, args.overrides, args.seed, args.data_dir, strict=args.strict)
     # Build the learner as `run` would (data, model, torch device), so that what only the learner
     # can check (e.g. learning.device = "cuda" without a GPU) fails here too, not at run time.
     learner = make_learner(prep)
@@ -193,7 +205,7 @@ def _run(args: argparse.Namespace) -> int:
         return _resume(args)
     if args.scenario is None:
         raise ScenarioError("SCENARIO", "missing", "give a scenario file, or --resume RUN_DIR")
-    prep = prepare(args.scenario, args.overrides, args.seed, args.data_dir)
+    prep = prepare(args.scenario, args.overrides, args.seed, args.data_dir, strict=args.strict)
     out = Path(args.out) if args.out else default_out_dir(prep)
     check_out_path(out, "--out")
     check_out_dir(out, args.overwrite)
@@ -224,7 +236,7 @@ def _resume(args: argparse.Namespace) -> int:
             "--overwrite", "cannot be combined with --resume", "use one or the other"
         )
     if args.scenario is not None:
-        prep = prepare(args.scenario, args.overrides, args.seed, args.data_dir)
+        prep = prepare(args.scenario, args.overrides, args.seed, args.data_dir, strict=args.strict)
     else:
         if args.overrides or args.seed is not None:
             raise ScenarioError(
@@ -245,7 +257,7 @@ def _resume(args: argparse.Namespace) -> int:
                 f"{str(out)!r} holds no readable manifest.json of a wflsim run",
                 "give the --out folder of a run",
             )
-        prep = prepare_from_manifest(manifest, args.data_dir)
+        prep = prepare_from_manifest(manifest, args.data_dir, strict=args.strict)
     learner = make_learner(prep)
     return _execute(
         args,
@@ -387,7 +399,12 @@ def _sweep(args: argparse.Namespace) -> int:
     if not 1 <= args.workers <= MAX_WORKERS:
         raise ScenarioError("--workers", f"must be in [1, {MAX_WORKERS}]", "e.g. --workers 2")
     plan = plan_sweep(
-        args.scenario, args.grid, args.seeds, data_dir=args.data_dir, extra_overrides=args.overrides
+        args.scenario,
+        args.grid,
+        args.seeds,
+        data_dir=args.data_dir,
+        extra_overrides=args.overrides,
+        strict=args.strict,
     )
     out = Path(args.out) if args.out else Path("runs") / f"sweep-{Path(args.scenario).stem}"
     check_out_path(out, "--out", sweep=True)
@@ -461,6 +478,42 @@ def _report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _command(args: argparse.Namespace) -> int:
+    if args.command == "validate":
+        return _validate(args)
+    if args.command == "sweep":
+        return _sweep(args)
+    if args.command == "report":
+        return _report(args)
+    return _run(args)
+
+
+@contextlib.contextmanager
+def _plausibility_lines() -> Iterator[None]:
+    """Within: each :class:`PlausibilityWarning` is printed as one line on stderr,
+    ``warning: <field>: <problem> (<fix>)`` (every one: the sweep already shows each distinct
+    finding once); other warnings as Python shows them."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("always", PlausibilityWarning)
+        show = warnings.showwarning
+
+        def show_line(
+            message: Warning | str,
+            category: type[Warning],
+            filename: str,
+            lineno: int,
+            file: TextIO | None = None,
+            line: str | None = None,
+        ) -> None:
+            if issubclass(category, PlausibilityWarning):
+                print(f"warning: {_one_line(str(message))}", file=sys.stderr)
+            else:
+                show(message, category, filename, lineno, file, line)
+
+        warnings.showwarning = show_line
+        yield
+
+
 def main(argv: list[str] | None = None, *, hooks: Hooks | None = None) -> int:
     """Entry point of the ``wflsim`` console command.
 
@@ -473,13 +526,8 @@ def main(argv: list[str] | None = None, *, hooks: Hooks | None = None) -> int:
     args.hooks = hooks
     configure_logging(args.log_level or _VERBOSITY[min(args.verbose, 2)])
     try:
-        if args.command == "validate":
-            return _validate(args)
-        if args.command == "sweep":
-            return _sweep(args)
-        if args.command == "report":
-            return _report(args)
-        return _run(args)
+        with _plausibility_lines():
+            return _command(args)
     except ScenarioError as err:
         return _fail(err.one_line())
     except KeyboardInterrupt:

@@ -63,7 +63,7 @@ from wflsim.sim.world.uplink import UplinkSpec
 from . import folders
 from .folders import check_out_dir
 from .recorder import RunRecorder
-from .scenario import check_scheme, validate_scenario
+from .scenario import check_scheme, report_implausible, validate_scenario
 
 log = logging.getLogger(__name__)
 
@@ -129,13 +129,20 @@ def prepare(
     overrides: list[str] | None = None,
     seed: int | None = None,
     data_dir: str | None = None,
+    *,
+    strict: bool = False,
+    warn: bool = True,
 ) -> Prepared:
-    """Load and validate a scenario file fully (no output is written).
+    """Load and validate a scenario file fully (no output is written); values implausible for
+    their unit are reported as :class:`~wflsim.sim.errors.PlausibilityWarning` (see
+    :func:`prepare_scenario` for ``strict`` and ``warn``).
 
     Raises:
         ScenarioError: any problem, naming the field and the fix.
     """
-    return prepare_source(ScenarioSource.from_file(path), overrides, seed, data_dir)
+    return prepare_source(
+        ScenarioSource.from_file(path), overrides, seed, data_dir, strict=strict, warn=warn
+    )
 
 
 def prepare_source(
@@ -143,8 +150,12 @@ def prepare_source(
     overrides: list[str] | None = None,
     seed: int | None = None,
     data_dir: str | None = None,
+    *,
+    strict: bool = False,
+    warn: bool = True,
 ) -> Prepared:
-    """Validate and resolve a scenario's source with ``--set`` overrides (no output is written).
+    """Validate and resolve a scenario's source with ``--set`` overrides (no output is written);
+    implausible values as in :func:`prepare_scenario` (``strict``, ``warn``).
 
     Raises:
         ScenarioError: any problem, naming the field and the fix.
@@ -160,6 +171,8 @@ def prepare_source(
         overrides=overrides,
         data_dir=data_dir,
         base_dir=source.base_dir,
+        strict=strict,
+        warn=warn,
     )
 
 
@@ -171,10 +184,25 @@ def prepare_scenario(
     overrides: list[str] | None = None,
     data_dir: str | None = None,
     base_dir: Path | None = None,
+    strict: bool = False,
+    warn: bool = True,
 ) -> Prepared:
     """Resolve an already validated :class:`Scenario` (devices, mobility, data directory; its
-    scheme is checked against the registry first, :func:`wflsim.app.scenario.check_scheme`)."""
+    scheme is checked against the registry first, :func:`wflsim.app.scenario.check_scheme`).
+
+    Values implausible for their unit (``docs/scenario.md``, "Plausibility warnings") are
+    reported before the rest is resolved: each as a
+    :class:`~wflsim.sim.errors.PlausibilityWarning`; with ``strict`` the first is an error
+    instead. ``warn=False`` leaves them to the caller (a sweep reports each distinct finding of
+    its points once, and its points do not report them again).
+
+    Raises:
+        ScenarioError: any problem, naming the field and the fix (with ``strict``, an
+            implausible value too).
+    """
     check_scheme(scenario)
+    if strict or warn:
+        report_implausible(scenario, strict=strict)
     streams = Streams(scenario.seed)
     n = scenario.network.num_devices
     devices = resolve_devices(scenario.devices, n, streams)
@@ -242,9 +270,13 @@ def prepare_scenario(
     )
 
 
-def prepare_from_manifest(manifest: dict[str, Any], data_dir: str | None = None) -> Prepared:
+def prepare_from_manifest(
+    manifest: dict[str, Any], data_dir: str | None = None, *, strict: bool = False
+) -> Prepared:
     """The prepared scenario of a run folder's manifest: its scenario text, overrides and the
-    folder its scenario file was in (``data_dir``: where the data is now, if it moved).
+    folder its scenario file was in (``data_dir``: where the data is now, if it moved);
+    implausible values as :func:`prepare_scenario` reports them (``strict``: the first is an
+    error).
 
     Raises:
         ScenarioError: the manifest lacks the scenario, or it no longer validates.
@@ -268,6 +300,7 @@ def prepare_from_manifest(manifest: dict[str, Any], data_dir: str | None = None)
         overrides=[str(o) for o in overrides],
         data_dir=data_dir,
         base_dir=Path(base) if isinstance(base, str) else None,
+        strict=strict,
     )
 
 

@@ -1,6 +1,7 @@
 """A scenario as the application takes it: validated by :mod:`sim.config.loading` (types, ranges,
 unknown fields, the work a mobility model makes), then its ``[scheme]`` table against the scheme
-registry (the scheme's name and its own parameters, and a CSI margin against the channel).
+registry (the scheme's name and its own parameters, and a CSI margin against the channel), and
+the plausibility of its values (:func:`report_implausible`: warnings, or errors when strict).
 
 ``sim.config`` knows nothing of the schemes (they are built on it), so the check that needs both
 the scenario and the registry lives here. Every entry point validates through this module: the
@@ -11,6 +12,7 @@ problem is a one-line :class:`sim.errors.ScenarioError` naming the field and the
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -19,8 +21,9 @@ from pydantic import ValidationError
 
 from wflsim.sim.config import loading
 from wflsim.sim.config.limits import shorten
+from wflsim.sim.config.plausibility import findings
 from wflsim.sim.config.schema import Scenario
-from wflsim.sim.errors import ScenarioError
+from wflsim.sim.errors import PlausibilityWarning, ScenarioError
 from wflsim.sim.schemes import SCHEMES
 from wflsim.sim.world.channel.config import NakagamiConfig
 
@@ -90,3 +93,30 @@ def load_scenario(path: str | Path, overrides: list[str] | None = None) -> tuple
     scenario, text = loading.load_scenario(path, overrides)
     check_scheme(scenario)
     return scenario, text
+
+
+def report_implausible(
+    scenario: Scenario, *, strict: bool = False, reported: set[str] | None = None
+) -> None:
+    """Report the values of ``scenario`` that are implausible for their unit
+    (:func:`sim.config.plausibility.findings`): each as a :class:`PlausibilityWarning`, or with
+    ``strict`` the first as an error.
+
+    Args:
+        reported: the findings already reported (their one-line texts; this call adds its own):
+            a finding in it is not warned again (a sweep reports each distinct finding once).
+
+    Raises:
+        ScenarioError: with ``strict``, on the first finding's field, with its problem and fix.
+    """
+    for finding in findings(scenario):
+        if strict:
+            raise ScenarioError(finding.field, finding.problem, finding.fix)
+        line = finding.one_line()
+        if reported is not None:
+            if line in reported:
+                continue
+            reported.add(line)
+        warnings.warn(
+            PlausibilityWarning(finding.field, finding.problem, finding.fix), stacklevel=2
+        )

@@ -236,15 +236,19 @@ def plan_sweep(
     *,
     data_dir: str | None = None,
     extra_overrides: list[str] | None = None,
+    strict: bool = False,
 ) -> SweepPlan:
     """Build and validate every grid point (nothing is written).
 
     The scenario file's optional ``[sweep]`` table (``grid = { "scheme.V" = [10, 100] }``,
-    ``seeds = [0, 1]``) is used where the command line gives no grid or seeds.
+    ``seeds = [0, 1]``) is used where the command line gives no grid or seeds. Values
+    implausible for their unit are checked at every point and each distinct finding is reported
+    once, as a :class:`~wflsim.sim.errors.PlausibilityWarning` (with ``strict``, the first is an
+    error naming the point).
 
     Raises:
         ScenarioError: a malformed grid, or a grid point whose scenario is invalid (the message
-            names the point).
+            names the point), or with ``strict`` implausible.
     """
     from wflsim.sim.config.loading import sweep_defaults
 
@@ -275,6 +279,7 @@ def plan_sweep(
         expand(grid, seed_list),
         data_dir=data_dir,
         extra_overrides=extra_overrides,
+        strict=strict,
     )
 
 
@@ -286,24 +291,31 @@ def plan_points(
     *,
     data_dir: str | None = None,
     extra_overrides: list[str] | None = None,
+    strict: bool = False,
 ) -> SweepPlan:
-    """Validate every point of a sweep (nothing is written).
+    """Validate every point of a sweep (nothing is written); each distinct implausible value is
+    reported once (:func:`plan_sweep`).
 
     Raises:
-        ScenarioError: a point whose scenario is invalid (the message names the point).
+        ScenarioError: a point whose scenario is invalid (the message names the point), or with
+            ``strict`` implausible.
     """
     from .run import fingerprint, prepare_source
+    from .scenario import report_implausible
 
     fingerprints = {}
+    reported: set[str] = set()
     for point in points:
+        overrides = [*(extra_overrides or []), *point.overrides]
         try:
             prep = prepare_source(
-                source, [*(extra_overrides or []), *point.overrides], point.seed, data_dir
+                source, overrides, point.seed, data_dir, strict=strict, warn=False
             )
         except ScenarioError as err:
             raise ScenarioError(
                 err.field, f"{err.problem} [grid point {point.name}]", err.fix
             ) from None
+        report_implausible(prep.scenario, reported=reported)
         fingerprints[point.name] = fingerprint(prep)
     return SweepPlan(source, grid, seeds, points, fingerprints)
 
@@ -440,7 +452,7 @@ def run_point(
         source = (
             scenario if isinstance(scenario, ScenarioSource) else ScenarioSource.from_file(scenario)
         )
-        prep = prepare_source(source, overrides, seed, data_dir)
+        prep = prepare_source(source, overrides, seed, data_dir, warn=False)  # the plan warned
         if threads and prep.scenario.learning.enabled:
             import torch
 
