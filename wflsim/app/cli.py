@@ -1,7 +1,7 @@
 """The ``wflsim`` command.
 
 Exit codes: 0 success; 2 bad input (scenario, data directory, output directory, a run folder in
-use or made by another scenario), reported on one line without a traceback; 1 the run failed
+use or made by another scenario, a mobility trace to convert), reported on one line without a traceback; 1 the run failed
 after it started (the manifest records the error; ``--resume`` continues it); 130 interrupted
 (Ctrl-C or SIGTERM; the frames completed stay readable and ``--resume`` continues the run).
 
@@ -32,6 +32,8 @@ from wflsim.sim.config.limits import (
 from wflsim.sim.errors import PlausibilityWarning, ScenarioError
 from wflsim.sim.world.availability import AlwaysConfig
 
+from .convert import add_parser as add_convert_parser
+from .convert import convert_command
 from .log import configure_logging
 from .progress import PointBar, SlotBar
 
@@ -166,6 +168,8 @@ def _parser() -> argparse.ArgumentParser:
     rep = sub.add_parser("report", help="figures, tables and report.html for a run or a sweep")
     rep.add_argument("directory", help="a run directory or a sweep directory")
     rep.add_argument("--out", default=None, help="report directory (default: DIRECTORY/report)")
+
+    add_convert_parser(sub)
     return parser
 
 
@@ -485,6 +489,8 @@ def _command(args: argparse.Namespace) -> int:
         return _sweep(args)
     if args.command == "report":
         return _report(args)
+    if args.command == "convert-mobility":
+        return convert_command(args)
     return _run(args)
 
 

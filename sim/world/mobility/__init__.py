@@ -16,6 +16,10 @@ per model and the factory :func:`build_mobility`:
   linearly interpolated in time per device and held at the first / last sample outside the
   recorded range (:class:`TraceMobility`).
 
+Traces of other tools (SUMO's floating car data, ns-2 movement files, BonnMotion's
+``.movements``) become trace files through :mod:`.formats` (``wflsim convert-mobility``,
+``docs/mobility.md``).
+
 Initial positions (``static`` and ``random_waypoint``) are either uniform by area in the annulus
 ``[min_distance_m, cell_radius_m]`` (:func:`uniform_disc_positions_m`) or given explicitly.
 

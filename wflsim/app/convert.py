@@ -1,0 +1,221 @@
+"""``wflsim convert-mobility``: a SUMO, ns-2 or BonnMotion mobility trace as wflsim's trace
+files (``docs/mobility.md``).
+
+The input is read and converted completely (``sim.world.mobility.formats``) before anything is
+written; each output is then written atomically (a hidden temporary file in its folder, fsync,
+rename), so bad input writes nothing and an interrupted write leaves no half file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+from wflsim.sim.config.limits import MAX_DEVICES, path_problem, shorten
+from wflsim.sim.errors import ScenarioError
+from wflsim.sim.trace import write_atomic
+from wflsim.sim.world.mobility.formats import (
+    FORMATS,
+    MAX_COORDINATE_M,
+    Tracks,
+    convert_mobility,
+)
+
+#: Suffixes an output may have.
+_SUFFIXES = (".csv", ".parquet")
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    """Add the ``convert-mobility`` command to the ``wflsim`` parser's subcommands."""
+    p = sub.add_parser(
+        "convert-mobility",
+        help="convert a SUMO, ns-2 or BonnMotion mobility trace into wflsim's trace files",
+        description="Convert a SUMO FCD, ns-2 movement or BonnMotion .movements file into a "
+        'mobility trace ([mobility] model = "trace") and, with --availability, an availability '
+        'trace ([availability] model = "trace"); docs/mobility.md.',
+    )
+    p.add_argument("input", metavar="IN", help="the trace to read (plain or gzip)")
+    p.add_argument("--format", required=True, choices=FORMATS, help="the input's format")
+    p.add_argument("--out", required=True, help="the mobility trace to write (.csv or .parquet)")
+    p.add_argument(
+        "--availability",
+        default=None,
+        metavar="OUT_AV",
+        help="also write each device's presence as an availability trace (.csv or .parquet)",
+    )
+    p.add_argument(
+        "--ids",
+        default=None,
+        metavar="OUT_IDS",
+        help="also write which device is which (device, kind, id; .csv or .parquet)",
+    )
+    p.add_argument(
+        "--origin",
+        default=None,
+        metavar="X,Y",
+        help="the server's position in the file's coordinates, m (default 0,0: coordinates "
+        "kept; negative values as --origin=-5,10)",
+    )
+    p.add_argument(
+        "--center",
+        action="store_true",
+        help="place the server at the centre of the bounding box of all positions",
+    )
+    p.add_argument(
+        "--step-s",
+        default=None,
+        metavar="DT",
+        help="resample every device at the multiples of DT seconds (default: the file's own "
+        "timesteps or waypoints)",
+    )
+    p.add_argument(
+        "--devices", default=None, metavar="N", help="keep the first N devices (default: all)"
+    )
+    p.add_argument(
+        "--dims",
+        default=None,
+        choices=["2", "3"],
+        help="bonnmotion: 2D (t x y) or 3D (t x y z) waypoints (default: from the .params "
+        "file beside the input, or from the values per line)",
+    )
+    p.add_argument(
+        "--keep-time",
+        action="store_true",
+        help="keep the file's times (default: its first time is t = 0)",
+    )
+    p.add_argument("--overwrite", action="store_true", help="replace existing output files")
+
+
+def _check_path(text: str, flag: str) -> Path:
+    problem = path_problem(text)
+    if problem is not None:
+        raise ScenarioError(flag, f"{problem} (got {shorten(text)!r})", "give a usable path")
+    return Path(text)
+
+
+def _outputs(args: argparse.Namespace, source: Path) -> list[tuple[str, Path]]:
+    """The output files as ``(flag, path)``, checked: a known suffix, distinct, not the input,
+    in an existing folder, and absent unless ``--overwrite``."""
+    named = [("--out", args.out), ("--availability", args.availability), ("--ids", args.ids)]
+    outputs = [(flag, _check_path(text, flag)) for flag, text in named if text is not None]
+    seen = {source.resolve(): "IN"}
+    for flag, path in outputs:
+        key = path.resolve()
+        if key in seen:
+            raise ScenarioError(flag, f"is the same file as {seen[key]}", "give another path")
+        seen[key] = flag
+        if path.suffix.lower() not in _SUFFIXES:
+            raise ScenarioError(
+                flag, f"{shorten(str(path))!r} must end in .csv or .parquet", "rename it"
+            )
+        if path.is_dir():
+            raise ScenarioError(flag, f"{shorten(str(path))!r} is a folder", "give a file name")
+        if path.exists() and not args.overwrite:
+            raise ScenarioError(
+                flag,
+                f"{shorten(str(path))!r} exists",
+                "give --overwrite to replace it, or another path",
+            )
+        if not path.absolute().parent.is_dir():
+            raise ScenarioError(
+                flag, f"the folder of {shorten(str(path))!r} does not exist", "create it first"
+            )
+    return outputs
+
+
+def _origin(text: str | None) -> tuple[float, float] | None:
+    if text is None:
+        return None
+    parts = text.split(",")
+    try:
+        x, y = (float(p) for p in parts)
+    except ValueError:
+        x = y = float("nan")
+    if not (abs(x) <= MAX_COORDINATE_M and abs(y) <= MAX_COORDINATE_M):
+        raise ScenarioError(
+            "--origin",
+            f"must be two numbers X,Y of metres within {MAX_COORDINATE_M:g} "
+            f"(got {shorten(text, 30)!r})",
+            "e.g. --origin 500,250 (or --origin=-500,250)",
+        )
+    return x, y
+
+
+def _positive(text: str | None, flag: str, kind: type[int] | type[float]) -> float | None:
+    if text is None:
+        return None
+    try:
+        value = kind(text)
+    except ValueError:
+        value = -1
+    if not value > 0:
+        raise ScenarioError(
+            flag, f"must be a positive {'whole ' if kind is int else ''}number (got {text!r})"
+        )
+    return value
+
+
+def _encoded(frame: pd.DataFrame, path: Path) -> bytes:
+    """``frame`` as the bytes of a CSV (full float precision) or Parquet file."""
+    if path.suffix.lower() == ".csv":
+        return frame.to_csv(index=False).encode("utf-8")
+    buffer = io.BytesIO()
+    frame.to_parquet(buffer, index=False)
+    return buffer.getvalue()
+
+
+def _summary(args: argparse.Namespace, tracks: Tracks) -> str:
+    kinds = pd.Series(tracks.kinds).value_counts()
+    of = ", ".join(f"{n} {k}{'s' if n > 1 else ''}" for k, n in kinds.items())
+    n = tracks.num_devices
+    line = (
+        f"wflsim: {args.format} {args.input} -> {args.out}: {n} device{'s' if n > 1 else ''} "
+        f"({of}), {tracks.rows:,} rows, {float(tracks.time_s.min()):g} to "
+        f"{float(tracks.time_s.max()):g} s"
+    )
+    if tracks.time_origin_s != 0.0:
+        line += f" (the file's {tracks.time_origin_s:g} s is t = 0)"
+    if args.availability is not None:
+        line += f"; availability -> {args.availability}: {tracks.start_s.shape[0]:,} intervals"
+    if args.ids is not None:
+        line += f"; ids -> {args.ids}"
+    return line
+
+
+def convert_command(args: argparse.Namespace) -> int:
+    """Run ``wflsim convert-mobility`` (see the module docstring)."""
+    source = _check_path(args.input, "IN")
+    outputs = _outputs(args, source)
+    devices = _positive(args.devices, "--devices", int)
+    if devices is not None and devices > MAX_DEVICES:
+        raise ScenarioError("--devices", f"must be at most {MAX_DEVICES:,}")
+    tracks = convert_mobility(
+        source,
+        args.format,
+        dims=None if args.dims is None else int(args.dims),
+        keep_time=args.keep_time,
+        devices=None if devices is None else int(devices),
+        origin_m=_origin(args.origin),
+        center=args.center,
+        step_s=_positive(args.step_s, "--step-s", float),
+    )
+    frames = {
+        "--out": tracks.trace_frame,
+        "--availability": tracks.availability_frame,
+        "--ids": tracks.ids_frame,
+    }
+    payloads = [(path, _encoded(frames[flag](), path)) for flag, path in outputs]
+    for path, data in payloads:
+        write_atomic(path, data)
+    print(_summary(args, tracks))
+    if args.availability is None and tracks.comes_and_goes():
+        print(
+            "wflsim: note: some devices enter or leave during the trace; --availability "
+            "OUT_AV.csv writes when each is present, so that a run treats it as offline outside",
+            file=sys.stderr,
+        )
+    return 0
