@@ -181,7 +181,10 @@ def _scheme_values(entry: dict[str, Any] | None) -> tuple[tuple[str, Any], ...]:
     return tuple(
         (k, v)
         for k, v in values.items()
-        if isinstance(k, str) and k.startswith("scheme.") and k != "scheme.name"
+        if isinstance(k, str)
+        and k.startswith("scheme.")
+        and k != "scheme.name"
+        and isinstance(v, str | int | float | bool)
     )
 
 

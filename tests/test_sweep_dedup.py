@@ -8,13 +8,22 @@ import shutil
 import duckdb
 import pandas as pd
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import wflsim
 from conftest import REPO
 from wflsim.analysis import tidy
 from wflsim.analysis.report import write_report
 from wflsim.app.cli import main
-from wflsim.app.sweep import SweepInterrupted, plan_sweep, run_sweep, shared_points
+from wflsim.app.sweep import (
+    GridPoint,
+    SweepInterrupted,
+    SweepPlan,
+    plan_sweep,
+    run_sweep,
+    shared_points,
+)
 from wflsim.sim.engine import Hooks
 from wflsim.sim.errors import ScenarioError
 
@@ -263,3 +272,19 @@ def test_tidy_ignores_a_sharing_record_that_names_another_folder(shared, tmp_pat
     manifest["points"]["../x"] = {"same_as": IDEAL.format(0), "overrides": ["scheme.tol=1"]}
     (out / "sweep.json").write_text(json.dumps(manifest))
     assert "../x" not in set(tidy.runs_table(out)["run"]) and len(tidy.runs_table(out)) == 8
+
+
+@given(st.lists(st.integers(0, 3), min_size=1, max_size=12), st.booleans())
+def test_each_point_shares_the_first_identical_point(kinds, dedup):
+    """Every point whose run equals an earlier point's shares the first such point (none
+    without dedup); the others run."""
+    points = [GridPoint((f"x={i}",), 0) for i in range(len(kinds))]
+    identities = {p.name: str(k) for p, k in zip(points, kinds, strict=True)}
+    plan = SweepPlan(SCENARIO, [], [0], points, identities=identities, dedup=dedup)
+    first: dict[int, str] = {}
+    expected = {}
+    for p, k in zip(points, kinds, strict=True):
+        if k in first:
+            expected[p.name] = first[k]
+        first.setdefault(k, p.name)
+    assert shared_points(plan) == (expected if dedup else {})
