@@ -10,6 +10,12 @@ budget.
 for runs of wflsim before 0.3), a sweep directory (run directories anywhere below it), a glob
 pattern (``"runs/sweep/*"``), an ``events.parquet`` path, or a list of any of these.
 
+A sweep's points whose runs were identical share one run folder (``sweep.json``: ``same_as``):
+every table presents such a run once per point that shares it (also when only its folder is
+named), each time with that point's ``run`` name and configuration (its scheme parameters from
+the grid), so that a figure over a swept value draws the point too. A point's grid value of a scheme parameter its scheme does not
+have (``scheme.tol`` of ``ideal``) is part of its configuration too (``variant``).
+
 For traces too large for memory, :func:`duckdb_view` puts a DuckDB view over many runs' Parquet
 files instead.
 """
@@ -29,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from wflsim.sim.rundir import liveness
+from wflsim.sim.rundir import liveness, read_json
 
 from .io import events_glob, has_trace, load_events, read_metadata
 
@@ -121,6 +127,83 @@ def find_runs(runs: RunsArg) -> list[Path]:
                 found.extend(sorted(below))
     out = list(dict.fromkeys(p.resolve() for p in found))
     return sorted(out)
+
+
+@dataclass(frozen=True)
+class _Run:
+    """A run as the tables present it: the folder holding its trace, the path it is presented
+    as (its folder, or for a sweep point sharing another's run, the point's name in the sweep
+    folder), its sweep point's scheme values (its configuration) and the folder it shares."""
+
+    folder: Path
+    path: Path
+    scheme: tuple[tuple[str, Any], ...] = ()
+    shares: Path | None = None
+
+
+def _runs(runs: RunsArg) -> list[_Run]:
+    """The runs named by ``runs`` (:func:`find_runs`), each followed by the points of its sweep
+    that share it (``sweep.json``'s ``same_as``; a point with a trace of its own is found
+    itself)."""
+    sweeps: dict[Path, dict[str, dict[str, Any]]] = {}
+    out: list[_Run] = []
+    for d in find_runs(runs):
+        if d.parent not in sweeps:
+            sweeps[d.parent] = _sweep_points(d.parent)
+        points = sweeps[d.parent]
+        out.append(_Run(d, d, _scheme_values(points.get(d.name))))
+        for name, entry in points.items():
+            if entry.get("same_as") == d.name and name != d.name and not has_trace(d.parent / name):
+                out.append(_Run(d, d.parent / name, _scheme_values(entry), d))
+    return sorted(out, key=lambda r: r.path)
+
+
+def _sweep_points(folder: Path) -> dict[str, dict[str, Any]]:
+    """The point records of the sweep folder ``folder`` (``sweep.json``; none when it is not
+    one); names that are not a plain folder name are left out."""
+    manifest = read_json(folder / "sweep.json")
+    points = manifest.get("points") if manifest else None
+    if not isinstance(points, dict):
+        return {}
+    return {
+        name: entry
+        for name, entry in points.items()
+        if isinstance(entry, dict) and name not in ("", ".", "..") and Path(name).name == name
+    }
+
+
+def _scheme_values(entry: dict[str, Any] | None) -> tuple[tuple[str, Any], ...]:
+    """A sweep point's grid values of scheme parameters (``sweep.json``'s ``values``, without
+    ``scheme.name``), as ``(field, value)`` pairs."""
+    values = (entry or {}).get("values")
+    if not isinstance(values, dict):
+        return ()
+    return tuple(
+        (k, v)
+        for k, v in values.items()
+        if isinstance(k, str)
+        and k.startswith("scheme.")
+        and k != "scheme.name"
+        and isinstance(v, str | int | float | bool)
+    )
+
+
+def _with_point(scenario: dict[str, Any], values: tuple[tuple[str, Any], ...]) -> dict[str, Any]:
+    """A run's resolved scenario with its sweep point's scheme values set: the parameters as
+    the point's own run records them, and those its scheme does not have."""
+    if not values:
+        return scenario
+    out = json.loads(json.dumps(scenario))  # a copy
+    for key, value in values:
+        node = out
+        *parents, last = key.split(".")
+        for k in parents:
+            if not isinstance(node.get(k, {}), dict):
+                break
+            node = node.setdefault(k, {})
+        else:
+            node[last] = value
+    return out
 
 
 def _run_labels(dirs: Sequence[Path]) -> list[str]:
@@ -260,18 +343,21 @@ def runs_table(runs: RunsArg) -> pd.DataFrame:
     """One row per run: :data:`ID_COLUMNS` plus ``run_dir``, ``events_path``, ``name``, ``status``
     (from ``manifest.json``), ``learning`` (False: network-only), ``num_devices``, ``frames``,
     ``slots_per_frame``, ``deadline_s``, ``model``, ``lam``, ``server_mode`` (``[server] mode``),
-    ``server`` (:func:`server_label`) and ``scheme_label``.
+    ``server`` (:func:`server_label`), ``scheme_label`` and ``same_as`` (for a sweep point
+    sharing another point's run: that run's ``run``, whose folder ``run_dir`` is; else ``""``).
 
     ``variant`` names the scenario fields (beyond the other ID columns and the seed) that differ
     between the runs given, e.g. ``"learning.lr=0.1"``; it is ``""`` when none do, so runs with
     the same ``(scheme, V, dataset, partition, energy_budget, variant)`` are seeds of one
     configuration.
     """
-    dirs = find_runs(runs)
-    labels = _run_labels(dirs)
+    found = _runs(runs)
+    labels = _run_labels([r.path for r in found])
+    label_of = {r.path: label for r, label in zip(found, labels, strict=True)}
     rows, flats = [], []
-    for d, label in zip(dirs, labels, strict=True):
-        sc = _resolved_scenario(d)
+    for r, label in zip(found, labels, strict=True):
+        d = r.folder
+        sc = _with_point(_resolved_scenario(d), r.scheme)
         flat = {k: v for k, v in _flatten(sc).items() if k not in _NOT_VARIANT}
         # the server's fields as one value, named as the literature names the mode
         flat = {k: v for k, v in flat.items() if not k.startswith("server.")}
@@ -310,6 +396,7 @@ def runs_table(runs: RunsArg) -> pd.DataFrame:
                 "server_mode": sc.get("server", {}).get("mode", "sync"),
                 "server": server_label(sc.get("server", {})),
                 "scheme_label": SCHEME_LABELS.get(name, name),
+                "same_as": "" if r.shares is None else label_of.get(r.shares, r.shares.name),
             }
         )
     keys = sorted({k for f in flats for k in f})
@@ -666,22 +753,31 @@ def _concat(parts: list[pd.DataFrame]) -> pd.DataFrame:
     return pd.concat(nonempty, ignore_index=True)
 
 
+def _tables(run_dir: str, want: set[str]) -> dict[str, pd.DataFrame]:
+    """The tidy tables ``want`` of one run folder (without the ID columns)."""
+    ev = load_events(run_dir, events=_ALL_EVENTS, columns=_ALL_COLUMNS)
+    ds = device_slots_from_events(ev)
+    built: dict[str, pd.DataFrame] = {"device_slots": ds}
+    if want & {"slots", "evaluations"}:
+        built["slots"] = slots_from_events(ev, ds)
+    if "frames" in want:
+        built["frames"] = frames_from_events(ev, ds)
+    if "evaluations" in want:
+        built["evaluations"] = evaluations_from_events(ev, built["slots"])
+    return built
+
+
 def load(runs: RunsArg, tables: Iterable[str] | None = None) -> Tidy:
     """Read each run once and build its tidy tables (``tables``: a subset of
     ``device_slots``, ``frames``, ``slots``, ``evaluations`` to build; the others stay empty)."""
     want = set(tables or ("device_slots", "frames", "slots", "evaluations"))
     info = runs_table(runs)
     parts: dict[str, list[pd.DataFrame]] = {k: [] for k in want}
+    done: dict[str, dict[str, pd.DataFrame]] = {}  # a run shared by sweep points is read once
     for _, row in info.iterrows():
-        ev = load_events(row["run_dir"], events=_ALL_EVENTS, columns=_ALL_COLUMNS)
-        ds = device_slots_from_events(ev)
-        built: dict[str, pd.DataFrame] = {"device_slots": ds}
-        if want & {"slots", "evaluations"}:
-            built["slots"] = slots_from_events(ev, ds)
-        if "frames" in want:
-            built["frames"] = frames_from_events(ev, ds)
-        if "evaluations" in want:
-            built["evaluations"] = evaluations_from_events(ev, built["slots"])
+        if row["run_dir"] not in done:
+            done[row["run_dir"]] = _tables(row["run_dir"], want)
+        built = done[row["run_dir"]]
         for k in want:
             parts[k].append(_with_ids(built[k], row))
     empty = pd.DataFrame(columns=ID_COLUMNS)

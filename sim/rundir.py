@@ -180,12 +180,18 @@ def check_no_links(folder: Path, option: str = "--out") -> None:
 
 def read_manifest(folder: Path) -> dict[str, Any] | None:
     """The folder's manifest, or None when absent, unreadable or a link (never followed)."""
+    return read_json(Path(folder) / MANIFEST)
+
+
+def read_json(path: Path) -> dict[str, Any] | None:
+    """A JSON object in a regular file (a run's manifest, a sweep's ``sweep.json``), or None
+    when absent, unreadable, not an object or a link (never followed)."""
     try:
-        fd = os.open(Path(folder) / MANIFEST, os.O_RDONLY | NOFOLLOW | os.O_NONBLOCK)
+        fd = os.open(path, os.O_RDONLY | NOFOLLOW | os.O_NONBLOCK)
         with os.fdopen(fd, "rb") as f:
             if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
                 return None
             m = json.loads(f.read().decode("utf-8"))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return None
     return m if isinstance(m, dict) else None

@@ -448,6 +448,7 @@ def sweep(
     hooks: Hooks | None = None,
     progress: bool | None = None,
     strict: bool = False,
+    dedup: bool = True,
 ) -> SweepResult:
     """Run a sweep over a grid and seeds: ``wflsim sweep``. Repeating it resumes it.
 
@@ -468,6 +469,8 @@ def sweep(
             can be seen (``None``: a notebook or a terminal).
         strict: implausible values are errors, not warnings (each distinct one is reported
             once for the whole sweep).
+        dedup: points whose runs would be identical share the first one's run (``same_as`` in
+            their record; the readers show the run under each point); False: a folder each.
 
     Raises:
         ScenarioError: a bad grid or point (nothing written), or a point folder that another
@@ -490,6 +493,7 @@ def sweep(
         data_dir=ddir,
         extra_overrides=extra,
         strict=strict,
+        dedup=dedup,
     )
     folder = Path(out)
     _run_plan(plan, folder, workers, executor, ddir, extra, overwrite, hooks, progress)

@@ -163,6 +163,12 @@ def _parser() -> argparse.ArgumentParser:
         help="recompute the points whose folders hold runs of another scenario, --set or version",
     )
     sw.add_argument("--strict", action="store_true", help=_STRICT_HELP)
+    sw.add_argument(
+        "--no-dedup",
+        action="store_true",
+        help="give every point its own run folder, also points whose runs would be identical "
+        "(by default they share the first one's)",
+    )
     sw.add_argument("--quiet", action="store_true", help="no progress bar")
 
     rep = sub.add_parser("report", help="figures, tables and report.html for a run or a sweep")
@@ -398,7 +404,7 @@ def check_out_path(out: Path, flag: str, sweep: bool = False) -> None:
 
 
 def _sweep(args: argparse.Namespace) -> int:
-    from .sweep import SweepInterrupted, plan_sweep, run_sweep
+    from .sweep import SweepInterrupted, plan_sweep, run_sweep, shared_points
 
     if not 1 <= args.workers <= MAX_WORKERS:
         raise ScenarioError("--workers", f"must be in [1, {MAX_WORKERS}]", "e.g. --workers 2")
@@ -409,9 +415,15 @@ def _sweep(args: argparse.Namespace) -> int:
         data_dir=args.data_dir,
         extra_overrides=args.overrides,
         strict=args.strict,
+        dedup=not args.no_dedup,
     )
     out = Path(args.out) if args.out else Path("runs") / f"sweep-{Path(args.scenario).stem}"
     check_out_path(out, "--out", sweep=True)
+    n_shared = len(shared_points(plan, out))
+    print(
+        f"wflsim: {len(plan.points)} points, {len(plan.points) - n_shared} to run, "
+        f"{n_shared} shared"
+    )
     progress = bar = PointBar(len(plan.points), disable=args.quiet)
 
     def _terminate(signum: int, frame: object) -> None:  # SIGTERM: stop like Ctrl-C
@@ -445,12 +457,14 @@ def _sweep(args: argparse.Namespace) -> int:
     finally:
         signal.signal(signal.SIGTERM, previous)
     bar.close()
-    statuses = [p["status"] for p in manifest["points"].values()]
+    own = {n: p for n, p in manifest["points"].items() if "same_as" not in p}
+    statuses = [p["status"] for p in own.values()]
     done = sum(s == "completed" for s in statuses)
     skipped = sum(s.startswith("skipped") for s in statuses)
-    failed = [n for n, p in manifest["points"].items() if p["status"] == "failed"]
+    failed = [n for n, p in own.items() if p["status"] == "failed"]
     print(
-        f"wflsim: sweep of {len(statuses)} runs -> {out}: {done} run, {skipped} already complete, {len(failed)} failed"
+        f"wflsim: sweep of {len(statuses)} runs -> {out}: {done} run, {skipped} already complete, "
+        f"{len(failed)} failed"
     )
     for name in failed:
         err = _one_line(str(manifest["points"][name].get("error")))

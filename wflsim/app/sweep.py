@@ -19,6 +19,13 @@
   ``interrupted``; repeating the command resumes them) and exits 130. Worker processes die with
   the sweep: a killed sweep leaves no orphans (on Linux the kernel signals them; elsewhere a
   watchdog thread in each worker notices the parent is gone).
+* Identical points share one run: points whose runs would be identical (the same seed and
+  everything else the run reads: :func:`run_identity`) run once, in the first such point's
+  folder; the others record ``same_as`` in ``sweep.json`` and get no folder
+  (:func:`shared_points`; ``plan_sweep(..., dedup=False)`` gives every point its own). A grid
+  value of a scheme parameter that a point's scheme does not declare, but another scheme of the
+  sweep does (``--grid scheme=ideal,two_timescale --grid scheme.tol=1e-6,1e-9``: ``ideal`` has
+  no ``tol``), is left out of that point's run (:func:`applied_overrides`), which then shares.
 * Common random numbers: a run's randomness depends only on its seed (``sim/rng.py``), so for a
   given seed every grid point sees the same positions, mobility, fading and data partition.
 * Executors: ``local`` (a process pool; ``--workers N``) and ``ray`` (each point a Ray task; a
@@ -52,6 +59,8 @@ from wflsim.sim.trace import write_json_atomic
 
 if TYPE_CHECKING:
     from wflsim.sim.engine import Hooks
+
+    from .run import Prepared
 
 from . import folders
 from .extensions import shipment
@@ -105,6 +114,16 @@ class SweepPlan:
     points: list[GridPoint] = field(default_factory=list)
     #: point name -> the fingerprint its run records (:func:`wflsim.app.run.fingerprint`)
     fingerprints: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: point name -> the grid overrides its run applies (:func:`applied_overrides`; absent: all)
+    run_overrides: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    #: point name -> a hash of what its run reads (:func:`run_identity`): equal, identical runs
+    identities: dict[str, str] = field(default_factory=dict)
+    #: whether points with identical runs share one (:func:`shared_points`)
+    dedup: bool = True
+
+    def applied(self, point: GridPoint) -> tuple[str, ...]:
+        """The grid overrides ``point``'s run applies."""
+        return self.run_overrides.get(point.name, point.overrides)
 
 
 def parse_grid(specs: Iterable[str]) -> list[tuple[str, list[str]]]:
@@ -237,6 +256,7 @@ def plan_sweep(
     data_dir: str | None = None,
     extra_overrides: list[str] | None = None,
     strict: bool = False,
+    dedup: bool = True,
 ) -> SweepPlan:
     """Build and validate every grid point (nothing is written).
 
@@ -244,7 +264,8 @@ def plan_sweep(
     ``seeds = [0, 1]``) is used where the command line gives no grid or seeds. Values
     implausible for their unit are checked at every point and each distinct finding is reported
     once, as a :class:`~wflsim.sim.errors.PlausibilityWarning` (with ``strict``, the first is an
-    error naming the point).
+    error naming the point). ``dedup``: points whose runs would be identical share one run
+    (:func:`shared_points`).
 
     Raises:
         ScenarioError: a malformed grid, or a grid point whose scenario is invalid (the message
@@ -280,6 +301,7 @@ def plan_sweep(
         data_dir=data_dir,
         extra_overrides=extra_overrides,
         strict=strict,
+        dedup=dedup,
     )
 
 
@@ -292,9 +314,11 @@ def plan_points(
     data_dir: str | None = None,
     extra_overrides: list[str] | None = None,
     strict: bool = False,
+    dedup: bool = True,
 ) -> SweepPlan:
     """Validate every point of a sweep (nothing is written); each distinct implausible value is
-    reported once (:func:`plan_sweep`).
+    reported once (:func:`plan_sweep`). ``dedup``: points whose runs would be identical share
+    one run (:func:`shared_points`).
 
     Raises:
         ScenarioError: a point whose scenario is invalid (the message names the point), or with
@@ -303,10 +327,11 @@ def plan_points(
     from .run import fingerprint, prepare_source
     from .scenario import report_implausible
 
-    fingerprints = {}
     reported: set[str] = set()
+    applied = applied_overrides(points, source.table(), extra_overrides or [])
+    fingerprints, identities = {}, {}
     for point in points:
-        overrides = [*(extra_overrides or []), *point.overrides]
+        overrides = [*(extra_overrides or []), *applied[point.name]]
         try:
             prep = prepare_source(
                 source, overrides, point.seed, data_dir, strict=strict, warn=False
@@ -317,7 +342,117 @@ def plan_points(
             ) from None
         report_implausible(prep.scenario, reported=reported)
         fingerprints[point.name] = fingerprint(prep)
-    return SweepPlan(source, grid, seeds, points, fingerprints)
+        identities[point.name] = run_identity(prep, fingerprints[point.name])
+    return SweepPlan(source, grid, seeds, points, fingerprints, applied, identities, dedup)
+
+
+# ------------------------------------------------------------------ points sharing one run
+
+
+def applied_overrides(
+    points: list[GridPoint], table: dict[str, Any], extra: list[str]
+) -> dict[str, tuple[str, ...]]:
+    """Each point's grid overrides as its run applies them: a value of a scheme parameter
+    (``scheme.tol=1e-6``) that the point's scheme does not declare in its parameter model, but
+    the scheme of another point does, is left out (that scheme would refuse it; its runs at the
+    parameter's values are identical and share, :func:`shared_points`). A parameter no scheme of
+    the sweep declares is kept, and refused by validation (a misspelling).
+
+    ``table``: the raw scenario table; ``extra``: the ``--set`` overrides of every point.
+    """
+    declared = {p.name: _scheme_fields(table, [*extra, *p.overrides]) for p in points}
+    known = set().union(*(f for f in declared.values() if f is not None))
+
+    def used(override: str, fields: frozenset[str] | None) -> bool:
+        param = _scheme_parameter(override)
+        return fields is None or param is None or param in fields or param not in known
+
+    return {p.name: tuple(o for o in p.overrides if used(o, declared[p.name])) for p in points}
+
+
+def _scheme_parameter(override: str) -> str | None:
+    """The scheme parameter an override sets (``scheme.csi_margin.target_outage=0.1`` ->
+    ``csi_margin``); None for other fields, ``scheme.name`` and what does not parse."""
+    from wflsim.sim.config.loading import parse_override
+
+    try:
+        path, _ = parse_override(override)
+    except ScenarioError:
+        return None
+    return path[1] if len(path) > 1 and path[0] == "scheme" and path[1] != "name" else None
+
+
+def _scheme_fields(table: dict[str, Any], overrides: list[str]) -> frozenset[str] | None:
+    """The parameters (and their aliases) of the scheme that ``overrides`` on ``table`` name;
+    None when it names no registered scheme (validation says why)."""
+    from wflsim.sim.config.loading import apply_overrides
+    from wflsim.sim.config.schema import SchemeConfig
+    from wflsim.sim.schemes import SCHEMES
+
+    try:
+        section = apply_overrides(table, overrides).get("scheme", {})
+    except ScenarioError:
+        return None
+    name = section.get("name", SchemeConfig().name) if isinstance(section, dict) else None
+    cls = SCHEMES.get(name) if isinstance(name, str) else None
+    if cls is None:
+        return None
+    fields = cls.Params.model_fields
+    return frozenset([*fields, *(f.alias for f in fields.values() if f.alias)])
+
+
+def run_identity(prep: Prepared, fp: dict[str, Any] | None = None) -> str:
+    """A hash of everything a run reads: its fingerprint (``fp``, :func:`wflsim.app.run.fingerprint`:
+    the wflsim version, the scenario file's text, the seed and the input files' contents)
+    without the ``--set`` texts, and instead of the resolved scenario's hash, the resolved
+    scenario with the scheme's parameters normalised by the scheme's own parameter model
+    (defaults filled in, ``10`` and ``10.0`` alike), and the data directory. Two points with
+    equal identities make identical runs (the run reads the scheme's parameters only through
+    that model)."""
+    from wflsim.sim.schemes import SCHEMES
+
+    from .run import fingerprint
+
+    sc = prep.scenario
+    params = SCHEMES[sc.scheme.name].Params.model_validate(sc.scheme.params)
+    resolved = sc.model_dump(mode="json")
+    resolved["scheme"] = {"name": sc.scheme.name, **params.model_dump(mode="json")}
+    reads = {k: v for k, v in (fp or fingerprint(prep)).items() if k not in _NOT_READ}
+    reads |= {"scenario": resolved, "data_dir": str(prep.data_dir)}
+    return hashlib.sha256(json.dumps(reads, sort_keys=True).encode("utf-8")).hexdigest()
+
+
+#: Fingerprint entries a run records but does not read (``run_identity`` reads the resolved
+#: scenario itself, normalised).
+_NOT_READ = ("overrides", "scenario_sha256")
+
+
+def shared_points(plan: SweepPlan, out: Path | None = None) -> dict[str, str]:
+    """The points that share another point's run: name -> the point whose folder holds it.
+
+    With ``plan.dedup``, points whose runs are identical (equal :func:`run_identity`) share one
+    run: the first of them in grid order, or, when some of them already have folders in
+    ``out`` (made without sharing, or before the grid changed), the first with a folder. A point
+    with a folder of its own keeps it.
+    """
+    if not plan.dedup:
+        return {}
+    groups: dict[str, list[str]] = {}
+    for p in plan.points:
+        groups.setdefault(plan.identities.get(p.name, p.name), []).append(p.name)
+    same_as: dict[str, str] = {}
+    for names in groups.values():
+        if len(names) < 2:
+            continue
+        own = [n for n in names if out is not None and _has_folder(out / n, plan, n)]
+        original = own[0] if own else names[0]
+        same_as.update((n, original) for n in names if n != original and n not in own)
+    return same_as
+
+
+def _has_folder(run_dir: Path, plan: SweepPlan, name: str) -> bool:
+    """Whether a point's folder holds anything of a run (or anything else)."""
+    return run_dir.is_symlink() or point_state(run_dir, plan.fingerprints.get(name, {})) != "new"
 
 
 def _toml_text(value: Any, field: str) -> str:
@@ -637,6 +772,7 @@ def _run_sweep_locked(
         "overrides": extra,
         "executor": executor,
         "workers": workers,
+        "dedup": plan.dedup,
         "first_started_at": previous.get("first_started_at")
         or previous.get("started_at")
         or _now(),
@@ -645,30 +781,15 @@ def _run_sweep_locked(
         "status": "running",
         "points": {},
     }
-    todo: list[GridPoint] = []
-    for p in plan.points:
-        entry: dict[str, Any] = {
-            "overrides": list(p.overrides),
-            "seed": p.seed,
-            "dir": p.name,
-            "fingerprint": plan.fingerprints.get(p.name),
-        }
-        mode = modes.get(p.name, "new")
-        if mode == "skip":
-            entry = {**previous.get("points", {}).get(p.name, {}), **entry}
-            entry["status"] = "skipped (already completed)"
-        else:
-            entry["status"] = "pending"
-            entry["mode"] = mode
-            todo.append(p)
-        manifest["points"][p.name] = entry
+    same_as = shared_points(plan, out)
+    manifest["points"], todo = _point_entries(plan, modes, same_as, previous.get("points"))
     write_json_atomic(manifest_path, manifest)
 
     threads = max(1, (os.cpu_count() or 1) // max(1, workers)) if workers > 1 else None
     args: dict[str, PointArgs] = {
         p.name: (
             plan.scenario,
-            [*extra, *p.overrides],
+            [*extra, *plan.applied(p)],
             p.seed,
             str(out / p.name),
             data_dir,
@@ -678,11 +799,18 @@ def _run_sweep_locked(
         for p in todo
     }
 
+    followers: dict[str, list[str]] = {}
+    for name, original in same_as.items():
+        followers.setdefault(original, []).append(name)
+
     def record(name: str, result: dict[str, Any]) -> None:
         manifest["points"][name].update(result)
+        for f in followers.get(name, ()):
+            _follow(manifest["points"], f)
         write_json_atomic(manifest_path, manifest)
         if progress is not None:
-            progress(name, result)
+            for n in (name, *followers.get(name, ())):
+                progress(n, result)
 
     try:
         if not todo:
@@ -692,6 +820,8 @@ def _run_sweep_locked(
         elif workers <= 1:
             for name, a in args.items():
                 manifest["points"][name]["status"] = "running"
+                for f in followers.get(name, ()):
+                    _follow(manifest["points"], f)
                 write_json_atomic(manifest_path, manifest)
                 record(name, run_point(*a, hooks=hooks))
         else:
@@ -708,21 +838,95 @@ def _run_sweep_locked(
     return manifest
 
 
+#: The entries of a point's record that say how its run went (a point sharing another's run
+#: has that point's).
+_RESULT_KEYS = ("status", "summary", "error", "note")
+
+
+def _point_entries(
+    plan: SweepPlan,
+    modes: dict[str, str],
+    same_as: dict[str, str],
+    previous: Any,
+) -> tuple[dict[str, dict[str, Any]], list[GridPoint]]:
+    """``sweep.json``'s record of each point (``previous``: the last execution's records, whose
+    results a completed point keeps) and the points to run, in grid order. A point sharing
+    another's run records ``same_as`` and ``dir``: that point's name, and its status."""
+    previous = previous if isinstance(previous, dict) else {}
+    entries: dict[str, dict[str, Any]] = {}
+    todo: list[GridPoint] = []
+    for p in plan.points:
+        entry: dict[str, Any] = {
+            "overrides": list(p.overrides),
+            "seed": p.seed,
+            "dir": same_as.get(p.name, p.name),
+            "fingerprint": plan.fingerprints.get(p.name),
+        }
+        entry["values"] = _grid_values(p.overrides)
+        unused = [o for o in p.overrides if o not in plan.applied(p)]
+        if unused:
+            entry["unused_overrides"] = unused
+        mode = modes.get(p.name, "new")
+        if p.name in same_as:
+            entry["same_as"] = same_as[p.name]
+        elif mode == "skip":
+            before = previous.get(p.name)
+            before = before if isinstance(before, dict) else {}
+            entry = {**{k: v for k, v in before.items() if k in _RESULT_KEYS}, **entry}
+            entry["status"] = "skipped (already completed)"
+        else:
+            entry["status"] = "pending"
+            entry["mode"] = mode
+            todo.append(p)
+        entries[p.name] = entry
+    for name in same_as:
+        _follow(entries, name)
+    return entries, todo
+
+
+def _grid_values(overrides: tuple[str, ...]) -> dict[str, Any]:
+    """A point's grid values as read (``{"scheme.tol": 1e-06}``), for readers of
+    ``sweep.json`` (:mod:`analysis.tidy` shows them as the point's configuration)."""
+    from wflsim.sim.config.loading import parse_override
+
+    values: dict[str, Any] = {}
+    for o in overrides:
+        try:
+            path, value = parse_override(o)
+        except ScenarioError:
+            continue
+        plain = isinstance(value, str | int | float | bool)  # not a TOML date or time
+        values[".".join(path)] = value if plain else str(value)
+    return values
+
+
+def _follow(points: dict[str, dict[str, Any]], name: str) -> None:
+    """Give the point ``name`` the result of the point whose run it shares."""
+    entry = points[name]
+    original = points[entry["same_as"]]
+    for k in _RESULT_KEYS:
+        entry.pop(k, None)
+        if k in original:
+            entry[k] = original[k]
+
+
 def _mark_interrupted(manifest: dict[str, Any], out: Path) -> dict[str, int]:
     """After an interruption: every point not finished is ``interrupted`` (it had started: its
-    folder has a manifest) or ``not started``; returns the counts of the points' states."""
+    folder has a manifest) or ``not started`` (a point sharing another's run: that point's
+    state); returns the counts of the points' states."""
     counts = {"completed": 0, "interrupted": 0, "not started": 0, "failed": 0}
-    for name, entry in manifest["points"].items():
+    points = manifest["points"]
+    for name in sorted(points, key=lambda n: "same_as" in points[n]):  # followers last
+        entry = points[name]
         st = str(entry.get("status", ""))
-        if st == "completed" or st.startswith("skipped"):
-            counts["completed"] += 1
-            continue
-        if st == "failed":
-            counts["failed"] += 1
-            continue
-        started = rundir.read_manifest(out / name) is not None
-        entry["status"] = "interrupted" if started else "not started"
-        counts[entry["status"]] += 1
+        if "same_as" in entry:
+            _follow(points, name)
+        elif not (st in ("completed", "failed") or st.startswith("skipped")):
+            started = rundir.read_manifest(out / name) is not None
+            entry["status"] = "interrupted" if started else "not started"
+        st = str(entry.get("status", ""))
+        key = "completed" if st.startswith("skipped") else st
+        counts[key] = counts.get(key, 0) + 1
     return counts
 
 
