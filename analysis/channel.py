@@ -19,7 +19,8 @@ comparisons of schemes replayed on one recorded channel.
 
 The figures (:func:`outcomes_figure`, :func:`accuracy_vs_slot`) follow :mod:`analysis.figures`
 and reuse its helpers: one colour per scheme (``scheme_color``), the mean over seeds with its 95 %
-Student-t interval (none with one seed), axis labels with units, no offset notation.
+Student-t interval cut to the seeds' range (none with one seed), axis labels with units, no
+offset notation.
 """
 
 from __future__ import annotations
@@ -248,8 +249,9 @@ def outcomes_figure(
 ) -> Figure:
     """The outcomes ``ys`` against the setting ``x``, one panel per outcome, one line per
     scheme in its colour (:func:`analysis.figures.scheme_color`) and per value of the settings
-    ``split`` (line style and marker): the mean over seeds, with its 95 % Student-t interval as
-    bars where there are several seeds (:func:`analysis.stats.over_seeds`).
+    ``split`` (line style): the mean over seeds, with its 95 % Student-t interval as bars where
+    there are several seeds, cut to the range of the seeds' values
+    (:func:`analysis.stats.seed_intervals`).
 
     ``table`` has one row per run (:func:`outcomes`). ``mean_slot_s`` is drawn on a log axis,
     another outcome where one line dwarfs another (10 times or more); an outage or wasted-share
@@ -334,7 +336,7 @@ def accuracy_vs_slot(evaluations: pd.DataFrame, by: str) -> Figure:
     """Test accuracy (%) against the slot, one panel per scheme (titled with its label), one
     line per value of the setting column ``by`` of ``evaluations`` (a colour of a sequential
     colormap, a line style and a marker per value): the mean over seeds with its 95 %
-    Student-t band where there are several seeds."""
+    Student-t band where there are several seeds, cut to the range of the seeds' values."""
     from matplotlib import colormaps
 
     ev = evaluations.assign(slots_done=evaluations["slot"] + 1, **{by: _x_values(evaluations[by])})
@@ -351,7 +353,12 @@ def accuracy_vs_slot(evaluations: pd.DataFrame, by: str) -> Figure:
             if rows.empty:
                 continue
             colour = cmap(0.85 * i / max(1, len(values) - 1))  # no pale yellow on white
-            style = dict(figures._style(i, str(scheme), len(rows)), color=colour)
+            # one panel per scheme: colour and marker tell the setting's values apart
+            style = dict(
+                figures._style(i, str(scheme), len(rows)),
+                color=colour,
+                marker=figures._MARKERS[i % len(figures._MARKERS)],
+            )
             figures._band_line(ax, rows, "slots_done", "accuracy", 100.0, label, style)
         ax.set_title(tidy.SCHEME_LABELS.get(scheme, scheme), fontsize="medium")
         ax.set_xlabel("slots done (communication rounds)")

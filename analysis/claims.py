@@ -12,7 +12,9 @@ measures a :class:`Verdict` on the runs given:
 * ``not measurable here``: the runs do not carry what the claim needs (a scheme, two values of
   V, evaluations, ...), with the reason.
 
-With one seed the direction alone decides and the evidence says so. Accuracy is compared "at
+With one seed the direction alone decides and the evidence says so. A verdict drawn from runs
+shorter than the paper's (:data:`PAPER_SLOTS`) carries a :attr:`Verdict.warning` that says so
+(:func:`length_warning`). Accuracy is compared "at
 the same total energy" (or latency) as the paper does: per seed, each run's accuracy is
 interpolated at the largest total energy that every compared run reached.
 
@@ -22,8 +24,8 @@ interpolated at the largest total energy that every compared run reached.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
@@ -41,14 +43,24 @@ SOTA = ("topk_ef", "pruning", "fedhq", "fjord")
 #: The columns of the energy-budget axis (the description and its nominal mean).
 _BUDGET = ("energy_budget", "energy_budget_mean_j")
 
+#: The length of the paper's runs (Section VI: "every consecutive 20 time slots as a frame", and
+#: its time-evolution figures run "over 20 frames" on MNIST and CIFAR-10, as
+#: ``scenarios/paper/*.toml`` do): 20 frames of 20 slots.
+PAPER_FRAMES = 20
+PAPER_SLOTS_PER_FRAME = 20
+PAPER_SLOTS = PAPER_FRAMES * PAPER_SLOTS_PER_FRAME
+
 
 @dataclass(frozen=True)
 class Verdict:
     """A claim's measured outcome: ``status`` (:data:`HOLDS`, :data:`FAILS` or
-    :data:`NOT_MEASURABLE`) and the numbers behind it, in one or a few sentences."""
+    :data:`NOT_MEASURABLE`), the numbers behind it in one or a few sentences, the ``runs`` it
+    is drawn from and a ``warning`` (e.g. runs shorter than the paper's; "" for none)."""
 
     status: str
     evidence: str
+    runs: tuple[str, ...] = ()
+    warning: str = ""
 
 
 @dataclass(frozen=True)
@@ -159,15 +171,32 @@ def _prefix(label: str) -> str:
     return f"{label}: " if label else ""
 
 
-def _combine(results: list[tuple[str, str, str]]) -> Verdict:
-    """One verdict from per-context results ``(context label, status, evidence)``: it holds
-    when it holds in every measurable context."""
+#: A context's result: (context label, status, evidence, the runs it is drawn from).
+_Result = tuple[str, str, str, Sequence[str]]
+
+
+def _runs(*tables: pd.DataFrame) -> tuple[str, ...]:
+    """The runs of ``tables`` (their ``run`` column), sorted, once each."""
+    return _sorted_runs(r for t in tables if "run" in t.columns for r in t["run"])
+
+
+def _sorted_runs(runs: Iterable[object]) -> tuple[str, ...]:
+    return tuple(sorted({str(r) for r in runs}))
+
+
+def _combine(results: list[_Result]) -> Verdict:
+    """One verdict from per-context results: it holds when it holds in every measurable
+    context; it is drawn from the runs of the measured contexts."""
     measured = [r for r in results if r[1] != NOT_MEASURABLE]
     if not measured:
         reasons = sorted({r[2] for r in results})
         return Verdict(NOT_MEASURABLE, "; ".join(reasons))
     status = HOLDS if all(r[1] == HOLDS for r in measured) else FAILS
-    return Verdict(status, " ".join(f"{_prefix(lab)}{ev}" for lab, _, ev in measured))
+    return Verdict(
+        status,
+        " ".join(f"{_prefix(lab)}{ev}" for lab, _, ev, _ in measured),
+        _sorted_runs(run for r in measured for run in r[3]),
+    )
 
 
 # ----------------------------------------------------------------------------- scheme vs scheme
@@ -183,13 +212,13 @@ def compare(
 ) -> Verdict:
     """Whether ``better`` has a lower (``lower``) or higher ``metric`` than each of ``others``,
     paired by seed within each context (runs that differ only in the scheme)."""
-    results = []
+    results: list[_Result] = []
     for label, df in _contexts(summary, ["scheme", "V"] if _ignores_v(summary) else ["scheme"]):
         present = [s for s in others if (df["scheme"] == s).any()]
         mine = _by_seed(df, better, metric)
         if mine.empty or not present:
             missing = [_label(s) for s in [better, *others] if not (df["scheme"] == s).any()]
-            results.append((label, NOT_MEASURABLE, f"no run of {', '.join(missing)}"))
+            results.append((label, NOT_MEASURABLE, f"no run of {', '.join(missing)}", ()))
             continue
         parts, ok = [], True
         for other in present:
@@ -209,7 +238,8 @@ def compare(
             )
         name = METRIC_NAMES.get(metric, metric)
         ev = f"{name}: {_label(better)} {_num(float(mine.mean()))}; " + "; ".join(parts) + "."
-        results.append((label, HOLDS if ok else FAILS, ev))
+        used = df[df["scheme"].isin([better, *present])]
+        results.append((label, HOLDS if ok else FAILS, ev, _runs(used)))
     return _combine(results)
 
 
@@ -247,12 +277,17 @@ def trend(
     runs = summary[summary["scheme"] == scheme]
     if runs.empty:
         return Verdict(NOT_MEASURABLE, f"no run of {_label(scheme)}")
-    results = []
+    results: list[_Result] = []
     for label, df in _contexts(runs, free):
         means = df.groupby(axis)[metric].mean().dropna().sort_index()
         if len(means) < 2:
             results.append(
-                (label, NOT_MEASURABLE, f"{_label(scheme)} was run at one {_axis_name(axis)} only")
+                (
+                    label,
+                    NOT_MEASURABLE,
+                    f"{_label(scheme)} was run at one {_axis_name(axis)} only",
+                    (),
+                )
             )
             continue
         lo_x, hi_x = means.index[0], means.index[-1]
@@ -280,7 +315,7 @@ def trend(
             ev += "; a step between neighbouring values goes significantly the other way"
         elif d.side() != want:
             ev += _why(d, want)
-        results.append((label, HOLDS if ok else FAILS, ev + "."))
+        results.append((label, HOLDS if ok else FAILS, ev + ".", _runs(df)))
     return _combine(results)
 
 
@@ -300,7 +335,8 @@ def trends(
     if not measured:
         return Verdict(NOT_MEASURABLE, verdicts[0].evidence)
     status = HOLDS if all(v.status == HOLDS for v in measured) else FAILS
-    return Verdict(status, " ".join(v.evidence for v in measured))
+    runs = _sorted_runs(r for v in measured for r in v.runs)
+    return Verdict(status, " ".join(v.evidence for v in measured), runs)
 
 
 # ----------------------------------------------------------------------------------- accuracy
@@ -348,7 +384,7 @@ def accuracy_claim(x: str, schemes: Sequence[str]) -> Callable[[Evidence], Verdi
         unit = "J" if x == "cum_energy_j" else "s"
         levels = table["level"].dropna()
         at = f" (accuracy at {_num(float(levels.min()))}-{_num(float(levels.max()))} {unit})"
-        return Verdict(v.status, v.evidence + (at if v.status != NOT_MEASURABLE else ""))
+        return replace(v, evidence=v.evidence + (at if v.status != NOT_MEASURABLE else ""))
 
     return check
 
@@ -376,7 +412,7 @@ def stable_fraction_grows(ev: Evidence) -> Verdict:
         f"{_num(float(np.mean(last)))} in the last (mean of {len(diffs)} runs; change "
         f"{d.text().replace('seeds', 'runs')}{'' if ok else _why(d, 1)})."
     )
-    return Verdict(HOLDS if ok else FAILS, ev_text)
+    return Verdict(HOLDS if ok else FAILS, ev_text, _runs(sl))
 
 
 # ------------------------------------------------------------------------------------- claims
@@ -524,7 +560,26 @@ def check_all(
     for claim in CLAIMS:
         try:
             verdict = claim.check(ev)
+            verdict = replace(verdict, warning=length_warning(verdict, summary))
         except Exception as err:  # a report never dies on one claim
             verdict = Verdict(NOT_MEASURABLE, f"could not be checked ({type(err).__name__}: {err})")
         out.append((claim, verdict))
     return out
+
+
+def length_warning(verdict: Verdict, summary: pd.DataFrame) -> str:
+    """A warning when ``verdict`` is drawn from runs shorter than the paper's
+    (:data:`PAPER_SLOTS` slots; ``summary["slots"]`` per run), e.g. "drawn from 60-slot runs;
+    the paper's are 400 slots (20 frames x 20 slots)"; "" for runs as long as the paper's or
+    longer, and for a verdict drawn from no run (not measurable)."""
+    if verdict.status == NOT_MEASURABLE or not verdict.runs or "slots" not in summary:
+        return ""
+    slots = summary.loc[summary["run"].astype(str).isin(verdict.runs), "slots"].dropna()
+    if slots.empty or slots.min() >= PAPER_SLOTS:
+        return ""
+    lo, hi = int(slots.min()), int(slots.max())
+    runs = f"{lo}-slot runs" if lo == hi else f"runs of {lo} to {hi} slots"
+    return (
+        f"drawn from {runs}; the paper's are {PAPER_SLOTS} slots "
+        f"({PAPER_FRAMES} frames x {PAPER_SLOTS_PER_FRAME} slots)"
+    )

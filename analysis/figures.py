@@ -1,24 +1,35 @@
 """Figures of the paper's experimental section (and a few more), from the tidy tables.
 
 Every function takes DataFrames (from :mod:`analysis.tidy` / :mod:`analysis.stats`, never paths)
-and returns a :class:`matplotlib.figure.Figure` built without pyplot (no global state, no
-backend needed: ``fig.savefig("x.png")`` renders with Agg). Lines are *series*: runs with the same
-scheme and, where they differ between the runs given, the same ``V``, dataset, partition, energy
-budget and ``variant``; runs of one series that differ only in their seed are averaged.
+and returns a :class:`DataFigure`, a :class:`matplotlib.figure.Figure` built without pyplot (no
+global state, no backend needed: ``fig.savefig("x.png")`` renders with Agg) that keeps what it
+plots: ``fig.intervals`` (every band and set of error bars with the seeds' values behind it) and
+``fig.notes`` (the lines that coincide). Lines are *series*: runs with the same scheme and, where
+they differ between the runs given, the same ``V``, dataset, partition, energy budget and
+``variant``; runs of one series that differ only in their seed are averaged.
 
 Conventions (the same in every figure):
 
-* one colour per scheme, fixed (:data:`SCHEME_COLORS`), whatever the figure or the runs given;
-  the second variable (``V``, budget, partition, ...) is a line style and marker, or a facet;
+* one colour and one marker per scheme, fixed (:data:`SCHEME_COLORS`, :data:`SCHEME_MARKERS`),
+  whatever the figure or the runs given; the second variable (``V``, budget, partition, ...) is
+  a line style, or a facet; the proposed scheme is drawn on top, the paper's benchmarks next;
+* markers sit on about 8 points of a long line, each scheme's shifted along it, so that the
+  markers of coinciding lines do not cover each other; two series whose lines coincide (within
+  0.5 % of the panel's height, over the same x range) are said so in the panel's title ("Only-PC
+  coincides with Proposed") and the lower line is drawn wider, an outline around the upper one;
 * figures over time facet by ``V`` (one column per value) when it takes several values; schemes
   whose decisions ignore ``V`` (:data:`V_FREE_SCHEMES`, e.g. Ideal FL) are drawn once, not once
-  per ``V`` (in the ``V`` figure: a horizontal line over the ``V`` range);
-* with several seeds: the mean over seeds and a 95 % Student-t band or interval
-  (:func:`analysis.stats.over_seeds`); one seed: the line alone;
+  per ``V`` (in the ``V`` figure: a horizontal line over the ``V`` range); panels that compare
+  schemes side by side share their y axis;
 * an axis where one series dwarfs another (10 times or more) is logarithmic (symmetric-log,
-  linear near 0, where values can be negative or 0); its label says so;
-* the y range fits the mean lines: a wide band (few seeds) is clipped at the panel's edge;
-* no offset or scientific-offset tick notation; every axis says its unit;
+  linear near 0, where a value can be negative or 0); its label says so. The scale is chosen
+  before anything is drawn, so that lines and bands are computed in it;
+* with several seeds: the mean over seeds in the axis' scale (the geometric mean on a log axis)
+  and its 95 % Student-t band or error bars, computed in that scale and cut to the range of the
+  seeds' values (:func:`analysis.stats.seed_intervals`): a band never reaches beyond the seeds,
+  so the y range shows it whole; one seed: the line alone;
+* no offset or scientific-offset tick notation; every axis says its unit (those of
+  ``docs/trace.md``; ``V`` and the cost in J^2);
 * a panel with nothing to draw (no outage at all, no cost logged) says so in words.
 
 A function raises :class:`InsufficientData` when the tables cannot make its figure (e.g. a single
@@ -27,20 +38,26 @@ A function raises :class:`InsufficientData` when the tables cannot make its figu
 
 from __future__ import annotations
 
+import textwrap
 import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal, TypeVar
 
 import numpy as np
 import pandas as pd
 from matplotlib.artist import Artist
 from matplotlib.axes import Axes
+from matplotlib.collections import PolyCollection
+from matplotlib.container import Container
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
 from matplotlib.ticker import MaxNLocator, ScalarFormatter
 
-from .stats import over_seeds
+from .stats import seed_intervals
 from .tidy import SCHEME_LABELS
+
+_F = TypeVar("_F", bound=Figure)
 
 
 class InsufficientData(ValueError):
@@ -65,12 +82,43 @@ SCHEME_COLORS: dict[str, str] = {
 }
 _SPARE_COLORS = ["#7f7f7f", "#aec7e8", "#ffbb78", "#98df8a", "#ff9896", "#c5b0d5", "#c49c94"]
 
+#: The marker of each registered scheme, the same in every figure (with its colour, it tells
+#: apart schemes whose lines coincide).
+SCHEME_MARKERS: dict[str, str] = {
+    "two_timescale": "o",
+    "only_pf": "^",
+    "only_pc": "s",
+    "ideal": "D",
+    "fixed_power": "v",
+    "random_freezing": "P",
+    "topk_ef": "X",
+    "pruning": "*",
+    "fedhq": "<",
+    "fjord": ">",
+}
+_SPARE_MARKERS = ["h", "p", "8", "d", "H"]
+
+#: The unit of the Lyapunov weight ``V`` and of the cost ``z = V X + Q E``: ``Q E`` is J x J and
+#: ``X`` is dimensionless (``docs/trace.md``: ``cost`` in J^2).
+V_UNIT = "J^2"
+
 #: Schemes whose decisions do not depend on ``V`` (runs at several ``V`` are the same run).
 V_FREE_SCHEMES: frozenset[str] = frozenset({"ideal", "fixed_power"})
 
 _SCHEME_ORDER = {s: i for i, s in enumerate(SCHEME_LABELS)}
 _LINESTYLES: list = ["-", "--", ":", "-.", (0, (5, 1, 1, 1, 1, 1)), (0, (1, 3)), (0, (8, 3))]
 _MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*", "<", ">"]
+#: Markers per line: about this many along a line, each scheme's shifted by a fraction of the
+#: step, so that the markers of coinciding lines sit side by side, not on top of each other.
+_MARKS_PER_LINE = 8
+#: Two lines coincide when they differ by at most this share of the panel's y span (in the
+#: axis' scale) wherever both are drawn: closer than a line's width.
+_COINCIDE = 0.005
+#: A line under a coinciding one is drawn this much wider (points; its markers larger): an
+#: outline around the line on top.
+_OUTLINE_WIDTH = 2.4
+_OUTLINE_MARKER = 1.5
+_OUTLINE_GID = "wflsim-outline"
 _DATASETS = {
     "mnist": "MNIST",
     "fashion_mnist": "Fashion-MNIST",
@@ -89,6 +137,13 @@ def scheme_color(scheme: str) -> str:
     if scheme in SCHEME_COLORS:
         return SCHEME_COLORS[scheme]
     return _SPARE_COLORS[zlib.crc32(scheme.encode()) % len(_SPARE_COLORS)]
+
+
+def scheme_marker(scheme: str) -> str:
+    """The marker of ``scheme`` (:data:`SCHEME_MARKERS`; an unknown name gets a fixed spare one)."""
+    if scheme in SCHEME_MARKERS:
+        return SCHEME_MARKERS[scheme]
+    return _SPARE_MARKERS[zlib.crc32(scheme.encode()) % len(_SPARE_MARKERS)]
 
 
 # --------------------------------------------------------------------------- series helpers
@@ -192,16 +247,32 @@ def _facet_values(df: pd.DataFrame) -> list[float | None]:
     return [float(v) for v in vs] if len(vs) > 1 else [None]
 
 
+def _scheme_rank(scheme: str) -> int:
+    return _SCHEME_ORDER.get(scheme, len(_SCHEME_ORDER))
+
+
+def _markevery(n_points: int, scheme: str) -> int | tuple[int, int]:
+    """Every point marked on short lines; on long ones about :data:`_MARKS_PER_LINE` markers,
+    each scheme's shifted by its own fraction of the step (Proposed first, then a quarter of a
+    step later for Only-PF, ...), so that coinciding lines show both markers."""
+    step = n_points // _MARKS_PER_LINE
+    if step < 2:
+        return 1
+    return ((_scheme_rank(scheme) % 4) * step // 4, step)
+
+
 def _style(rank: int, scheme: str, n_points: int = 1) -> dict:
-    """Colour from the scheme; line style and marker from ``rank``, the series' place among the
-    values of the other series columns."""
+    """Colour, marker and drawing order from the scheme (the proposed scheme on top); line
+    style from ``rank``, the series' place among the values of the other series columns."""
     return {
         "color": scheme_color(scheme) if scheme else "#303030",
         "linestyle": _LINESTYLES[rank % len(_LINESTYLES)],
-        "marker": _MARKERS[rank % len(_MARKERS)],
-        "markevery": max(1, n_points // 8),
+        "marker": scheme_marker(scheme) if scheme else _MARKERS[rank % len(_MARKERS)],
+        "markevery": _markevery(n_points, scheme),
         "markersize": 4.5,
         "linewidth": 1.6,
+        # lines above the bands (z 1) and the grid; the paper's own schemes first, so on top
+        "zorder": 3.0 - 0.01 * min(_scheme_rank(scheme), 99),
     }
 
 
@@ -212,14 +283,42 @@ def _ranks(series: Sequence[_Series]) -> dict[tuple, int]:
     return {r: i for i, r in enumerate(rests)}
 
 
+@dataclass(frozen=True)
+class Interval:
+    """One band or set of error bars as drawn, with the seeds' values behind it (all arrays
+    over the points ``x``, in the units of the axis)."""
+
+    axes: Axes
+    artist: Artist | Container  # the band (PolyCollection) or the error bars (a container)
+    label: str
+    x: np.ndarray  # numbers, or the categories of a categorical axis
+    centre: np.ndarray  # the line or point: the mean in the axis' scale
+    low: np.ndarray  # NaN where a single seed
+    high: np.ndarray
+    seed_min: np.ndarray  # the range of the seeds' values at x
+    seed_max: np.ndarray
+    n: np.ndarray  # seeds at x
+
+
+class DataFigure(Figure):
+    """A :class:`~matplotlib.figure.Figure` that keeps what it plots: :attr:`intervals`, every
+    band and set of error bars with the seeds' values behind it, and :attr:`notes`, what the
+    figure says about coinciding lines."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.intervals: list[Interval] = []
+        self.notes: list[str] = []
+
+
 def _figure(
     n_panels: int,
     title: str,
     height: float = 3.4,
     rows: int = 1,
     sharey: bool | Literal["none", "all", "row", "col"] = False,
-) -> tuple[Figure, list[Axes]]:
-    fig = Figure(figsize=(_PANEL * n_panels, height * rows), layout="constrained")
+) -> tuple[DataFigure, list[Axes]]:
+    fig = DataFigure(figsize=(_PANEL * n_panels, height * rows), layout="constrained")
     axes = fig.subplots(rows, n_panels, squeeze=False, sharey=sharey)
     fig.suptitle(title)
     return fig, [ax for row in axes for ax in row]
@@ -232,13 +331,13 @@ def _legend(fig: Figure, axes: Sequence[Axes], order: Sequence[str] = ()) -> Non
     seen: dict[str, Artist] = {}
     for ax in axes:
         for h, lab in zip(*ax.get_legend_handles_labels(), strict=True):
-            if not lab.startswith("_"):
-                seen.setdefault(lab, h)
+            if not lab.startswith("_") and (lab not in seen or _is_outline(seen[lab])):
+                seen[lab] = h  # a line drawn as an outline in one panel: its own look if any
     if not seen:
         return
     rank = {lab: i for i, lab in enumerate(order)}
     labels = sorted(seen, key=lambda lab: rank.get(lab, len(rank)))
-    handles = [seen[lab] for lab in labels]
+    handles = [_plain(seen[lab]) for lab in labels]
     w, h = fig.get_size_inches()
     longest = max(len(lab) for lab in labels)
     if len(axes) == 1 and len(labels) <= 5 and longest <= _LONG_LABEL:
@@ -246,12 +345,37 @@ def _legend(fig: Figure, axes: Sequence[Axes], order: Sequence[str] = ()) -> Non
     elif len(labels) <= (6 if len(axes) == 1 else 12) and longest <= _LONG_LABEL:
         # a single panel is too short for a longer list beside it (it would cover the title)
         fig.set_size_inches(w + min(0.6 + 0.065 * longest, 4.5), h)
-        fig.legend(handles, labels, loc="outside right upper", fontsize="small")
+        # a narrow figure's title reaches over the legend's corner: beside the panels' middle
+        if w >= 8.0:
+            fig.legend(handles, labels, loc="outside right upper", fontsize="small")
+        else:
+            fig.legend(handles, labels, loc="outside right center", fontsize="small")
     else:  # many lines, or labels too long for the side: below, as wide as the labels need
         ncol = 1 if longest > _LONG_LABEL else min(4, (len(labels) + 5) // 6)
         width = max(w, min(0.065 * longest * ncol + 1.0, 16.0))
         fig.set_size_inches(width, h + 0.22 * -(-len(labels) // ncol) + 0.3)
         fig.legend(handles, labels, loc="outside lower center", fontsize="small", ncol=ncol)
+
+
+def _is_outline(handle: Artist) -> bool:
+    return isinstance(handle, Line2D) and str(handle.get_gid()).startswith(_OUTLINE_GID)
+
+
+def _plain(handle: Artist) -> Artist:
+    """A legend handle with the series' own look: a line drawn as an outline under a
+    coinciding one (:func:`_note_coinciding`) gets a copy at its usual width."""
+    if not isinstance(handle, Line2D) or not _is_outline(handle):
+        return handle
+    _, width, size = str(handle.get_gid()).split()
+    return Line2D(
+        [],
+        [],
+        color=handle.get_color(),
+        linestyle=handle.get_linestyle(),
+        marker=handle.get_marker(),
+        linewidth=float(width),
+        markersize=float(size),
+    )
 
 
 def _need(df: pd.DataFrame, cols: Sequence[str], what: str) -> None:
@@ -267,15 +391,105 @@ def _mean_by(rows: pd.DataFrame, x: str, ys: Sequence[str]) -> pd.DataFrame:
     return rows.groupby(x, sort=True)[list(ys)].mean().reset_index()
 
 
-def _seed_stats(rows: pd.DataFrame, x: str, y: str) -> pd.DataFrame:
-    """Per value of ``x``: the mean of ``y`` over the runs of ``rows`` (each run first averaged
-    over its rows at that ``x``) and its 95 % interval over them (``y``, ``y_ci_low``,
-    ``y_ci_high``, ``n``: :func:`analysis.stats.over_seeds`)."""
+def _per_run(rows: pd.DataFrame, x: str, y: str, scale: float = 1.0) -> pd.DataFrame:
+    """``scale * y`` per run and value of ``x`` (a run's rows at one ``x`` averaged), NaN left
+    out: columns ``run``, ``x``, ``y``."""
+    rows = rows.dropna(subset=[y])
     if "run" in rows.columns:
-        per_run = rows.groupby(["run", x], sort=True)[y].mean().reset_index()
+        out = rows.groupby(["run", x], sort=True)[y].mean().reset_index()
     else:
-        per_run = rows[[x, y]]
-    return over_seeds(per_run, by=[x], value_cols=[y]).sort_values(x)
+        out = rows[[x, y]].assign(run="")
+    return out.assign(**{y: scale * out[y].astype(float)})
+
+
+def _peak(per_run: pd.DataFrame, x: str, y: str) -> float:
+    """The largest absolute mean over seeds of ``y`` (NaN: nothing)."""
+    means = per_run.groupby(x)[y].mean().abs()
+    return float(means.max()) if len(means) else float("nan")
+
+
+def _axis_transform(ax: Axes) -> tuple[Callable, Callable]:
+    """``(forward, inverse)`` of the y axis' scale (identity, log10, symmetric log)."""
+    tr = ax.yaxis.get_transform()
+    return tr.transform, tr.inverted().transform
+
+
+def _record(
+    ax: Axes, artist: Artist | Container, label: str, x: np.ndarray, m: pd.DataFrame, y: str
+) -> None:
+    fig = ax.get_figure(root=True)
+    if isinstance(fig, DataFigure):
+        fig.intervals.append(
+            Interval(
+                ax,
+                artist,
+                label,
+                np.asarray(x),
+                m[y].to_numpy(dtype=float),
+                m[y + "_ci_low"].to_numpy(dtype=float),
+                m[y + "_ci_high"].to_numpy(dtype=float),
+                m[y + "_min"].to_numpy(dtype=float),
+                m[y + "_max"].to_numpy(dtype=float),
+                m["n"].to_numpy(),
+            )
+        )
+
+
+def _draw_band(
+    ax: Axes,
+    per_run: pd.DataFrame,
+    x: str,
+    y: str,
+    label: str,
+    style: dict,
+    scheme: str,
+    alpha: float = _BAND_ALPHA,
+    x_values: pd.Series | None = None,
+) -> Line2D | None:
+    """The mean over seeds of ``y`` against ``x`` in the axis' scale (geometric on a log axis)
+    and, with several seeds, its 95 % band (:func:`analysis.stats.seed_intervals`: a Student-t
+    interval in the axis' scale, cut to the seeds' range). The axis' scale must be set first.
+    ``x_values``: what to plot at each ``x`` instead (indexed by ``x``). Returns the line."""
+    m = seed_intervals(per_run, [x], y, _axis_transform(ax))
+    if m.empty:
+        return None
+    xs = m[x] if x_values is None else x_values.reindex(m[x]).to_numpy()
+    st = dict(style, markevery=_markevery(len(m), scheme))
+    (line,) = ax.plot(xs, m[y], label=label, **st)
+    band = (m["n"] > 1).to_numpy()
+    if band.any():
+        poly = ax.fill_between(
+            xs,
+            m[y + "_ci_low"],
+            m[y + "_ci_high"],
+            where=band,
+            color=st["color"],
+            alpha=alpha,
+            linewidth=0,
+        )
+        _record(ax, poly, label, np.asarray(xs, dtype=float), m, y)
+    return line
+
+
+def _draw_errorbars(
+    ax: Axes, per_run: pd.DataFrame, x: str, y: str, label: str, style: dict
+) -> Line2D | None:
+    """Mean over seeds of ``y`` per ``x`` in the axis' scale with its 95 % interval as error
+    bars (where several seeds; in the axis' scale, cut to the seeds' range). Returns the line."""
+    m = seed_intervals(per_run, [x], y, _axis_transform(ax))
+    if m.empty:
+        return None
+    st = dict(style)
+    st.pop("markevery", None)
+    several = (m["n"] > 1).to_numpy()
+    lo = (m[y] - m[y + "_ci_low"]).fillna(0.0).to_numpy()
+    hi = (m[y + "_ci_high"] - m[y]).fillna(0.0).to_numpy()
+    err = np.vstack([lo, hi]) if several.any() else None
+    bars = ax.errorbar(m[x], m[y], yerr=err, label=label, capsize=3, **st)
+    if several.any():
+        _record(ax, bars, label, m[x].to_numpy(), m, y)
+    line = bars.lines[0]
+    return line if isinstance(line, Line2D) else None
 
 
 def _band_line(
@@ -287,77 +501,89 @@ def _band_line(
     label: str,
     style: dict,
     alpha: float = _BAND_ALPHA,
-    clip: tuple[float, float] | None = None,
 ) -> float:
-    """The mean over seeds of ``scale * y`` against ``x`` and, with several seeds, its 95 % band
-    (cut to ``clip``, the values ``scale * y`` can take, when given); returns the largest absolute
-    value drawn (NaN: nothing)."""
-    m = _seed_stats(rows.dropna(subset=[y]), x, y)
-    if m.empty:
-        return float("nan")
-    st = dict(style, markevery=max(1, len(m) // 8))
-    ax.plot(m[x], scale * m[y], label=label, **st)
-    band = m["n"] > 1
-    if band.any():
-        lo, hi = scale * m[y + "_ci_low"], scale * m[y + "_ci_high"]
-        if clip is not None:
-            lo, hi = lo.clip(*clip), hi.clip(*clip)
-        ax.fill_between(
-            m[x],
-            lo,
-            hi,
-            where=band.to_numpy(),
-            color=st["color"],
-            alpha=alpha,
-            linewidth=0,
-        )
-    return float(np.nanmax(np.abs(scale * m[y].to_numpy())))
+    """:func:`_draw_band` of ``scale * y`` from the rows of the runs, in the axis' current
+    scale, for figures that choose their scale after drawing (:mod:`analysis.channel`; a band
+    never leaves the seeds' values, so never the values ``y`` can take); returns the largest
+    absolute mean drawn (NaN: nothing)."""
+    per_run = _per_run(rows, x, y, scale)
+    scheme = str(rows["scheme"].iloc[0]) if "scheme" in rows.columns and len(rows) else ""
+    _draw_band(ax, per_run, x, y, label, style, scheme, alpha)
+    return _peak(per_run, x, y)
 
 
 def _point_errorbars(
     ax: Axes, rows: pd.DataFrame, x: str, y: str, label: str, style: dict
 ) -> float:
-    """Mean over seeds of ``y`` per ``x`` with 95 % intervals as error bars (where several seeds)."""
-    m = _seed_stats(rows.dropna(subset=[y]), x, y)
-    if m.empty:
-        return float("nan")
-    st = dict(style)
-    st.pop("markevery", None)
-    lo = (m[y] - m[y + "_ci_low"]).fillna(0.0)
-    hi = (m[y + "_ci_high"] - m[y]).fillna(0.0)
-    err = np.vstack([lo.to_numpy(), hi.to_numpy()]) if (m["n"] > 1).any() else None
-    ax.errorbar(m[x], m[y], yerr=err, label=label, capsize=3, **st)
-    return float(np.nanmax(np.abs(m[y].to_numpy())))
+    """:func:`_draw_errorbars` from the rows of the runs, in the axis' current scale (for
+    :mod:`analysis.channel`); returns the largest absolute mean (NaN: nothing)."""
+    per_run = _per_run(rows, x, y)
+    _draw_errorbars(ax, per_run, x, y, label, style)
+    return _peak(per_run, x, y)
+
+
+@dataclass(frozen=True)
+class _Scale:
+    name: Literal["linear", "log", "symlog"] = "linear"
+    linthresh: float = 1.0
+
+
+def _scale_for(peaks: Sequence[float], values: np.ndarray) -> _Scale:
+    """A log scale when the largest series (peak absolute mean) is :data:`_SYMLOG_RATIO` times
+    the smallest non-zero one or more: logarithmic when every value (every seed's) is
+    positive, else symmetric-log (linear within the smallest series' order of magnitude)."""
+    p = np.array([v for v in peaks if np.isfinite(v) and v > 0])
+    if len(p) < 2 or p.max() < _SYMLOG_RATIO * p.min():
+        return _Scale()
+    v = np.asarray(values, dtype=float)
+    v = v[np.isfinite(v)]
+    if len(v) and v.min() > 0:
+        return _Scale("log")
+    return _Scale("symlog", float(10 ** np.floor(np.log10(p.min()))))
+
+
+def _set_scale(axes: Sequence[Axes], scale: _Scale) -> None:
+    """Put ``scale`` on ``axes`` and say it in their y labels."""
+    if scale.name == "linear":
+        return
+    for ax in axes:
+        if scale.name == "log":
+            ax.set_yscale("log")
+            note = "(log scale)"
+        else:
+            ax.set_yscale("symlog", linthresh=scale.linthresh, linscale=0.6)
+            note = f"(symmetric log; linear within -+{scale.linthresh:g})"
+        if ax.get_ylabel():
+            ax.set_ylabel(ax.get_ylabel() + "\n" + note)
+
+
+def _scale_from(axes: Sequence[Axes], per_runs: Sequence[pd.DataFrame], x: str, y: str) -> None:
+    """:func:`_scale_for` the series ``per_runs`` (:func:`_per_run` tables of ``y`` against
+    ``x``) put on ``axes``: call it before drawing, so that lines and bands are computed in the
+    scale they are drawn in."""
+    per_runs = [pr for pr in per_runs if len(pr)]
+    values = np.concatenate([pr[y].to_numpy(dtype=float) for pr in per_runs] or [np.array([])])
+    _set_scale(axes, _scale_for([_peak(pr, x, y) for pr in per_runs], values))
 
 
 def _symlog_if_dwarfed(axes: Sequence[Axes], peaks: Sequence[float]) -> bool:
-    """A log y axis on ``axes`` when the largest series (peak absolute value) is
-    :data:`_SYMLOG_RATIO` times the smallest non-zero one or more: logarithmic when every value
-    drawn is positive, else symmetric-log (linear near 0, up to the smallest series' scale)."""
-    p = np.array([v for v in peaks if np.isfinite(v) and v > 0])
-    if len(p) < 2 or p.max() < _SYMLOG_RATIO * p.min():
-        return False
-    ys = np.concatenate([np.asarray(ln.get_ydata(), dtype=float) for ax in axes for ln in ax.lines])
-    ys = ys[np.isfinite(ys)]
-    if len(ys) and ys.min() > 0:
-        for ax in axes:
-            ax.set_yscale("log")
-            if ax.get_ylabel():
-                ax.set_ylabel(ax.get_ylabel() + "\n(log scale)")
-        return True
-    lin = float(10 ** np.floor(np.log10(p.min())))
-    for ax in axes:
-        ax.set_yscale("symlog", linthresh=lin, linscale=0.6)
-        if ax.get_ylabel():
-            ax.set_ylabel(ax.get_ylabel() + f"\n(symmetric log; linear within -+{lin:g})")
-    return True
+    """:func:`_scale_for` decided on the lines already drawn on ``axes`` (their means), put on
+    ``axes`` (for :mod:`analysis.channel`, which draws first); whether the axis became
+    logarithmic."""
+    ys = [np.asarray(ln.get_ydata(), dtype=float) for ax in axes for ln in ax.lines]
+    scale = _scale_for(peaks, np.concatenate(ys) if ys else np.array([]))
+    _set_scale(axes, scale)
+    return scale.name != "linear"
 
 
 def _fit_to_lines(axes: Sequence[Axes]) -> None:
-    """The y range of ``axes`` from their lines (the means), not from the 95 % bands: with few
-    seeds a band can be many times wider than the lines and would flatten them (it is clipped
-    at the panel's edge instead)."""
+    """The y range of ``axes`` from their lines (the means) and bands (for
+    :mod:`analysis.channel`)."""
     ys = [np.asarray(ln.get_ydata(), dtype=float) for ax in axes for ln in ax.lines]
+    for ax in axes:
+        for c in ax.collections:
+            if isinstance(c, PolyCollection):
+                ys += [np.asarray(p.vertices, dtype=float)[:, 1] for p in c.get_paths()]
     if not ys:
         return
     y = np.concatenate(ys)
@@ -366,11 +592,80 @@ def _fit_to_lines(axes: Sequence[Axes]) -> None:
         return
     lo, hi = float(y.min()), float(y.max())
     scale = axes[0].get_yscale()
-    if scale == "log":
+    if scale == "log" and lo > 0:
         axes[0].set_ylim(lo / 1.4, hi * 1.4)
     elif scale == "linear":
         pad = 0.08 * (hi - lo) if hi > lo else 0.05 * max(abs(hi), 1e-12)
         axes[0].set_ylim(lo - pad, hi + pad)
+
+
+def _curve(ax: Axes, line: Line2D) -> tuple[np.ndarray, np.ndarray]:
+    """A line's points in the axis' scale, finite ones only, sorted by x."""
+    x = np.asarray(line.get_xdata(), dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        y = np.asarray(ax.yaxis.get_transform().transform(np.asarray(line.get_ydata(), float)))
+    ok = np.isfinite(x) & np.isfinite(y)
+    order = np.argsort(x[ok], kind="stable")
+    return x[ok][order], y[ok][order]
+
+
+def _coincide(
+    a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray], tol: float
+) -> bool:
+    """Whether two curves span the same x range and differ by at most ``tol`` (in y) at
+    every point of either (each interpolated at the other's points)."""
+    (xa, ya), (xb, yb) = a, b
+    if len(xa) < 1 or len(xb) < 1:
+        return False
+    span = max(xa[-1], xb[-1]) - min(xa[0], xb[0])
+    if abs(xa[0] - xb[0]) > 1e-9 * span or abs(xa[-1] - xb[-1]) > 1e-9 * span:
+        return False
+    if len(xa) == 1 or len(xb) == 1:
+        return len(xa) == len(xb) and abs(float(ya[0] - yb[0])) <= tol
+    gap_a = np.abs(ya - np.interp(xa, xb, yb))
+    gap_b = np.abs(yb - np.interp(xb, xa, ya))
+    return bool(max(gap_a.max(), gap_b.max()) <= tol)
+
+
+def _note_coinciding(ax: Axes, drawn: Sequence[tuple[str, Line2D | None]]) -> list[str]:
+    """Lines of different series that coincide (within :data:`_COINCIDE` of the panel's y span
+    in the axis' scale, over the same x range): the lower one is drawn wider, as an outline
+    around the one on top (markers of both stay visible), and the panel's title says
+    "Only-PC coincides with Proposed". Call once the axis' scale is set. Returns the notes."""
+    lines = [(label, ln) for label, ln in drawn if ln is not None]
+    lines.sort(key=lambda item: -item[1].get_zorder())  # top first
+    curves = [_curve(ax, ln) for _, ln in lines]
+    ys = np.concatenate([y for _, y in curves]) if curves else np.array([])
+    if len(ys) == 0:
+        return []
+    tol = _COINCIDE * max(float(ys.max() - ys.min()), 1e-12 * float(np.abs(ys).max()), 1e-300)
+    under: dict[str, list[str]] = {}  # the label on top -> the labels it hides
+    below: set[int] = set()
+    for i, (top, _) in enumerate(lines):
+        for j in range(i + 1, len(lines)):
+            label, line = lines[j]
+            if j in below or label == top or not _coincide(curves[i], curves[j], tol):
+                continue
+            below.add(j)
+            under.setdefault(top, []).append(label)
+            k = len(under[top])  # the k-th line under this one: an outline around the others
+            width, size = line.get_linewidth(), line.get_markersize()
+            line.set_gid(f"{_OUTLINE_GID} {width} {size}")  # its own look, for the legend
+            line.set_linewidth(width + k * _OUTLINE_WIDTH)
+            line.set_markersize(size + k * _OUTLINE_MARKER)
+    notes = [
+        f"{' and '.join(hidden)} {'coincides' if len(hidden) == 1 else 'coincide'} with {top}"
+        for top, hidden in under.items()
+    ]
+    if notes:
+        fig = ax.get_figure(root=True)
+        width_in = ax.get_position().width * fig.get_figwidth() if fig is not None else _PANEL
+        wrap = max(30, int(11 * width_in))  # characters per title line at the title's size
+        lines_out = [ax.get_title()] + [textwrap.fill(n, wrap) for n in notes]
+        ax.set_title("\n".join(t for t in lines_out if t), fontsize="medium")
+        if isinstance(fig, DataFigure):
+            fig.notes += [n for n in notes if n not in fig.notes]
+    return notes
 
 
 def say_empty(ax: Axes, message: str) -> None:
@@ -394,7 +689,7 @@ def say_empty(ax: Axes, message: str) -> None:
     )
 
 
-def _no_offset(fig: Figure) -> Figure:
+def _no_offset(fig: _F) -> _F:
     """No offset / scientific-offset tick notation on any axis; a flat range (all values equal
     to 1e-9 relative) is widened, so that its ticks do not need an offset."""
     for ax in fig.axes:
@@ -436,9 +731,10 @@ def _time_figure(
     *,
     keep_v: bool = False,
     only: Sequence[str] | None = None,
-) -> Figure:
-    """Metrics (rows, or columns without facets) against ``x``: mean over seeds with a 95 % band,
-    one facet column per ``V`` when ``V`` takes several values (:func:`_facet_values`).
+) -> DataFigure:
+    """Metrics (rows, or columns without facets) against ``x``: mean over seeds with a 95 % band
+    (in the axis' scale, within the seeds' range), one facet column per ``V`` when ``V`` takes
+    several values (:func:`_facet_values`); the facets of a row share their y axis.
 
     ``keep_v``: the schemes of :data:`V_FREE_SCHEMES` keep their ``V`` (a metric that depends on
     ``V`` even when the decisions do not, e.g. the cost ``V X + Q E``), so a facet shows the run at
@@ -459,38 +755,38 @@ def _time_figure(
         fig, flat = _figure(nf, title, height=2.9, rows=len(panels), sharey="row")
         grid = [flat[i * nf : (i + 1) * nf] for i in range(len(panels))]
     for p, row in zip(panels, grid, strict=True):
-        peaks: list[float] = []
+        row[0].set_ylabel(p.ylabel)
         for v, ax in zip(facets, row, strict=True):
-            for s in series:
-                rows = s.rows
-                if v is not None:
-                    rows = rows[(rows["V"] == v) | rows["V"].isna()]
-                if rows.empty:
-                    continue
-                peak = _band_line(
-                    ax, rows, x, p.col, p.scale, s.label, _style(ranks[s.rest], s.scheme), alpha
-                )
-                peaks.append(peak)
-            if v is not None:
-                ax.set_title(f"{p.title}, V = {v:g}", fontsize="medium")
-            else:
-                ax.set_title(p.title, fontsize="medium")
+            ax.set_title(p.title if v is None else f"{p.title}, V = {v:g}", fontsize="medium")
             ax.set_xlabel(xlabel)
             ax.xaxis.set_major_locator(MaxNLocator(nbins=6, integer=True))  # slots, frames
             ax.grid(alpha=0.3)
-        row[0].set_ylabel(p.ylabel)
         values = pd.to_numeric(data[p.col], errors="coerce") if p.col in data else pd.Series([])
-        nothing = values.isna().all() or (p.nothing == "zero" and (values.fillna(0) == 0).all())
-        if nothing:
+        if values.isna().all() or (p.nothing == "zero" and (values.fillna(0) == 0).all()):
             for ax in row:
                 say_empty(ax, p.empty)
             continue
-        _symlog_if_dwarfed(row, peaks)
-        _fit_to_lines(row)
+        # what each facet draws, per run: the scale is chosen on all of it before drawing
+        cells: list[tuple[Axes, _Series, pd.DataFrame]] = []
+        for v, ax in zip(facets, row, strict=True):
+            for s in series:
+                rows = s.rows if v is None else s.rows[(s.rows["V"] == v) | s.rows["V"].isna()]
+                per_run = _per_run(rows, x, p.col, p.scale)
+                if len(per_run):
+                    cells.append((ax, s, per_run))
+        _scale_from(row, [pr for _, _, pr in cells], x, p.col)
+        drawn: dict[Axes, list[tuple[str, Line2D | None]]] = {ax: [] for ax in row}
+        for ax, s, pr in cells:
+            style = _style(ranks[s.rest], s.scheme)
+            line = _draw_band(ax, pr, x, p.col, s.label, style, s.scheme, alpha)
+            drawn[ax].append((s.label, line))
+        for ax in row:
+            _note_coinciding(ax, drawn[ax])
         if p.scale == 100.0 and row[0].get_yscale() == "linear":
             row[0].set_ylim(bottom=0)
     _legend(fig, flat, order=[s.label for s in series])
-    return _no_offset(fig)
+    _no_offset(fig)
+    return fig
 
 
 def stable_parameters(slots: pd.DataFrame, title: str | None = None) -> Figure:
@@ -518,12 +814,12 @@ def stable_parameters(slots: pd.DataFrame, title: str | None = None) -> Figure:
 
 def impact_of_v(
     summary: pd.DataFrame, schemes: Sequence[str] | None = None, title: str | None = None
-) -> Figure:
+) -> DataFigure:
     """Average convergence error X, energy per device-slot and queue length against ``V``
     (paper, "Impact of V"): three panels, one line per series that has at least two ``V``
-    values (mean over seeds, bars: 95 % Student-t interval over seeds when there are several).
-    A scheme that ignores ``V`` (:data:`V_FREE_SCHEMES`) is a horizontal line (and band) over
-    the ``V`` range, drawn once.
+    values (mean over seeds in the axis' scale, bars: its 95 % Student-t interval cut to the
+    seeds' range, when there are several seeds). A scheme that ignores ``V``
+    (:data:`V_FREE_SCHEMES`) is a horizontal line (and band) over the ``V`` range, drawn once.
 
     Args:
         summary: :func:`analysis.stats.summary` (one row per run).
@@ -552,48 +848,67 @@ def impact_of_v(
     v_lo, v_hi = float(all_v.min()), float(all_v.max())
     log_x = v_lo > 0 and v_hi / v_lo >= 10
     ranks = _ranks(series + flat)
-    for ax, (col, ylabel, _) in zip(axes, panels, strict=True):
+    for ax, (col, ylabel, sub) in zip(axes, panels, strict=True):
         ax.set_ylabel(ylabel)
-        peaks = []
-        for s in series:
+        sloped = [(s, _per_run(s.rows, "V", col)) for s in series]
+        level = [(s, _per_run(s.rows.assign(V=v_lo), "V", col)) for s in flat]
+        _scale_from([ax], [pr for _, pr in sloped + level], "V", col)
+        drawn: list[tuple[str, Line2D | None]] = []
+        for s, pr in sloped:
             style = _style(ranks[s.rest], s.scheme)
-            peaks.append(_point_errorbars(ax, s.rows, "V", col, s.label, style))
-        for s in flat:
-            mean, _, lo, hi, n = _t(s.rows[col])
-            if not np.isfinite(mean):
-                continue
-            style = _style(ranks[s.rest], s.scheme)
+            drawn.append((s.label, _draw_errorbars(ax, pr, "V", col, s.label, style)))
+        for s, pr in level:
             label = f"{s.label} (ignores V)"
-            ax.plot(
-                [v_lo, v_hi],
-                [mean, mean],
-                label=label,
-                color=style["color"],
-                linestyle=style["linestyle"],
-                linewidth=2.2,
-                alpha=0.8,
-            )
-            if n > 1:
-                ax.fill_between(
-                    [v_lo, v_hi],
-                    [lo, lo],
-                    [hi, hi],
-                    color=style["color"],
-                    alpha=_BAND_ALPHA,
-                    linewidth=0,
-                )
-            peaks.append(abs(mean))
-        _symlog_if_dwarfed([ax], peaks)
-    for ax, (_, _, sub) in zip(axes, panels, strict=True):
-        ax.set_xlabel("control parameter V (dimensionless)")
+            drawn.append((label, _draw_level(ax, pr, col, (v_lo, v_hi), label, s, ranks)))
+        ax.set_xlabel(f"control parameter V ({V_UNIT})")
         ax.set_title(sub, fontsize="medium")
         if log_x:
             ax.set_xscale("log")
         ax.grid(alpha=0.3)
+        _note_coinciding(ax, drawn)
     order = [s.label for s in series] + [f"{s.label} (ignores V)" for s in flat]
     order = sorted(order, key=lambda lab: _label_rank(lab, series + flat))
     _legend(fig, axes, order=order)
     return _no_offset(fig)
+
+
+def _draw_level(
+    ax: Axes,
+    per_run: pd.DataFrame,
+    y: str,
+    xs: tuple[float, float],
+    label: str,
+    s: _Series,
+    ranks: dict[tuple, int],
+) -> Line2D | None:
+    """A scheme that ignores ``V``: its mean over seeds (in the axis' scale) as a thick
+    horizontal line over ``xs`` and, with several seeds, its interval as a band."""
+    m = seed_intervals(per_run.assign(V=0.0), ["V"], y, _axis_transform(ax))
+    if m.empty:
+        return None
+    style = _style(ranks[s.rest], s.scheme)
+    two = pd.concat([m, m], ignore_index=True)
+    (line,) = ax.plot(
+        list(xs),
+        two[y],
+        label=label,
+        color=style["color"],
+        linestyle=style["linestyle"],
+        linewidth=2.2,
+        alpha=0.8,
+        zorder=style["zorder"],
+    )
+    if int(m["n"].iloc[0]) > 1:
+        poly = ax.fill_between(
+            list(xs),
+            two[y + "_ci_low"],
+            two[y + "_ci_high"],
+            color=style["color"],
+            alpha=_BAND_ALPHA,
+            linewidth=0,
+        )
+        _record(ax, poly, label, np.array(xs, dtype=float), two, y)
+    return line
 
 
 def _label_rank(label: str, series: Sequence[_Series]) -> tuple:
@@ -602,13 +917,6 @@ def _label_rank(label: str, series: Sequence[_Series]) -> tuple:
         if label.startswith(s.label):
             return (_SCHEME_ORDER.get(s.scheme, len(_SCHEME_ORDER)), label)
     return (len(_SCHEME_ORDER) + 1, label)
-
-
-def _t(values: pd.Series) -> tuple[float, float, float, float, int]:
-    from .stats import t_interval
-
-    mean, se, lo, hi, n = t_interval(values.to_numpy(dtype=float))
-    return float(mean), float(se), float(lo), float(hi), int(n)
 
 
 def time_evolution(slots: pd.DataFrame, title: str | None = None) -> Figure:
@@ -625,14 +933,14 @@ def time_evolution(slots: pd.DataFrame, title: str | None = None) -> Figure:
         _Panel(
             "avg_energy_j",
             1.0,
-            "average energy E_av (J per device-slot)",
+            "average energy E_av\n(J per device-slot)",
             "Average energy",
             "no energy logged",
         ),
         _Panel(
             "avg_cost",
             1.0,
-            "average cost z_av = avg(V X + Q E) (J^2)",
+            f"average cost z_av\n= avg(V X + Q E) ({V_UNIT})",
             "Average cost",
             "no cost logged (the scheme has no Lyapunov cost)",
         ),
@@ -658,8 +966,8 @@ def _accuracy_vs(evaluations: pd.DataFrame, x: str, xlabel: str, what: str, titl
         raise InsufficientData(f"{what}: no evaluations (network-only runs have none)")
     _need(evaluations, ["run", "slot", "accuracy", x, "dataset", "partition"], what)
     data = _one_v(evaluations.dropna(subset=["accuracy", x]))
-    per_run = data.groupby("run")["slot"].count()
-    if data.empty or per_run.max() < 2:
+    evaluations_per_run = data.groupby("run")["slot"].count()
+    if data.empty or evaluations_per_run.max() < 2:
         raise InsufficientData(f"{what}: needs runs with two evaluations or more (learning runs)")
     panels = _panel_keys(data)
     # Series over all panels, so that a scheme keeps its label and style from panel to panel.
@@ -667,32 +975,26 @@ def _accuracy_vs(evaluations: pd.DataFrame, x: str, xlabel: str, what: str, titl
     ranks = _ranks(series)
     fig, axes = _figure(len(panels), title, height=3.6)
     for ax, (dataset, partition) in zip(axes, panels, strict=True):
+        drawn: list[tuple[str, Line2D | None]] = []
         for s in series:
             rows = s.rows
             sub = rows[(rows["dataset"] == dataset) & (rows["partition"] == partition)]
             if sub.empty:
                 continue
             # x: the mean over seeds at each evaluation; y: mean and 95 % band over seeds
-            xs = _mean_by(sub, "slot", [x])
-            acc = _seed_stats(sub, "slot", "accuracy").merge(xs, on="slot")
-            style = _style(ranks[s.rest], s.scheme, len(acc))
-            ax.plot(acc[x], 100.0 * acc["accuracy"], label=s.label, **style)
-            band = acc["n"] > 1
-            if band.any():
-                ax.fill_between(  # an accuracy lies in [0, 100] %
-                    acc[x],
-                    (100.0 * acc["accuracy_ci_low"]).clip(0.0, 100.0),
-                    (100.0 * acc["accuracy_ci_high"]).clip(0.0, 100.0),
-                    where=band.to_numpy(),
-                    color=style["color"],
-                    alpha=_BAND_ALPHA,
-                    linewidth=0,
-                )
+            xs = _mean_by(sub, "slot", [x]).set_index("slot")[x]
+            per_run = _per_run(sub, "slot", "accuracy", 100.0)
+            style = _style(ranks[s.rest], s.scheme)
+            line = _draw_band(
+                ax, per_run, "slot", "accuracy", s.label, style, s.scheme, x_values=xs
+            )
+            drawn.append((s.label, line))
         ax.set_title(f"{_DATASETS.get(str(dataset), dataset)} ({partition})", fontsize="medium")
         ax.set_xlabel(xlabel)
         ax.set_ylabel("test accuracy (%)")
         ax.xaxis.set_major_locator(MaxNLocator(nbins=5))  # large totals: no overlapping labels
         ax.grid(alpha=0.3)
+        _note_coinciding(ax, drawn)
     _legend(fig, axes, order=[s.label for s in series])
     return _no_offset(fig)
 
@@ -741,6 +1043,7 @@ def staleness(updates: pd.DataFrame, title: str | None = None) -> Figure:
     top = int(np.nanpercentile(applied["staleness"], 99)) if len(applied) else 0
     outcomes = ["applied", "stale", "dropped"]
     width = 0.8 / max(1, len(series))
+    drawn: list[tuple[str, Line2D | None]] = []
     for i, s in enumerate(series):
         style = _style(ranks[s.rest], s.scheme)
         rows = s.rows
@@ -757,7 +1060,8 @@ def staleness(updates: pd.DataFrame, title: str | None = None) -> Figure:
             grid = pd.MultiIndex.from_product([runs, range(top + 1)], names=["run", "s"])
             counts = counts.set_index(["run", "s"]).reindex(grid, fill_value=0).reset_index()
             counts["share"] = counts["count"] / counts.groupby("run")["count"].transform("sum")
-            _band_line(ax, counts, "s", "share", 100.0, s.label, style, clip=(0.0, 100.0))
+            per_run = _per_run(counts, "s", "share", 100.0)
+            drawn.append((s.label, _draw_band(ax, per_run, "s", "share", s.label, style, s.scheme)))
         shares = (
             rows.groupby(["run", "outcome"])
             .size()
@@ -767,11 +1071,11 @@ def staleness(updates: pd.DataFrame, title: str | None = None) -> Figure:
         shares = 100.0 * shares.div(shares.sum(axis=1), axis=0)
         long = shares.reset_index().melt(id_vars="run", var_name="outcome", value_name="pct")
         long["x"] = long["outcome"].map({o: j for j, o in enumerate(outcomes)})
-        m = _seed_stats(long, "x", "pct")
+        m = seed_intervals(long, ["x"], "pct")  # linear axis; within the seeds' range
         lo = (m["pct"] - m["pct_ci_low"]).fillna(0.0)
         hi = (m["pct_ci_high"] - m["pct"]).fillna(0.0)
         err = np.vstack([lo.to_numpy(), hi.to_numpy()]) if (m["n"] > 1).any() else None
-        bx.bar(
+        bars = bx.bar(
             m["x"] + (i - (len(series) - 1) / 2) * width,
             m["pct"],
             width=width,
@@ -782,9 +1086,13 @@ def staleness(updates: pd.DataFrame, title: str | None = None) -> Figure:
             edgecolor="white",
             label=s.label,
         )
+        if err is not None and bars.errorbar is not None:
+            _record(bx, bars.errorbar, s.label, m["x"].to_numpy(dtype=float), m, "pct")
     ax.set_xlabel(f"staleness (server steps; {top} = {top} or more)")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_ylabel("applied updates (%)")
     ax.grid(alpha=0.3)
+    _note_coinciding(ax, drawn)
     bx.set_xticks(range(len(outcomes)), ["applied", "too stale", "dropped (offline)"])
     bx.set_ylabel("uploads that ended (%)")
     bx.set_xlabel("outcome")
@@ -817,37 +1125,22 @@ def impact_of_energy_budget(summary: pd.DataFrame, title: str | None = None) -> 
         ("mean_queue_j", "average queue length Q_av (J)", "Queue length"),
     ]
     ranks = _ranks(series)
-    for ax, (col, ylabel, _) in zip(axes, panels, strict=True):
+    x = "energy_budget_mean_j"
+    lo, hi = float(data[x].min()), float(data[x].max())
+    for i, (ax, (col, ylabel, sub)) in enumerate(zip(axes, panels, strict=True)):
         ax.set_ylabel(ylabel)
-        peaks = [
-            _point_errorbars(
-                ax, s.rows, "energy_budget_mean_j", col, s.label, _style(ranks[s.rest], s.scheme)
-            )
-            for s in series
+        cells = [(s, _per_run(s.rows, x, col)) for s in series]
+        _scale_from([ax], [pr for _, pr in cells], x, col)
+        drawn = [
+            (s.label, _draw_errorbars(ax, pr, x, col, s.label, _style(ranks[s.rest], s.scheme)))
+            for s, pr in cells
         ]
-        _symlog_if_dwarfed([ax], peaks)
-    budgets = data["energy_budget_mean_j"]
-    return _finish_budget_figure(fig, axes, panels, budgets, "energy budget E_bar (J per slot)")
-
-
-def _finish_budget_figure(
-    fig: Figure,
-    axes: list[Axes],
-    panels: list[tuple[str, str, str]],
-    budgets: pd.Series,
-    xlabel: str,
-    energy_axes: Sequence[Axes] | None = None,
-) -> Figure:
-    """The E_av = E_bar reference line over the budgets' range, axis labels, grid and legend."""
-    lo, hi = float(budgets.min()), float(budgets.max())
-    for ax in energy_axes or axes[:1]:
-        ax.plot([lo, hi], [lo, hi], "k--", linewidth=1, label="E_av = E_bar")
-    for ax, (_, ylabel, sub) in zip(axes, panels, strict=True):
-        ax.set_xlabel(xlabel)
-        if not ax.get_ylabel():
-            ax.set_ylabel(ylabel)
+        if i == 0:
+            ax.plot([lo, hi], [lo, hi], "k--", linewidth=1, label="E_av = E_bar")
+        ax.set_xlabel("energy budget E_bar (J per slot)")
         ax.set_title(sub, fontsize="medium")
         ax.grid(alpha=0.3)
+        _note_coinciding(ax, drawn)
     _legend(fig, axes)
     return _no_offset(fig)
 
@@ -870,16 +1163,23 @@ def energy_budget_per_device(per_device: pd.DataFrame, title: str | None = None)
     schemes = list(dict.fromkeys(s.scheme for s in series))
     ranks = _ranks(series)
     n = len(schemes)
-    fig = Figure(figsize=(3.4 * n + 0.8, 5.6), layout="constrained")
-    grid = fig.subplots(2, n, squeeze=False, sharex=True)
+    fig = DataFigure(figsize=(3.4 * n + 0.8, 5.6), layout="constrained")
+    # one y axis per row: the schemes' columns compare on one scale (a log one when one
+    # scheme's values reach 10 times another's)
+    grid = fig.subplots(2, n, squeeze=False, sharex=True, sharey="row")
     fig.suptitle(title or "Energy and queue against each device's budget E_bar_n")
     panels = [
         ("mean_energy_j", "average energy E_av,n (J per slot)", "Energy"),
         ("mean_queue_j", "average queue length Q_av,n (J)", "Queue length"),
     ]
+    for i, (col, ylabel, _) in enumerate(panels):
+        grid[i][0].set_ylabel(ylabel)
+        values = pd.to_numeric(data[col], errors="coerce")
+        peaks = values.abs().groupby(data["scheme"]).max() if "scheme" in data else values.abs()
+        _set_scale(grid[i], _scale_for(peaks.tolist(), values.to_numpy(dtype=float)))
     lo, hi = float(data["energy_budget_j"].min()), float(data["energy_budget_j"].max())
     for j, scheme in enumerate(schemes):
-        for i, (col, ylabel, _sub) in enumerate(panels):
+        for i, (col, _, _) in enumerate(panels):
             ax = grid[i][j]
             for s in series:
                 if s.scheme != scheme:
@@ -887,6 +1187,8 @@ def energy_budget_per_device(per_device: pd.DataFrame, title: str | None = None)
                 style = _style(ranks[s.rest], s.scheme)
                 style.pop("markevery")
                 style.pop("linestyle")
+                # a column per scheme: the marker tells the other series columns (V, ...) apart
+                style["marker"] = _MARKERS[ranks[s.rest] % len(_MARKERS)]
                 ax.plot(
                     s.rows["energy_budget_j"],
                     s.rows[col],
@@ -900,8 +1202,6 @@ def energy_budget_per_device(per_device: pd.DataFrame, title: str | None = None)
                 ax.set_title(SCHEME_LABELS.get(scheme, scheme or "all runs"), fontsize="medium")
             else:
                 ax.set_xlabel("device's budget E_bar_n (J per slot)")
-            if j == 0:
-                ax.set_ylabel(ylabel)
             ax.grid(alpha=0.3)
     axes = [ax for row in grid for ax in row]
     _legend(fig, axes, order=[s.label for s in series])

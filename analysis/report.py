@@ -1,9 +1,11 @@
-"""A report of one run or a sweep: figures (PNG), tables (CSV and Markdown) and one HTML page.
+"""A report of one run or a sweep: figures (PNG, and PDF or SVG on request), tables (CSV and
+Markdown) and one HTML page.
 
 ``python -m wflsim.analysis.report RUN_OR_SWEEP_DIR OUT_DIR`` writes it and prints the page's path.
 
 The HTML page is self-contained (figures embedded as base64 PNG data URIs, tables as HTML, the
-style inline): it opens from disk with no server and can be mailed as one file.
+style inline): it opens from disk with no server and can be mailed as one file. Every element id
+of the page is unique and every in-page link points to one of them.
 """
 
 from __future__ import annotations
@@ -12,15 +14,17 @@ import base64
 import html
 import io
 import os
+import re
 import shlex
 import sys
 import warnings
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pandas as pd
+from matplotlib import rc_context
 from matplotlib.figure import Figure
 
 from wflsim.sim.errors import ScenarioError
@@ -30,6 +34,25 @@ from . import claims, stats, tidy
 from . import figures as F
 from .io import read_metadata
 from .stats import to_markdown
+
+#: Figure file formats ``write_report`` can write (``--format``), and the default.
+FORMATS: tuple[str, ...] = ("png", "pdf", "svg")
+DEFAULT_FORMATS: tuple[str, ...] = ("png",)
+#: Resolution of the PNG figures (dots per inch, ``--dpi``): the default suits a paper's
+#: two-column figure; the range keeps a 12-panel figure's PNG under about 100 megapixels.
+DEFAULT_DPI = 200
+DPI_RANGE: tuple[int, int] = (50, 600)
+
+#: What the bands and bars of the figures are (every caption says it).
+BAND = (
+    "Lines: the mean over seeds in the axis' scale (the geometric mean on a log axis); band: "
+    "its 95 % Student-t interval over the seeds, computed in that scale and cut to the range of "
+    "the seeds' values at each point (with 2 or 3 seeds it is mostly that range)."
+)
+BARS = (
+    "Points: the mean over seeds in the axis' scale; bars: its 95 % Student-t interval, "
+    "computed in that scale and cut to the range of the seeds' values."
+)
 
 
 @dataclass(frozen=True)
@@ -51,7 +74,7 @@ FIGURES: list[FigureSpec] = [
         "slots",
         F.stable_parameters,
         "Parameters of the global model that moved less than 0.5 % of their total absolute update "
-        "over the last 10 updates (paper Fig. 1).",
+        "over the last 10 updates (paper Fig. 1). " + BAND,
     ),
     FigureSpec(
         "impact_of_v",
@@ -59,8 +82,8 @@ FIGURES: list[FigureSpec] = [
         "summary",
         F.impact_of_v,
         "Average convergence error, energy and queue length against the Lyapunov weight V "
-        "(paper, Impact of V); mean over seeds, bars: 95 % interval; a scheme that ignores V is a "
-        "thick horizontal line.",
+        "(paper, Impact of V); a scheme that ignores V is a thick horizontal line (and band). "
+        + BARS,
     ),
     FigureSpec(
         "time_evolution",
@@ -68,21 +91,23 @@ FIGURES: list[FigureSpec] = [
         "slots",
         F.time_evolution,
         "Running time-average of the energy per device-slot and of the cost z = V X + Q E "
-        "(paper Figs. 3-4), one column per V; mean over seeds and 95 % band.",
+        "(paper Figs. 3-4), one column per V. " + BAND,
     ),
     FigureSpec(
         "accuracy_vs_energy",
         "Test accuracy vs total energy",
         "evaluations",
         F.accuracy_vs_energy,
-        "Test accuracy against the energy spent by all devices so far.",
+        "Test accuracy against the energy spent by all devices so far (x: its mean over seeds). "
+        + BAND,
     ),
     FigureSpec(
         "accuracy_vs_latency",
         "Test accuracy vs total latency",
         "evaluations",
         F.accuracy_vs_latency,
-        "Test accuracy against the total latency (sum of the slot durations).",
+        "Test accuracy against the total latency (sum of the slot durations; x: its mean over "
+        "seeds). " + BAND,
     ),
     FigureSpec(
         "staleness",
@@ -91,16 +116,15 @@ FIGURES: list[FigureSpec] = [
         F.staleness,
         "Runs with stale updates ([server] mode semi_sync or async): the share of applied updates "
         "of each staleness (server steps between the model version an update was computed on and "
-        "the step that applied it), and what became of the uploads; mean over seeds, 95 % band "
-        "or interval.",
+        "the step that applied it), and what became of the uploads. " + BAND,
     ),
     FigureSpec(
         "impact_of_energy_budget",
         "Impact of the energy budget",
         "summary",
         F.impact_of_energy_budget,
-        "Average energy and queue length against the energy budget E_bar (paper, Impact of E_n); "
-        "mean over seeds, bars: 95 % interval.",
+        "Average energy and queue length against the energy budget E_bar (paper, Impact of E_n). "
+        + BARS,
     ),
     FigureSpec(
         "energy_budget_per_device",
@@ -109,28 +133,28 @@ FIGURES: list[FigureSpec] = [
         F.energy_budget_per_device,
         "Each device's average energy and queue length against its own budget E_bar_n, one point "
         "per device and run, one column per scheme (the impact of the energy budget within a "
-        "configuration).",
+        "configuration); each row has one y axis for all schemes.",
     ),
     FigureSpec(
         "gamma_evolution",
         "Freezing fraction over frames",
         "frames",
         F.gamma_evolution,
-        "Mean fraction of parameters frozen per frame.",
+        "Mean fraction of parameters frozen per frame. " + BAND,
     ),
     FigureSpec(
         "queue_evolution",
         "Energy-deficit queue over time",
         "slots",
         F.queue_evolution,
-        "Mean virtual queue Q over devices after each slot; mean over seeds and 95 % band.",
+        "Mean virtual queue Q over devices after each slot. " + BAND,
     ),
     FigureSpec(
         "participation_and_latency",
         "Latency, participation and outages",
         "slots",
         F.participation_and_latency,
-        "Per frame: mean slot latency, participating devices and outages among them.",
+        "Per frame: mean slot latency, participating devices and outages among them. " + BAND,
     ),
 ]
 
@@ -152,7 +176,8 @@ _STYLE = """
 body { font-family: -apple-system, "Segoe UI", Helvetica, Arial, sans-serif; margin: 2em auto;
        max-width: 1300px; padding: 0 1em; color: #222; }
 h1 { font-size: 1.6em; } h2 { font-size: 1.25em; margin-top: 1.8em; border-bottom: 1px solid #ddd; }
-figure { margin: 1em 0; } figure img { max-width: 100%; border: 1px solid #eee; }
+figure { margin: 1em 0; }
+figure img { max-width: 100%; height: auto; border: 1px solid #eee; }
 figcaption { color: #555; font-size: 0.9em; }
 .scroll { overflow-x: auto; }
 table.tbl { border-collapse: collapse; font-size: 0.82em; }
@@ -164,6 +189,7 @@ table.claims td { text-align: left; max-width: 40em; }
 ul.claims li { margin: 0.5em 0; }
 .ok { color: #1b6e20; font-weight: bold; } .no { color: #a31515; font-weight: bold; }
 .na { color: #666; font-weight: bold; }
+.warn { color: #8a5300; background: #fff4db; padding: 0 0.3em; font-weight: normal; }
 """
 
 _HTML_MAX_ROWS = 200
@@ -181,12 +207,74 @@ def _html_table(df: pd.DataFrame) -> str:
     )
 
 
-def _png(fig: Figure, path: Path, dpi: int) -> bytes:
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=dpi)
-    data = buf.getvalue()
-    _write(path, data)
-    return data
+@dataclass
+class Drawn:
+    """A figure as the report keeps it: the PNG the page embeds, the files written (relative to
+    the report folder, one per format) and what the figure says about coinciding lines."""
+
+    png: bytes
+    files: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def _render(fig: Figure, out: Path, slug: str, dpi: int, formats: Sequence[str]) -> Drawn:
+    """``fig`` as ``figures/<slug>.<format>`` for each of ``formats`` (``dpi`` for PNG) and as the
+    PNG the page embeds (rendered once when PNG is a format)."""
+    drawn = Drawn(b"", notes=list(getattr(fig, "notes", [])))
+    for fmt in ("png", *[f for f in formats if f != "png"]):
+        buf = io.BytesIO()
+        with rc_context({"svg.hashsalt": "wflsim"}):  # SVG ids from a fixed salt, not uuid4
+            fig.savefig(buf, format=fmt, dpi=dpi, metadata=_FILE_METADATA.get(fmt))
+        if fmt == "png":
+            drawn.png = buf.getvalue()
+        if fmt in formats:
+            name = f"figures/{slug}.{fmt}"
+            _write(out / name, buf.getvalue())
+            drawn.files.append(name)
+    return drawn
+
+
+#: No creation date in the PDF and SVG files (and fixed SVG ids): the same runs give the same
+#: files.
+_FILE_METADATA: dict[str, dict[str, None]] = {
+    "pdf": {"CreationDate": None},
+    "svg": {"Date": None},
+}
+
+
+def check_formats(formats: str | Sequence[str], name: str = "--format") -> tuple[str, ...]:
+    """The figure formats of ``formats`` ("png,pdf" or a sequence), in the order given, once
+    each.
+
+    Raises:
+        ScenarioError: on ``name``: an empty list or an unknown format.
+    """
+    items = formats.split(",") if isinstance(formats, str) else list(formats)
+    wanted = [str(f).strip().lower().lstrip(".") for f in items]
+    fix = f"give one or more of {', '.join(FORMATS)}, comma-separated, e.g. png,pdf"
+    if not wanted or "" in wanted:
+        raise ScenarioError(name, "an empty format in the list", fix)
+    unknown = [f for f in wanted if f not in FORMATS]
+    if unknown:
+        raise ScenarioError(name, f"unknown format {unknown[0][:20]!r}", fix)
+    return tuple(dict.fromkeys(wanted))
+
+
+def check_dpi(dpi: object, name: str = "--dpi") -> int:
+    """``dpi`` as an integer in :data:`DPI_RANGE` (a string of digits is accepted).
+
+    Raises:
+        ScenarioError: on ``name``: not an integer, or out of range.
+    """
+    lo, hi = DPI_RANGE
+    fix = f"give a whole number of dots per inch from {lo} to {hi}; the default is {DEFAULT_DPI}"
+    text = str(dpi).strip()
+    if isinstance(dpi, bool) or not re.fullmatch(r"\+?[0-9]{1,6}", text):
+        raise ScenarioError(name, f"{text[:40]!r} is not a whole number", fix)
+    value = int(text)
+    if not lo <= value <= hi:
+        raise ScenarioError(name, f"{value} is out of range", fix)
+    return value
 
 
 def _write(path: Path, data: bytes | str) -> None:
@@ -229,7 +317,12 @@ def _readable(dirs: list[Path]) -> tuple[list[Path], list[str]]:
 
 
 def write_report(
-    run_or_sweep_dir: str | Path, out_dir: str | Path, *, dpi: int = 110, title: str | None = None
+    run_or_sweep_dir: str | Path,
+    out_dir: str | Path,
+    *,
+    dpi: int = DEFAULT_DPI,
+    title: str | None = None,
+    formats: str | Sequence[str] = DEFAULT_FORMATS,
 ) -> Path:
     """Write the report of a run or a sweep into ``out_dir``; returns the path of ``report.html``.
 
@@ -241,7 +334,8 @@ def write_report(
 
     ``run_or_sweep_dir`` is a run directory (``events/`` or ``events.parquet`` inside), a sweep
     directory (run directories anywhere below it) or a glob. ``out_dir`` receives ``report.html``
-    (everything embedded), ``report.md``, ``figures/*.png``, ``claims.csv`` and the tables
+    (everything embedded), ``report.md``, ``figures/<name>.<format>`` (``formats``: any of
+    :data:`FORMATS`, PNG at ``dpi`` dots per inch), ``claims.csv`` and the tables
     ``runs``, ``summary``, ``by_config`` (when a configuration has several runs: per
     configuration the mean, standard error and 95 % Student-t interval over its seeds) and
     ``energy_per_device``, each as ``.csv`` and ``.md``. A figure the runs cannot make (one V
@@ -250,8 +344,11 @@ def write_report(
 
     Raises:
         FileNotFoundError: ``run_or_sweep_dir`` does not exist or holds no readable run.
-        ScenarioError: a symbolic link where the report writes (nothing written).
+        ScenarioError: a symbolic link where the report writes, an unknown format or a ``dpi``
+            out of :data:`DPI_RANGE` (nothing written).
     """
+    formats = check_formats(formats, "formats")
+    dpi = check_dpi(dpi, "dpi")
     source = Path(run_or_sweep_dir)
     out = Path(out_dir)
     dirs = tidy.find_runs(run_or_sweep_dir)
@@ -286,7 +383,13 @@ def write_report(
     verdicts = claims.check_all(summary, data.slots, data.evaluations)
     tables["claims"] = pd.DataFrame(
         [
-            {"section": c.section, "claim": c.text, "verdict": v.status, "evidence": v.evidence}
+            {
+                "section": c.section,
+                "claim": c.text,
+                "verdict": v.status,
+                "warning": v.warning,
+                "evidence": v.evidence,
+            }
             for c, v in verdicts
         ]
     )
@@ -296,7 +399,7 @@ def write_report(
         source,
         out,
         [out / f"{name}.{ext}" for name in tables for ext in ("csv", "md")]
-        + [fig_dir / f"{spec.slug}.png" for spec in FIGURES]
+        + [fig_dir / f"{spec.slug}.{fmt}" for spec in FIGURES for fmt in formats]
         + [out / "report.html", out / "report.md"],
     )
     out.mkdir(parents=True, exist_ok=True)
@@ -307,31 +410,12 @@ def write_report(
             md = stats.format_over_seeds(df) if name == "by_config" else df
             _write(out / f"{name}.md", to_markdown(md) + "\n")
 
-    sources = {
-        "summary": summary,
-        "slots": data.slots,
-        "frames": data.frames,
-        "evaluations": data.evaluations,
-        "energy_per_device": tables["energy_per_device"],
-        "updates": tidy.updates(dirs) if _any_stale(data.runs) else pd.DataFrame(),
-    }
-    made: dict[str, bytes] = {}
-    skipped: dict[str, str] = {}
-    for spec in FIGURES:
-        if spec.table == "updates" and sources["updates"].empty:
-            continue  # no run with stale updates: the figure does not apply (not "skipped")
-        try:
-            fig = spec.make(sources[spec.table])
-        except F.InsufficientData as err:
-            skipped[spec.slug] = str(err)
-            notes.append(f"{spec.title}: skipped ({err})")
-            continue
-        except Exception as err:  # a report never dies on one figure
-            warnings.warn(f"figure {spec.slug} failed: {err!r}", stacklevel=2)
-            skipped[spec.slug] = f"failed ({type(err).__name__}: {err})"
-            notes.append(f"{spec.title}: {skipped[spec.slug]}")
-            continue
-        made[spec.slug] = _png(fig, fig_dir / f"{spec.slug}.png", dpi)
+    sources = _sources(data, summary, tables["energy_per_device"], dirs)
+    figures, skipped = draw_figures(sources)
+    notes += [f"{_SPECS[slug].title}: {why}" for slug, why in skipped.items()]
+    made = {slug: _render(fig, out, slug, dpi, formats) for slug, fig in figures.items()}
+    options = [] if formats == DEFAULT_FORMATS else ["--format", ",".join(formats)]
+    options += [] if dpi == DEFAULT_DPI else ["--dpi", str(dpi)]
 
     page = Page(
         title=title or f"wflsim report: {source.name or source}",
@@ -339,9 +423,10 @@ def write_report(
         source=source,
         runs=data.runs,
         commands=run_commands(data.runs)
-        + [f"wflsim report {shlex.quote(str(source))} --out {shlex.quote(str(out))}"],
+        + [shlex.join(["wflsim", "report", str(source), "--out", str(out), *options])],
         verdicts=verdicts,
         made=made,
+        dpi=dpi,
         skipped=skipped,
         tables=_narrow_tables(tables, by_config),
         notes=notes,
@@ -349,6 +434,53 @@ def write_report(
     _write(out / "report.html", _html(page))
     _write(out / "report.md", _markdown(page))
     return out / "report.html"
+
+
+def _sources(
+    data: tidy.Tidy, summary: pd.DataFrame, per_device: pd.DataFrame, dirs: Sequence[Path]
+) -> dict[str, pd.DataFrame]:
+    """The tables the figures are drawn from, by :attr:`FigureSpec.table`."""
+    return {
+        "summary": summary,
+        "slots": data.slots,
+        "frames": data.frames,
+        "evaluations": data.evaluations,
+        "energy_per_device": per_device,
+        "updates": tidy.updates(list(dirs)) if _any_stale(data.runs) else pd.DataFrame(),
+    }
+
+
+def draw_figures(
+    sources: Mapping[str, pd.DataFrame],
+) -> tuple[dict[str, Figure], dict[str, str]]:
+    """The report's figures (:data:`FIGURES`) drawn from ``sources`` (tables by
+    :attr:`FigureSpec.table`): ``(slug -> figure, slug -> why it was not drawn)``. A figure of
+    stale updates without such runs is neither (it does not apply)."""
+    made: dict[str, Figure] = {}
+    skipped: dict[str, str] = {}
+    for spec in FIGURES:
+        if spec.table == "updates" and sources["updates"].empty:
+            continue  # no run with stale updates: the figure does not apply (not "skipped")
+        try:
+            made[spec.slug] = spec.make(sources[spec.table])
+        except F.InsufficientData as err:
+            skipped[spec.slug] = f"skipped ({err})"
+        except Exception as err:  # a report never dies on one figure
+            warnings.warn(f"figure {spec.slug} failed: {err!r}", stacklevel=2)
+            skipped[spec.slug] = f"failed ({type(err).__name__}: {err})"
+    return made, skipped
+
+
+def report_figures(run_or_sweep_dir: str | Path) -> dict[str, Figure]:
+    """The figures :func:`write_report` draws for the runs under ``run_or_sweep_dir``, by file
+    name (those the runs cannot make are left out); nothing is written."""
+    dirs, _ = _readable(tidy.find_runs(run_or_sweep_dir))
+    if not dirs:
+        raise FileNotFoundError(f"no readable runs under {run_or_sweep_dir}")
+    data = tidy.load(dirs)
+    summary = stats.summary(data.device_slots, data.slots, data.evaluations, runs=data.runs)
+    per_device = stats.energy_per_device(data.device_slots)
+    return draw_figures(_sources(data, summary, per_device, dirs))[0]
 
 
 def _any_stale(runs: pd.DataFrame) -> bool:
@@ -364,7 +496,10 @@ def run_commands(runs: pd.DataFrame) -> list[str]:
         argv = (read_manifest(Path(d)) or {}).get("command")
         if not isinstance(argv, list) or not argv:
             continue
-        prog = Path(str(argv[0])).name
+        path = Path(str(argv[0]))
+        prog = path.name
+        if prog == "__main__.py" and path.parent.name == "wflsim":
+            prog = "wflsim"  # python -m wflsim
         prog = "wflsim" if prog == "wflsim" else ("python" if prog.startswith("python") else prog)
         cmd = shlex.join([prog, *map(str, argv[1:])])
         if cmd not in seen:
@@ -431,7 +566,8 @@ class Page:
     runs: pd.DataFrame
     commands: list[str]
     verdicts: list[tuple[claims.Claim, claims.Verdict]]
-    made: dict[str, bytes]
+    made: dict[str, Drawn]
+    dpi: int
     skipped: dict[str, str]
     tables: list[tuple[str, str, pd.DataFrame | None]]
     notes: list[str]
@@ -466,10 +602,50 @@ _TABLE_TITLES = {
 }
 
 
+def anchor(text: str) -> str:
+    """An HTML id from ``text``: lower case, runs of other characters than letters and digits
+    as one hyphen ("Fig. 5: test accuracy" -> "fig-5-test-accuracy")."""
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-") or "x"
+
+
+class _Ids:
+    """Unique element ids for one page: the same ``key`` gets the same id, a new key whose
+    text is taken gets a numbered one ("-2", "-3", ...)."""
+
+    def __init__(self) -> None:
+        self._by_key: dict[str, str] = {}
+        self._taken: set[str] = set()
+
+    def has(self, key: str) -> bool:
+        """Whether ``key`` already has its id (its element is on the page)."""
+        return key in self._by_key
+
+    def __call__(self, key: str, text: str | None = None) -> str:
+        if key not in self._by_key:  # a new element
+            base = anchor(text or key)
+            new, k = base, 1
+            while new in self._taken:
+                k += 1
+                new = f"{base}-{k}"
+            self._taken.add(new)
+            self._by_key[key] = new
+        return self._by_key[key]
+
+
+def _warning_html(v: claims.Verdict) -> str:
+    esc = html.escape
+    return f' <span class="warn">&#9888; {esc(v.warning)}</span>' if v.warning else ""
+
+
 def _html(page: Page) -> str:
     esc = html.escape
+    ids = _Ids()
     schemes = ", ".join(sorted(page.runs["scheme_label"].unique()))
     commands = "\n".join(page.commands)
+    sections = page.sections()
+    section_id = {
+        section: ids("section:" + section, "claim " + section) for section, _, _ in sections
+    }
     parts = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
@@ -483,28 +659,35 @@ def _html(page: Page) -> str:
         "<h2>The paper's claims at a glance</h2>",
         f"<p>{esc(page.counts())}. A claim holds when its direction is measured and, with two "
         "seeds or more, the 95 % interval of the difference paired by seed excludes zero.</p>",
-        '<table class="tbl claims"><tr><th>figure</th><th>claim</th><th>verdict</th></tr>',
     ]
+    short = sorted({v.warning for _, v in page.verdicts if v.warning})
+    if short:
+        parts.append(
+            '<p class="warn">&#9888; Verdicts marked so are drawn from runs shorter than the '
+            f"paper's ({esc('; '.join(short))}): a trend that needs the paper's length to show "
+            "may not show here.</p>"
+        )
+    parts.append('<table class="tbl claims"><tr><th>figure</th><th>claim</th><th>verdict</th></tr>')
     for c, v in page.verdicts:
         parts.append(
-            f'<tr><td><a href="#{c.figure}">{esc(c.section)}</a></td><td>{esc(c.text)}</td>'
-            f'<td class="{_VERDICT_CLASS[v.status]}">{esc(v.status)}</td></tr>'
+            f'<tr><td><a href="#{section_id[c.section]}">{esc(c.section)}</a></td>'
+            f"<td>{esc(c.text)}</td>"
+            f'<td><span class="{_VERDICT_CLASS[v.status]}">{esc(v.status)}</span>'
+            f"{_warning_html(v)}</td></tr>"
         )
     parts.append("</table>")
     if page.notes:
         parts.append('<h2>Notes</h2><ul class="notes">')
         parts += [f"<li>{esc(n)}</li>" for n in page.notes]
         parts.append("</ul>")
-    shown: set[str] = set()
-    for section, slug, items in page.sections():
-        anchor = "" if slug in shown else f' id="{slug}"'
-        parts.append(f"<h2{anchor}>{esc(section)}</h2>")
-        parts.append(_html_figure(page, slug, shown))
+    for section, slug, items in sections:
+        parts.append(f'<h2 id="{section_id[section]}">{esc(section)}</h2>')
+        parts.append(_html_figure(page, slug, ids))
         parts.append('<ul class="claims">')
         for c, v in items:
             parts.append(
                 f'<li><b>Claim:</b> {esc(c.text)}<br><span class="{_VERDICT_CLASS[v.status]}">'
-                f"{esc(v.status)}</span>: {esc(v.evidence)}</li>"
+                f"{esc(v.status)}</span>{_warning_html(v)}: {esc(v.evidence)}</li>"
             )
         parts.append("</ul>")
         parts.append(f'<p class="meta">Made by:</p><pre>{esc(commands)}</pre>')
@@ -512,10 +695,11 @@ def _html(page: Page) -> str:
     if others:
         parts.append("<h2>Other figures</h2>")
         for spec in others:
-            parts.append(_html_figure(page, spec.slug, shown, heading=True))
+            parts.append(_html_figure(page, spec.slug, ids, heading=True))
     parts.append("<h2>Tables</h2>")
     for name, sentence, df in page.tables:
-        parts.append(f'<h3 id="table-{name}">{esc(_TABLE_TITLES.get(name, name))}</h3>')
+        parts.append(f'<h3 id="{ids("table:" + name, "table " + name)}">')
+        parts[-1] += f"{esc(_TABLE_TITLES.get(name, name))}</h3>"
         parts.append(
             f'<p class="meta">{esc(sentence)}All columns: <a href="{name}.csv">{name}.csv</a>.</p>'
         )
@@ -528,21 +712,29 @@ def _html(page: Page) -> str:
     return "\n".join(parts) + "\n"
 
 
-def _html_figure(page: Page, slug: str, shown: set[str], heading: bool = False) -> str:
+def _html_figure(page: Page, slug: str, ids: _Ids, heading: bool = False) -> str:
+    """The figure ``slug`` (embedded PNG, caption, links to its files) the first time; a link
+    to it after that; a note when it was not drawn."""
     esc = html.escape
     spec = _SPECS[slug]
-    if slug in shown:
-        return f'<p class="meta">Figure: <a href="#{slug}">{esc(spec.title)}</a> (above).</p>'
+    key = "figure:" + slug
+    if ids.has(key):
+        return f'<p class="meta">Figure: <a href="#{ids(key)}">{esc(spec.title)}</a> (above).</p>'
     if slug not in page.made:
         why = page.skipped.get(slug, "not made")
-        return f'<p class="meta">Figure {esc(spec.title)}: not drawn ({esc(why)}).</p>'
-    shown.add(slug)
-    b64 = base64.b64encode(page.made[slug]).decode("ascii")
+        return f'<p class="meta">Figure {esc(spec.title)}: {esc(why)}.</p>'
+    drawn = page.made[slug]
+    b64 = base64.b64encode(drawn.png).decode("ascii")
+    # shown at 100 CSS pixels per inch of the figure, whatever its dpi (sharp on dense screens)
+    width = int.from_bytes(drawn.png[16:20], "big") * 100 // max(1, page.dpi)
     head = f"<h3>{esc(spec.title)}</h3>" if heading else ""
+    links = ", ".join(f'<a href="{esc(f)}">{esc(f)}</a>' for f in drawn.files)
+    notes = f" In this figure: {esc('; '.join(drawn.notes))}." if drawn.notes else ""
     return (
-        f'<figure id="{slug if heading else "fig-" + slug}">{head}'
-        f'<img alt="{esc(spec.title)}" src="data:image/png;base64,{b64}">'
-        f"<figcaption>{esc(spec.caption)} (figures/{slug}.png)</figcaption></figure>"
+        f'<figure id="{ids(key, "figure " + slug)}">{head}'
+        f'<img alt="{esc(spec.title)}" width="{width}" src="data:image/png;base64,{b64}">'
+        f"<figcaption>{esc(spec.caption)}{notes}"
+        f"{f' Files: {links}.' if links else ''}</figcaption></figure>"
     )
 
 
@@ -565,7 +757,7 @@ def _markdown(page: Page) -> str:
         "| figure | claim | verdict |",
         "|---|---|---|",
     ]
-    lines += [f"| {c.section} | {c.text} | {v.status} |" for c, v in page.verdicts]
+    lines += [f"| {c.section} | {c.text} | {v.status}{_warning_md(v)} |" for c, v in page.verdicts]
     lines.append("")
     if page.notes:
         lines += ["## Notes", ""] + [f"- {n}" for n in page.notes] + [""]
@@ -574,18 +766,18 @@ def _markdown(page: Page) -> str:
         lines += [f"## {section}", ""]
         if slug in page.made and slug not in drawn:
             drawn.add(slug)
-            lines += [f"![{_SPECS[slug].title}](figures/{slug}.png)", "", _SPECS[slug].caption, ""]
+            lines += _markdown_figure(page, slug)
         elif slug not in page.made:
-            lines += [f"Figure not drawn ({page.skipped.get(slug, 'not made')}).", ""]
+            why = page.skipped.get(slug, "not made")
+            lines += [f"Figure {_SPECS[slug].title}: {why}.", ""]
         for c, v in items:
-            lines += [f"- **Claim:** {c.text} **{v.status}**: {v.evidence}"]
+            lines += [f"- **Claim:** {c.text} **{v.status}**{_warning_md(v)}: {v.evidence}"]
         lines.append("")
     others = page.other_figures()
     if others:
         lines += ["## Other figures", ""]
         for spec in others:
-            lines += [f"### {spec.title}", "", f"![{spec.title}](figures/{spec.slug}.png)", ""]
-            lines += [spec.caption, ""]
+            lines += [f"### {spec.title}", "", *_markdown_figure(page, spec.slug)]
     lines += ["## Tables", ""]
     for name, sentence, df in page.tables:
         lines += [
@@ -597,6 +789,20 @@ def _markdown(page: Page) -> str:
         if df is not None and len(df) <= _HTML_MAX_ROWS:
             lines += [to_markdown(df), ""]
     return "\n".join(lines)
+
+
+def _warning_md(v: claims.Verdict) -> str:
+    return f" (warning: {v.warning})" if v.warning else ""
+
+
+def _markdown_figure(page: Page, slug: str) -> list[str]:
+    """The figure as an image (its PNG or SVG file) or, with PDF only, a link; its caption."""
+    spec, drawn = _SPECS[slug], page.made[slug]
+    images = [f for f in drawn.files if f.endswith((".png", ".svg"))]
+    shown = f"![{spec.title}]({images[0]})" if images else ""
+    shown = shown or ", ".join(f"[{f}]({f})" for f in drawn.files)
+    notes = f" In this figure: {'; '.join(drawn.notes)}." if drawn.notes else ""
+    return [shown, "", spec.caption + notes, ""] if shown else [spec.caption + notes, ""]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -346,6 +346,66 @@ def over_seeds(
         ]
     out = pd.concat(cols, axis=1).reset_index()
     return out.drop(columns=["_all"], errors="ignore")
+
+
+def seed_intervals(
+    per_run: pd.DataFrame,
+    by: Sequence[str],
+    value: str,
+    transform: tuple[Callable[[np.ndarray], np.ndarray], Callable[[np.ndarray], np.ndarray]]
+    | None = None,
+    level: float = 0.95,
+) -> pd.DataFrame:
+    """The centre and a ``level`` interval over the runs (seeds) of ``value`` in each group of
+    ``by`` (e.g. each slot), computed in the coordinates the values are drawn in and never
+    wider than the values themselves.
+
+    ``per_run`` holds one value per run and group (rows: runs; NaN and inf left out).
+    ``transform`` is ``(forward, inverse)``, the axis' scale (e.g. ``log10`` and ``10**y`` on a
+    log axis; ``None``: linear): the centre is ``inverse(mean(forward(v)))`` (the arithmetic
+    mean on a linear axis, the geometric mean on a log axis) and the interval is
+    ``inverse(mean -+ t_{(1+level)/2, n-1} s / sqrt(n))`` of the forward values (a Student-t
+    interval of the mean, :func:`over_seeds`), cut to the group's ``[min, max]``: with two or
+    three seeds ``t`` is 12.7 or 4.3 and the interval alone would reach far beyond every seed.
+
+    Columns: ``by``, ``n`` (finite values), ``<value>`` (the centre), ``<value>_ci_low``,
+    ``<value>_ci_high`` (NaN where ``n < 2``), ``<value>_min`` and ``<value>_max`` (the
+    values' range), sorted by ``by``.
+    """
+    fwd, inv = transform if transform is not None else (_identity, _identity)
+    v = pd.to_numeric(per_run[value], errors="coerce").to_numpy(dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t = np.asarray(fwd(v), dtype=np.float64)
+    ok = np.isfinite(v) & np.isfinite(t)
+    data = per_run.loc[ok, list(by)]
+    v, t = v[ok], t[ok]
+    g = _group(data, by)
+    codes = g.ngroup().to_numpy()  # groups numbered in the sorted order of ``by``
+    k = int(codes.max()) + 1 if len(codes) else 0
+    n = np.bincount(codes, minlength=k)
+    mean = np.bincount(codes, t, minlength=k) / np.maximum(n, 1)
+    ss = np.bincount(codes, (t - mean[codes]) ** 2, minlength=k)
+    sd = np.sqrt(ss / np.maximum(n - 1, 1))
+    lo, hi = np.full(k, np.inf), np.full(k, -np.inf)
+    np.minimum.at(lo, codes, v)
+    np.maximum.at(hi, codes, v)
+    q = _st.t.ppf(0.5 + level / 2.0, np.maximum(n - 1, 1))
+    half = np.where(n >= 2, q * sd / np.sqrt(np.maximum(n, 1)), np.nan)
+
+    def back(x: np.ndarray) -> np.ndarray:
+        # the inverse, then within the values (rounding in the transform)
+        return np.clip(np.asarray(inv(x), dtype=np.float64), lo, hi)
+
+    out = g.size().rename("n").reset_index()[[*by, "n"]]
+    out[value] = back(mean)
+    out[value + "_ci_low"] = back(mean - half)
+    out[value + "_ci_high"] = back(mean + half)
+    out[value + "_min"], out[value + "_max"] = lo, hi
+    return out
+
+
+def _identity(x: np.ndarray) -> np.ndarray:
+    return x
 
 
 def format_over_seeds(table: pd.DataFrame, digits: int = 4) -> pd.DataFrame:

@@ -180,10 +180,11 @@ COLUMNS: dict[str, tuple[pa.DataType, str, str]] = {
         "-",
         "per-slot convergence-error term X = lam * 1{success} * B * (gamma - 1)",
     ),
-    "cost": (pa.float64(), "-", "per-slot drift-plus-penalty cost z = V X + Q E"),
+    # Q E is J x J and X is dimensionless, so V and the cost are in J^2 (the drift is Q^2 / 2)
+    "cost": (pa.float64(), "J^2", "per-slot drift-plus-penalty cost z = V X + Q E (V in J^2)"),
     "expected_cost": (
         pa.float64(),
-        "-",
+        "J^2",
         "controller's expected per-slot cost Z(gamma) of the frame",
     ),
     "iterations": (pa.int32(), "-", "MM iterations used by the controller"),

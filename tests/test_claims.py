@@ -224,3 +224,44 @@ def test_every_claim_has_a_verdict_even_on_odd_data():
     out = claims.check_all(s, pd.DataFrame({"run": []}), pd.DataFrame())
     assert len(out) == len(claims.CLAIMS)
     assert {v.status for _, v in out} <= {HOLDS, FAILS, NOT_MEASURABLE}
+
+
+# ------------------------------------------------------------------- runs shorter than the paper's
+
+
+def _verdicts(summary: pd.DataFrame) -> dict[str, claims.Verdict]:
+    return {
+        c.key: v for c, v in claims.check_all(summary, pd.DataFrame({"run": []}), pd.DataFrame())
+    }
+
+
+def test_verdict_from_short_runs_warns_with_both_lengths():
+    """Runs of 60 slots: the cost verdict says it is drawn from 60-slot runs, the paper's 400."""
+    v = _verdicts(two_schemes(-0.5).assign(slots=60))["time_cost"]
+    assert v.status == HOLDS
+    assert v.warning == (
+        "drawn from 60-slot runs; the paper's are 400 slots (20 frames x 20 slots)"
+    )
+    assert claims.PAPER_SLOTS == 400
+
+
+def test_verdict_from_runs_as_long_as_the_paper_has_no_warning():
+    """Runs of 400 slots: no warning; a not-measurable verdict has none either."""
+    v = _verdicts(two_schemes(-0.5).assign(slots=400))
+    assert v["time_cost"].warning == ""
+    assert v["v_queue"].status == NOT_MEASURABLE and v["v_queue"].warning == ""
+
+
+def test_warning_names_only_the_runs_the_verdict_is_drawn_from():
+    """A short Ideal FL run does not mark the Proposed-vs-Only-PC verdict, but marks the verdicts
+    that compare with Ideal FL, with the range of lengths."""
+    s = two_schemes(-0.5).assign(slots=400)
+    ideal = s[s["scheme"] == "only_pc"].assign(
+        scheme="ideal", run=lambda d: "ideal_" + d["run"], slots=100
+    )
+    v = _verdicts(pd.concat([s, ideal], ignore_index=True))
+    assert set(v["time_cost"].runs) >= set(ideal["run"])  # Ideal FL is a benchmark of it
+    assert "runs of 100 to 400 slots" in v["time_cost"].warning
+    only = claims.compare(s, "mean_cost", "two_timescale", ["only_pc"], lower=True)
+    assert set(only.runs) == set(s["run"])
+    assert claims.length_warning(only, pd.concat([s, ideal])) == ""

@@ -3,6 +3,8 @@ one colour per scheme, no offset notation, seed bands, panels that say why they 
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -57,7 +59,8 @@ def test_stable_parameters_one_line_per_series(data):
     """Fig. 1: percent axis, one facet per V, one line per series in each."""
     d, _ = data
     fig = F.stable_parameters(d.slots)
-    assert [ax.get_title() for ax in fig.axes] == [
+    # (the synthetic runs' stable fractions coincide: the titles' further lines say so)
+    assert [ax.get_title().splitlines()[0] for ax in fig.axes] == [
         "Stable parameters, V = 10",
         "Stable parameters, V = 100",
     ]
@@ -79,7 +82,7 @@ def test_impact_of_v_three_panels(data):
     _, summary = data
     fig = F.impact_of_v(summary)
     assert len(fig.axes) == 3
-    assert all(ax.get_xlabel() == "control parameter V (dimensionless)" for ax in fig.axes)
+    assert all(ax.get_xlabel() == "control parameter V (J^2)" for ax in fig.axes)
     assert "(J per device-slot)" in fig.axes[1].get_ylabel()
     assert "(J)" in fig.axes[2].get_ylabel()
     assert all(len(ax.containers) == 1 for ax in fig.axes)
@@ -323,7 +326,8 @@ def test_v_free_scheme_is_drawn_once(data):
 
 
 def test_several_seeds_get_a_95_percent_band(data):
-    """Two seeds: the mean line and a band from the Student-t interval; one seed: no band."""
+    """Two seeds: the mean line and a band; one seed: no band. With two seeds the Student-t
+    interval (t = 12.7) is wider than the two values, so the band is cut to their range."""
     d, _ = data
     two = d.slots[d.slots["run"].isin(["tt_v100_s0", "tt_v100_s1"])]
     fig = F.queue_evolution(two)
@@ -333,9 +337,10 @@ def test_several_seeds_get_a_95_percent_band(data):
     assert not [c for c in one.axes[0].collections if isinstance(c, PolyCollection)]
     q = two.pivot(index="slot", columns="run", values="mean_queue_j").to_numpy()
     mean, se = q.mean(axis=1), q.std(axis=1, ddof=1) / np.sqrt(2)
-    hi = mean + 12.706204736 * se  # t_{0.975, 1}
+    assert np.nanmax(mean + 12.706204736 * se) > np.nanmax(q)  # t_{0.975, 1}: beyond the seeds
     ys = band.get_paths()[0].vertices[:, 1]
-    assert np.nanmax(ys) == pytest.approx(np.nanmax(hi))
+    assert np.nanmax(ys) == pytest.approx(np.nanmax(q))
+    assert np.nanmin(ys) == pytest.approx(np.nanmin(q))
 
 
 def test_dwarfed_series_get_a_log_axis(data):
@@ -361,3 +366,166 @@ def test_long_series_labels_go_below_and_leave_the_panel_its_width(data):
     (legend,) = fig.legends
     assert legend.get_window_extent().y1 < fig.axes[0].get_window_extent().y0
     assert fig.axes[0].get_position().width > 0.6
+
+
+# ------------------------------------------------------------- overlapping lines, scales, units
+
+
+def _relabelled(table: pd.DataFrame, run: str, scheme: str, factor: float = 1.0) -> pd.DataFrame:
+    """``table`` with a copy of ``run`` as a run of ``scheme`` (its queue scaled by ``factor``)."""
+    copy = table[table["run"] == run].assign(run=run + "_" + scheme, scheme=scheme)
+    copy["mean_queue_j"] = factor * copy["mean_queue_j"]
+    return pd.concat([table[table["run"] == run], copy], ignore_index=True)
+
+
+def test_coinciding_lines_are_noted_and_both_stay_visible(data):
+    """Only-PC's line equal to Proposed's: the figure says "Only-PC coincides with Proposed",
+    Proposed is drawn on top, Only-PC wider beneath it with its own marker, and the legend
+    shows Only-PC at its usual width."""
+    d, _ = data
+    fig = F.queue_evolution(_relabelled(d.slots, "tt_v100_s0", "only_pc"))
+    (ax,) = fig.axes
+    assert fig.notes == ["Only-PC coincides with Proposed"]
+    assert "Only-PC coincides with Proposed" in ax.get_title()
+    lines = {ln.get_label(): ln for ln in ax.get_lines()}
+    top, under = lines["Proposed"], lines["Only-PC"]
+    assert top.get_zorder() > under.get_zorder()
+    assert under.get_linewidth() > top.get_linewidth()
+    assert (top.get_marker(), under.get_marker()) == ("o", "s")
+    legend = ax.get_legend() or fig.legends[0]
+    widths = {
+        t.get_text(): h.get_linewidth()
+        for h, t in zip(legend.legend_handles, legend.get_texts(), strict=True)
+    }
+    assert widths["Only-PC"] == widths["Proposed"]
+
+
+def test_distinct_lines_are_not_noted(data):
+    """Only-PC's queue 1.5 times Proposed's: no note, both lines at the same width."""
+    d, _ = data
+    fig = F.queue_evolution(_relabelled(d.slots, "tt_v100_s0", "only_pc", factor=1.5))
+    (ax,) = fig.axes
+    assert fig.notes == []
+    assert "coincides" not in ax.get_title()
+    assert len({ln.get_linewidth() for ln in ax.get_lines()}) == 1
+
+
+def test_markers_of_a_long_line_are_shifted_per_scheme():
+    """On a line of 80 points each scheme marks every 10th point from its own offset, so the
+    markers of coinciding lines do not sit on one another."""
+    starts = {s: F._markevery(80, s)[0] for s in ("two_timescale", "only_pf", "only_pc", "ideal")}
+    assert starts == {"two_timescale": 0, "only_pf": 2, "only_pc": 5, "ideal": 7}
+    assert F._markevery(80, "ideal")[1] == 10
+    assert F._markevery(12, "ideal") == 1  # short: every point
+
+
+def test_every_registered_scheme_has_its_own_marker():
+    """SCHEME_MARKERS covers every registered scheme, with distinct markers."""
+    from wflsim.sim.schemes import SCHEMES
+
+    assert set(SCHEMES) <= set(F.SCHEME_MARKERS)
+    assert len(set(F.SCHEME_MARKERS.values())) == len(F.SCHEME_MARKERS)
+
+
+def _queue_table(values_by_run: dict[tuple[str, str], float], slots: int = 5) -> pd.DataFrame:
+    """A slots table: runs ``(scheme, run)`` with mean_queue_j = value * (1 + slot)."""
+    return pd.DataFrame(
+        [
+            {"run": run, "scheme": scheme, "slot": t, "mean_queue_j": v * (1 + t)}
+            for (scheme, run), v in values_by_run.items()
+            for t in range(slots)
+        ]
+    )
+
+
+def test_band_on_a_log_axis_is_geometric_and_within_the_seeds():
+    """Proposed's three seeds at 1, 10, 100 (x (1 + t)) beside Ideal FL at 1e4: a log axis; the
+    line is the geometric mean 10 (1 + t) and the band lies within [1, 100] (1 + t), although
+    the linear t interval of the seeds reaches below 0."""
+    table = _queue_table(
+        {("two_timescale", "a"): 1.0, ("two_timescale", "b"): 10.0, ("two_timescale", "c"): 100.0}
+        | {("ideal", "i"): 1e4}
+    )
+    fig = F.queue_evolution(table)
+    (ax,) = fig.axes
+    assert ax.get_yscale() == "log"
+    line = next(ln for ln in ax.get_lines() if ln.get_label() == "Proposed")
+    t = np.arange(5.0)
+    assert line.get_ydata() == pytest.approx(10.0 * (1 + t))
+    (iv,) = fig.intervals
+    assert np.all(iv.low >= (1 + t) * (1 - 1e-12)) and np.all(
+        iv.high <= 100 * (1 + t) * (1 + 1e-12)
+    )
+    assert all(iv.low < line.get_ydata()) and all(iv.high > line.get_ydata())
+    assert 37.0 - 4.303 * np.std([1.0, 10.0, 100.0], ddof=1) / np.sqrt(3) < 0  # linear: < 0
+
+
+def test_per_device_panels_share_y_and_go_log_when_a_scheme_is_ten_times_another(data):
+    """Energy per device: the columns (schemes) of a row share one y axis; Ideal FL's energy
+    100 times the proposed scheme's makes the energy row logarithmic, the queue row stays
+    linear."""
+    d, _ = data
+    per_device = stats.energy_per_device(d.device_slots)
+    linear = F.energy_budget_per_device(per_device)
+    assert len({ax.get_ylim() for ax in linear.axes[:2]}) == 1
+    assert {ax.get_yscale() for ax in linear.axes} == {"linear"}
+    big = per_device.assign(
+        mean_energy_j=np.where(per_device["scheme"] == "ideal", 100.0, 1.0)
+        * per_device["mean_energy_j"]
+    )
+    fig = F.energy_budget_per_device(big)
+    energy, queue = fig.axes[:2], fig.axes[2:]
+    assert {ax.get_yscale() for ax in energy} == {"log"}
+    assert {ax.get_yscale() for ax in queue} == {"linear"}
+    assert energy[0].get_ylim() == energy[1].get_ylim()
+    assert "(log scale)" in energy[0].get_ylabel()
+
+
+def _trace_units() -> dict[str, str]:
+    """Column -> unit, read from docs/trace.md."""
+    from conftest import REPO
+
+    doc = (REPO / "docs" / "trace.md").read_text(encoding="utf-8")
+    return {
+        name: unit.strip()
+        for name, _, unit in re.findall(r"^\| `([a-z_0-9]+)` \| ([^|]+) \| ([^|]+) \|", doc, re.M)
+    }
+
+
+def _label_unit(label: str) -> str:
+    """The unit an axis label gives: its first line's last parenthesised text, up to a comma
+    or " per" ("(J per device-slot)" -> "J", "(J, all devices)" -> "J")."""
+    text = " ".join(line for line in label.splitlines() if "log" not in line)
+    unit = re.findall(r"\(([^()]*)\)\s*$", text)[-1]
+    return re.split(r",| per ", unit)[0].strip()
+
+
+def test_axis_units_match_the_trace_doc(data):
+    """Every axis drawn from a trace column gives the column's unit of docs/trace.md (a
+    fraction shown as %, "-" as dimensionless); V is in the cost's unit."""
+    d, summary = data
+    units = _trace_units()
+    shown = {"fraction": "%", "-": "dimensionless", "step": "server steps"}
+    te = F.time_evolution(d.slots)
+    iv = F.impact_of_v(summary)
+    acc = F.accuracy_vs_energy(d.evaluations)
+    lat = F.accuracy_vs_latency(d.evaluations)
+    part = F.participation_and_latency(d.slots)
+    checks = [
+        (te.axes[0].get_ylabel(), "energy_j"),
+        (te.axes[2].get_ylabel(), "cost"),
+        (F.queue_evolution(d.slots).axes[0].get_ylabel(), "queue_j"),
+        (iv.axes[0].get_ylabel(), "conv_error"),
+        (iv.axes[1].get_ylabel(), "energy_j"),
+        (iv.axes[2].get_ylabel(), "queue_j"),
+        (iv.axes[0].get_xlabel(), "cost"),  # V: z = V X + Q E with X dimensionless
+        (acc.axes[0].get_xlabel(), "energy_j"),
+        (acc.axes[0].get_ylabel(), "accuracy"),
+        (lat.axes[0].get_xlabel(), "slot_duration_s"),
+        (part.axes[0].get_ylabel(), "slot_duration_s"),
+        (F.gamma_evolution(d.frames).axes[0].get_ylabel(), "gamma"),
+        (F.stable_parameters(d.slots).axes[0].get_ylabel(), "stable_fraction"),
+    ]
+    assert units["cost"] == "J^2"
+    for label, column in checks:
+        assert _label_unit(label) == shown.get(units[column], units[column]), (label, column)

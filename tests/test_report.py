@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
+import html
 import re
 import shutil
+from html.parser import HTMLParser
+from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
+from matplotlib.collections import PolyCollection
 
-from conftest import base_scenario
+from conftest import REPO, base_scenario
 from test_tidy import write_synthetic_run
+from wflsim.analysis import claims, tidy
 from wflsim.analysis.io import load_events
-from wflsim.analysis.report import FIGURES, write_report
+from wflsim.analysis.report import FIGURES, report_figures, write_report
 from wflsim.app.run import execute, make_learner, prepare_scenario
 from wflsim.sim.config.loading import validate_scenario
 
@@ -219,3 +225,216 @@ def test_report_loads_in_headless_chromium(which, request):
     assert anchors and all(ok for _, ok in anchors), anchors
     assert files and all((page_path.parent / f).is_file() for f in files), files
     assert not problems, problems
+
+
+# ------------------------------------------------------------------ a sweep of the paper's schemes
+
+
+class _Anchors(HTMLParser):
+    """Every element id of a page, its in-page links and its links to files."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ids: list[str] = []
+        self.hrefs: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        a = dict(attrs)
+        if a.get("id"):
+            self.ids.append(str(a["id"]))
+        if tag == "a" and a.get("href"):
+            self.hrefs.append(str(a["href"]))
+
+
+def _anchors(page: Path) -> _Anchors:
+    parser = _Anchors()
+    parser.feed(page.read_text(encoding="utf-8"))
+    return parser
+
+
+@pytest.fixture(scope="module")
+def paper_sweep(tmp_path_factory):
+    """Network-only runs of the paper's four schemes x V = 1, 10, 100 x seeds 0-2 (36 tiny runs
+    of the MNIST scenario: 3 devices, 2 frames of 3 slots)."""
+    import wflsim
+
+    root = tmp_path_factory.mktemp("papersweep")
+    result = wflsim.sweep(
+        REPO / "scenarios" / "paper" / "mnist_iid.toml",
+        {"scheme.name": ["two_timescale", "only_pc", "only_pf", "ideal"], "scheme.V": [1, 10, 100]},
+        [0, 1, 2],
+        out=root,
+        overrides=[
+            "learning.enabled=false",
+            "run.frames=2",
+            "run.slots_per_frame=3",
+            "network.num_devices=3",
+        ],
+    )
+    assert [p["status"] for p in result.points.values()] == ["completed"] * 36
+    return root
+
+
+@pytest.fixture(scope="module")
+def paper_report(paper_sweep, tmp_path_factory):
+    """The report of the paper sweep (small PNGs: the test reads the page, not the pixels)."""
+    return write_report(paper_sweep, tmp_path_factory.mktemp("paperreport"), dpi=50)
+
+
+def test_paper_sweep_bands_stay_within_the_seeds(paper_sweep):
+    """Every band of every figure of the sweep's report lies within the seeds' values at its x
+    and within the panel; the figures' own record of those values (min, max over the seeds)
+    agrees with the tidy table for the queue figure."""
+    figs = report_figures(paper_sweep)
+    assert {"time_evolution", "queue_evolution", "impact_of_v"} <= set(figs)
+    bands = 0
+    for fig in figs.values():
+        for ax in fig.axes:
+            ylo, yhi = sorted(ax.get_ylim())
+            for poly in [c for c in ax.collections if isinstance(c, PolyCollection)]:
+                (iv,) = [i for i in fig.intervals if i.artist is poly]
+                for x, y in np.concatenate([p.vertices for p in poly.get_paths()]):
+                    k = int(np.argmin(np.abs(iv.x - x)))
+                    assert iv.x[k] == pytest.approx(x)
+                    tol = 1e-9 * max(1.0, abs(iv.seed_max[k]))
+                    assert iv.seed_min[k] - tol <= y <= iv.seed_max[k] + tol
+                    assert ylo - tol <= y <= yhi + tol
+                bands += 1
+    assert bands >= 20
+    slots = tidy.slots(paper_sweep)
+    for iv in figs["queue_evolution"].intervals:
+        if not iv.label.startswith(("Proposed", "Only-PC", "Only-PF")):
+            continue
+        v = float(iv.axes.get_title().splitlines()[0].split("V = ")[1])
+        scheme = {"Proposed": "two_timescale", "Only-PC": "only_pc", "Only-PF": "only_pf"}
+        rows = slots[(slots["scheme"] == scheme[iv.label]) & (slots["V"] == v)]
+        q = rows.pivot_table(index="slot", columns="run", values="mean_queue_j")
+        assert iv.x == pytest.approx(q.index.to_numpy(dtype=float))
+        assert iv.seed_min == pytest.approx(q.min(axis=1).to_numpy())
+        assert iv.seed_max == pytest.approx(q.max(axis=1).to_numpy())
+
+
+def test_paper_sweep_page_ids_are_unique_and_links_resolve(paper_report):
+    """The page's ids are unique; every href="#..." names one; every file link exists."""
+    page = _anchors(paper_report)
+    assert len(page.ids) == len(set(page.ids))
+    internal = [h[1:] for h in page.hrefs if h.startswith("#")]
+    assert len(internal) >= len(claims.CLAIMS)
+    assert set(internal) <= set(page.ids)
+    files = [h for h in page.hrefs if not h.startswith("#")]
+    assert any(f.startswith("figures/") for f in files)
+    assert all((paper_report.parent / f).is_file() for f in files)
+
+
+def test_full_report_sections_of_one_figure_have_their_own_anchors(full_report):
+    """Figs. 5 and 9 (one figure, two sections) link to two different sections, the second
+    section to the figure drawn in the first."""
+    page = _anchors(full_report)
+    text = full_report.read_text(encoding="utf-8")
+    fig5 = re.search(r'<a href="#([^"]+)">Fig\. 5:', text)
+    fig9 = re.search(r'<a href="#([^"]+)">Fig\. 9:', text)
+    assert fig5 and fig9 and fig5.group(1) != fig9.group(1)
+    assert len(page.ids) == len(set(page.ids))
+    assert {h[1:] for h in page.hrefs if h.startswith("#")} <= set(page.ids)
+    assert 'href="#figure-accuracy-vs-energy"' in text
+
+
+def test_verdicts_from_short_runs_carry_the_warning(paper_report):
+    """The sweep's runs have 6 slots: each verdict drawn from them says so in the page (in the
+    claims table and in its section), in report.md and in claims.csv."""
+    warning = "drawn from 6-slot runs; the paper's are 400 slots (20 frames x 20 slots)"
+    table = pd.read_csv(paper_report.parent / "claims.csv").fillna("")
+    drawn = table[table["verdict"] != claims.NOT_MEASURABLE]
+    assert len(drawn) >= 4
+    assert (drawn["warning"] == warning).all()
+    assert (table.loc[table["verdict"] == claims.NOT_MEASURABLE, "warning"] == "").all()
+    text = paper_report.read_text(encoding="utf-8")
+    assert text.count(html.escape(warning)) >= 2 * len(drawn)
+    md = (paper_report.parent / "report.md").read_text(encoding="utf-8")
+    assert md.count(f"(warning: {warning})") == 2 * len(drawn)
+
+
+def test_report_defaults_to_png_at_200_dpi(report):
+    """By default the figures are PNG files of 200 dots per inch, and only PNG."""
+    from PIL import Image
+
+    files = list((report.parent / "figures").iterdir())
+    assert files and {f.suffix for f in files} == {".png"}
+    with Image.open(files[0]) as im:
+        assert im.info["dpi"] == pytest.approx((200, 200), abs=0.5)
+
+
+def test_report_writes_each_format_asked(two_runs, tmp_path):
+    """formats png, pdf, svg at 72 dpi: three files per figure, each what it says it is; the
+    page embeds the PNG and links every file."""
+    from PIL import Image
+
+    page = write_report(two_runs, tmp_path / "r", formats="png,pdf,svg", dpi=72)
+    fig = page.parent / "figures" / "time_evolution"
+    assert fig.with_suffix(".png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert fig.with_suffix(".pdf").read_bytes()[:5] == b"%PDF-"
+    assert b"<svg" in fig.with_suffix(".svg").read_bytes()[:2000]
+    with Image.open(fig.with_suffix(".png")) as im:
+        assert im.info["dpi"] == pytest.approx((72, 72), abs=0.5)
+    text = page.read_text(encoding="utf-8")
+    for ext in ("png", "pdf", "svg"):
+        assert f'href="figures/time_evolution.{ext}"' in text
+    assert "--format png,pdf,svg --dpi 72" in text  # the command that made the report
+
+
+def test_report_in_pdf_only_still_embeds_a_png(two_runs, tmp_path):
+    """formats = pdf: no PNG file, yet the page shows the figure (an embedded PNG) and the
+    Markdown report links the PDF."""
+    page = write_report(two_runs, tmp_path / "r", formats=["pdf"])
+    assert not list((page.parent / "figures").glob("*.png"))
+    assert re.search(r'src="data:image/png;base64,[A-Za-z0-9+/=]{100,}"', page.read_text())
+    md = (page.parent / "report.md").read_text(encoding="utf-8")
+    assert "[figures/time_evolution.pdf](figures/time_evolution.pdf)" in md
+
+
+@pytest.mark.parametrize(
+    ("flags", "field"),
+    [
+        (["--format", "gif"], "--format"),
+        (["--format", "png,,pdf"], "--format"),
+        (["--dpi", "many"], "--dpi"),
+        (["--dpi", "5000"], "--dpi"),
+        (["--dpi", "0"], "--dpi"),
+    ],
+)
+def test_report_command_refuses_bad_format_or_dpi(two_runs, tmp_path, capsys, flags, field):
+    """A bad --format or --dpi: exit code 2, one line naming the option and the fix, nothing
+    written."""
+    from wflsim.app.cli import main
+
+    out = tmp_path / "r"
+    assert main(["report", str(two_runs), "--out", str(out), *flags]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1
+    assert err.startswith(f"wflsim: error: {field}:") and "fix:" in err
+    assert not out.exists()
+
+
+def test_pdf_and_svg_figures_are_reproducible(two_runs, tmp_path):
+    """The same runs give byte-identical PDF and SVG figures (no date, no random ids)."""
+    a = write_report(two_runs, tmp_path / "a", formats="pdf,svg").parent / "figures"
+    b = write_report(two_runs, tmp_path / "b", formats="pdf,svg").parent / "figures"
+    names = sorted(p.name for p in a.iterdir())
+    assert names and names == sorted(p.name for p in b.iterdir())
+    for name in names:
+        assert (a / name).read_bytes() == (b / name).read_bytes(), name
+
+
+def test_command_of_python_m_wflsim_is_shown_as_wflsim(tmp_path):
+    """A run made by ``python -m wflsim`` (argv[0] .../wflsim/__main__.py) is listed as the
+    ``wflsim`` command anyone can rerun; another script keeps its name."""
+    import json
+
+    from wflsim.analysis.report import run_commands
+
+    for name, prog in (("a", "/env/lib/wflsim/__main__.py"), ("b", "/home/x/other/__main__.py")):
+        write_synthetic_run(tmp_path / name, seed=ord(name))
+        manifest = {"status": "completed", "command": [prog, "run", f"{name}.toml"]}
+        (tmp_path / name / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+    runs = tidy.runs_table(tmp_path)
+    assert sorted(run_commands(runs)) == ["__main__.py run b.toml", "wflsim run a.toml"]

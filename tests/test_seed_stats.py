@@ -5,9 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st_h
 from scipy import stats as st
 
-from wflsim.analysis.stats import over_seeds, t_interval
+from wflsim.analysis.stats import over_seeds, seed_intervals, t_interval
 
 
 def _table() -> pd.DataFrame:
@@ -65,3 +67,72 @@ def test_interval_coverage_is_about_95_percent():
     covered = ((out["x_ci_low"] <= 2.0) & (2.0 <= out["x_ci_high"])).mean()
     tol = 3 * np.sqrt(0.95 * 0.05 / n_rep)
     assert abs(covered - 0.95) <= tol
+
+
+# --------------------------------------------------------------- intervals where they are drawn
+
+
+def _per_run(values: dict[int, list[float]]) -> pd.DataFrame:
+    return pd.DataFrame(
+        [(x, f"seed{i}", v) for x, vs in values.items() for i, v in enumerate(vs)],
+        columns=["slot", "run", "q"],
+    )
+
+
+def test_seed_interval_is_cut_to_the_seeds_range():
+    """Three seeds 1, 2, 9: the t interval (t = 4.30) reaches below 0 and above 16; the band
+    is the seeds' range [1, 9] around the arithmetic mean 4."""
+    out = seed_intervals(_per_run({0: [1.0, 2.0, 9.0]}), ["slot"], "q").iloc[0]
+    half = st.t.ppf(0.975, 2) * np.std([1.0, 2.0, 9.0], ddof=1) / np.sqrt(3)
+    assert 4.0 - half < 1.0 and 4.0 + half > 9.0  # the uncut interval would leave the range
+    assert (out["q"], out["q_ci_low"], out["q_ci_high"]) == pytest.approx((4.0, 1.0, 9.0))
+    assert (out["q_min"], out["q_max"], out["n"]) == (1.0, 9.0, 3)
+
+
+def test_seed_interval_within_the_range_is_the_t_interval():
+    """Ten seeds 0..9: the t interval (4.5 -+ 2.17) lies inside [0, 9] and is kept as is."""
+    x = np.arange(10.0)
+    out = seed_intervals(_per_run({0: list(x)}), ["slot"], "q").iloc[0]
+    half = st.t.ppf(0.975, 9) * x.std(ddof=1) / np.sqrt(10)
+    assert (out["q_ci_low"], out["q_ci_high"]) == pytest.approx((4.5 - half, 4.5 + half))
+
+
+def test_seed_interval_on_a_log_axis_is_geometric():
+    """On a log axis: the centre is the geometric mean and the interval the t interval of the
+    log10 values, mapped back (values 1, 10, 100, 1000: centre 10^1.5, 10^(1.5 -+ 2.05))."""
+    values = [1.0, 10.0, 100.0, 1000.0]
+    out = seed_intervals(_per_run({0: values}), ["slot"], "q", (np.log10, lambda t: 10.0**t)).iloc[
+        0
+    ]
+    logs = np.log10(values)
+    half = st.t.ppf(0.975, 3) * logs.std(ddof=1) / np.sqrt(4)
+    assert out["q"] == pytest.approx(10**1.5)
+    assert (out["q_ci_low"], out["q_ci_high"]) == pytest.approx(
+        (max(1.0, 10 ** (1.5 - half)), min(1000.0, 10 ** (1.5 + half)))
+    )
+
+
+def test_seed_interval_of_one_seed_has_no_band():
+    """One seed at a slot: its value as the centre, no interval; NaN values are left out."""
+    out = seed_intervals(_per_run({0: [2.0, float("nan")], 1: [3.0, 5.0]}), ["slot"], "q")
+    assert list(out["n"]) == [1, 2]
+    assert out["q"].iloc[0] == 2.0 and np.isnan(out["q_ci_low"].iloc[0])
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st_h.lists(
+        st_h.floats(1e-3, 1e6, allow_nan=False, allow_infinity=False), min_size=1, max_size=12
+    ),
+    st_h.sampled_from(["linear", "log"]),
+)
+def test_seed_interval_never_leaves_the_seeds_range(values, scale):
+    """Whatever the seeds' values and the axis: min <= low <= centre <= high <= max."""
+    transform = None if scale == "linear" else (np.log10, lambda t: 10.0**t)
+    out = seed_intervals(_per_run({0: values}), ["slot"], "q", transform).iloc[0]
+    lo, hi = min(values), max(values)
+    eps = 1e-9 * max(abs(hi), 1.0)
+    assert lo - eps <= out["q"] <= hi + eps
+    if len(values) > 1:
+        assert lo - eps <= out["q_ci_low"] <= out["q"] + eps
+        assert out["q"] - eps <= out["q_ci_high"] <= hi + eps

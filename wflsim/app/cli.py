@@ -174,6 +174,15 @@ def _parser() -> argparse.ArgumentParser:
     rep = sub.add_parser("report", help="figures, tables and report.html for a run or a sweep")
     rep.add_argument("directory", help="a run directory or a sweep directory")
     rep.add_argument("--out", default=None, help="report directory (default: DIRECTORY/report)")
+    rep.add_argument(
+        "--format",
+        default="png",
+        help="figure files, comma-separated: png, pdf, svg (default: png; report.html always "
+        "embeds a PNG)",
+    )
+    rep.add_argument(
+        "--dpi", default="200", help="resolution of the PNG figures (50 to 600; default 200)"
+    )
 
     add_convert_parser(sub)
     return parser
@@ -473,8 +482,10 @@ def _sweep(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from wflsim.analysis.report import write_report
+    from wflsim.analysis.report import check_dpi, check_formats, write_report
 
+    formats = check_formats(args.format, "--format")
+    dpi = check_dpi(args.dpi, "--dpi")
     check_path_arg(args.directory, "DIRECTORY")
     if args.out is not None:
         check_out_path(Path(args.out), "--out")
@@ -485,7 +496,7 @@ def _report(args: argparse.Namespace) -> int:
         )
     out = Path(args.out) if args.out else src / "report"
     try:
-        path = write_report(src, out)
+        path = write_report(src, out, dpi=dpi, formats=formats)
     except FileNotFoundError as err:
         raise ScenarioError(
             "DIRECTORY",
