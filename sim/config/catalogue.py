@@ -7,6 +7,8 @@ every parameter count against the real networks).
 
 from __future__ import annotations
 
+import numpy as np
+
 #: Dataset name -> per-sample input shape ``(C, H, W)``.
 INPUT_SHAPES: dict[str, tuple[int, int, int]] = {
     "digits": (1, 8, 8),
@@ -16,6 +18,13 @@ INPUT_SHAPES: dict[str, tuple[int, int, int]] = {
 }
 DATASETS: tuple[str, ...] = tuple(INPUT_SHAPES)
 NUM_CLASSES = 10
+#: Dataset name -> training samples ``M`` (``models.data.load_dataset``'s training split).
+TRAIN_SAMPLES: dict[str, int] = {
+    "digits": 1437,
+    "mnist": 60_000,
+    "fashion_mnist": 60_000,
+    "cifar10": 50_000,
+}
 
 MODELS: tuple[str, ...] = ("mlp", "cnn_mnist", "cnn_mnist_small", "mobilenet_v2", "resnet20")
 
@@ -87,3 +96,29 @@ def model_num_params(model: str, dataset: str) -> int:
         c, h, w = INPUT_SHAPES[dataset]
         return c * h * w * 128 + 128 + 128 * NUM_CLASSES + NUM_CLASSES
     return _FIXED_COUNTS[model]
+
+
+def iid_partition_sizes(num_samples: int, num_devices: int) -> np.ndarray:
+    """Local data sizes ``D_n`` of the IID partition of ``num_samples`` training samples over
+    ``num_devices`` devices, ``(N,)`` int64: one permutation cut into ``N`` contiguous pieces
+    (``np.array_split``; the first ``M mod N`` devices hold one sample more), whatever the
+    permutation (``models.data.partition``)."""
+    m, n = int(num_samples), int(num_devices)
+    if n < 1 or m < n:
+        raise ValueError(f"cannot give {n} devices at least one of {m} samples each")
+    sizes = np.full(n, m // n, dtype=np.int64)
+    sizes[: m % n] += 1
+    return sizes
+
+
+def epoch_steps(local_epochs: int, num_samples: np.ndarray, batch_size: np.ndarray) -> np.ndarray:
+    """Local SGD steps of ``k`` local epochs: ``E_n = k ceil(D_n / B_n)``, ``(N,)`` int64.
+
+    Args:
+        local_epochs: ``k >= 1``, passes over the device's data.
+        num_samples: ``D_n``, samples each device holds, ``(N,)`` ints ``>= 1``.
+        batch_size: ``B_n``, samples per step, ``(N,)`` ints ``>= 1``.
+    """
+    d = np.asarray(num_samples, dtype=np.int64)
+    b = np.asarray(batch_size, dtype=np.int64)
+    return int(local_epochs) * -(-d // b)
