@@ -506,7 +506,7 @@ class AsyncEngine(Engine):
         if dropped:  # known now: it will never be applied, the learner need not keep anything
             cycle.discarded = True
         else:
-            self.versioned.start_update(cycle.key, n, sample_key)
+            self.versioned.start_update(cycle.key, n, sample_key, sl.slot)
         self._cycles[n] = cycle
         self.stats.max_versions_kept = max(
             self.stats.max_versions_kept, int(self.versioned.versions_kept)

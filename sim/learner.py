@@ -30,10 +30,11 @@ Call order within a run (device indices are 0-based ``int64`` numpy arrays):
 Under stale updates (``[server] mode = "semi_sync" | "async"``, :mod:`sim.asynchronous`) the
 engine calls, in place of ``compute`` and ``apply`` (:class:`VersionedLearner`):
 
-* ``start_update(key, device, sample_key)`` when ``device`` downloads the model: the learner
-  keeps what the update will be computed on (the current model version, its buffers and the
-  update rule's frame state, e.g. the freezing mask) under the handle ``key``; nothing is
-  computed; ``sample_key`` keys the device's minibatch (the slot, or its cycle index);
+* ``start_update(key, device, sample_key, slot)`` when ``device`` downloads the model in slot
+  ``slot``: the learner keeps what the update will be computed on (the current model version,
+  its buffers and the update rule's frame state, e.g. the freezing mask) under the handle
+  ``key``; nothing is computed; ``sample_key`` keys the device's minibatches (the slot, or its
+  cycle index); local steps take the learning rate of ``slot``;
 * ``drop_update(key)``: the update will never be applied (dropped, too stale); its references
   are released, its gradient never computed;
 * ``apply_updates(slot, keys, weights, server_lr)``: the server's step with the updates
@@ -100,7 +101,7 @@ class VersionedLearner(Protocol):
         """Model copies held now."""
         ...
 
-    def start_update(self, key: int, device: int, sample_key: int) -> None: ...
+    def start_update(self, key: int, device: int, sample_key: int, slot: int = 0) -> None: ...
 
     def drop_update(self, key: int) -> None: ...
 
@@ -140,7 +141,7 @@ class NullLearner:
     def apply(self, slot: int, success_ids: np.ndarray) -> None:
         """Nothing to do."""
 
-    def start_update(self, key: int, device: int, sample_key: int) -> None:
+    def start_update(self, key: int, device: int, sample_key: int, slot: int = 0) -> None:
         """Nothing to keep."""
 
     def drop_update(self, key: int) -> None:

@@ -100,7 +100,8 @@ class SlotOutcome:
 def frame_costs(
     payload_bits: ArrayLike, compute_fraction: ArrayLike, system: SystemConstants
 ) -> FrameCosts:
-    """Payload, compute time (eq. 12) and compute energy (eq. 13) of a cost plan.
+    """Payload, compute time (eq. 12) and compute energy (eq. 13) of a cost plan, the compute
+    times each device's local steps ``E_n`` (``u c B E_n / f``, ``(alpha / 2) u c B E_n f^2``).
 
     Args:
         payload_bits: bits per device, ``(N,)``.
@@ -111,9 +112,11 @@ def frame_costs(
     u = np.asarray(compute_fraction, dtype=np.float64)
     return FrameCosts(
         payload_bits=np.asarray(payload_bits, dtype=np.float64),
-        compute_s=physics.compute_time_s(u, dev.cycles_per_sample, dev.batch_size, dev.cpu_hz),
+        compute_s=physics.compute_time_s(
+            u, dev.cycles_per_sample, dev.batch_size, dev.cpu_hz, dev.local_steps
+        ),
         compute_energy_j=physics.compute_energy_j(
-            u, dev.cycles_per_sample, dev.batch_size, dev.cpu_hz, dev.capacitance
+            u, dev.cycles_per_sample, dev.batch_size, dev.cpu_hz, dev.capacitance, dev.local_steps
         ),
     )
 

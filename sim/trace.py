@@ -136,7 +136,11 @@ COLUMNS: dict[str, tuple[pa.DataType, str, str]] = {
         "-",
         "decision/device_slot rows: the device was online at the slot's start (null without [availability]: always online)",
     ),
-    "compute_s": (pa.float64(), "s", "computation latency tau_cmp (decision/compute_end rows)"),
+    "compute_s": (
+        pa.float64(),
+        "s",
+        "computation latency tau_cmp = u c B E_n / f, E_n the device's local steps (1: FedSGD; [learning] local_steps / local_epochs) (decision/compute_end rows)",
+    ),
     "upload_s": (
         pa.float64(),
         "s",
@@ -147,7 +151,11 @@ COLUMNS: dict[str, tuple[pa.DataType, str, str]] = {
         "s",
         "device_slot rows: full upload latency tau_com of the decision (what upload_s is on decision rows)",
     ),
-    "energy_compute_j": (pa.float64(), "J", "computation energy of the slot"),
+    "energy_compute_j": (
+        pa.float64(),
+        "J",
+        "computation energy of the slot ((alpha/2) u c B E_n f^2 when not slowed)",
+    ),
     "energy_upload_j": (
         pa.float64(),
         "J",

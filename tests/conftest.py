@@ -60,6 +60,30 @@ def network_only(**sections: dict[str, Any]) -> dict[str, Any]:
     return data
 
 
+#: 5 devices at the same distance, no fading, equal hardware: every device's upload takes the same
+#: time; digits MLP, two_timescale (Proposition 1 lands every upload on the deadline).
+LOCKSTEP: dict[str, Any] = {
+    "name": "lockstep",
+    "seed": 3,
+    "run": {"frames": 3, "slots_per_frame": 4, "deadline_s": 0.1},
+    "network": {"num_devices": 5, "cell_radius_m": 500.0},
+    "channel": {"fading": "none"},
+    "mobility": {
+        "model": "static",
+        "placement": "explicit",
+        "positions_m": [[200.0, 0.0], [0.0, 200.0], [-200.0, 0.0], [0.0, -200.0], [120.0, 160.0]],
+    },
+    "devices": {
+        "batch_size": 16,
+        "cpu_hz": 2e9,
+        "cycles_per_sample": 2e6,
+        "energy_budget_j": 0.04,
+    },
+    "learning": {"dataset": "digits", "model": "mlp", "lr": 0.3, "eval_every_slots": 4},
+    "scheme": {"name": "two_timescale", "V": 50.0},
+}
+
+
 def failing_at_frame(frame: int, exc: type[BaseException] = RuntimeError) -> Any:
     """Engine hooks (:class:`wflsim.Hooks`) that raise ``exc("injected")`` as frame ``frame``
     starts: a run that fails there, its earlier frames complete."""

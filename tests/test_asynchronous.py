@@ -12,33 +12,10 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import base_scenario, events, run_in_memory, saved_and_continued
+from conftest import LOCKSTEP, base_scenario, events, run_in_memory, saved_and_continued
 from golden_runs import column_hashes
 from wflsim.sim.errors import ScenarioError
 from wflsim.sim.server import staleness_weight
-
-#: 5 devices at the same distance, no fading, equal hardware: every device's upload takes the same
-#: time; digits MLP, two_timescale (Proposition 1 lands every upload on the deadline).
-LOCKSTEP: dict[str, Any] = {
-    "name": "lockstep",
-    "seed": 3,
-    "run": {"frames": 3, "slots_per_frame": 4, "deadline_s": 0.1},
-    "network": {"num_devices": 5, "cell_radius_m": 500.0},
-    "channel": {"fading": "none"},
-    "mobility": {
-        "model": "static",
-        "placement": "explicit",
-        "positions_m": [[200.0, 0.0], [0.0, 200.0], [-200.0, 0.0], [0.0, -200.0], [120.0, 160.0]],
-    },
-    "devices": {
-        "batch_size": 16,
-        "cpu_hz": 2e9,
-        "cycles_per_sample": 2e6,
-        "energy_budget_j": 0.04,
-    },
-    "learning": {"dataset": "digits", "model": "mlp", "lr": 0.3, "eval_every_slots": 4},
-    "scheme": {"name": "two_timescale", "V": 50.0},
-}
 
 
 def with_server(data: dict[str, Any], **server: Any) -> dict[str, Any]:

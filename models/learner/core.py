@@ -1,4 +1,4 @@
-"""The federated learner: FedSGD over ``N`` simulated devices (paper eqs. 1-6).
+"""The federated learner: FedSGD (or FedAvg) over ``N`` simulated devices (paper eqs. 1-6).
 
 :class:`TorchLearner` implements :class:`sim.learner.Learner` by composing one part per concern:
 
@@ -6,6 +6,8 @@
   partition and each device's minibatch of a slot;
 * :class:`~models.learner.gradients.GradientPaths` -- every participating device's gradient in
   batched ``vmap`` calls or plain autograd per device;
+* :func:`~models.learner.local.local_updates` -- ``E_n`` local SGD steps per device (FedAvg;
+  ``E_n = 1``, the default, is FedSGD) and their pseudo-gradient as the upload;
 * an update rule (:mod:`models.learner.rules`, named by the scheme) -- where devices train, what
   they upload, how the server aggregates (:mod:`models.learner.aggregate`), per-device state;
 * :func:`~models.learner.evaluation.evaluate` and the Fig. 1 metric
@@ -16,14 +18,15 @@ devices in one call, ``B_n`` the batch size of device ``n``. Global state on the
 the model ``w`` ``(D,)`` and the buffers (BatchNorm running statistics, not counted in ``D``).
 
 One slot: ``compute(t, ids)`` draws the devices' batches, computes their gradients at the rule's
-local parameters and turns them into uploads; ``apply(t, ok)`` aggregates the uploads of the
+local parameters (or takes their local steps at the slot's learning rate and forms the
+pseudo-gradients) and turns them into uploads; ``apply(t, ok)`` aggregates the uploads of the
 devices that made the deadline, steps ``w <- w - lr_t g`` (eq. 4; no step when ``ok`` is empty),
 averages their BatchNorm statistics, and lets the rule account the move (eq. 5).
 
-Randomness: the partition uses ``streams.global_("partition")``, device ``n``'s minibatch of slot
-``t`` comes from ``streams.device("sampling", n, t)``, the initial weights from the CPU generator
-seeded with ``streams.int_seed("torch_init")`` inside ``torch.random.fork_rng`` (the global torch
-RNG is left untouched). Same seed, same hardware and thread count => bit-identical results.
+Randomness: the partition uses ``streams.global_("partition")``, device ``n``'s minibatches of
+slot ``t`` (one per local step, in order) come from ``streams.device("sampling", n, t)``, the
+initial weights from the CPU generator seeded with ``streams.int_seed("torch_init")`` inside
+``torch.random.fork_rng`` (the global torch RNG is left untouched). Same seed, same hardware and thread count => bit-identical results.
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from wflsim.sim.config.catalogue import MODELS, DatasetError
+from wflsim.sim.config.catalogue import MODELS, DatasetError, epoch_steps
 from wflsim.sim.updates import UpdateInputs
 
 from .. import data as _data
@@ -44,8 +47,9 @@ from ..nets import build_model
 from .evaluation import evaluate
 from .flat import FlatModel
 from .gradients import GradientPaths
+from .local import local_updates
 from .rules import AGGREGATIONS, Freezing, UpdateRule, build_rule
-from .sampling import DeviceStreams, LocalData, images_on
+from .sampling import DeviceStreams, LocalData, images_on, per_device_samples
 from .stable_fraction import StableFraction
 from .stale import StaleUpdates
 
@@ -83,7 +87,8 @@ class TorchLearner:
     than two devices in a chunk selects the per-device path (:mod:`models.learner.gradients`);
     ``None`` = no bound; ``"auto"`` (default) = :data:`AUTO_CHUNK_SAMPLES` of the device type.
     ``aggregation``: ``"weighted"`` (eq. 3) or ``"per_coordinate"``. ``unmoved_stability``: the
-    stability score of a parameter that did not move in a frame.
+    stability score of a parameter that did not move in a frame. ``local_steps``: ``E_n``, the
+    local SGD steps of every device per update (one int, or ``(N,)`` ints >= 1; 1: FedSGD).
     """
 
     def __init__(
@@ -108,11 +113,15 @@ class TorchLearner:
         vmap_chunk_samples: int | str | None = "auto",
         eval_batch_size: int = 2048,
         architecture: tuple[str, str] | None = None,
+        local_steps: int | np.ndarray | Sequence[int] = 1,
     ) -> None:
         self.device = resolve_device(device)
         b = np.asarray(batch_sizes)
         if b.ndim != 1 or b.size == 0 or not np.issubdtype(b.dtype, np.integer) or (b < 1).any():
             raise ValueError("batch_sizes must be a non-empty 1-D integer array of values >= 1")
+        steps = np.broadcast_to(np.asarray(local_steps), b.shape)
+        if not np.issubdtype(steps.dtype, np.integer) or (steps < 1).any():
+            raise ValueError("local_steps must be an integer >= 1 or one per device")
         if not (np.isfinite(lr) and lr > 0):
             raise ValueError(f"lr must be a finite number > 0, got {lr}")
         if lr_schedule not in LR_SCHEDULES:
@@ -133,6 +142,8 @@ class TorchLearner:
             )
         self.num_devices = b.size
         self.batch_sizes = b.astype(np.int64)
+        #: ``(N,)`` ``E_n``: local SGD steps of each device per update (1: FedSGD)
+        self.local_steps = steps.astype(np.int64)
         self.lr = float(lr)
         self.lr_schedule = lr_schedule
         self.total_slots = total_slots
@@ -172,7 +183,7 @@ class TorchLearner:
         self._ids = np.empty(0, dtype=np.int64)
         self._uploads = torch.empty(0, self.num_params, device=dev)
         self._losses = np.empty(0)
-        self._batches: list[np.ndarray] = []
+        self._batches: list[list[np.ndarray]] = []
         #: the devices' BatchNorm buffers after the last compute, ``{name: (n, ...)}``
         self.device_buffers: dict[str, torch.Tensor] = {}
         #: ``(N,)`` each device's local data size (the trace's ``device_config.num_samples``)
@@ -201,12 +212,16 @@ class TorchLearner:
         unmoved_stability: float = 1.0,
         aggregation: str = "weighted",
         vmap_chunk_samples: int | str | None = "auto",
+        local_steps: int = 1,
+        local_epochs: int | None = None,
     ) -> TorchLearner:
         """Build data, partition, model and learner from scenario values.
 
         ``streams`` is the run's :class:`sim.rng.Streams` (or anything with its ``device``,
         ``global_`` and ``int_seed`` methods); ``partition`` is ``"iid"`` or ``"dirichlet"``
-        (then ``dirichlet_alpha > 0``); ``batch_sizes`` ``(N,)`` gives ``N``.
+        (then ``dirichlet_alpha > 0``); ``batch_sizes`` ``(N,)`` gives ``N``. Local steps:
+        ``local_steps`` for every device, or with ``local_epochs = k``
+        ``E_n = k ceil(D_n / B_n)`` on the partition made here.
         """
         if partition == "dirichlet" and dirichlet_alpha is None:
             raise ValueError("partition 'dirichlet' needs dirichlet_alpha > 0")
@@ -226,6 +241,11 @@ class TorchLearner:
             1.0 if dirichlet_alpha is None else float(dirichlet_alpha),
             streams.global_("partition"),
         )
+        if local_epochs is not None:
+            sizes = np.array([p.size for p in parts], dtype=np.int64)
+            local_steps_n: int | np.ndarray = epoch_steps(local_epochs, sizes, b)
+        else:
+            local_steps_n = local_steps
         with torch.random.fork_rng(devices=[]):
             torch.default_generator.manual_seed(streams.int_seed("torch_init"))
             net = build_model(model, dataset)
@@ -247,6 +267,7 @@ class TorchLearner:
             aggregation=aggregation,
             vmap_chunk_samples=vmap_chunk_samples,
             architecture=(model, dataset) if model in MODELS else None,
+            local_steps=local_steps_n,
         )
 
     def set_update_rule(self, rule: Any) -> None:
@@ -294,12 +315,19 @@ class TorchLearner:
 
     @property
     def last_batches(self) -> list[np.ndarray]:
-        """Training-set indices each device of the last ``compute`` drew (length ``B_n`` each)."""
-        return list(self._batches)
+        """Training-set indices each device of the last ``compute`` drew for its first (with
+        FedSGD: only) step (length ``B_n`` each)."""
+        return [steps[0] for steps in self._batches]
+
+    @property
+    def last_local_batches(self) -> list[list[np.ndarray]]:
+        """Per device of the last ``compute``, the indices of each of its ``E_n`` local steps."""
+        return [list(steps) for steps in self._batches]
 
     @property
     def last_train_loss(self) -> np.ndarray:
-        """``(n,)`` minibatch losses of the last ``compute`` (at each device's local model)."""
+        """``(n,)`` minibatch losses of the last ``compute`` (at each device's local model, the
+        first local step's)."""
         return self._losses.copy()
 
     def global_params(self) -> torch.Tensor:
@@ -349,17 +377,29 @@ class TorchLearner:
         self.rule.begin_frame(frame, self._w, update)
 
     def compute(self, slot: int, device_ids: np.ndarray) -> None:
-        """Draw minibatches and compute the uploads of ``device_ids`` (batched)."""
+        """Draw minibatches and compute the uploads of ``device_ids`` (batched): their
+        gradients, or after ``E_n > 1`` local steps at the slot's learning rate their
+        pseudo-gradients (:mod:`models.learner.local`)."""
         ids = self._check_ids(device_ids)
         self._clear_slot()
         self._ids = ids
         if ids.size == 0:
             return
-        batch = self.data.draw(slot, ids)
-        self._batches = batch.samples
+        steps = self.local_steps[ids]
+        batches = self.data.draw_steps(slot, ids, steps)
+        self._batches = per_device_samples(batches, steps)
         params = self.rule.local_params(self._w, ids)
         local_bufs = self.rule.local_buffers(self.buffers, ids) if self.buffers else None
-        grads, losses, new_bufs = self.paths.compute(params, batch, self.buffers, local_bufs)
+        grads, losses, new_bufs = local_updates(
+            self.paths,
+            params,
+            batches,
+            steps,
+            np.full(ids.size, self.lr_at(slot)),
+            self.rule.trained(ids) if len(batches) > 1 else None,
+            self.buffers,
+            local_bufs,
+        )
         self._uploads = self.rule.uploads(grads, ids, slot)
         self._losses = losses.cpu().numpy()
         self.device_buffers = new_bufs
@@ -397,10 +437,11 @@ class TorchLearner:
         """The global model's version: server steps through :meth:`apply_updates`."""
         return self.stale.version
 
-    def start_update(self, key: int, device: int, sample_key: int) -> None:
-        """``device`` downloads the model for the update ``key`` (nothing is computed)."""
+    def start_update(self, key: int, device: int, sample_key: int, slot: int = 0) -> None:
+        """``device`` downloads the model in slot ``slot`` for the update ``key`` (nothing is
+        computed; its local steps, if any, take that slot's learning rate)."""
         self._started = True
-        self.stale.start(key, device, sample_key)
+        self.stale.start(key, device, sample_key, slot)
 
     def drop_update(self, key: int) -> None:
         """The update ``key`` will never be applied."""

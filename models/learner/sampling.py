@@ -50,9 +50,9 @@ class Batch:
 class LocalData:
     """The training set on the learner's torch device and its partition across devices.
 
-    Device ``n`` draws ``B_n`` indices of its local data each slot it trains: without replacement
-    if it holds at least ``B_n`` samples, else with replacement. Its draws come from
-    ``sampling_rngs[n]`` (in order) or, with ``sampling_streams``, from
+    Device ``n`` draws ``B_n`` indices of its local data for each local step of a slot it trains
+    in: without replacement if it holds at least ``B_n`` samples, else with replacement. Its
+    draws come from ``sampling_rngs[n]`` (in order) or, with ``sampling_streams``, from
     ``streams.device("sampling", n, t)`` for slot ``t``, so a batch does not depend on which slots
     the device took part in before (common random numbers across schemes).
 
@@ -94,22 +94,49 @@ class LocalData:
         """The minibatches of devices ``ids`` in slot ``slot`` (index sampling only); ``slot``
         may be one key per device (``(n,)`` ints: stale updates key each device's draw by its
         own slot or cycle)."""
+        return self.draw_steps(slot, ids, np.ones(ids.size, dtype=np.int64))[0]
+
+    def draw_steps(self, slot: int | np.ndarray, ids: np.ndarray, steps: np.ndarray) -> list[Batch]:
+        """The minibatches of ``steps[i]`` local steps of each device ``ids[i]`` (``(n,)`` ints
+        ``>= 1``): element ``e`` holds the devices with more than ``e`` steps, in ``ids`` order.
+
+        Each device draws its steps' batches in order from one generator (its slot's stream),
+        so its first batch is the one :meth:`draw` gives (FedSGD's) and step ``e + 1`` is that
+        stream's next draw; ``slot`` as in :meth:`draw`.
+        """
         keys = np.broadcast_to(np.asarray(slot, dtype=np.int64), ids.shape)
+        rngs = [
+            self.rngs[n] if self.rngs is not None else self.streams.device("sampling", n, int(k))
+            for n, k in zip(ids, keys, strict=True)
+        ]
+        out = []
+        for e in range(int(steps.max())):
+            rows = np.flatnonzero(steps > e)
+            out.append(self._batch(ids[rows], [rngs[r] for r in rows]))
+        return out
+
+    def _batch(self, ids: np.ndarray, rngs: list[np.random.Generator]) -> Batch:
+        """One minibatch of each device ``ids[i]``, drawn from ``rngs[i]``."""
         b = self.batch_sizes[ids]
         b_max = int(b.max())
         idx = np.empty((ids.size, b_max), dtype=np.int64)
         wts = np.zeros((ids.size, b_max), dtype=np.float32)
         samples = []
-        for row, n in enumerate(ids):
+        for row, (n, rng) in enumerate(zip(ids, rngs, strict=True)):
             local = self.parts[n]
-            rng = (
-                self.rngs[n]
-                if self.rngs is not None
-                else self.streams.device("sampling", n, int(keys[row]))
-            )
             pick = rng.choice(local.size, size=b[row], replace=local.size < b[row])
             samples.append(local[pick])
             idx[row, : b[row]] = local[pick]
             idx[row, b[row] :] = local[pick[0]]
             wts[row, : b[row]] = 1.0 / b[row]
         return Batch(ids=ids, sizes=b, idx=idx, weights=wts, samples=samples)
+
+
+def per_device_samples(batches: list[Batch], steps: np.ndarray) -> list[list[np.ndarray]]:
+    """:meth:`LocalData.draw_steps`'s batches regrouped per device: for device ``i`` of the
+    call, the training-set indices of each of its ``steps[i]`` local steps, in order."""
+    out: list[list[np.ndarray]] = [[] for _ in range(steps.size)]
+    for e, batch in enumerate(batches):
+        for row, samples in zip(np.flatnonzero(steps > e), batch.samples, strict=True):
+            out[row].append(samples)
+    return out

@@ -31,6 +31,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import numpy as np
 import torch
 
+from .local import local_updates
+
 if TYPE_CHECKING:
     from .core import TorchLearner
 
@@ -52,6 +54,7 @@ class _Pending(NamedTuple):
     version: int
     sample_key: int
     frame: int  #: the frame whose rule state (view) it holds
+    slot: int  #: the slot it started in (its local steps' learning rate)
 
 
 class _Step(NamedTuple):
@@ -119,8 +122,8 @@ class StaleUpdates:
             )
         return rule
 
-    def start(self, key: int, device: int, sample_key: int) -> None:
-        """``device`` downloads version :attr:`version` for the update ``key``."""
+    def start(self, key: int, device: int, sample_key: int, slot: int = 0) -> None:
+        """``device`` downloads version :attr:`version` in slot ``slot`` for the update ``key``."""
         rule = self._rule()
         key = int(key)
         if key in self._pending or key in self._computed:
@@ -139,7 +142,7 @@ class StaleUpdates:
         if v == self.materialised and v not in self._kept:
             self._kept[v] = _Version(self.owner._w, self.owner.buffers)
         self._refs[v] += 1
-        self._pending[key] = _Pending(int(device), v, int(sample_key), frame)
+        self._pending[key] = _Pending(int(device), v, int(sample_key), frame, int(slot))
 
     def drop(self, key: int) -> None:
         """The update ``key`` will never be applied: release what it holds."""
@@ -178,7 +181,9 @@ class StaleUpdates:
                 self._take(self._steps.popleft())
 
     def _compute(self, keys: list[int]) -> None:
-        """The uploads of ``keys`` (their versions materialised) in one batched call."""
+        """The uploads of ``keys`` (their versions materialised) in one batched call (one per
+        local step: :func:`~models.learner.local.local_updates`, each device at the learning
+        rate of the slot its update started in)."""
         own = self.owner
         todo = [self._pending.pop(k) for k in keys]
         ids = np.array([p.device for p in todo], dtype=np.int64)
@@ -198,8 +203,18 @@ class StaleUpdates:
         local_bufs = None
         if bufs and len({id(v.buffers) for v in versions}) > 1:
             local_bufs = {name: torch.stack([v.buffers[name] for v in versions]) for name in bufs}
-        batch = own.data.draw(np.array([p.sample_key for p in todo], dtype=np.int64), ids)
-        grads, _losses, new_bufs = own.paths.compute(params, batch, bufs, local_bufs)
+        steps = own.local_steps[ids]
+        batches = own.data.draw_steps(
+            np.array([p.sample_key for p in todo], dtype=np.int64), ids, steps
+        )
+        trained = None
+        if len(batches) > 1 and any(f is not None for f in frozen_rows):
+            none = torch.zeros(own.num_params, dtype=torch.bool, device=own.device)
+            trained = ~torch.stack([none if f is None else f for f in frozen_rows])
+        lr = np.array([own.lr_at(p.slot) for p in todo])
+        grads, _losses, new_bufs = local_updates(
+            own.paths, params, batches, steps, lr, trained, bufs, local_bufs
+        )
         self.computed += len(todo)
         self.calls += 1
         for row, (key, p) in enumerate(zip(keys, todo, strict=True)):
@@ -275,6 +290,7 @@ class StaleUpdates:
             "versions": np.array([p.version for p in pend], dtype=np.int64),
             "sample_keys": np.array([p.sample_key for p in pend], dtype=np.int64),
             "frames": np.array([p.frame for p in pend], dtype=np.int64),
+            "slots": np.array([p.slot for p in pend], dtype=np.int64),
             "models": {
                 str(v): {
                     "w": kept.w.cpu().numpy(),
@@ -308,15 +324,18 @@ class StaleUpdates:
         self._pending = {}
         self._refs = Counter()
         self._view_refs = Counter()
-        for k, n, v, sk, f in zip(
+        # a checkpoint of a version without local steps has no slots (their rate was not used)
+        slots = state.get("slots", np.zeros(len(state["keys"]), dtype=np.int64))
+        for k, n, v, sk, f, sl in zip(
             state["keys"],
             state["devices"],
             state["versions"],
             state["sample_keys"],
             state["frames"],
+            slots,
             strict=True,
         ):
-            self._pending[int(k)] = _Pending(int(n), int(v), int(sk), int(f))
+            self._pending[int(k)] = _Pending(int(n), int(v), int(sk), int(f), int(sl))
             self._refs[int(v)] += 1
             self._view_refs[int(f)] += 1
         if self._refs.get(self.materialised, 0) > 0:

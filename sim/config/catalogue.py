@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import numpy as np
+
 #: Dataset name -> per-sample input shape ``(C, H, W)``.
 INPUT_SHAPES: dict[str, tuple[int, int, int]] = {
     "digits": (1, 8, 8),
@@ -19,6 +21,13 @@ INPUT_SHAPES: dict[str, tuple[int, int, int]] = {
 }
 DATASETS: tuple[str, ...] = tuple(INPUT_SHAPES)
 NUM_CLASSES = 10
+#: Dataset name -> training samples ``M`` (``models.data.load_dataset``'s training split).
+TRAIN_SAMPLES: dict[str, int] = {
+    "digits": 1437,
+    "mnist": 60_000,
+    "fashion_mnist": 60_000,
+    "cifar10": 50_000,
+}
 
 MODELS: tuple[str, ...] = ("mlp", "cnn_mnist", "cnn_mnist_small", "mobilenet_v2", "resnet20")
 
@@ -142,3 +151,36 @@ def model_num_params(model: str, dataset: str) -> int:
         c, h, w = INPUT_SHAPES[dataset]
         return c * h * w * 128 + 128 + 128 * NUM_CLASSES + NUM_CLASSES
     return _FIXED_COUNTS[model]
+
+
+def iid_partition_sizes(num_samples: int, num_devices: int) -> np.ndarray:
+    """Local data sizes ``D_n`` of the IID partition of ``num_samples`` training samples over
+    ``num_devices`` devices, ``(N,)`` int64: one permutation cut into ``N`` contiguous pieces
+    (``np.array_split``; the first ``M mod N`` devices hold one sample more), whatever the
+    permutation (``models.data.partition``)."""
+    m, n = int(num_samples), int(num_devices)
+    if n < 1 or m < n:
+        raise ValueError(f"cannot give {n} devices at least one of {m} samples each")
+    sizes = np.full(n, m // n, dtype=np.int64)
+    sizes[: m % n] += 1
+    return sizes
+
+
+def epoch_steps(local_epochs: int, num_samples: np.ndarray, batch_size: np.ndarray) -> np.ndarray:
+    """Local SGD steps of ``k`` local epochs: ``E_n = k ceil(D_n / B_n)``, ``(N,)`` int64.
+
+    Args:
+        local_epochs: ``k >= 1``, passes over the device's data.
+        num_samples: ``D_n``, samples each device holds, ``(N,)`` ints ``>= 1``.
+        batch_size: ``B_n``, samples per step, ``(N,)`` ints ``>= 1``.
+    """
+    d = np.asarray(num_samples, dtype=np.int64)
+    b = np.asarray(batch_size, dtype=np.int64)
+    return int(local_epochs) * -(-d // b)
+
+
+def train_samples(dataset: str) -> int:
+    """Training samples ``M`` of a built-in or registered dataset."""
+    if dataset in USER_DATASETS:
+        return USER_DATASETS[dataset].num_train
+    return TRAIN_SAMPLES[dataset]

@@ -129,27 +129,22 @@ def check_derived(
         )
 
     # computation and energy, per device
-    one = np.ones(devices.num_devices)
     with np.errstate(all="ignore"):
-        t_cmp = physics.compute_time_s(
-            one, devices.cycles_per_sample, devices.batch_size, devices.cpu_hz
-        )
-        e_cmp = physics.compute_energy_j(
-            one, devices.cycles_per_sample, devices.batch_size, devices.cpu_hz, devices.capacitance
-        )
+        t_cmp = devices.full_compute_time_s()
+        e_cmp = devices.full_compute_energy_j()
         e_up = devices.peak_power_w * run.deadline_s
     n = _bad(t_cmp)
     if n is not None:
         raise ScenarioError(
             _culprit(devices, ("cycles_per_sample", "batch_size", "cpu_hz"), n),
-            f"device {n}'s compute time c B / f is not finite",
+            f"device {n}'s compute time c B E / f is not finite",
             fix_range,
         )
     n = _bad(e_cmp)
     if n is not None:
         raise ScenarioError(
             _culprit(devices, ("capacitance", "cycles_per_sample", "batch_size", "cpu_hz"), n),
-            f"device {n}'s compute energy (alpha / 2) c B f^2 is not finite",
+            f"device {n}'s compute energy (alpha / 2) c B E f^2 is not finite",
             fix_range,
         )
     n = _bad(e_up)

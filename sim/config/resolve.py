@@ -5,6 +5,7 @@ feasibility, the data directory and the model size. Every problem is a
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 
@@ -13,7 +14,14 @@ import numpy as np
 from ..errors import ScenarioError
 from ..rng import Streams
 from ..world.system import DeviceArrays
-from .catalogue import DATASET_FILES, DatasetError, model_num_params
+from .catalogue import (
+    DATASET_FILES,
+    DatasetError,
+    epoch_steps,
+    iid_partition_sizes,
+    model_num_params,
+    train_samples,
+)
 from .distributions import DEVICE_BOUNDS, per_device_values
 from .limits import path_problem, shorten
 from .schema import DevicesConfig, LearningConfig, RunConfig, Scenario
@@ -51,21 +59,61 @@ def resolve_devices(cfg: DevicesConfig, num_devices: int, streams: Streams) -> D
     return DeviceArrays(**out)
 
 
-def check_deadline(run: RunConfig, devices: DeviceArrays) -> None:
-    """Every device must be able to compute a full (gamma = 0) gradient before the deadline.
+def check_deadline(
+    run: RunConfig, devices: DeviceArrays, learning: LearningConfig | None = None
+) -> None:
+    """Every device must be able to compute a full (gamma = 0) local update before the deadline.
 
     Raises:
-        ScenarioError: on ``run.deadline_s``, naming the slowest device and its compute time.
+        ScenarioError: on ``run.deadline_s``, naming the slowest device and its compute time;
+            on ``learning.local_steps`` / ``learning.local_epochs`` when one gradient would fit
+            but the device's ``E_n`` local steps do not.
     """
     t = devices.full_compute_time_s()
     worst = int(np.argmax(t))
-    if t[worst] >= run.deadline_s:
+    if t[worst] < run.deadline_s:
+        return
+    steps = int(devices.local_steps[worst])
+    one = float(t[worst]) / steps
+    if steps > 1 and one < run.deadline_s:
+        epochs = learning is not None and learning.local_epochs is not None
+        fits = math.ceil(run.deadline_s / one) - 1
         raise ScenarioError(
-            "run.deadline_s",
-            f"{run.deadline_s:g} s is not above device {worst}'s compute time c*B/f = {t[worst]:.4g} s, "
-            "so no upload could ever arrive in time",
-            f"raise run.deadline_s above {t[worst]:.4g} s, or raise devices.cpu_hz / lower devices.batch_size",
+            "learning.local_epochs" if epochs else "learning.local_steps",
+            f"device {worst}'s {steps} local steps take c*B*E/f = {t[worst]:.4g} s, not below "
+            f"run.deadline_s = {run.deadline_s:g} s, so no upload could ever arrive in time",
+            f"{fits} local step(s) fit on that device: "
+            + (f"use learning.local_steps <= {fits}" if epochs else "lower learning.local_steps")
+            + ", or raise run.deadline_s or devices.cpu_hz",
         )
+    raise ScenarioError(
+        "run.deadline_s",
+        f"{run.deadline_s:g} s is not above device {worst}'s compute time c*B*E/f = {t[worst]:.4g} s, "
+        "so no upload could ever arrive in time",
+        f"raise run.deadline_s above {t[worst]:.4g} s, or raise devices.cpu_hz / lower devices.batch_size",
+    )
+
+
+def resolve_local_steps(
+    learning: LearningConfig, batch_size: np.ndarray, num_samples: np.ndarray | None = None
+) -> np.ndarray:
+    """``E_n``, the local SGD steps of each device per update, ``(N,)`` int64.
+
+    ``learning.local_steps`` (unset: 1, FedSGD) for every device, or with ``local_epochs = k``
+    ``k ceil(D_n / B_n)``. ``D_n`` are ``num_samples`` (the partition's sizes, which the learner
+    knows once it has made the partition); without them, the IID partition's sizes of the
+    dataset's training split (the catalogue's, no data loaded), or, for a Dirichlet partition
+    (known only from the labels), ``k`` (a lower bound: every device takes at least ``k``
+    steps) until the learner has made the partition (``wflsim.app.run.partition_system``).
+    """
+    n = batch_size.shape[0]
+    if learning.local_epochs is None:
+        return np.full(n, learning.local_steps or 1, dtype=np.int64)
+    if num_samples is None:
+        if learning.partition != "iid":
+            return np.full(n, learning.local_epochs, dtype=np.int64)
+        num_samples = iid_partition_sizes(train_samples(learning.dataset), n)
+    return epoch_steps(learning.local_epochs, num_samples, batch_size)
 
 
 def resolve_data_dir(cli_value: str | None, scenario: Scenario, base_dir: Path | None) -> Path:

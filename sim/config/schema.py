@@ -162,6 +162,19 @@ class LearningConfig(Strict):
     model: str = Field("mlp", description="a model of sim.config.catalogue")
     lr: _Float = Field(0.05, gt=0, le=1e3)
     lr_schedule: Literal["constant", "half_life"] = "constant"
+    local_steps: int | None = Field(
+        None,
+        ge=1,
+        le=1_000_000,
+        description="E: local SGD steps per update (FedAvg); unset = 1, FedSGD (the paper's)",
+    )
+    local_epochs: int | None = Field(
+        None,
+        ge=1,
+        le=1_000_000,
+        description="k: local passes over the device's data, E_n = k ceil(D_n / B_n) steps "
+        "(instead of local_steps)",
+    )
     aggregation: Literal["weighted", "per_coordinate"] = "weighted"
     eval_every_slots: int = Field(20, ge=1, le=MAX_SLOTS)
     eval_max_samples: int | None = Field(None, ge=1, le=1_000_000_000)
@@ -187,6 +200,24 @@ class LearningConfig(Strict):
                 raise ValueError(
                     f"model {v!r} does not fit dataset {dataset!r}; it takes {', '.join(fits)}"
                 )
+        return v
+
+    @field_validator("local_epochs")
+    @classmethod
+    def _local_epochs(cls, v: int | None, info: ValidationInfo) -> int | None:
+        if v is None:
+            return v
+        if info.data.get("local_steps") is not None:
+            raise ValueError(
+                "local_steps and local_epochs exclude each other: give local_steps = E (E steps "
+                "per update) or local_epochs = k (k passes over the device's data), not both"
+            )
+        if info.data.get("enabled") is False and info.data.get("partition") == "dirichlet":
+            raise ValueError(
+                "a network-only run cannot count local epochs on a Dirichlet partition (its local "
+                "data sizes come from the labels, which it does not load): use local_steps, "
+                'partition = "iid", or enabled = true'
+            )
         return v
 
     @field_validator("data_dir")

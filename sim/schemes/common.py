@@ -128,7 +128,9 @@ class FrameController:
             noise_w=np.asarray(s.noise_w, dtype=np.float64),
             mean_gain=ctx.large_scale_gain,
             deadline_s=np.asarray(s.deadline_s, dtype=np.float64),
-            cycles_per_sample=d.cycles_per_sample,
+            # an update's E_n local steps run E_n c cycles per sample of its batch: theta and
+            # e_cmp scale with E_n, the value V lam B does not (E_n = 1: c itself)
+            cycles_per_sample=d.cycles_per_sample * d.local_steps,
             batch_size=d.batch_size,
             cpu_hz=d.cpu_hz,
             capacitance=d.capacitance,

@@ -163,15 +163,18 @@ def compute_time_s(
     cycles_per_sample: ArrayLike,
     batch_size: ArrayLike,
     cpu_hz: ArrayLike,
+    local_steps: ArrayLike = 1,
 ) -> F64:
-    """Computation latency ``tau_cmp = u c B / f``, seconds (paper eq. 12 with ``u = 1 - gamma``).
+    """Computation latency ``tau_cmp = u c B E / f``, seconds (paper eq. 12 with ``u = 1 - gamma``,
+    times the local steps ``E``: ``E = 1`` is the paper's single gradient).
 
     Args:
         compute_fraction: ``u``, the share of a full local gradient's ``c B`` cycles the device
             runs, in ``[0, 1]`` (``1 - gamma`` under freezing; a scheme's cost model gives it).
         cycles_per_sample: ``c``, cycles per sample.
-        batch_size: ``B``, samples.
+        batch_size: ``B``, samples per step.
         cpu_hz: ``f``, cycles per second.
+        local_steps: ``E``, local SGD steps per update (``learning.local_steps``; 1: FedSGD).
 
     Returns:
         ``tau_cmp``, seconds (broadcast shape, typically ``(N,)``).
@@ -181,6 +184,7 @@ def compute_time_s(
         u
         * np.asarray(cycles_per_sample, dtype=np.float64)
         * np.asarray(batch_size, dtype=np.float64)
+        * np.asarray(local_steps, dtype=np.float64)
         / np.asarray(cpu_hz, dtype=np.float64)
     )
 
@@ -191,13 +195,16 @@ def compute_energy_j(
     batch_size: ArrayLike,
     cpu_hz: ArrayLike,
     capacitance: ArrayLike,
+    local_steps: ArrayLike = 1,
 ) -> F64:
-    """Computation energy ``E_cmp = (alpha / 2) u c B f^2``, joules (paper eq. 13, ``u = 1 - gamma``).
+    """Computation energy ``E_cmp = (alpha / 2) u c B E f^2``, joules (paper eq. 13,
+    ``u = 1 - gamma``, times the local steps ``E``).
 
     Args:
         compute_fraction: ``u`` in ``[0, 1]`` (see :func:`compute_time_s`).
-        cycles_per_sample, batch_size, cpu_hz: ``c``, ``B`` (samples), ``f`` (cycles/s).
+        cycles_per_sample, batch_size, cpu_hz: ``c``, ``B`` (samples per step), ``f`` (cycles/s).
         capacitance: ``alpha``, the effective switched capacitance.
+        local_steps: ``E``, local SGD steps per update (1: FedSGD).
 
     Returns:
         ``E_cmp``, joules.
@@ -210,6 +217,7 @@ def compute_energy_j(
         * u
         * np.asarray(cycles_per_sample, dtype=np.float64)
         * np.asarray(batch_size, dtype=np.float64)
+        * np.asarray(local_steps, dtype=np.float64)
         * f
         * f
     )

@@ -7,7 +7,7 @@ Schemes, the slot resolution and the engine read these records and never the sce
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -20,7 +20,8 @@ class DeviceArrays:
 
     ``cpu_hz`` ``f`` (cycles/s), ``cycles_per_sample`` ``c`` (cycles), ``capacitance`` ``alpha``,
     ``batch_size`` ``B`` (samples, int64), ``peak_power_w`` ``P_bar`` (W), ``energy_budget_j``
-    ``E_bar`` (J per slot).
+    ``E_bar`` (J per slot), ``local_steps`` ``E_n`` (local SGD steps per update, int64; not
+    given: 1 for every device, FedSGD).
     """
 
     cpu_hz: np.ndarray
@@ -29,15 +30,43 @@ class DeviceArrays:
     batch_size: np.ndarray
     peak_power_w: np.ndarray
     energy_budget_j: np.ndarray
+    local_steps: np.ndarray = field(default_factory=lambda: np.ones(0, dtype=np.int64))
+
+    def __post_init__(self) -> None:
+        steps = np.asarray(self.local_steps, dtype=np.int64)
+        if steps.size == 0:  # not given: FedSGD
+            steps = np.ones(self.num_devices, dtype=np.int64)
+        if steps.shape != (self.num_devices,) or (steps < 1).any():
+            raise ValueError(f"local_steps must be ({self.num_devices},) integers >= 1")
+        object.__setattr__(self, "local_steps", steps)
 
     @property
     def num_devices(self) -> int:
         """``N``."""
         return int(self.cpu_hz.shape[0])
 
+    def with_local_steps(self, local_steps: np.ndarray) -> DeviceArrays:
+        """A copy with ``E_n`` replaced, ``(N,)`` ints ``>= 1``."""
+        return replace(self, local_steps=local_steps)
+
     def full_compute_time_s(self) -> np.ndarray:
-        """Compute time of a full gradient, ``c B / f`` (eq. 12 at ``gamma = 0``), seconds."""
-        return physics.compute_time_s(1.0, self.cycles_per_sample, self.batch_size, self.cpu_hz)
+        """Compute time of a full local update, ``c B E / f`` (eq. 12 at ``gamma = 0``, ``E``
+        local steps), seconds."""
+        return physics.compute_time_s(
+            1.0, self.cycles_per_sample, self.batch_size, self.cpu_hz, self.local_steps
+        )
+
+    def full_compute_energy_j(self) -> np.ndarray:
+        """Compute energy of a full local update, ``(alpha / 2) c B E f^2`` (eq. 13 at
+        ``gamma = 0``), joules."""
+        return physics.compute_energy_j(
+            1.0,
+            self.cycles_per_sample,
+            self.batch_size,
+            self.cpu_hz,
+            self.capacitance,
+            self.local_steps,
+        )
 
 
 @dataclass(frozen=True)

@@ -18,9 +18,11 @@ import logging
 import platform
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from wflsim._version import __version__
 from wflsim.sim import rundir
@@ -41,6 +43,7 @@ from wflsim.sim.config.resolve import (
     payload_num_params,
     resolve_data_dir,
     resolve_devices,
+    resolve_local_steps,
 )
 from wflsim.sim.config.schema import Scenario
 from wflsim.sim.engine import Engine, EngineConfig, FrameSink, Hooks, ProgressFn, RunStats
@@ -206,7 +209,8 @@ def prepare_scenario(
     streams = Streams(scenario.seed)
     n = scenario.network.num_devices
     devices = resolve_devices(scenario.devices, n, streams)
-    check_deadline(scenario.run, devices)
+    devices = devices.with_local_steps(resolve_local_steps(scenario.learning, devices.batch_size))
+    check_deadline(scenario.run, devices, scenario.learning)
     mobility = build_mobility(
         scenario.mobility,
         num_devices=n,
@@ -311,7 +315,8 @@ def make_learner(prep: Prepared) -> Learner:
 
     Raises:
         ScenarioError: missing data files, a dataset the catalogue does not know, a torch
-            device that is not there.
+            device that is not there, local epochs whose steps on the partition miss the
+            deadline (:func:`partition_system`).
     """
     lc = prep.scenario.learning
     if not lc.enabled:
@@ -319,7 +324,7 @@ def make_learner(prep: Prepared) -> Learner:
     from wflsim.models.learner import TorchLearner
 
     try:
-        return TorchLearner.from_config(
+        learner = TorchLearner.from_config(
             dataset=lc.dataset,
             data_dir=str(prep.data_dir),
             model=lc.model,
@@ -334,6 +339,8 @@ def make_learner(prep: Prepared) -> Learner:
             eval_max_samples=lc.eval_max_samples,
             unmoved_stability=lc.unmoved_stability,
             aggregation=lc.aggregation,
+            local_steps=lc.local_steps or 1,
+            local_epochs=lc.local_epochs,
         )
     except FileNotFoundError as err:
         raise ScenarioError(
@@ -347,6 +354,8 @@ def make_learner(prep: Prepared) -> Learner:
                 "learning.device", str(err).splitlines()[0], 'use device = "cpu" or "auto"'
             ) from None
         raise
+    partition_system(prep, learner)  # local epochs on its partition must fit the deadline
+    return learner
 
 
 def resolve_system(scenario: Scenario, devices: DeviceArrays) -> SystemConstants:
@@ -411,14 +420,20 @@ def build_engine(
     """The engine of a prepared scenario with a fresh scheme, on ``learner``.
 
     Raises:
-        ValueError: the learner's ``D`` differs from the scenario's (a custom learner that does
-            not fit the scenario).
+        ValueError: the learner's ``D`` or local steps differ from the scenario's (a custom
+            learner that does not fit the scenario).
     """
-    system = prep.system
+    system = partition_system(prep, learner)
     if int(learner.num_params) != system.num_params:
         raise ValueError(
             f"the learner has {learner.num_params} parameters but the scenario's D is "
             f"{system.num_params} (learning.model / learning.num_params)"
+        )
+    steps = getattr(learner, "local_steps", None)
+    if steps is not None and not np.array_equal(steps, system.devices.local_steps):
+        raise ValueError(
+            "the learner's local steps per device differ from the scenario's "
+            "(learning.local_steps / learning.local_epochs), which the compute costs follow"
         )
     sc = prep.scenario
     # the scheme plans on the band it expects ([uplink] planned_concurrent_uploads)
@@ -436,6 +451,30 @@ def build_engine(
     if not isinstance(learner, NullLearner):
         check_stale_rule(sc, scheme.update_rule.name)
     return AsyncEngine(*parts, server=sc.server, **options)
+
+
+def partition_system(prep: Prepared, learner: Learner) -> SystemConstants:
+    """The system of a prepared scenario with the local steps of the learner's partition.
+
+    With ``learning.local_epochs`` a device's ``E_n = k ceil(D_n / B_n)`` depends on its local
+    data size ``D_n``: :func:`prepare_scenario` knows it for an IID partition (the catalogue's
+    sizes), not for a Dirichlet one (the labels decide); here it comes from the partition the
+    learner made (``learner.num_samples``), and the deadline is checked again on it.
+
+    Raises:
+        ScenarioError: a device's ``E_n`` local steps do not fit before the deadline.
+    """
+    sc = prep.scenario
+    if sc.learning.local_epochs is None or learner.num_samples is None:
+        return prep.system
+    dev = prep.system.devices
+    steps = resolve_local_steps(sc.learning, dev.batch_size, np.asarray(learner.num_samples))
+    if np.array_equal(steps, dev.local_steps):
+        return prep.system
+    devices = dev.with_local_steps(steps)
+    check_deadline(sc.run, devices, sc.learning)
+    check_derived(sc, devices, prep.channel, prep.system.num_params)
+    return replace(prep.system, devices=devices)
 
 
 def check_stale_rule(scenario: Scenario, rule: str) -> None:

@@ -30,8 +30,15 @@ class UpdateRule(Protocol):
         """Where devices ``ids`` compute their gradients: ``(D,)`` shared or ``(n, D)``."""
         ...
 
+    def trained(self, ids: np.ndarray) -> torch.Tensor | None:
+        """Where devices ``ids`` train, ``(n, D)`` bool (None: everywhere), after
+        :meth:`local_params` for the same devices: local steps (``models.learner.local``) give
+        the other coordinates no gradient at any step."""
+        ...
+
     def uploads(self, grads: torch.Tensor, ids: np.ndarray, slot: int) -> torch.Tensor:
-        """What devices ``ids`` send in slot ``slot``, from their gradients ``(n, D)``; ``(n, D)``."""
+        """What devices ``ids`` send in slot ``slot``, from their gradients ``(n, D)`` (after
+        local steps: their pseudo-gradients); ``(n, D)``."""
         ...
 
     def aggregate(
@@ -86,6 +93,10 @@ class PlainRule:
 
     def settle(self, ok: np.ndarray) -> None:
         """Nothing to do."""
+
+    def trained(self, ids: np.ndarray) -> torch.Tensor | None:
+        """Every device trains every parameter."""
+        return None
 
     def local_buffers(
         self, buffers: dict[str, torch.Tensor], ids: np.ndarray

@@ -214,6 +214,11 @@ class Freezing(PlainRule):
         rows = self._frozen_rows(ids)
         return w if rows is None else torch.where(rows, self.w_frame, w)
 
+    def trained(self, ids: np.ndarray) -> torch.Tensor | None:
+        """Everything but the frozen parameters (None when none of ``ids`` froze anything)."""
+        rows = self._frozen_rows(ids)
+        return None if rows is None else ~rows
+
     def uploads(self, grads: torch.Tensor, ids: np.ndarray, slot: int) -> torch.Tensor:
         """The gradients with frozen entries set to 0 (not trained, not uploaded)."""
         rows = self._frozen_rows(ids)

@@ -104,6 +104,12 @@ class OrderedDropout(PlainRule):
         self._masks = torch.stack([self.width_mask(p) for p in widths])
         return w * self._masks
 
+    def trained(self, ids: np.ndarray) -> torch.Tensor | None:
+        """The sub-models' coordinates of the last :meth:`local_params` (None: full width)."""
+        if not np.array_equal(ids, self._ids):
+            raise RuntimeError("trained() must follow local_params() for the same devices")
+        return self._masks
+
     def uploads(self, grads: torch.Tensor, ids: np.ndarray, slot: int) -> torch.Tensor:
         """The gradients on the sub-model's coordinates."""
         if not np.array_equal(ids, self._ids):

@@ -81,6 +81,12 @@ class ImportancePruning(PlainRule):
         self._masks = self.masks_for(w, ids)
         return w if self._masks is None else w * self._masks
 
+    def trained(self, ids: np.ndarray) -> torch.Tensor | None:
+        """The kept coordinates of the last :meth:`local_params` (None: nothing pruned)."""
+        if not np.array_equal(ids, self._ids):
+            raise RuntimeError("trained() must follow local_params() for the same devices")
+        return self._masks
+
     def uploads(self, grads: torch.Tensor, ids: np.ndarray, slot: int) -> torch.Tensor:
         """The gradients on the kept coordinates."""
         if not np.array_equal(ids, self._ids):

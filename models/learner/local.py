@@ -1,0 +1,81 @@
+"""Local SGD steps on the devices (FedAvg): ``E_n`` steps from the downloaded model, one upload.
+
+Device ``n`` starts at its local model ``w_0`` (the rule's: the global model, or eq. 1's
+``w_tilde_n`` under freezing) and takes ``E_n`` SGD steps on fresh minibatches of ``B_n`` samples
+at the local learning rate ``lr`` (the run's learning rate of the slot),
+
+    g_e = m * grad F_n(w_e; batch_e),   w_(e+1) = w_e - lr g_e,   e = 0 .. E_n - 1,
+
+with ``m`` the coordinates the device trains (the rule's :meth:`trained` mask: its frozen,
+pruned or dropped parameters get no gradient at any step, so they keep their values). Its
+upload is the pseudo-gradient ``(w_0 - w_E) / lr``, computed as ``sum_e g_e`` (equal in exact
+arithmetic; the sum avoids the cancellation of subtracting two nearby models, and is FedSGD's
+gradient itself for ``E_n = 1``). The server's step ``w - lr * mean(uploads)`` with the same
+``lr`` is then FedAvg's weighted average of the devices' final models, and every update rule
+(masks, Top-K, quantisation, aggregation) applies to the pseudo-gradient unchanged.
+
+Each step runs every device that has not finished its steps through one
+:meth:`GradientPaths.compute` call (batched ``vmap`` over per-device parameters, or plain
+autograd per device); BatchNorm running statistics carry from step to step on each device.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from .gradients import GradientPaths, Grads
+from .sampling import Batch
+
+
+def local_updates(
+    paths: GradientPaths,
+    params: torch.Tensor,
+    batches: list[Batch],
+    steps: np.ndarray,
+    lr: np.ndarray,
+    trained: torch.Tensor | None,
+    buffers: dict[str, torch.Tensor],
+    device_buffers: dict[str, torch.Tensor] | None = None,
+) -> Grads:
+    """The uploads of ``n`` devices after their local steps (module docstring).
+
+    Args:
+        paths: the gradient paths.
+        params: where the devices start, ``(D,)`` shared or ``(n, D)``.
+        batches: :meth:`LocalData.draw_steps`'s minibatches (element ``e``: the devices with
+            more than ``e`` steps).
+        steps: ``E_n``, ``(n,)`` ints ``>= 1``.
+        lr: the local learning rate of each device, ``(n,)``.
+        trained: ``(n, D)`` bool, True where a device trains (None: everywhere).
+        buffers, device_buffers: the starting BatchNorm statistics, as
+            :meth:`GradientPaths.compute`.
+
+    Returns:
+        ``(n, D)`` pseudo-gradients (for ``E_n = 1`` every device's gradient exactly as
+        :meth:`GradientPaths.compute` gives it, unmasked), ``(n,)`` the losses of the first
+        step (at the downloaded model) and the buffers after each device's last step
+        ``{name: (n, ...)}``.
+    """
+    first = paths.compute(params, batches[0], buffers, device_buffers)
+    if len(batches) == 1:
+        return first
+    grads, losses, bufs = first
+    if trained is not None:
+        grads = grads.masked_fill(~trained, 0.0)
+    rate = torch.as_tensor(np.asarray(lr), dtype=grads.dtype, device=grads.device).view(-1, 1)
+    total = grads.clone()
+    w = params - rate * grads  # (n, D) also when params is shared
+    bufs = {k: v.clone() for k, v in bufs.items()}
+    for e in range(1, len(batches)):
+        rows = torch.as_tensor(np.flatnonzero(steps > e), device=grads.device)
+        g, _, new_bufs = paths.compute(
+            w[rows], batches[e], buffers, {k: v[rows] for k, v in bufs.items()} if bufs else None
+        )
+        if trained is not None:
+            g = g.masked_fill(~trained[rows], 0.0)
+        total[rows] += g
+        w[rows] -= rate[rows] * g
+        for k, v in new_bufs.items():
+            bufs[k][rows] = v
+    return total, losses, bufs
