@@ -552,7 +552,7 @@ def _set_scale(axes: Sequence[Axes], scale: _Scale) -> None:
             note = "(log scale)"
         else:
             ax.set_yscale("symlog", linthresh=scale.linthresh, linscale=0.6)
-            note = f"(symmetric log; linear within -+{scale.linthresh:g})"
+            note = f"(symlog, linear within ±{scale.linthresh:g})"
         if ax.get_ylabel():
             ax.set_ylabel(ax.get_ylabel() + "\n" + note)
 
