@@ -203,6 +203,7 @@ def _validate(args: argparse.Namespace) -> int:
     # Build the learner as `run` would (data, model, torch device), so that what only the learner
     # can check (e.g. learning.device = "cuda" without a GPU) fails here too, not at run time.
     learner = make_learner(prep)
+    _show_warnings()
     sc = prep.scenario
     what = (
         f"learning {sc.learning.dataset}/{sc.learning.model} on {sc.learning.device}"
@@ -293,6 +294,7 @@ def _execute(
     start: Callable[[ProgressFn], RunStats | None],
 ) -> int:
     """Run ``start(progress)`` with a progress bar, SIGTERM as Ctrl-C, and print the outcome."""
+    _show_warnings()
     sc = prep.scenario
     progress = bar = SlotBar(
         sc.run.frames * sc.run.slots_per_frame, sc.run.slots_per_frame, disable=args.quiet
@@ -428,6 +430,7 @@ def _sweep(args: argparse.Namespace) -> int:
     )
     out = Path(args.out) if args.out else Path("runs") / f"sweep-{Path(args.scenario).stem}"
     check_out_path(out, "--out", sweep=True)
+    _show_warnings()
     n_shared = len(shared_points(plan, out))
     print(
         f"wflsim: {len(plan.points)} points, {len(plan.points) - n_shared} to run, "
@@ -521,9 +524,12 @@ def _command(args: argparse.Namespace) -> int:
 
 @contextlib.contextmanager
 def _plausibility_lines() -> Iterator[None]:
-    """Within: each :class:`PlausibilityWarning` is printed as one line on stderr,
+    """Within: each :class:`PlausibilityWarning` becomes one line on stderr,
     ``warning: <field>: <problem> (<fix>)`` (every one: the sweep already shows each distinct
-    finding once); other warnings as Python shows them."""
+    finding once), printed by :func:`_show_warnings` once the input is valid, before the work
+    starts, or when the command ends; a command that fails on bad input prints only its one-line
+    error. Other warnings as Python shows them."""
+    _PENDING.clear()
     with warnings.catch_warnings():
         warnings.simplefilter("always", PlausibilityWarning)
         show = warnings.showwarning
@@ -537,12 +543,29 @@ def _plausibility_lines() -> Iterator[None]:
             line: str | None = None,
         ) -> None:
             if issubclass(category, PlausibilityWarning):
-                print(f"warning: {_one_line(str(message))}", file=sys.stderr)
+                _PENDING.append(f"warning: {_one_line(str(message))}")
             else:
                 show(message, category, filename, lineno, file, line)
 
         warnings.showwarning = show_line
-        yield
+        try:
+            yield
+        except ScenarioError:
+            _PENDING.clear()  # the error line alone
+            raise
+        finally:
+            _show_warnings()
+
+
+#: Plausibility warning lines not yet printed (:func:`_plausibility_lines`).
+_PENDING: list[str] = []
+
+
+def _show_warnings() -> None:
+    """Print the plausibility warnings so far (the input is valid: the work starts)."""
+    for line in _PENDING:
+        print(line, file=sys.stderr)
+    _PENDING.clear()
 
 
 def main(argv: list[str] | None = None, *, hooks: Hooks | None = None) -> int:
