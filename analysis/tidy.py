@@ -14,7 +14,10 @@ A sweep's points whose runs were identical share one run folder (``sweep.json``:
 every table presents such a run once per point that shares it (also when only its folder is
 named), each time with that point's ``run`` name and configuration (its scheme parameters from
 the grid), so that a figure over a swept value draws the point too. A point's grid value of a scheme parameter its scheme does not
-have (``scheme.tol`` of ``ideal``) is part of its configuration too (``variant``).
+have (``scheme.tol`` of ``ideal``) is part of its configuration too (``variant``). A point that
+shares a run made at another ``V`` (a scheme whose ``V`` changes only its logged cost: ``ideal``,
+``fixed_power``) gets the ``cost`` column of its own ``V``, recomputed as the engine computes it
+(:func:`with_cost_at`), in every table, :func:`events` and :func:`duckdb_view`.
 
 For traces too large for memory, :func:`duckdb_view` puts a DuckDB view over many runs' Parquet
 files instead.
@@ -139,6 +142,8 @@ class _Run:
     path: Path
     scheme: tuple[tuple[str, Any], ...] = ()
     shares: Path | None = None
+    #: the ``V`` at which its ``cost`` is recomputed (:func:`point_cost_v`; None: as logged)
+    cost_v: float | None = None
 
 
 def _runs(runs: RunsArg) -> list[_Run]:
@@ -154,8 +159,59 @@ def _runs(runs: RunsArg) -> list[_Run]:
         out.append(_Run(d, d, _scheme_values(points.get(d.name))))
         for name, entry in points.items():
             if entry.get("same_as") == d.name and name != d.name and not has_trace(d.parent / name):
-                out.append(_Run(d, d.parent / name, _scheme_values(entry), d))
+                values = _scheme_values(entry)
+                out.append(_Run(d, d.parent / name, values, d, point_cost_v(entry, d)))
     return sorted(out, key=lambda r: r.path)
+
+
+def point_cost_v(entry: dict[str, Any] | None, folder: str | os.PathLike[str]) -> float | None:
+    """The ``V`` at which the sweep point ``entry`` (its ``sweep.json`` record) that shares the
+    run in ``folder`` has its ``cost`` recomputed: its grid value of ``scheme.V`` where that
+    differs from the run's own ``V`` and its scheme took it (a sweep shares runs at other values
+    of ``V`` only for schemes whose ``V`` changes only the logged cost); None otherwise."""
+    entry = entry or {}
+    values = dict(_scheme_values(entry))
+    unused = entry.get("unused_overrides")
+    if "scheme.V" not in values or isinstance(values["scheme.V"], bool | str):
+        return None
+    if isinstance(unused, list) and any(str(o).startswith("scheme.V=") for o in unused):
+        return None  # the scheme has no V: the value is only a label
+    v = float(values["scheme.V"])
+    own = _resolved_scenario(Path(folder)).get("scheme", {}).get("V", _DEFAULT_V)
+    return None if v == float(own) else v
+
+
+def with_cost_at(ev: pd.DataFrame, v: float, freeze: pd.DataFrame | None = None) -> pd.DataFrame:
+    """A run's events with the ``cost`` column as a run at ``V = v`` logs it: ``z = v X + Q E``
+    with ``X`` (``conv_error``) and ``E`` (``energy_j``, J) of each row that has a cost, and ``Q``
+    (J) the device's queue at its frame's start (``queue_j`` of the ``freeze`` row of that frame
+    and device), in float64, in the engine's order (``v X``, then ``Q E``, then their sum:
+    :func:`wflsim.sim.slot.drift_plus_penalty`), so the column equals a real run's bit for bit.
+
+    ``freeze``: the run's ``freeze`` rows (``frame``, ``device``, ``queue_j``) when ``ev`` lacks
+    them. Only a scheme whose ``V`` changes nothing but its cost may be recomputed so.
+    """
+    if "cost" not in ev.columns:
+        return ev
+    rows = ev["cost"].notna().to_numpy()
+    if not rows.any():
+        return ev
+    if freeze is None:
+        freeze = ev[(ev["event"] == "freeze").to_numpy()]
+    key = ["frame", "device"]
+    queue = pd.Series(
+        freeze["queue_j"].to_numpy(np.float64),
+        index=pd.MultiIndex.from_frame(freeze[key].astype(np.int64)),
+    )
+    queue = queue[~queue.index.duplicated(keep="last")]
+    sub = ev.loc[rows, [*key, "conv_error", "energy_j"]]
+    q = queue.reindex(pd.MultiIndex.from_frame(sub[key].astype(np.int64))).to_numpy(np.float64)
+    x = sub["conv_error"].to_numpy(np.float64)
+    e = sub["energy_j"].to_numpy(np.float64)
+    z = v * x + q * e
+    cost = ev["cost"].copy()
+    cost[rows] = z
+    return ev.assign(cost=cost)
 
 
 def _sweep_points(folder: Path) -> dict[str, dict[str, Any]]:
@@ -204,6 +260,12 @@ def _with_point(scenario: dict[str, Any], values: tuple[tuple[str, Any], ...]) -
         else:
             node[last] = value
     return out
+
+
+def point_scenario(scenario: dict[str, Any], entry: dict[str, Any] | None) -> dict[str, Any]:
+    """The resolved scenario of a run as the sweep point ``entry`` (its ``sweep.json`` record)
+    presents it: with the point's grid values of scheme parameters set."""
+    return _with_point(scenario, _scheme_values(entry))
 
 
 def _run_labels(dirs: Sequence[Path]) -> list[str]:
@@ -351,6 +413,11 @@ def runs_table(runs: RunsArg) -> pd.DataFrame:
     the same ``(scheme, V, dataset, partition, energy_budget, variant)`` are seeds of one
     configuration.
     """
+    return _runs_info(runs)[0]
+
+
+def _runs_info(runs: RunsArg) -> tuple[pd.DataFrame, list[_Run]]:
+    """:func:`runs_table` and the runs of its rows, in its order."""
     found = _runs(runs)
     labels = _run_labels([r.path for r in found])
     label_of = {r.path: label for r, label in zip(found, labels, strict=True)}
@@ -412,7 +479,7 @@ def runs_table(runs: RunsArg) -> pd.DataFrame:
             if flat.get(k) is not None
         )
     cols = ID_COLUMNS + [c for c in (rows[0] if rows else {}) if c not in ID_COLUMNS]
-    return pd.DataFrame(rows, columns=cols)
+    return pd.DataFrame(rows, columns=cols), found
 
 
 def _short(v: object) -> str:
@@ -753,9 +820,12 @@ def _concat(parts: list[pd.DataFrame]) -> pd.DataFrame:
     return pd.concat(nonempty, ignore_index=True)
 
 
-def _tables(run_dir: str, want: set[str]) -> dict[str, pd.DataFrame]:
-    """The tidy tables ``want`` of one run folder (without the ID columns)."""
+def _tables(run_dir: str, want: set[str], cost_v: float | None = None) -> dict[str, pd.DataFrame]:
+    """The tidy tables ``want`` of one run folder (without the ID columns; ``cost_v``: the
+    ``V`` at which its cost is recomputed, :func:`with_cost_at`)."""
     ev = load_events(run_dir, events=_ALL_EVENTS, columns=_ALL_COLUMNS)
+    if cost_v is not None:
+        ev = with_cost_at(ev, cost_v)
     ds = device_slots_from_events(ev)
     built: dict[str, pd.DataFrame] = {"device_slots": ds}
     if want & {"slots", "evaluations"}:
@@ -771,13 +841,15 @@ def load(runs: RunsArg, tables: Iterable[str] | None = None) -> Tidy:
     """Read each run once and build its tidy tables (``tables``: a subset of
     ``device_slots``, ``frames``, ``slots``, ``evaluations`` to build; the others stay empty)."""
     want = set(tables or ("device_slots", "frames", "slots", "evaluations"))
-    info = runs_table(runs)
+    info, found = _runs_info(runs)
     parts: dict[str, list[pd.DataFrame]] = {k: [] for k in want}
-    done: dict[str, dict[str, pd.DataFrame]] = {}  # a run shared by sweep points is read once
-    for _, row in info.iterrows():
-        if row["run_dir"] not in done:
-            done[row["run_dir"]] = _tables(row["run_dir"], want)
-        built = done[row["run_dir"]]
+    # a run shared by sweep points is read once per V its cost is presented at
+    done: dict[tuple[str, float | None], dict[str, pd.DataFrame]] = {}
+    for (_, row), r in zip(info.iterrows(), found, strict=True):
+        key = (row["run_dir"], r.cost_v)
+        if key not in done:
+            done[key] = _tables(row["run_dir"], want, r.cost_v)
+        built = done[key]
         for k in want:
             parts[k].append(_with_ids(built[k], row))
     empty = pd.DataFrame(columns=ID_COLUMNS)
@@ -798,16 +870,37 @@ def events(
     ``events`` and ``columns`` filter while reading (as in :func:`analysis.io.load_events`).
     Columns are NumPy-typed (:func:`plain_dtypes`); ``event`` is a category.
     """
-    info = runs_table(runs)
+    info, found = _runs_info(runs)
     parts = []
-    for _, row in info.iterrows():
-        ev = plain_dtypes(load_events(row["run_dir"], events=events, columns=columns))
+    for (_, row), r in zip(info.iterrows(), found, strict=True):
+        ev = _point_events(row["run_dir"], r.cost_v, events, columns)
         ev["event"] = ev["event"].astype(str)
         parts.append(_with_ids(ev, row))
     df = _concat(parts)
     if "event" in df:
         df["event"] = df["event"].astype("category")
     return df
+
+
+#: The columns :func:`with_cost_at` reads of the rows with a cost.
+_COST_INPUTS = ["frame", "device", "conv_error", "energy_j"]
+
+
+def _point_events(
+    run_dir: str, cost_v: float | None, events: list[str] | None, columns: list[str] | None
+) -> pd.DataFrame:
+    """One run's events (:func:`events`), with the cost recomputed at ``cost_v`` (not None)."""
+    recost = cost_v is not None and (columns is None or "cost" in columns)
+    if not recost:
+        return plain_dtypes(load_events(run_dir, events=events, columns=columns))
+    assert cost_v is not None
+    read = None if columns is None else [*columns, *(c for c in _COST_INPUTS if c not in columns)]
+    ev = load_events(run_dir, events=events, columns=read)
+    freeze = load_events(run_dir, events=["freeze"], columns=["frame", "device", "queue_j"])
+    ev = with_cost_at(ev, cost_v, freeze)
+    if columns is not None:
+        ev = ev.drop(columns=[c for c in _COST_INPUTS if c not in columns and c != "event"])
+    return plain_dtypes(ev)
 
 
 def device_slots(runs: RunsArg) -> pd.DataFrame:
@@ -941,7 +1034,7 @@ def duckdb_view(
     """
     if not _IDENT.match(name):
         raise ValueError(f"view name {name!r} is not a plain SQL identifier")
-    info = runs_table(runs)
+    info, found = _runs_info(runs)
     if info.empty:
         raise FileNotFoundError(f"no runs (events.parquet) found in {runs!r}")
     tmp = f"__{name}_runs_df"
@@ -950,14 +1043,33 @@ def duckdb_view(
         con.execute(f"create or replace table {name}_runs as select * from {tmp}")
     finally:
         con.unregister(tmp)
-    files = ", ".join("'" + p.replace("'", "''") + "'" for p in info["events_path"])
+    files = _sql_list(dict.fromkeys(info["events_path"]))  # a shared run's files once
     ids = ", ".join(f'r."{c}"' for c in ID_COLUMNS)
     # a part events/part-N.parquet or a file events.parquet belongs to the folder above it
-    run_of = "regexp_replace(e.filename, '/events(/[^/]*|[.]parquet)$', '')"
+    run_of = "regexp_replace({}.filename, '/events(/[^/]*|[.]parquet)$', '')"
+    columns, queues = "e.* exclude (filename)", ""
+    recost = [i for i, r in enumerate(found) if r.cost_v is not None]
+    if recost:  # points sharing a run at another V: the cost at theirs (r.V), as with_cost_at
+        points = _sql_list(info["run"].iloc[recost])
+        columns += (
+            f" replace (case when r.run in ({points}) and e.cost is not null then "
+            "r.V * e.conv_error + q.queue_j * e.energy_j else e.cost end as cost)"
+        )
+        queues = (
+            f" left join (select {run_of.format('f')} as folder, frame, device, queue_j "
+            f"from read_parquet([{_sql_list(dict.fromkeys(info['events_path'].iloc[recost]))}], "
+            "filename = true, union_by_name = true) f where event = 'freeze') q "
+            "on q.folder = r.run_dir_posix and q.frame = e.frame and q.device = e.device"
+        )
     con.execute(
         f"create or replace view {name} as "
-        f"select {ids}, e.* exclude (filename) "
+        f"select {ids}, {columns} "
         f"from read_parquet([{files}], filename = true, union_by_name = true) e "
-        f"join {name}_runs r on {run_of} = r.run_dir_posix"
+        f"join {name}_runs r on {run_of.format('e')} = r.run_dir_posix{queues}"
     )
     return info
+
+
+def _sql_list(texts: Iterable[str]) -> str:
+    """Texts as a comma-separated list of SQL string literals."""
+    return ", ".join("'" + str(t).replace("'", "''") + "'" for t in texts)

@@ -119,7 +119,8 @@ def test_duckdb_view_gives_a_shared_run_per_point(shared):
     tidy.duckdb_view(con, shared)
     counts = dict(con.execute("select run, count(*) from events group by run").fetchall())
     assert len(counts) == 8
-    assert counts[IDEAL_DUP.format(0)] == counts[IDEAL.format(0)] > 0
+    rows = len(wflsim.load_run(shared / IDEAL.format(0)).events)
+    assert counts[IDEAL_DUP.format(0)] == counts[IDEAL.format(0)] == rows
 
 
 def test_api_points_and_runs_of_a_shared_point(shared):
@@ -160,16 +161,21 @@ def test_no_dedup_runs_every_point(tmp_path, capsys):
     assert not any("same_as" in p for p in points.values())
 
 
-def test_a_v_grid_shares_nothing():
-    """Every scheme declares V (ideal logs its cost z = V X + Q E): V=1, 10 never share."""
+def test_a_v_grid_shares_only_for_schemes_whose_v_is_cost_only():
+    """ideal's V changes only its logged cost: its V=10 points share the V=1 runs; the
+    two_timescale points, whose decisions read V, do not share."""
     plan = plan_sweep(
         SCENARIO, ["scheme=ideal,two_timescale", "scheme.V=1,10"], "0-1", extra_overrides=TINY
     )
-    assert len(plan.points) == 8 and shared_points(plan) == {}
+    assert len(plan.points) == 8
+    assert shared_points(plan) == {
+        f"scheme.name=ideal__scheme.V=10__seed={s}": f"scheme.name=ideal__scheme.V=1__seed={s}"
+        for s in (0, 1)
+    }
 
 
 def test_ideal_runs_at_two_values_of_v_differ_in_cost():
-    """Why V never shares: ideal's logged cost z = V X + Q E is V times X when Q = 0."""
+    """Why readers recompute the cost: ideal's logged z = V X + Q E is V times X when Q = 0."""
     ev = {
         v: wflsim.run(SCENARIO, overrides=[*TINY, "scheme.name=ideal", f"scheme.V={v}"]).events
         for v in (1, 10)
@@ -288,3 +294,124 @@ def test_each_point_shares_the_first_identical_point(kinds, dedup):
             expected[p.name] = first[k]
         first.setdefault(k, p.name)
     assert shared_points(plan) == (expected if dedup else {})
+
+
+# ------------------------------------------------- V shared by schemes whose V is cost-only
+
+#: two frames, so that the queues at the second frame's start (the Q of z = V X + Q E) are not 0
+TWO_FRAMES = [*TINY, "run.frames=2"]
+V_GRID = ["scheme=ideal,fixed_power,two_timescale", "scheme.V=1,10"]
+#: the points sharing a run made at V=1
+V_SHARED = [f"scheme.name={s}__scheme.V=10__seed=0" for s in ("ideal", "fixed_power")]
+
+
+def v_sweep(out, dedup):
+    plan = plan_sweep(SCENARIO, V_GRID, "0", extra_overrides=TWO_FRAMES, dedup=dedup)
+    return run_sweep(plan, out, extra_overrides=TWO_FRAMES)
+
+
+@pytest.fixture(scope="module")
+def v_sweeps(tmp_path_factory):
+    """The V grid swept with sharing (4 runs) and without (6 runs: the real runs at V=10)."""
+    base = tmp_path_factory.mktemp("dedup_v")
+    v_sweep(base / "shared", dedup=True)
+    v_sweep(base / "real", dedup=False)
+    return base / "shared", base / "real"
+
+
+def test_v_grid_runs_four_runs_for_six_points(v_sweeps):
+    """ideal and fixed_power at V=10 share their V=1 runs; two_timescale runs at both V."""
+    shared, _ = v_sweeps
+    points = json.loads((shared / "sweep.json").read_text())["points"]
+    assert len(points) == 6 and len(run_folders(shared)) == 4
+    assert {n: p["same_as"] for n, p in points.items() if "same_as" in p} == {
+        n: n.replace("V=10", "V=1") for n in V_SHARED
+    }
+    assert {f"scheme.name=two_timescale__scheme.V={v}__seed=0" for v in (1, 10)} <= set(
+        run_folders(shared)
+    )
+
+
+def test_the_queues_of_the_v_grid_are_not_all_zero(v_sweeps):
+    """The Q E term of the recomputed cost is exercised: some frame starts with a queue > 0."""
+    _, real = v_sweeps
+    fr = tidy.frames(real / V_SHARED[1])
+    assert (fr["queue_j"] > 0).any()
+
+
+def test_tidy_tables_of_a_point_sharing_at_another_v_equal_a_real_run(v_sweeps):
+    """Every tidy table of a point sharing a run made at V=1 equals the real V=10 run's, cost
+    included, bit for bit."""
+    shared, real = v_sweeps
+    a, b = tidy.load(shared), tidy.load(real)
+    for table in ("device_slots", "frames", "slots", "evaluations"):
+        for name in V_SHARED:
+            got, want = getattr(a, table), getattr(b, table)
+            got = got[got["run"] == name].reset_index(drop=True)
+            want = want[want["run"] == name].reset_index(drop=True)
+            pd.testing.assert_frame_equal(got, want, check_exact=True)
+    costs = a.device_slots.groupby("run")["cost"].sum()
+    assert costs[V_SHARED[0]] != costs[V_SHARED[0].replace("V=10", "V=1")]
+
+
+def test_events_of_a_point_sharing_at_another_v_equal_a_real_run(v_sweeps):
+    """tidy.events, whole and filtered to the cost, equals the real V=10 run's."""
+    shared, real = v_sweeps
+    for kwargs in ({}, {"events": ["energy"], "columns": ["slot", "cost"]}):
+        got, want = tidy.events(shared, **kwargs), tidy.events(real, **kwargs)
+        for name in V_SHARED:
+            pd.testing.assert_frame_equal(
+                got[got["run"] == name].drop(columns="run").reset_index(drop=True),
+                want[want["run"] == name].drop(columns="run").reset_index(drop=True),
+                check_exact=True,
+            )
+
+
+def test_api_run_of_a_point_sharing_at_another_v_equals_a_real_run(v_sweeps):
+    """SweepResult.run gives the point's V in its scenario and the events of a real run at V=10
+    (made in memory), cost included."""
+    shared, _ = v_sweeps
+    sw = wflsim.load_sweep(shared)
+    for name in V_SHARED:
+        scheme = name.split("__")[0].split("=")[1]
+        got = sw.run(name)
+        want = wflsim.run(SCENARIO, overrides=[*TWO_FRAMES, f"scheme.name={scheme}", "scheme.V=10"])
+        assert got.scenario["scheme"]["V"] == 10 and got.folder == shared / sw.points[name]["dir"]
+        pd.testing.assert_frame_equal(got.events, want.events, check_exact=True)
+
+
+def test_duckdb_view_of_a_point_sharing_at_another_v_has_its_cost(v_sweeps):
+    """The DuckDB view's cost of a point sharing a run at V=1 equals the real V=10 run's."""
+    query = (
+        "select run, frame, slot, device, cost from events where event = 'energy' "
+        "order by run, slot, device"
+    )
+    got, want = [], []
+    for folder, rows in zip(v_sweeps, (got, want), strict=True):
+        con = duckdb.connect()
+        tidy.duckdb_view(con, folder)
+        rows.append(con.execute(query).fetchdf())
+    pd.testing.assert_frame_equal(got[0], want[0], check_exact=True)
+
+
+def test_with_cost_at_the_run_s_own_v_gives_the_logged_cost(v_sweeps):
+    """Recomputing two_timescale's cost at its own V (Q > 0 in its second frame) reproduces the
+    logged column bit for bit: the engine's operations in its order."""
+    _, real = v_sweeps
+    ev = wflsim.load_run(real / "scheme.name=two_timescale__scheme.V=10__seed=0").events
+    recomputed = tidy.with_cost_at(ev.assign(cost=ev["cost"] * 0.0), 10.0)
+    pd.testing.assert_series_equal(recomputed["cost"], ev["cost"], check_exact=True)
+
+
+def test_only_a_recomputable_cost_parameter_counts_as_cost_only():
+    """A scheme's declared cost-only parameters count only where the cost can be recomputed
+    (V; not lam, which changes X too); a scheme without the attribute declares none."""
+    from wflsim.sim.schemes import SCHEMES
+    from wflsim.sim.schemes.base import cost_only_params
+
+    class Both:
+        cost_only_params = frozenset({"V", "lam"})
+
+    assert cost_only_params(Both) == {"V"} and cost_only_params(object) == frozenset()
+    assert cost_only_params(SCHEMES["ideal"]) == cost_only_params(SCHEMES["fixed_power"]) == {"V"}
+    assert cost_only_params(SCHEMES["two_timescale"]) == frozenset()

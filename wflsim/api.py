@@ -382,11 +382,26 @@ class SweepResult:
         return dict(self.manifest.get("points", {}))
 
     def run(self, name: str) -> RunResult:
-        """The result of the point ``name`` (a key of :attr:`points`)."""
+        """The result of the point ``name`` (a key of :attr:`points`). A point sharing another
+        point's run (``same_as``) gets that run's folder, manifest and summary, with its own
+        scheme values in ``scenario``, and where the run was made at another ``V``, ``events``
+        with the cost at its own (``analysis.tidy.with_cost_at``)."""
+        from dataclasses import replace
+
+        from wflsim.analysis.tidy import point_cost_v, point_scenario, with_cost_at
+
         point = self.points.get(name)
         if point is None:
             raise KeyError(f"no point {name!r} in {self.folder} (see .points)")
-        return load_run(self.folder / str(point.get("dir", name)))
+        result = load_run(self.folder / str(point.get("dir", name)))
+        if "same_as" not in point or result.folder is None:
+            return result
+        v = point_cost_v(point, result.folder)
+        return replace(
+            result,
+            scenario=point_scenario(result.scenario, point),
+            _events=None if v is None else with_cost_at(result.events, v),
+        )
 
     def runs_table(self) -> pd.DataFrame:
         """One row per run folder with its configuration (``analysis.tidy.runs_table``)."""

@@ -125,6 +125,12 @@ class Scheme(Protocol):
     closes_at: ClosesAt
     #: the learner-side update rule and its parameters
     update_rule: UpdateRuleSpec
+    #: the parameters (names in :attr:`Params`) that change only the logged cost column
+    #: ``cost`` (``z = V X + Q E``, through :meth:`cost_weights`), never a decision nor another
+    #: column: sweep points that differ only in them share one run and readers recompute the
+    #: cost (only ``V`` can be recomputed so; :func:`cost_only_params`: a scheme without this
+    #: attribute declares none)
+    cost_only_params: ClassVar[frozenset[str]] = frozenset()
 
     def plan_frame(self, ctx: FrameContext) -> FramePlan:
         """Decide the frame: ``gamma``, cost model, update-rule inputs."""
@@ -150,3 +156,18 @@ class Scheme(Protocol):
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore :meth:`state_dict` into a scheme built from the same scenario."""
         ...
+
+
+#: The parameters whose cost readers can recompute (``z = V X + Q E`` at another ``V``; another
+#: ``lam`` would change ``X`` too).
+RECOMPUTABLE_COST_PARAMS = frozenset({"V"})
+
+
+def cost_only_params(scheme: object) -> frozenset[str]:
+    """The parameters a scheme class declares to change only its logged cost
+    (:attr:`Scheme.cost_only_params`) that readers can recompute
+    (:data:`RECOMPUTABLE_COST_PARAMS`); empty when it declares none."""
+    declared: object = getattr(scheme, "cost_only_params", frozenset())
+    if not isinstance(declared, frozenset | set | tuple | list):
+        return frozenset()
+    return RECOMPUTABLE_COST_PARAMS & frozenset(p for p in declared if isinstance(p, str))

@@ -26,6 +26,9 @@
   value of a scheme parameter that a point's scheme does not declare, but another scheme of the
   sweep does (``--grid scheme=ideal,two_timescale --grid scheme.tol=1e-6,1e-9``: ``ideal`` has
   no ``tol``), is left out of that point's run (:func:`applied_overrides`), which then shares.
+  So does a value of a parameter that a point's scheme declares to change only its logged cost
+  (``scheme.V`` of ``ideal`` and ``fixed_power``): readers recompute the shared run's ``cost``
+  column at each point's value (:mod:`analysis.tidy`).
 * Common random numbers: a run's randomness depends only on its seed (``sim/rng.py``), so for a
   given seed every grid point sees the same positions, mobility, fading and data partition.
 * Executors: ``local`` (a process pool; ``--workers N``) and ``ray`` (each point a Ray task; a
@@ -406,17 +409,26 @@ def run_identity(prep: Prepared, fp: dict[str, Any] | None = None) -> str:
     the wflsim version, the scenario file's text, the seed and the input files' contents)
     without the ``--set`` texts, and instead of the resolved scenario's hash, the resolved
     scenario with the scheme's parameters normalised by the scheme's own parameter model
-    (defaults filled in, ``10`` and ``10.0`` alike), and the data directory. Two points with
-    equal identities make identical runs (the run reads the scheme's parameters only through
-    that model)."""
+    (defaults filled in, ``10`` and ``10.0`` alike) and without those the scheme declares to
+    change only its logged cost (``cost_only_params``: ``V`` of ``ideal`` and ``fixed_power``),
+    and the data directory. Two points with equal identities make identical runs (the run reads
+    the scheme's parameters only through that model), but for the ``cost`` column of a
+    cost-only parameter, which readers recompute at each point's value
+    (:mod:`analysis.tidy`)."""
     from wflsim.sim.schemes import SCHEMES
+    from wflsim.sim.schemes.base import cost_only_params
 
     from .run import fingerprint
 
     sc = prep.scenario
-    params = SCHEMES[sc.scheme.name].Params.model_validate(sc.scheme.params)
+    cls = SCHEMES[sc.scheme.name]
+    params = cls.Params.model_validate(sc.scheme.params).model_dump(mode="json")
+    cost_only = cost_only_params(cls)
     resolved = sc.model_dump(mode="json")
-    resolved["scheme"] = {"name": sc.scheme.name, **params.model_dump(mode="json")}
+    resolved["scheme"] = {
+        "name": sc.scheme.name,
+        **{k: v for k, v in params.items() if k not in cost_only},
+    }
     reads = {k: v for k, v in (fp or fingerprint(prep)).items() if k not in _NOT_READ}
     reads |= {"scenario": resolved, "data_dir": str(prep.data_dir)}
     return hashlib.sha256(json.dumps(reads, sort_keys=True).encode("utf-8")).hexdigest()
