@@ -71,6 +71,21 @@ class GradientPaths:
             return self.per_device_grads(params, batch.idx, b, buffers, device_buffers)
         return self.vmap_grads(params, batch.idx, batch.weights, b, buffers, device_buffers)
 
+    def compute_diverged(
+        self,
+        params: torch.Tensor,
+        batch: Batch,
+        buffers: dict[str, torch.Tensor],
+        device_buffers: dict[str, torch.Tensor] | None = None,
+    ) -> Grads:
+        """:meth:`compute` at ``(n, D)`` parameters that differ in every coordinate (the local
+        steps after the first): on a CPU one autograd pass per device, since a ``vmap`` over
+        per-device weights runs grouped convolutions, slower than the devices one by one
+        (``benchmarks/fedavg_local_steps.py``); elsewhere as :meth:`compute`."""
+        if self.device.type == "cpu":
+            return self.per_device_grads(params, batch.idx, batch.sizes, buffers, device_buffers)
+        return self.compute(params, batch, buffers, device_buffers)
+
     def vmap_grads(
         self,
         params: torch.Tensor,

@@ -68,8 +68,17 @@ def local_updates(
     w = params - rate * grads  # (n, D) also when params is shared
     bufs = {k: v.clone() for k, v in bufs.items()}
     for e in range(1, len(batches)):
-        rows = torch.as_tensor(np.flatnonzero(steps > e), device=grads.device)
-        g, _, new_bufs = paths.compute(
+        active = np.flatnonzero(steps > e)
+        if active.size == len(steps):  # every device still steps: no gathers of (n, D) copies
+            g, _, new_bufs = paths.compute_diverged(w, batches[e], buffers, bufs or None)
+            if trained is not None:
+                g.masked_fill_(~trained, 0.0)
+            total += g
+            w -= rate * g
+            bufs.update(new_bufs)
+            continue
+        rows = torch.as_tensor(active, device=grads.device)
+        g, _, new_bufs = paths.compute_diverged(
             w[rows], batches[e], buffers, {k: v[rows] for k, v in bufs.items()} if bufs else None
         )
         if trained is not None:
