@@ -113,15 +113,16 @@ def dataset_spec(name: str) -> tuple[tuple[int, ...], int]:
 def add_model(name: str, factory: ModelFactory, datasets: tuple[str, ...] | None) -> None:
     """Register a model factory (see :func:`wflsim.register_model`); its parameter count is
     computed on first need, per dataset, from a model it builds."""
-    counts: dict[str, int] = {}
+    counts: dict[tuple[tuple[int, ...], int], int] = {}
 
     def count(dataset_name: str) -> int:
-        if dataset_name not in counts:
+        key = dataset_spec(dataset_name)  # a dataset registered again may change its shape
+        if key not in counts:
             with torch.random.fork_rng(devices=[]):
                 torch.default_generator.manual_seed(0)
                 net = build(name, dataset_name)
-            counts[dataset_name] = sum(p.numel() for p in net.parameters() if p.requires_grad)
-        return counts[dataset_name]
+            counts[key] = sum(p.numel() for p in net.parameters() if p.requires_grad)
+        return counts[key]
 
     _MODELS[name] = factory
     USER_MODELS[name] = UserModel(datasets, count)

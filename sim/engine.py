@@ -357,9 +357,10 @@ class Engine:
             self.stats.wall_time_s = self._wall_before + time.perf_counter() - self._wall_start
             if hooks.frame_end is not None:
                 hooks.frame_end(self, k)
+            if self.stop_reason is not None and k + 1 < cfg.frames:
+                self._stop_after(k)
             self._flush(k)
-            if self.stop_reason is not None:
-                self.stats.stopped_early = {"frame": k, "reason": self.stop_reason}
+            if self.stats.stopped_early is not None:
                 break
 
     def _resume_in_flight(self) -> None:
@@ -706,6 +707,8 @@ class Engine:
         The trace goes to the writer (or :meth:`table`). Can be called again to go on.
         """
         stop = self.config.frames if stop_frame is None else int(stop_frame)
+        if self.stats.stopped_early is not None:  # a run stopped early runs no further frames
+            stop = self.next_frame
         if not self.next_frame <= stop <= self.config.frames:
             raise ValueError(f"stop_frame {stop} outside [{self.next_frame}, {self.config.frames}]")
         self._wall_before = self.stats.wall_time_s
@@ -720,20 +723,31 @@ class Engine:
         finally:
             self.stats.wall_time_s = self._wall_before + time.perf_counter() - self._wall_start
         self.now_s = float(env.now)
-        if self.stop_reason is None:
+        if self.stats.stopped_early is None:
             self.next_frame = stop
         return self.stats
 
     def request_stop(self, reason: str) -> None:
-        """End the run early, after the frame in progress (at a frame boundary, so that its
-        trace and checkpoint are complete): e.g. a target accuracy reached. The run's summary
-        then says so (``stopped_early``)."""
+        """End the run early, after the frame in progress (at a frame boundary, where a run
+        folder also takes a checkpoint): e.g. a target accuracy reached. The final model is
+        evaluated and the run's summary says so (``stopped_early``); a request in the last frame
+        changes nothing."""
         self.stop_reason = str(reason) or "stopped"
 
     @property
     def finished(self) -> bool:
-        """Whether every frame has run."""
-        return self.next_frame >= self.config.frames
+        """Whether every frame has run (or the run was stopped early)."""
+        return self.next_frame >= self.config.frames or self.stats.stopped_early is not None
+
+    def _stop_after(self, k: int) -> None:
+        """End the run with frame ``k`` (:meth:`request_stop`): the model of its last slot is
+        evaluated (unless the evaluation cadence just did), so the summary's final accuracy is
+        the final model's."""
+        cfg = self.config
+        t_last = (k + 1) * cfg.slots_per_frame - 1
+        if cfg.evaluate and (t_last + 1) % cfg.eval_every_slots != 0:
+            self._eval(k, t_last)
+        self.stats.stopped_early = {"frame": k, "reason": self.stop_reason}
 
     def table(self) -> pa.Table:
         """The trace so far as one Arrow table (runs without a writer only)."""

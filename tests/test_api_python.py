@@ -10,7 +10,6 @@ from hypothesis import strategies as st
 
 import wflsim
 from conftest import base_scenario
-from wflsim.analysis.stats import t_interval
 from wflsim.api import _overrides
 from wflsim.sim.config.loading import apply_overrides
 from wflsim.sim.errors import ScenarioError
@@ -79,37 +78,62 @@ def test_dict_overrides_round_trip_to_the_values_given(values):
 
 
 def test_sweep_from_a_dict_runs_relative_paths_from_the_working_directory(tmp_path, monkeypatch):
-    """wflsim.sweep takes a scenario dict; its points run the dict's scenario with the grid."""
+    """wflsim.sweep takes a scenario dict; its relative mobility trace is read from the working
+    directory, and its points equal wflsim.run of the same point."""
     monkeypatch.chdir(tmp_path)
-    sw = wflsim.sweep(TINY, {"scheme.V": [1.0, 100.0]}, seeds=range(2), out="sw", progress=False)
+    rows = ["time_s,device,x_m,y_m"] + [f"0,{n},{50 + 40 * n},0" for n in range(5)]
+    (tmp_path / "trace.csv").write_text("\n".join(rows) + "\n")
+    table = {**TINY, "mobility": {"model": "trace", "file": "trace.csv"}}
+    sw = wflsim.sweep(table, {"scheme.V": [1.0, 100.0]}, seeds=range(2), out="sw", progress=False)
     assert len(sw.points) == 4
     assert all(p["status"] == "completed" for p in sw.points.values())
     assert sw.manifest["scenario_file"] is None
     one = sw.run("scheme.V=100.0__seed=1")
-    again = wflsim.run(TINY, overrides={"scheme.V": 100.0}, seed=1, progress=False)
+    positions = one.events[one.events["event"] == "position"]
+    assert sorted(positions["x_m"].unique()) == [50.0, 90.0, 130.0, 170.0, 210.0]
+    again = wflsim.run(table, overrides={"scheme.V": 100.0}, seed=1, progress=False)
     pd.testing.assert_frame_equal(one.events, again.events)
 
 
 def test_compare_pairs_variants_by_seed_and_gives_t_intervals(tmp_path):
-    """compare(): one row per variant and metric; means and intervals are Student-t over the
-    seeds; a variant equal to the reference has a paired difference of exactly 0."""
-    variants = {
-        "V10": {"scheme.V": 10.0},
-        "same": ["scheme.V=10.0"],
-        "ideal": {"scheme.name": "ideal"},
-    }
+    """compare(): one row per variant and metric; the mean and interval are Student-t over the
+    seeds, and the difference to the reference is the paired one (scipy's paired t-test)."""
+    from scipy import stats
+
+    variants = {"V10": {"scheme.V": 10.0}, "ideal": {"scheme.name": "ideal"}}
     df = wflsim.compare(
-        TINY, variants, seeds=[0, 1, 2], reference="V10", out=tmp_path / "c", progress=False
+        TINY, variants, seeds=[0, 1, 2, 3], reference="V10", out=tmp_path / "c", progress=False
     )
     runs = df.attrs["runs"]
-    assert len(runs) == 9 and set(df["variant"]) == set(variants)
+    assert len(runs) == 8 and set(df["variant"]) == set(variants)
+    ideal = runs[runs["variant"] == "ideal"].set_index("seed")["total_energy_j"]
+    ref = runs[runs["variant"] == "V10"].set_index("seed")["total_energy_j"]
     row = df[(df["variant"] == "ideal") & (df["metric"] == "total_energy_j")].iloc[0]
-    mean, _, lo, hi, n = t_interval(runs[runs["variant"] == "ideal"]["total_energy_j"])
-    assert (row["mean"], row["ci_low"], row["ci_high"], row["n"]) == (mean, lo, hi, n)
-    same = df[df["variant"] == "same"]
-    assert (same["diff"] == 0).all()
+    lo, hi = stats.t.interval(0.95, 3, loc=ideal.mean(), scale=stats.sem(ideal))
+    assert np.isclose(row["mean"], ideal.mean()) and np.allclose(
+        [row["ci_low"], row["ci_high"]], [lo, hi]
+    )
+    d = ideal - ref
+    test = stats.ttest_rel(ideal, ref)
+    dlo, dhi = test.confidence_interval(0.95)
+    assert np.isclose(row["diff"], d.mean()) and np.allclose(
+        [row["diff_ci_low"], row["diff_ci_high"]], [dlo, dhi]
+    )
+    assert row["diff_n"] == 4
     assert "final_accuracy" not in set(df["metric"])  # not measured in a network-only run
     assert (tmp_path / "c" / "sweep.json").is_file()
+
+
+def test_compare_applies_a_variant_as_written():
+    """A variant's field that its scheme does not take is refused, as wflsim.run refuses it."""
+    with pytest.raises(ScenarioError) as err:
+        wflsim.compare(
+            TINY,
+            {"a": {}, "b": {"scheme.name": "ideal", "scheme.tol": 1e-9}},
+            seeds=[0],
+            progress=False,
+        )
+    assert "tol" in err.value.field
 
 
 def test_compare_refuses_an_unknown_reference_before_running(tmp_path):

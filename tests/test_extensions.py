@@ -232,3 +232,67 @@ def test_an_early_stopped_run_equals_the_first_frames_of_the_full_run():
     cb = wflsim.Callbacks(on_frame_end=lambda v: v.stop())
     short = wflsim.run(LEARN, callbacks=cb, progress=False).events
     pd.testing.assert_frame_equal(short, full[full["frame"] <= 0].reset_index(drop=True))
+
+
+def test_a_stop_evaluates_the_final_model_and_checkpoints_its_frame(tmp_path):
+    """A stop after frame 0 (checkpoints every 3 frames, evaluations every 5 slots): the final
+    model is evaluated at the frame's last slot and the folder holds a checkpoint of frame 0."""
+    three = {
+        **LEARN,
+        "run": {**LEARN["run"], "frames": 3, "checkpoint_every_frames": 3},
+        "learning": {**LEARN["learning"], "eval_every_slots": 5},
+    }
+    cb = wflsim.Callbacks(on_frame_end=lambda v: v.stop("enough"))
+    res = wflsim.run(three, callbacks=cb, out=tmp_path / "r", progress=False)
+    evals = res.events[res.events["event"] == "eval"]
+    assert list(evals["slot"]) == [-1, 2]
+    assert res.summary["final_accuracy"] == evals["accuracy"].iloc[-1]
+    assert res.manifest["checkpoint"] is not None and res.manifest["frames_completed"] == 1
+
+
+def test_a_stopped_run_killed_before_its_manifest_closed_resumes_to_the_same_end(tmp_path):
+    """A stopped run whose manifest still says running (killed before closing) resumes to the
+    stopped run: no further frame, the same events and the same stopped_early."""
+    import json
+
+    three = {**LEARN, "run": {**LEARN["run"], "frames": 3, "checkpoint_every_frames": 3}}
+    cb = wflsim.Callbacks(on_frame_end=lambda v: v.stop("enough"))
+    res = wflsim.run(three, callbacks=cb, out=tmp_path / "r", progress=False)
+    manifest_path = tmp_path / "r" / "manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    manifest["status"] = "running"
+    manifest_path.write_text(json.dumps(manifest))
+    again = wflsim.resume(tmp_path / "r", progress=False)
+    assert again.status == "completed"
+    assert again.summary["stopped_early"] == res.summary["stopped_early"]
+    pd.testing.assert_frame_equal(again.events, res.events)
+
+
+def test_one_callbacks_object_serves_runs_one_after_another():
+    """Callbacks reused for a second run call on_run_end once per run, with that run's view."""
+    ends = []
+    cb = wflsim.Callbacks(on_run_end=lambda v: ends.append(v.summary["slots"]))
+    wflsim.run(LEARN, callbacks=cb, progress=False)
+    wflsim.run(LEARN, overrides={"run.frames": 1}, callbacks=cb, progress=False)
+    assert ends == [6, 3]
+
+
+def test_local_epochs_on_a_registered_partition_need_the_data():
+    """A network-only run cannot count local epochs on a registered partition: refused."""
+    wflsim.register_partition(
+        "halves", lambda labels, n, rng: np.array_split(np.arange(len(labels)), n)
+    )
+    with pytest.raises(ScenarioError) as err:
+        wflsim.prepare(with_learning(enabled=False, partition="halves", local_epochs=1))
+    assert err.value.field == "learning.local_epochs"
+
+
+def test_a_model_count_follows_a_dataset_registered_again_with_another_shape():
+    """D of a registered model is counted again when its dataset is replaced by another shape."""
+    wflsim.register_model("linear", linear)
+    x, y = _blobs(shape=(2, 3, 3))
+    wflsim.register_dataset("blobs", (x, y), (x, y))
+    assert wflsim.prepare(with_learning(model="linear", dataset="blobs")).system.num_params == 38
+    x, y = _blobs(shape=(4, 3, 3))
+    wflsim.register_dataset("blobs", (x, y), (x, y), replace=True)
+    assert wflsim.prepare(with_learning(model="linear", dataset="blobs")).system.num_params == 74

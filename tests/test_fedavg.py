@@ -502,7 +502,7 @@ def test_any_integer_is_accepted_exactly_in_its_range(field, value):
 def test_network_only_dirichlet_local_epochs_are_refused():
     """A network-only run has no labels to size a Dirichlet partition: refused, naming the field."""
     data = _network({}, local_epochs=1, partition="dirichlet")
-    with pytest.raises(ScenarioError, match="Dirichlet") as err:
+    with pytest.raises(ScenarioError, match="dirichlet") as err:
         validate_scenario(data)
     assert err.value.field == "learning.local_epochs"
 

@@ -251,6 +251,7 @@ def test_sumo_bad_elements_name_their_line(tmp_path, element, problem):
         ('<fcd-export><timestep time="1"/><timestep time="1"/></fcd-export>', "is not after"),
         ('<fcd-export><timestep time="07:00:00"/></fcd-export>', "--human-readable-time"),
         ("<fcd-export><timestep/></fcd-export>", "has no time attribute"),
+        ('<fcd-export><timestep time="1e-9999"/></fcd-export>', "not a decimal number"),
         ('<netstate><timestep time="0"/></netstate>', "not <fcd-export>"),
         ('<fcd-export><vehicle id="a" x="0" y="0"/></fcd-export>', "outside a <timestep>"),
         ('<fcd-export><timestep time="0"/></fcd-export>', "holds no <vehicle> or <person>"),
@@ -761,3 +762,22 @@ def test_a_converted_sumo_trace_runs_a_scenario(tmp_path):
     changes = events[events["event"].isin(["online", "offline"])]
     late = changes[changes["device"] == 1][["time_s", "event"]].values.tolist()
     assert late == [[0.0, "offline"], [1.0, "online"]]
+
+
+def test_bonnmotion_params_with_a_non_ascii_digit_count_are_ignored(tmp_path):
+    """A .params node count in other scripts' digits (nn=\u00b2) is not a count: the file reads
+    as without it (no crash)."""
+    write(tmp_path / "s.params", "nn=\u00b2\n")
+    tracks = read_bonnmotion(write(tmp_path / "s.movements", "0 0 0\n0 1 1\n"), dims=2)
+    assert tracks is not None
+
+
+def test_a_line_longer_than_the_bound_is_refused(tmp_path, monkeypatch):
+    """A line longer than MAX_LINE_BYTES is refused on one line, not buffered."""
+    from wflsim.sim.world.mobility.formats import reading
+
+    monkeypatch.setattr(reading, "MAX_LINE_BYTES", 1000)
+    monkeypatch.setattr(reading, "_CHUNK_BYTES", 256)
+    src = write(tmp_path / "s.movements", "0 0 0 " * 1000 + "\n")
+    with pytest.raises(ScenarioError, match="longer than"):
+        read_bonnmotion(src, dims=2)

@@ -621,7 +621,8 @@ def compare(
     Returns:
         One row per variant and metric: ``variant``, ``metric``, ``n`` (seeds with a finite
         value), ``mean``, ``ci_low``, ``ci_high`` and, with ``reference``, ``diff`` (mean of
-        variant - reference over the common seeds), ``diff_ci_low``, ``diff_ci_high``. The runs
+        variant - reference over the seeds where both are finite), ``diff_ci_low``,
+        ``diff_ci_high``, ``diff_n`` (those seeds). The runs
         themselves (one row per variant and seed, with every metric) are in ``.attrs["runs"]``.
 
     Raises:
@@ -641,6 +642,9 @@ def compare(
             "variants", "must be a non-empty dict: label -> overrides", 'e.g. {"a": {}}'
         )
     labels = [str(k) for k in variants]
+    given = {str(k): v for k, v in variants.items()}
+    if len(given) != len(variants):
+        raise ScenarioError("variants", "two labels are the same text", "give distinct labels")
     if reference is not None and reference not in labels:
         raise ScenarioError("reference", f"{reference!r} is not a variant", f"one of {labels}")
     if not 0 < float(level) < 1:
@@ -650,7 +654,7 @@ def compare(
     )
     extra = _overrides(overrides)
     points = [
-        GridPoint(tuple(_overrides(variants[label])), s, label=label)
+        GridPoint(tuple(_overrides(given[label])), s, label=label)
         for label in labels
         for s in seed_list
     ]
@@ -670,6 +674,7 @@ def compare(
         data_dir=ddir,
         extra_overrides=extra,
         strict=strict,
+        as_written=True,
     )
     with tempfile.TemporaryDirectory(prefix="wflsim-compare-") as tmp:
         folder = Path(out) if out is not None else Path(tmp) / "compare"
@@ -713,8 +718,8 @@ def compare(
             if reference is not None:
                 ref = runs[runs["variant"] == reference].set_index("seed")[m]
                 d = (mine[m] - ref.reindex(mine.index)).to_numpy(float)
-                dm, _, dlo, dhi, _ = t_interval(d, level)
-                row |= {"diff": dm, "diff_ci_low": dlo, "diff_ci_high": dhi}
+                dm, _, dlo, dhi, dn = t_interval(d, level)
+                row |= {"diff": dm, "diff_ci_low": dlo, "diff_ci_high": dhi, "diff_n": dn}
             table.append(row)
     result = pd.DataFrame(table)
     result.attrs["runs"] = runs[["variant", "seed", *wanted]]

@@ -112,7 +112,15 @@ def resolve_local_steps(
     if num_samples is None:
         if learning.partition != "iid":
             return np.full(n, learning.local_epochs, dtype=np.int64)
-        num_samples = iid_partition_sizes(train_samples(learning.dataset), n)
+        m = train_samples(learning.dataset)
+        if m < n:
+            raise ScenarioError(
+                "network.num_devices",
+                f"{n} devices but dataset {learning.dataset!r} has {m} training samples; every "
+                "device needs at least one",
+                f"use at most {m} devices, or a larger dataset",
+            )
+        num_samples = iid_partition_sizes(m, n)
     return epoch_steps(learning.local_epochs, num_samples, batch_size)
 
 

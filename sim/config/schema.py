@@ -212,11 +212,12 @@ class LearningConfig(Strict):
                 "local_steps and local_epochs exclude each other: give local_steps = E (E steps "
                 "per update) or local_epochs = k (k passes over the device's data), not both"
             )
-        if info.data.get("enabled") is False and info.data.get("partition") == "dirichlet":
+        partition = info.data.get("partition")
+        if info.data.get("enabled") is False and partition not in (None, "iid"):
             raise ValueError(
-                "a network-only run cannot count local epochs on a Dirichlet partition (its local "
-                "data sizes come from the labels, which it does not load): use local_steps, "
-                'partition = "iid", or enabled = true'
+                f"a network-only run cannot count local epochs on the {partition!r} partition "
+                "(its local data sizes come from the labels, which it does not load): use "
+                'local_steps, partition = "iid", or enabled = true'
             )
         return v
 

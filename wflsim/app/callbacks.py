@@ -127,6 +127,7 @@ class Callbacks:
     def hooks(self, also: Hooks | None = None) -> Hooks:
         """The engine's hooks that call these callbacks (after those of ``also``)."""
         base = also or Hooks()
+        self._engine = None  # a new run (these callbacks may serve several, one at a time)
 
         def slot_end(engine: Engine, slot: int, outcome: SlotOutcome) -> None:
             if base.slot_end is not None:

@@ -258,7 +258,7 @@ class RunRecorder:
         rows (and, if due, a checkpoint) to the writer thread. Raises the previous frame's
         write error, if any."""
         table = buffer.to_table()
-        last = frame + 1 >= self.frames
+        last = frame + 1 >= self.frames or engine.stats.stopped_early is not None
         ckpt = None
         if (frame + 1) % self.checkpoint_every == 0 or last:
             ckpt = state.dumps(state.run_state(engine))

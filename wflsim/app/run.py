@@ -122,6 +122,11 @@ class ScenarioSource:
         """
         return cls(scenario_text(plain_value(table)), base_dir or Path.cwd())
 
+    @classmethod
+    def of(cls, scenario: str | Path | ScenarioSource) -> ScenarioSource:
+        """``scenario`` itself, or the source of the scenario file it names."""
+        return scenario if isinstance(scenario, ScenarioSource) else cls.from_file(scenario)
+
     def table(self) -> dict[str, Any]:
         """The scenario's table (as parsed from its text)."""
         return parse_scenario_text(self.text, str(self.path) if self.path else "scenario")
@@ -844,9 +849,7 @@ def resume(
         frames = prep.scenario.run.frames
         if start >= frames and manifest.get("status") == "completed":
             return None
-        if manifest.get("status") == "completed" and (manifest.get("summary") or {}).get(
-            "stopped_early"
-        ):
+        if engine.stats.stopped_early is not None and manifest.get("status") == "completed":
             return None  # stopped on purpose (a callback): complete as it is
         if manifest.get("status") == "completed":
             log.warning("%s says completed but holds %d of %d frames: resuming", out, start, frames)

@@ -276,9 +276,7 @@ def plan_sweep(
     """
     from wflsim.sim.config.loading import sweep_defaults
 
-    source = (
-        scenario if isinstance(scenario, ScenarioSource) else ScenarioSource.from_file(scenario)
-    )
+    source = ScenarioSource.of(scenario)
     table = source.table()
     file_seed, file_sweep = sweep_defaults(table)
     if isinstance(grid_specs, str):  # one spec, not its characters
@@ -318,10 +316,13 @@ def plan_points(
     extra_overrides: list[str] | None = None,
     strict: bool = False,
     dedup: bool = True,
+    as_written: bool = False,
 ) -> SweepPlan:
     """Validate every point of a sweep (nothing is written); each distinct implausible value is
     reported once (:func:`plan_sweep`). ``dedup``: points whose runs would be identical share
-    one run (:func:`shared_points`).
+    one run (:func:`shared_points`). ``as_written``: every point's overrides apply as given
+    (a comparison's variants), none is left out for a scheme that does not declare it
+    (:func:`applied_overrides`, a grid's rule).
 
     Raises:
         ScenarioError: a point whose scenario is invalid (the message names the point), or with
@@ -331,7 +332,11 @@ def plan_points(
     from .scenario import report_implausible
 
     reported: set[str] = set()
-    applied = applied_overrides(points, source.table(), extra_overrides or [])
+    applied = (
+        {p.name: p.overrides for p in points}
+        if as_written
+        else applied_overrides(points, source.table(), extra_overrides or [])
+    )
     fingerprints, identities = {}, {}
     for point in points:
         overrides = [*(extra_overrides or []), *applied[point.name]]
@@ -505,7 +510,8 @@ def point_state(run_dir: Path, wanted: dict[str, Any]) -> str:
     if fingerprint_difference(manifest.get("fingerprint"), wanted):
         return "other"
     # a status alone is not trusted: an incomplete run is resumed (which checks its files)
-    done = manifest.get("frames_completed") == manifest.get("frames")
+    stopped = bool((manifest.get("summary") or {}).get("stopped_early"))  # ended on purpose
+    done = manifest.get("frames_completed") == manifest.get("frames") or stopped
     return "completed" if manifest.get("status") == "completed" and done else "resume"
 
 
@@ -596,9 +602,7 @@ def run_point(
         _extensions.install(extensions)
     log.info("point %s: %s", Path(out).name, mode)
     try:
-        source = (
-            scenario if isinstance(scenario, ScenarioSource) else ScenarioSource.from_file(scenario)
-        )
+        source = ScenarioSource.of(scenario)
         prep = prepare_source(source, overrides, seed, data_dir, warn=False)  # the plan warned
         if threads and prep.scenario.learning.enabled:
             import torch
@@ -717,6 +721,12 @@ def run_sweep(
             "are called in the sweep's own process, but its points run in worker processes",
             "use workers = 1 with the local executor",
         )
+    shipped = None  # the registered extensions, checked before anything is written
+    if executor == "ray" or workers > 1:
+        try:
+            shipped = shipment()
+        except ValueError as err:
+            raise ScenarioError("extensions", str(err)) from None
     if executor == "ray" and importlib.util.find_spec("ray") is None:  # before anything is written
         raise ScenarioError(
             "--executor", "ray is not installed", 'pip install -e ".[ray]", or use --executor local'
@@ -749,6 +759,7 @@ def run_sweep(
             progress=progress,
             overwrite=overwrite,
             hooks=hooks,
+            shipped=shipped,
         )
     finally:
         lock.release()
@@ -766,8 +777,10 @@ def _run_sweep_locked(
     progress: ProgressFn | None,
     overwrite: bool,
     hooks: Hooks | None,
+    shipped: bytes | None = None,
 ) -> dict[str, Any]:
-    """:func:`run_sweep` once this process holds the sweep folder's lock."""
+    """:func:`run_sweep` once this process holds the sweep folder's lock (``shipped``: the
+    registered extensions for the worker processes, :func:`wflsim.app.extensions.shipment`)."""
     if (out / "sweep.json").is_symlink():
         raise rundir.link_error(out / "sweep.json")
     modes = check_points(plan, out, overwrite)  # again: the folder may have changed meanwhile
@@ -828,7 +841,7 @@ def _run_sweep_locked(
         if not todo:
             pass  # nothing to run; the manifest still records this execution
         elif executor == "ray":
-            _run_ray(args, record, ray_address, shipment())
+            _run_ray(args, record, ray_address, shipped)
         elif workers <= 1:
             for name, a in args.items():
                 manifest["points"][name]["status"] = "running"
@@ -837,7 +850,7 @@ def _run_sweep_locked(
                 write_json_atomic(manifest_path, manifest)
                 record(name, run_point(*a, hooks=hooks))
         else:
-            _run_pool(args, record, workers, shipment())
+            _run_pool(args, record, workers, shipped)
     except KeyboardInterrupt:
         counts = _mark_interrupted(manifest, out)
         manifest["status"] = "interrupted"

@@ -203,7 +203,8 @@ def read_bonnmotion(
         node_lines.append(lineno)
     if not node_values:
         raise ScenarioError(source, "holds no node line", "give the file BonnMotion wrote")
-    if params is not None and params.get("nn", "").isdigit():
+    nn = "" if params is None else params.get("nn", "")
+    if params is not None and nn.isascii() and nn.isdigit():
         if int(params["nn"]) != len(node_values):
             raise ScenarioError(
                 source,

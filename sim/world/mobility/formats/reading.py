@@ -40,9 +40,12 @@ MAX_PARAMS_BYTES = 1024**2
 #: Longest number read, characters.
 MAX_NUMBER_CHARS = 64
 _CHUNK_BYTES = 1024**2
+#: Longest line read, bytes (a BonnMotion line holds all of a node's waypoints: about 8 million
+#: of them at 32 bytes each).
+MAX_LINE_BYTES = 256 * 1024**2
 _GZIP_MAGIC = b"\x1f\x8b"
 #: A decimal number (what SUMO, ns-2 and BonnMotion write; no nan, inf, hex or underscores).
-NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
+NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d{1,3})?")
 
 
 def open_regular(path: Path, source: str, what: str = "trace") -> BinaryIO:
@@ -110,15 +113,24 @@ def decode_line(raw: bytes, lineno: int, source: str) -> str:
 def text_lines(path: Path, source: str) -> Iterator[tuple[int, str]]:
     """The file's lines with their numbers (from 1), decoded as UTF-8."""
     pending: list[bytes] = []  # the line in progress (a long line spans chunks)
+    pending_bytes = 0
     lineno = 0
     for chunk in chunks(path, source):
         parts = chunk.split(b"\n")
         if len(parts) == 1:
             pending.append(chunk)
+            pending_bytes += len(chunk)
+            if pending_bytes > MAX_LINE_BYTES:
+                raise ScenarioError(
+                    source,
+                    f"line {lineno + 1} is longer than {MAX_LINE_BYTES:,} bytes",
+                    "give the trace in its documented format (docs/mobility.md)",
+                )
             continue
         pending.append(parts[0])
         complete = [b"".join(pending), *parts[1:-1]]
         pending = [parts[-1]]
+        pending_bytes = len(parts[-1])
         for raw in complete:
             lineno += 1
             yield lineno, decode_line(raw, lineno, source)
