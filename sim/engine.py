@@ -735,6 +735,12 @@ class Engine:
         self.stop_reason = str(reason) or "stopped"
 
     @property
+    def clock_s(self) -> float:
+        """Simulated time now, s (inside a run: the event clock's; between runs:
+        :attr:`now_s`)."""
+        return float(self._env.now)
+
+    @property
     def finished(self) -> bool:
         """Whether every frame has run (or the run was stopped early)."""
         return self.next_frame >= self.config.frames or self.stats.stopped_early is not None

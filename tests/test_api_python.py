@@ -149,3 +149,16 @@ def test_progress_true_draws_a_bar_on_stderr(capsys):
     assert "3/3" in capsys.readouterr().err
     wflsim.run(TINY, progress=False)
     assert capsys.readouterr().err == ""
+
+
+def test_a_repeated_sweep_reports_every_point_to_its_progress(tmp_path):
+    """Repeating a sweep reports each point once to the progress callback, also the points it
+    skips as completed (a bar then reaches its total)."""
+    from wflsim.app.run import ScenarioSource
+    from wflsim.app.sweep import plan_sweep, run_sweep
+
+    plan = plan_sweep(ScenarioSource.from_table(TINY), ["scheme.V=1,10"], "0-1")
+    for _ in range(2):
+        seen: list[str] = []
+        run_sweep(plan, tmp_path / "sw", progress=lambda name, result: seen.append(name))
+        assert sorted(seen) == sorted(p.name for p in plan.points)

@@ -169,19 +169,42 @@ def test_fjord_refuses_a_registered_model():
     assert err.value.field == "learning.model"
 
 
-def test_a_shipment_installs_every_registration_in_a_fresh_registry():
-    """shipment() then install() (what a worker does) registers the same things again."""
+def test_a_shipment_installs_every_registration_after_they_are_forgotten():
+    """shipment() then install() (what a worker does) registers every kind again: a model, a
+    dataset, a partition, a scheme and an update rule, and a run uses them as before."""
+    from dataclasses import dataclass
+
+    from wflsim.models.learner.rules import Freezing
+    from wflsim.sim.schemes.fixed_power import FixedPower
+
+    @dataclass(frozen=True)
+    class NoInputs:
+        """No per-frame inputs."""
+
+    class Peak(FixedPower):
+        name = "peak_again"
+
     x, y = _blobs()
     wflsim.register_model("linear", linear)
     wflsim.register_dataset("blobs", (x, y), (x, y))
+    wflsim.register_partition(
+        "halves", lambda labels, n, rng: np.array_split(np.arange(len(labels)), n)
+    )
+    wflsim.register_scheme(Peak)
+    wflsim.register_update_rule("same_as_freezing", lambda params, s: Freezing, inputs=NoInputs)
+    table = with_learning(model="linear", dataset="blobs", partition="halves")
+    table["scheme"] = {"name": "peak_again"}
+    before = (wflsim.registered(), wflsim.run(table, progress=False).events)
     blob = extensions.shipment()
-    before = wflsim.prepare(with_learning(model="linear", dataset="blobs")).system.num_params
     for kind, names in extensions.registered().items():
         for name in names:
             extensions.unregister(kind, name)
+    assert not any(wflsim.registered().values())
+    with pytest.raises(ScenarioError):
+        wflsim.prepare(table)
     extensions.install(blob)
-    after = wflsim.prepare(with_learning(model="linear", dataset="blobs")).system.num_params
-    assert before == after == 18 * 2 + 2
+    assert wflsim.registered() == before[0]
+    pd.testing.assert_frame_equal(wflsim.run(table, progress=False).events, before[1])
 
 
 def test_views_are_read_only_and_reading_them_leaves_the_trace_unchanged():

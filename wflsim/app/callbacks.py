@@ -42,7 +42,7 @@ class _View:
     @property
     def time_s(self) -> float:
         """Simulated time now, s."""
-        return float(self._engine._env.now)
+        return self._engine.clock_s
 
     @property
     def summary(self) -> dict[str, Any]:

@@ -837,6 +837,12 @@ def _run_sweep_locked(
             for n in (name, *followers.get(name, ())):
                 progress(n, result)
 
+    if progress is not None:  # the points this execution does not run (a bar counts them too)
+        running = {p.name for p in todo} | {n for n, o in same_as.items() if o in args}
+        for name, entry in manifest["points"].items():
+            if name not in running:
+                progress(name, entry)
+
     try:
         if not todo:
             pass  # nothing to run; the manifest still records this execution
