@@ -160,5 +160,5 @@ def test_a_repeated_sweep_reports_every_point_to_its_progress(tmp_path):
     plan = plan_sweep(ScenarioSource.from_table(TINY), ["scheme.V=1,10"], "0-1")
     for _ in range(2):
         seen: list[str] = []
-        run_sweep(plan, tmp_path / "sw", progress=lambda name, result: seen.append(name))
+        run_sweep(plan, tmp_path / "sw", progress=lambda name, result, seen=seen: seen.append(name))
         assert sorted(seen) == sorted(p.name for p in plan.points)
