@@ -21,6 +21,7 @@ from wflsim.app.sweep import (
     SweepInterrupted,
     SweepPlan,
     plan_sweep,
+    point_counts,
     run_sweep,
     shared_points,
 )
@@ -138,12 +139,12 @@ def test_report_of_a_sweep_with_shared_points(shared, tmp_path):
 
 
 def test_repeating_the_command_skips_everything_and_prints_the_count(shared, capsys):
-    """A repeat prints '8 points, 6 to run, 2 shared', runs nothing and makes no folder."""
+    """A repeat prints that its 6 runs were completed before, runs nothing and makes no folder."""
     before = run_folders(shared)
     args = ["sweep", str(SCENARIO), *(a for g in GRID for a in ("--grid", g)), "--seeds", "0-1"]
     assert main([*args, *TINY_ARGS, "--out", str(shared), "--quiet"]) == 0
     out = capsys.readouterr().out
-    assert "wflsim: 8 points, 6 to run, 2 shared" in out
+    assert "wflsim: 8 points, 6 runs, 2 shared; 6 completed before, 0 to resume, 0 to start" in out
     assert "sweep of 6 runs" in out and "0 run, 6 already complete" in out
     points = json.loads((shared / "sweep.json").read_text())["points"]
     assert all(p["status"].startswith("skipped") for p in points.values())
@@ -155,7 +156,10 @@ def test_no_dedup_runs_every_point(tmp_path, capsys):
     out = tmp_path / "sw"
     args = ["sweep", str(SCENARIO), *(a for g in GRID for a in ("--grid", g)), "--seeds", "0-1"]
     assert main([*args, *TINY_ARGS, "--out", str(out), "--quiet", "--no-dedup"]) == 0
-    assert "wflsim: 8 points, 8 to run, 0 shared" in capsys.readouterr().out
+    assert (
+        "wflsim: 8 points, 8 runs, 0 shared; 0 completed before, 0 to resume, 8 to start"
+        in capsys.readouterr().out
+    )
     assert len(run_folders(out)) == 8
     points = json.loads((out / "sweep.json").read_text())["points"]
     assert not any("same_as" in p for p in points.values())
@@ -226,6 +230,32 @@ def test_interrupted_sweep_resumes_and_shared_points_follow(tmp_path):
     manifest = sweep(out)
     assert all(p["status"] == "completed" for p in manifest["points"].values())
     assert len(run_folders(out)) == 6
+
+
+def test_the_counts_say_what_a_repeat_will_do(tmp_path):
+    """Stopped in the second frame of its second run: of 6 runs (2 points share), 1 completed
+    before, 1 to resume, 4 to start."""
+    out = tmp_path / "sw"
+    two_frames = [o for o in TINY if not o.startswith("run.frames")] + ["run.frames=2"]
+    plan = plan_sweep(SCENARIO, GRID, "0-1", extra_overrides=two_frames)
+    assert point_counts(plan, out)["start"] == 6  # no folder yet
+    starts = []
+
+    def stop(engine, frame):
+        starts.append(frame)
+        if len(starts) == 4:  # frame 1 of the second run
+            raise KeyboardInterrupt
+
+    with pytest.raises(SweepInterrupted):
+        run_sweep(plan, out, extra_overrides=two_frames, hooks=Hooks(frame_start=stop))
+    assert point_counts(plan, out) == {
+        "points": 8,
+        "runs": 6,
+        "shared": 2,
+        "completed": 1,
+        "resume": 1,
+        "start": 4,
+    }
 
 
 def test_a_former_sharing_point_runs_when_its_original_leaves_the_grid(shared, tmp_path):

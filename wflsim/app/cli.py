@@ -415,7 +415,7 @@ def check_out_path(out: Path, flag: str, sweep: bool = False) -> None:
 
 
 def _sweep(args: argparse.Namespace) -> int:
-    from .sweep import SweepInterrupted, plan_sweep, run_sweep, shared_points
+    from .sweep import SweepInterrupted, plan_sweep, point_counts, run_sweep
 
     if not 1 <= args.workers <= MAX_WORKERS:
         raise ScenarioError("--workers", f"must be in [1, {MAX_WORKERS}]", "e.g. --workers 2")
@@ -431,10 +431,10 @@ def _sweep(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out else Path("runs") / f"sweep-{Path(args.scenario).stem}"
     check_out_path(out, "--out", sweep=True)
     _show_warnings()
-    n_shared = len(shared_points(plan, out))
+    n = point_counts(plan, out, args.overwrite)
     print(
-        f"wflsim: {len(plan.points)} points, {len(plan.points) - n_shared} to run, "
-        f"{n_shared} shared"
+        f"wflsim: {n['points']} points, {n['runs']} runs, {n['shared']} shared; "
+        f"{n['completed']} completed before, {n['resume']} to resume, {n['start']} to start"
     )
     progress = bar = PointBar(len(plan.points), disable=args.quiet)
 

@@ -467,6 +467,27 @@ def shared_points(plan: SweepPlan, out: Path | None = None) -> dict[str, str]:
     return same_as
 
 
+def point_counts(plan: SweepPlan, out: Path, overwrite: bool = False) -> dict[str, int]:
+    """What a sweep into ``out`` has before it starts: its ``points``, the ``runs`` they need
+    (``shared``: points sharing another's run), and of those runs how many were ``completed``
+    before, are to ``resume`` and are to ``start`` (new or recomputed).
+
+    Raises:
+        ScenarioError: as :func:`check_points`.
+    """
+    same_as = shared_points(plan, out)
+    modes = check_points(plan, out, overwrite) if out.is_dir() else {}
+    counts = {"points": len(plan.points), "runs": 0, "shared": len(same_as)}
+    counts.update(completed=0, resume=0, start=0)
+    for p in plan.points:
+        if p.name in same_as:
+            continue
+        counts["runs"] += 1
+        mode = modes.get(p.name, "new")
+        counts[{"skip": "completed", "resume": "resume"}.get(mode, "start")] += 1
+    return counts
+
+
 def _has_folder(run_dir: Path, plan: SweepPlan, name: str) -> bool:
     """Whether a point's folder holds anything of a run (or anything else)."""
     return run_dir.is_symlink() or point_state(run_dir, plan.fingerprints.get(name, {})) != "new"
