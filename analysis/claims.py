@@ -534,7 +534,7 @@ CLAIMS: list[Claim] = [
     Claim(
         "sota_energy",
         _SOTA_E,
-        "accuracy_vs_energy",
+        "accuracy_late",
         "The proposed scheme reaches a higher accuracy than Top-K, pruning, FedHQ and FjORD at "
         "the same total energy.",
         accuracy_claim("cum_energy_j", SOTA),
@@ -542,7 +542,7 @@ CLAIMS: list[Claim] = [
     Claim(
         "sota_latency",
         _SOTA_L,
-        "accuracy_vs_latency",
+        "accuracy_late",
         "The proposed scheme outperforms Top-K, FedHQ (and pruning, FjORD) at the same total "
         "latency.",
         accuracy_claim("cum_latency_s", SOTA),

@@ -140,6 +140,26 @@ def test_accuracy_vs_latency(data):
     assert (line.get_xdata()[-1], line.get_ydata()[-1]) == pytest.approx((4.5, 80.0))
 
 
+def test_accuracy_late_draws_the_second_half_on_a_zoomed_axis(data):
+    """Accuracy late in training: an energy and a latency panel per partition, with only the
+    evaluations from half of the slots on (slot 3 of 0-3) and an accuracy axis not held at 0."""
+    d, _ = data
+    fig = F.accuracy_late(d.evaluations)
+    titles = [ax.get_title().splitlines()[0] for ax in fig.axes]  # then coincidence notes
+    assert titles == ["digits (non-IID (Dir 0.3))"] * 2 + ["digits (IID)"] * 2
+    assert [ax.get_xlabel() for ax in fig.axes[:2]] == [
+        "total energy consumption (J, all devices)",
+        "total latency (s)",
+    ]
+    ideal = F.accuracy_late(d.evaluations[d.evaluations["run"] == "ideal"])
+    energy, latency = (
+        [ln for ln in ax.get_lines() if ln.get_label() == "Ideal FL"] for ax in ideal.axes
+    )
+    assert (energy[0].get_xdata().tolist(), energy[0].get_ydata().tolist()) == ([4.2], [80.0])
+    assert (latency[0].get_xdata().tolist(), latency[0].get_ydata().tolist()) == ([4.5], [80.0])
+    assert ideal.axes[0].get_ylim()[0] > 50.0
+
+
 def test_accuracy_refuses_without_evaluations(data):
     """No evaluations (network-only) raises InsufficientData."""
     d, _ = data
@@ -257,6 +277,7 @@ def _all_figures(d, summary) -> list[Figure]:
         F.time_evolution(d.slots),
         F.accuracy_vs_energy(d.evaluations),
         F.accuracy_vs_latency(d.evaluations),
+        F.accuracy_late(d.evaluations),
         F.impact_of_energy_budget(summary),
         F.energy_budget_per_device(per_device),
         F.gamma_evolution(d.frames),
