@@ -192,7 +192,18 @@ def test_accuracy_is_compared_at_the_energy_both_reached():
     assert table["level"].unique().tolist() == [5.0]
     v = claims.accuracy_claim("cum_energy_j", claims.SOTA)(ev)
     assert v.status == HOLDS
-    assert "at 5-5 J" in v.evidence
+    assert "accuracy at 5-5 J:" in v.evidence
+
+
+def test_each_scheme_is_compared_at_the_level_it_reached_with_the_proposed_one():
+    """FedHQ-like stops at 5 J: Top-K is still compared with the proposed scheme at the 50 J
+    both reached, and FedHQ-like at 5 J."""
+    slope = {"two_timescale": 0.01, "topk_ef": 0.01, "fedhq": 0.01}
+    ev = accuracy_runs(slope, {"two_timescale": 50, "topk_ef": 50, "fedhq": 5})
+    v = claims.accuracy_claim("cum_energy_j", claims.SOTA)(ev)
+    topk, fedhq = v.evidence.split("accuracy at ")[1:]
+    assert topk.startswith("50-50 J:") and "Top-K" in topk
+    assert fedhq.startswith("5-5 J:") and "FedHQ" in fedhq
 
 
 def test_accuracy_claims_of_network_only_runs_are_not_measurable():
