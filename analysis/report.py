@@ -373,6 +373,7 @@ def write_report(
         [c for c in tidy.ID_COLUMNS if c != "variant"]
         + [
             "status",
+            "wall_time_s",
             "learning",
             "num_devices",
             "frames",

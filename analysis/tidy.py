@@ -355,19 +355,37 @@ def _resolved_scenario(run: Path) -> dict[str, Any]:
     return {}
 
 
+def _manifest(run: str | os.PathLike) -> dict[str, Any] | None:
+    """The run's ``manifest.json`` as a dict (``None``: missing or unreadable)."""
+    manifest = Path(run) / "manifest.json"
+    if not manifest.is_file():
+        return None
+    try:
+        m = json.loads(manifest.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return None
+    return m if isinstance(m, dict) else None
+
+
 def run_status(run: str | os.PathLike) -> str:
     """The run's status: ``completed``, ``failed`` or ``interrupted`` from its ``manifest.json``;
     ``running`` while its writer is alive; ``crashed`` when the manifest says running but the
     writing process is dead (killed: ``wflsim run --resume`` continues it); ``unknown`` without
     a readable manifest."""
-    manifest = Path(run) / "manifest.json"
-    if not manifest.is_file():
-        return "unknown"
-    try:
-        m = json.loads(manifest.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError):
-        return "unknown"
-    return liveness(m) if isinstance(m, dict) else "unknown"
+    m = _manifest(run)
+    return "unknown" if m is None else liveness(m)
+
+
+def run_wall_time_s(run: str | os.PathLike) -> float:
+    """The wall-clock time (s) a completed run took to compute, summed over its executions
+    (a resumed run's time before the interruption counts; the frame lost in flight does not),
+    from its ``manifest.json``; NaN for a run not completed or a manifest without it."""
+    m = _manifest(run)
+    summary = m.get("summary") if m is not None and m.get("status") == "completed" else None
+    value = summary.get("wall_time_s") if isinstance(summary, dict) else None
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return float("nan")
+    return float(value) if math.isfinite(value) and value >= 0 else float("nan")
 
 
 def partition_label(partition: str | None, alpha: float | None) -> str:
@@ -403,7 +421,7 @@ def server_label(server: dict[str, Any]) -> str:
 
 def runs_table(runs: RunsArg) -> pd.DataFrame:
     """One row per run: :data:`ID_COLUMNS` plus ``run_dir``, ``events_path``, ``name``, ``status``
-    (from ``manifest.json``), ``learning`` (False: network-only), ``num_devices``, ``frames``,
+    (from ``manifest.json``), ``wall_time_s`` (:func:`run_wall_time_s`), ``learning`` (False: network-only), ``num_devices``, ``frames``,
     ``slots_per_frame``, ``deadline_s``, ``model``, ``lam``, ``server_mode`` (``[server] mode``),
     ``server`` (:func:`server_label`), ``scheme_label`` and ``same_as`` (for a sweep point
     sharing another point's run: that run's ``run``, whose folder ``run_dir`` is; else ``""``).
@@ -453,6 +471,7 @@ def _runs_info(runs: RunsArg) -> tuple[pd.DataFrame, list[_Run]]:
                 "events_path": events_glob(d),
                 "name": sc.get("name", d.name),
                 "status": run_status(d),
+                "wall_time_s": run_wall_time_s(d),
                 "learning": bool(learning.get("enabled", True)),
                 "model": learning.get("model"),
                 "num_devices": sc.get("network", {}).get("num_devices"),

@@ -350,6 +350,26 @@ def test_variant_names_other_differing_fields(tmp_path):
     assert info.loc["b", "variant"] == "learning.lr=0.05"
 
 
+@pytest.mark.parametrize(
+    ("manifest", "expected"),
+    [
+        ({"status": "completed", "summary": {"wall_time_s": 12.5}}, 12.5),
+        ({"status": "interrupted", "summary": {"wall_time_s": 12.5}}, None),
+        ({"status": "completed", "summary": {"wall_time_s": "12.5"}}, None),
+        ({"status": "completed", "summary": {"wall_time_s": -1.0}}, None),
+        ({"status": "completed", "summary": None}, None),
+        ([1, 2], None),
+    ],
+)
+def test_wall_time_is_a_completed_runs_and_nan_otherwise(tmp_path, manifest, expected):
+    """wall_time_s comes from a completed run's manifest; not completed, or not a
+    non-negative number: NaN."""
+    write_synthetic_run(tmp_path / "a")
+    (tmp_path / "a" / "manifest.json").write_text(json.dumps(manifest))
+    wall = tidy.runs_table(tmp_path)["wall_time_s"].iloc[0]
+    assert np.isnan(wall) if expected is None else wall == expected
+
+
 def test_budget_descriptions():
     """Budget specs read as text and as their expected value."""
     spec = {"dist": "uniform", "low": 0.3, "high": 0.45}
