@@ -985,20 +985,19 @@ def _accuracy_panel(
     key: tuple[str, str],
     x: str,
     xlabel: str,
-    first_slot: float = 0.0,
+    first_slot: float | None = None,
 ) -> None:
     """One panel of test accuracy (%) against ``x`` for the runs of one (dataset, partition):
     per series, x is the mean over seeds at each evaluation, y the mean and 95 % band; only the
-    evaluations from slot ``first_slot`` on."""
+    evaluations from slot ``first_slot`` on (``None``: all, the one before training at slot -1
+    too)."""
     dataset, partition = key
     drawn: list[tuple[str, Line2D | None]] = []
     for s in series:
         rows = s.rows
-        sub = rows[
-            (rows["dataset"] == dataset)
-            & (rows["partition"] == partition)
-            & (rows["slot"] >= first_slot)
-        ]
+        sub = rows[(rows["dataset"] == dataset) & (rows["partition"] == partition)]
+        if first_slot is not None:
+            sub = sub[sub["slot"] >= first_slot]
         if sub.empty:
             continue
         xs = _mean_by(sub, "slot", [x]).set_index("slot")[x]

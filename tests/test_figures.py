@@ -160,6 +160,14 @@ def test_accuracy_late_draws_the_second_half_on_a_zoomed_axis(data):
     assert ideal.axes[0].get_ylim()[0] > 50.0
 
 
+def test_accuracy_vs_energy_starts_at_the_evaluation_before_training(data):
+    """The full-length figure keeps the evaluation before training (slot -1: 0 J, 10 %)."""
+    d, _ = data
+    fig = F.accuracy_vs_energy(d.evaluations[d.evaluations["run"] == "ideal"])
+    (line,) = fig.axes[0].get_lines()
+    assert (line.get_xdata()[0], line.get_ydata()[0]) == pytest.approx((0.0, 10.0))
+
+
 def test_accuracy_refuses_without_evaluations(data):
     """No evaluations (network-only) raises InsufficientData."""
     d, _ = data
