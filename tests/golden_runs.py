@@ -18,6 +18,10 @@ Each run is a scenario table. Its events table is held in two parts, both in
 Record (only after a deliberate change of results, in a commit of its own that says why)::
 
     WFLSIM_DATA_DIR=../shared/datasets python tests/golden_runs.py --record
+
+or, for runs added to :func:`golden_runs` (the others' records are kept as they are)::
+
+    WFLSIM_DATA_DIR=../shared/datasets python tests/golden_runs.py --record-new
 """
 
 from __future__ import annotations
@@ -136,6 +140,56 @@ def mnist_cnn(scheme: str, seed: int) -> dict[str, Any]:
     }
 
 
+def composed(server: str, uplink: str, churn: bool, training: bool) -> dict[str, Any]:
+    """A small cell whose features compose: Rayleigh fading, unequal batch sizes, compute
+    jitter, optionally churn ([availability]) and a shared uplink, under a server mode."""
+    data: dict[str, Any] = {
+        "name": f"golden_{server}_{uplink}",
+        "seed": 5,
+        "run": {"frames": 3, "slots_per_frame": 4, "deadline_s": 0.1},
+        "network": {"num_devices": 10, "cell_radius_m": 500.0},
+        "channel": {"fading": "rayleigh"},
+        "mobility": {"model": "static"},
+        "devices": {
+            "batch_size": [16, 16, 24, 24, 32, 16, 16, 24, 24, 32],
+            "cpu_hz": 2e9,
+            "cycles_per_sample": 2e6,
+            "energy_budget_j": 0.04,
+        },
+        "compute": {"jitter": {"model": "background_load", "probability": 0.3, "mean_extra": 2.0}},
+        "learning": {"dataset": "digits", "model": "mlp", "lr": 0.3, "eval_every_slots": 4}
+        if training
+        else {"enabled": False, "num_params": 20_000},
+        "scheme": {"name": "ideal" if server != "sync" else "two_timescale", "V": 50.0},
+    }
+    if server == "semi_sync":
+        data["server"] = {"mode": "semi_sync", "staleness": {"function": "polynomial"}}
+    elif server == "async":
+        data["server"] = {"mode": "async", "buffer_size": 3, "max_staleness": 4}
+    if uplink != "dedicated":
+        data["uplink"] = {"mode": uplink, "planned_concurrent_uploads": 3}
+    if churn:
+        data["availability"] = {
+            "model": "markov",
+            "online_s": {"dist": "exponential", "mean": 0.6},
+            "offline_s": {"dist": "exponential", "mean": 0.3},
+        }
+    return data
+
+
+#: The composition runs (server mode, uplink, churn, training): recorded before the server seam
+#: was built, so that every server mode keeps its trace through refactors.
+COMPOSED = (
+    ("sync", "ofdma", True, False),
+    ("sync", "tdma", False, False),
+    ("sync", "dedicated", True, True),
+    ("semi_sync", "dedicated", True, True),
+    ("semi_sync", "dedicated", False, False),
+    ("async", "dedicated", True, True),
+    ("async", "dedicated", True, False),
+)
+
+
 def golden_runs() -> dict[str, tuple[dict[str, Any], bool]]:
     """Run name -> (scenario table, needs MNIST)."""
     runs: dict[str, tuple[dict[str, Any], bool]] = {}
@@ -146,6 +200,12 @@ def golden_runs() -> dict[str, tuple[dict[str, Any], bool]]:
             runs[f"mnist-{scheme}-s{seed}"] = (mnist_cnn(scheme, seed), True)
     for scheme in ("two_timescale", "only_pf"):
         runs[f"digits_b300-{scheme}-s0"] = (digits_per_device(scheme, 0), False)
+    for server, uplink, churn, training in COMPOSED:
+        name = f"composed-{server}-{uplink}{'-churn' if churn else ''}"
+        runs[name + ("-digits" if training else "-network")] = (
+            composed(server, uplink, churn, training),
+            False,
+        )
     return runs
 
 
@@ -270,16 +330,24 @@ def _runnable() -> dict[str, tuple[dict[str, Any], bool]]:
     return runs
 
 
-def record() -> None:
-    """Run every golden run and write the golden file (hashes and training values)."""
+def record(only_new: bool = False) -> None:
+    """Run every golden run and write the golden file (hashes and training values); with
+    ``only_new``, run only those the file does not hold yet and keep the others' records."""
     runs: dict[str, dict[str, Any]] = {}
+    known: dict[str, Any] = {}
+    machine = platform_fingerprint()
+    if only_new and GOLDEN_FILE.is_file():
+        old = json.loads(GOLDEN_FILE.read_text())
+        known, machine = old["runs"], old["recorded_on"]
     for name, (scenario, _) in _runnable().items():
+        if name in known:
+            runs[name] = known[name]
+            continue
         runs[name] = golden_record(run_table(scenario))
         print(f"recorded {name}: {runs[name]['hashes']['__rows__']} rows", file=sys.stderr)
     GOLDEN_FILE.parent.mkdir(exist_ok=True)
     GOLDEN_FILE.write_text(
-        json.dumps({"recorded_on": platform_fingerprint(), "runs": runs}, indent=1, sort_keys=True)
-        + "\n"
+        json.dumps({"recorded_on": machine, "runs": runs}, indent=1, sort_keys=True) + "\n"
     )
 
 
@@ -353,11 +421,16 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description="Record the golden traces or measure CPU drift.")
     group = parser.add_mutually_exclusive_group(required=True)
     group.add_argument("--record", action="store_true", help="write tests/golden/hashes.json")
+    group.add_argument(
+        "--record-new",
+        action="store_true",
+        help="record only the runs tests/golden/hashes.json does not hold yet",
+    )
     group.add_argument("--drift", action="store_true", help="measure the training columns' drift")
     group.add_argument("--dump", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.record:
-        record()
+    if args.record or args.record_new:
+        record(only_new=args.record_new)
     elif args.drift:
         drift()
     else:
