@@ -46,7 +46,6 @@ never applied (dropped, too stale, in flight or in the buffer at the run's end) 
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from typing import Any
@@ -55,6 +54,7 @@ import numpy as np
 import simpy
 
 from . import slot as slots
+from .clock import Clock, Order
 from .engine import Engine, EngineConfig, FrameSink, Hooks, ProgressFn, RunStats
 from .errors import RunDiverged
 from .learner import Learner, VersionedLearner
@@ -284,27 +284,20 @@ class AsyncEngine(Engine):
         # within a slot
         self._tick: _Slot | None = None
         self._tally = _Tally(n)
-        # event priorities at one instant: devices' events, the server, devices starting again
-        self._p_server = n
-        self._p_restart = n + 1
 
     # ------------------------------------------------------------------ the clock
 
     def _at(
-        self, time_s: float, priority: int, callback: Callable[[simpy.Event], None] | None = None
+        self,
+        time_s: float,
+        order: Order,
+        rank: int = 0,
+        callback: Callable[[simpy.Event], None] | None = None,
     ) -> simpy.Event:
-        """An event at the absolute time ``time_s`` (no rounding through a delay)."""
+        """An event at the absolute time ``time_s`` (:meth:`sim.clock.Clock.at`)."""
         env = self._env
-        if time_s < env.now:
-            raise RuntimeError(f"event at {time_s} s scheduled at {env.now} s")
-        ev = simpy.Event(env)
-        ev._ok = True  # noqa: SLF001 (a triggered event, as simpy.Timeout makes it)
-        ev._value = None  # noqa: SLF001
-        if callback is not None:
-            ev.callbacks.append(callback)
-        queue: list[Any] = env._queue  # noqa: SLF001
-        heapq.heappush(queue, (time_s, priority, next(env._eid), ev))  # noqa: SLF001
-        return ev
+        assert isinstance(env, Clock)
+        return env.at(time_s, order, rank, callback)
 
     def _resume_in_flight(self) -> None:
         """The cycles in flight at the boundary the run continues from, back on the clock."""
@@ -315,7 +308,7 @@ class AsyncEngine(Engine):
         """Slot ``t``: its plan and the cycles it starts, then, at ``(t + 1) tau_0``, its end;
         the cycles play out on the clock meanwhile."""
         self._slot_open(k, t)
-        yield self._at((t + 1) * self.system.deadline_s, self._p_server)
+        yield self._at((t + 1) * self.system.deadline_s, Order.SERVER)
         self._slot_close(k, t)
 
     # ------------------------------------------------------------------ slots
@@ -334,7 +327,11 @@ class AsyncEngine(Engine):
             # use is the one at its start, above)
             changes = self.availability.advance(float(np.nextafter(end_s, -np.inf)))
             for i in range(len(changes)):
-                self._at(float(changes.time_s[i]), -1, self._change_logger(_one(changes, i), k, t))
+                self._at(
+                    float(changes.time_s[i]),
+                    Order.AVAILABILITY,
+                    callback=self._change_logger(_one(changes, i), k, t),
+                )
         participate = plan.participate if available is None else plan.participate & available
         up = slots.slot_uploads(
             participate, plan.tx_power_w, costs, gains.gain, self.system, "last_upload"
@@ -517,8 +514,8 @@ class AsyncEngine(Engine):
         """The cycle's events: its compute's end (unless passed or dropped first), its end."""
         n = c.device
         if not c.uploading and c.compute_end_s < c.end_s:
-            self._at(c.compute_end_s, n, lambda _e: self._computed(c))
-        self._at(c.end_s, n, lambda _e: self._ended(c))
+            self._at(c.compute_end_s, Order.DEVICE, n, lambda _e: self._computed(c))
+        self._at(c.end_s, Order.DEVICE, n, lambda _e: self._ended(c))
 
     def _computed(self, c: Cycle) -> None:
         c.uploading = True
@@ -584,7 +581,7 @@ class AsyncEngine(Engine):
             if self._async and len(self._buffer) >= self.server.buffer_size:
                 self._apply(k, t)
         if self._async:
-            self._at(now, self._p_restart + n, lambda _e: self._restart(n))
+            self._at(now, Order.RESTART, n, lambda _e: self._restart(n))
 
     def _restart(self, n: int) -> None:
         """Device ``n``'s upload arrived (or it dropped): start again now if it is idle, online

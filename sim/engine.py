@@ -38,6 +38,7 @@ import pyarrow as pa
 import simpy
 
 from . import slot as slots
+from .clock import Clock
 from .errors import RunDiverged
 from .kernels import (
     C_END,
@@ -317,7 +318,7 @@ class Engine:
         # the frame and slot in progress, and what the device processes read
         self._frame: FrameState | None = None
         self._slot: SlotState | None = None
-        self._env = simpy.Environment()
+        self._env: simpy.Environment = Clock()
         self.kernel = make_kernel(config.kernel, config.uplink, system)
         #: the constants the scheme plans on (``p_min``): the band it expects (``[uplink]``)
         self.planned_system = config.uplink.planned_system(system)
@@ -713,7 +714,7 @@ class Engine:
             raise ValueError(f"stop_frame {stop} outside [{self.next_frame}, {self.config.frames}]")
         self._wall_before = self.stats.wall_time_s
         self._wall_start = time.perf_counter()
-        self._env = env = simpy.Environment(initial_time=self.now_s)
+        self._env = env = Clock(initial_time=self.now_s)
         self.kernel.start_run(env, self.num_devices)
         server = env.process(self._server(stop))
         try:
