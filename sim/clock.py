@@ -76,6 +76,6 @@ class Clock(simpy.Environment):
         ev._value = None
         if callback is not None:
             ev.callbacks.append(callback)
-        entry: tuple[float, int, int, Any] = (time_s, priority(order, rank), next(self._eid), ev)
-        heapq.heappush(self._queue, entry)
+        queue: list[Any] = self._queue
+        heapq.heappush(queue, (time_s, priority(order, rank), next(self._eid), ev))
         return ev
