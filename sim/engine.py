@@ -1,29 +1,22 @@
-"""The SimPy engine: the run's clock and its server process. It orchestrates; it decides
-nothing itself.
+"""The SimPy engine: the run's clock, its frame loop and its bookkeeping. It orchestrates; it
+decides nothing itself.
 
 Per frame: mobility gives positions, the channel the large-scale gains, the scheme its frame plan
 (``gamma``, cost model, update-rule inputs), the learner opens the frame. Per slot
-(DESIGN.md, "One slot, as data flows through it"):
-
-1. the channel gives the slot's gains (what the world applies and what the scheme sees);
-   :func:`sim.slot.min_tx_power_w` gives ``p_min`` on the gain the scheme sees (and the band it
-   plans on, ``[uplink] planned_concurrent_uploads``); the scheme plans participation and power;
-   :func:`sim.slot.slot_uploads` turns plan and true gains into who uploads what at which power;
-   the learner computes the participating devices' uploads in one batched call (virtual time
-   does not advance);
-2. the slot kernel (:mod:`sim.kernels`, the scenario's ``[run] kernel``) plays the participating
-   devices' compute (``tau_cmp``) and upload out in virtual time: in closed form when devices do
-   not interact, or as one SimPy process per device (with a shared uplink, :mod:`sim.world.uplink`,
-   the uploads' times come from its events); it reports per device the time transmitted and
-   whether the upload arrived in time;
-3. the server closes the slot at the deadline ``tau_0`` or, if later, when the last upload
-   arrives (schemes that promise no outage); :func:`sim.slot.settle_slot` turns the kernel's
-   report into the outcome (success, energies, queues); the learner aggregates the uploads that
-   arrived in time; the scheme hears the outcome; the trace gets the slot's rows.
+(DESIGN.md, "One slot, as data flows through it"), the **server** (:mod:`wflsim.sim.servers`, the
+seam) plays the slot out from its start to its end on the clock: it asks the engine for the
+slot's plan (:meth:`Engine.plan_slot`: the channel draw, ``p_min`` on the gain the scheme sees
+and the band it plans on, ``[uplink] planned_concurrent_uploads``, the availability at the
+slot's start, the scheme's slot plan), plays the devices' compute and uploads (a slot kernel,
+:mod:`wflsim.sim.kernels`, or device cycles), moves the model, and hands back the slot's outcome
+(:class:`~wflsim.sim.servers.base.SlotEnd`). The engine then closes the slot, the same way for
+every server: the energy-deficit queues, the ``energy`` rows, the scheme's ``observe``, the run's
+totals, the evaluation every ``eval_every_slots`` slots, the hooks and the progress callback.
 
 The frame boundary is the cut for checkpoints: :meth:`Engine.state_dict` after frame ``k`` and
 :meth:`Engine.load_state_dict` into an engine built from the same scenario continue the run
-exactly (with the scheme's, channel's, mobility's and learner's own states: :mod:`sim.state`).
+exactly (with the server's, scheme's, channel's, mobility's and learner's own states:
+:mod:`wflsim.sim.state`).
 """
 
 from __future__ import annotations
@@ -35,27 +28,20 @@ from typing import Any, Literal, Protocol
 
 import numpy as np
 import pyarrow as pa
-import simpy
 
 from . import slot as slots
 from .clock import Clock
 from .errors import RunDiverged
-from .kernels import (
-    C_END,
-    DROPPED,
-    U_END,
-    U_START,
-    KernelName,
-    SlotActivity,
-    SlotResult,
-    make_kernel,
-)
+from .kernels import KernelName, make_kernel
 from .learner import Learner
-from .schemes.base import FrameContext, FramePlan, Scheme, SlotContext, SlotPlan
-from .slot import FrameCosts, SlotOutcome, SlotRules, SlotUploads
+from .schemes.base import FrameContext, Scheme, SlotContext
+from .servers.base import FrameState, Server, SlotEnd, SlotPlanning
+from .servers.synchronous import SyncServer
+from .slot import SlotOutcome, SlotRules
+from .stats import RunStats
 from .trace import SCHEMA, TraceBuffer, TraceLevel, event_code
 from .world.availability import Availability, Changes
-from .world.channel import Channel, LargeScale, SlotChannel
+from .world.channel import Channel
 from .world.compute import ComputeJitter
 from .world.mobility import Mobility
 from .world.system import SystemConstants
@@ -85,86 +71,6 @@ class EngineConfig:
     trace_level: TraceLevel = "events"
     #: how uploads share the band and what the scheme plans on (:mod:`sim.world.uplink`)
     uplink: UplinkSpec = field(default_factory=UplinkSpec)
-
-
-@dataclass
-class RunStats:
-    """Running totals of a simulation (what the CLI's summary prints)."""
-
-    slots: int = 0
-    device_slots: int = 0
-    participations: int = 0
-    successes: int = 0
-    energy_j: float = 0.0
-    wasted_energy_j: float = 0.0
-    last_loss: float = float("nan")
-    last_accuracy: float = float("nan")
-    first_accuracy: float = float("nan")
-    simulated_time_s: float = 0.0
-    #: device-slots in which the device was online at the slot's start (all without
-    #: ``[availability]``)
-    available_device_slots: int = 0
-    drops: int = 0  #: participations lost because the device went offline
-    wall_time_s: float = 0.0
-    rows: int = 0
-    energy_per_device_j: np.ndarray = field(default_factory=lambda: np.zeros(0))
-    #: ``{"frame", "reason"}`` of a run ended before its last frame (:meth:`Engine.request_stop`)
-    stopped_early: dict[str, Any] | None = None
-
-    @property
-    def outage_rate(self) -> float:
-        """Uploads that missed the deadline, per participation (participations lost because
-        the device went offline are :attr:`drops`, not outages)."""
-        return (
-            (self.participations - self.successes - self.drops) / self.participations
-            if self.participations
-            else 0.0
-        )
-
-    @property
-    def dropout_rate(self) -> float:
-        """Device-slots in which the device did not participate, per device-slot."""
-        return 1.0 - self.participations / self.device_slots if self.device_slots else 0.0
-
-    def as_dict(self) -> dict[str, Any]:
-        """The summary written to ``manifest.json``."""
-        return {
-            "slots": self.slots,
-            "final_accuracy": self.last_accuracy,
-            "initial_accuracy": self.first_accuracy,
-            "final_loss": self.last_loss,
-            "total_energy_j": self.energy_j,
-            "wasted_energy_j": self.wasted_energy_j,
-            "mean_energy_per_device_slot_j": self.energy_j / self.device_slots
-            if self.device_slots
-            else 0.0,
-            "outage_rate": self.outage_rate,
-            "dropout_rate": self.dropout_rate,
-            "available_fraction": self.available_device_slots / self.device_slots
-            if self.device_slots
-            else 1.0,
-            "drops": self.drops,
-            "simulated_time_s": self.simulated_time_s,
-            "wall_time_s": self.wall_time_s,
-            "trace_rows": self.rows,
-        } | ({} if self.stopped_early is None else {"stopped_early": dict(self.stopped_early)})
-
-    def state_dict(self) -> dict[str, Any]:
-        """Every field (for checkpoints)."""
-        out: dict[str, Any] = {k: getattr(self, k) for k in self.__dataclass_fields__}
-        out["energy_per_device_j"] = self.energy_per_device_j.copy()
-        if self.stopped_early is None:
-            del out["stopped_early"]  # the checkpoints of every run that is not stopped early
-        return out
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore :meth:`state_dict`."""
-        for k in self.__dataclass_fields__:
-            if k == "stopped_early":
-                self.stopped_early = state.get(k)
-                continue
-            v = state.get(k, 0) if k in ("available_device_slots", "drops") else state[k]
-            setattr(self, k, np.array(v, dtype=np.float64) if k == "energy_per_device_j" else v)
 
 
 ProgressFn = Callable[[int, RunStats], None]
@@ -205,46 +111,6 @@ class FrameSink(Protocol):
         ...
 
 
-@dataclass(frozen=True)
-class FrameState:
-    """The frame in progress."""
-
-    frame: int
-    large: LargeScale  #: positions' distances and large-scale gains
-    queue_j: np.ndarray  #: queues at the frame start (the frame's price), J
-    plan: FramePlan  #: the scheme's frame decision
-    costs: FrameCosts  #: its cost plan in seconds and joules
-
-
-@dataclass(frozen=True)
-class SlotState:
-    """The slot in progress."""
-
-    slot: int
-    start_s: float
-    uploads: SlotUploads  #: who uploads what, before the kernel plays the slot
-    costs: FrameCosts  #: what the slot actually costs (the frame's; under jitter, slowed)
-    who: np.ndarray  #: the participating devices, ascending
-    #: when each device goes offline (absolute, s; ``inf`` if offline now; None: always online)
-    online_until_s: np.ndarray | None = None
-    available: np.ndarray | None = None  #: online at the slot's start (None: always online)
-    #: the decision columns, written at the slot's end with the outcome (``device_slots``)
-    decision: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class SlotPlanning:
-    """What a slot's start decides before anything plays out (:meth:`Engine._plan_slot`)."""
-
-    gains: SlotChannel  #: the slot's channel draw
-    costs: FrameCosts  #: what the slot actually costs (the frame's; slowed under jitter)
-    planned: FrameCosts  #: what the scheme planned on
-    p_min: np.ndarray  #: ``p_min`` on the gain the scheme sees, W, ``(N,)``
-    available: np.ndarray | None  #: online at the slot's start (None: always online)
-    online_until_s: np.ndarray | None  #: each device's next change if online now (None: always)
-    plan: SlotPlan  #: the scheme's slot decision
-
-
 _ONLINE, _OFFLINE = event_code("online"), event_code("offline")
 
 
@@ -268,8 +134,15 @@ class Engine:
             the nominal ones unless the slowdown is ``known``. Decision rows log the planned
             ``compute_s``, ``compute_end`` (and ``device_slot``) rows the time actually spent.
         availability: when devices are online (``[availability]``; None: always). Only online
-            devices take part in a slot; the kernel drops a participant that goes offline
+            devices take part in a slot; the server drops a participant that goes offline
             before its work ends; every change of state is an ``online`` / ``offline`` row.
+        server: plays the slots out (:mod:`wflsim.sim.servers`; None: the synchronous server on
+            the slot kernel ``config.kernel``). The engine binds it (:meth:`Server.bind`),
+            which refuses parts it cannot run.
+
+    Raises:
+        ValueError: the server refuses the engine's parts (a stale-update server with a
+            learner that keeps no model versions, say).
     """
 
     #: rows buffered before they are handed to the writer within a frame (a row group: about
@@ -290,6 +163,7 @@ class Engine:
         hooks: Hooks | None = None,
         jitter: ComputeJitter | None = None,
         availability: Availability | None = None,
+        server: Server | None = None,
     ) -> None:
         self.config = config
         self.system = system
@@ -317,9 +191,14 @@ class Engine:
         self.stats = RunStats(energy_per_device_j=np.zeros(n))
         # the frame and slot in progress, and what the device processes read
         self._frame: FrameState | None = None
-        self._slot: SlotState | None = None
-        self._env: simpy.Environment = Clock()
-        self.kernel = make_kernel(config.kernel, config.uplink, system)
+        self._env = Clock()
+        #: plays each slot out between the scheme's plan and the model's step
+        #: (:mod:`wflsim.sim.servers`; default: the synchronous server on ``config.kernel``)
+        self.server: Server = (
+            server
+            if server is not None
+            else SyncServer(make_kernel(config.kernel, config.uplink, system))
+        )
         #: the constants the scheme plans on (``p_min``): the band it expects (``[uplink]``)
         self.planned_system = config.uplink.planned_system(system)
         self._events = config.trace_level == "events"  # else device_slots
@@ -327,6 +206,8 @@ class Engine:
         self._wall_before = 0.0
         #: why the run stops before its last frame (:meth:`request_stop`); None: it does not
         self.stop_reason: str | None = None
+        self.server.bind(self)
+        self.stats = self.server.new_stats(n)
 
     # ------------------------------------------------------------------ processes
 
@@ -336,10 +217,10 @@ class Engine:
         if self.next_frame == 0:
             self._log_device_config()
             if self.availability is not None:
-                self._log_changes(self.availability.reset(), 0, -1)
+                self.log_changes(self.availability.reset(), 0, -1)
             if cfg.evaluate:
                 self._eval(frame=0, slot=-1)
-        self._resume_in_flight()
+        self.server.resume()
         hooks = self.hooks
         for k in range(self.next_frame, stop_frame):
             if hooks.frame_start is not None:
@@ -364,25 +245,11 @@ class Engine:
             if self.stats.stopped_early is not None:
                 break
 
-    def _resume_in_flight(self) -> None:
-        """Put back on the clock what was in flight at the boundary the run continues from
-        (nothing: a synchronous slot ends before its frame does)."""
-
     def _play_slot(self, k: int, t: int) -> Any:
-        """Slot ``t`` of frame ``k`` from its start to its end (a SimPy process body): the slot's
-        plan, the kernel playing it out, its outcome."""
-        self._slot_start(k, t)
-        sl = self._slot
-        assert sl is not None
-        result = yield from self.kernel.play_slot(
-            self._env,
-            sl.uploads,
-            self.system.deadline_s,
-            self.rules.closes_at,
-            record=self._events,
-            online_until_s=sl.online_until_s,
-        )
-        self._slot_end(k, t, result)
+        """Slot ``t`` of frame ``k`` from its start to its end (a SimPy process body): the
+        server plays it out, the engine closes it."""
+        end = yield from self.server.play_slot(k, t)
+        self._close_slot(k, t, end)
 
     # ------------------------------------------------------------------ frame
 
@@ -425,7 +292,7 @@ class Engine:
 
     # ------------------------------------------------------------------ slot
 
-    def _plan_slot(self, k: int, t: int, slot_jitter: bool = True) -> SlotPlanning:
+    def plan_slot(self, k: int, t: int, slot_jitter: bool = True) -> SlotPlanning:
         """A slot's start, up to the scheme's plan: the channel draw, the slot's costs (slowed by
         the slot's jitter when ``slot_jitter``; the scheme plans on the nominal unless the
         slowdown is known), ``p_min``, the availability at the slot's start (its changes up to
@@ -443,7 +310,7 @@ class Engine:
         avail = self.availability
         available = online_until = None
         if avail is not None:
-            self._log_changes(avail.advance(now), k, t)  # changes at the slot's start
+            self.log_changes(avail.advance(now), k, t)  # changes at the slot's start
             available, online_until = avail.online.copy(), avail.online_until_s()
         plan = self.scheme.plan_slot(
             SlotContext(
@@ -462,129 +329,26 @@ class Engine:
         )
         return SlotPlanning(gains, costs, planned, p_min, available, online_until, plan)
 
-    def _slot_start(self, k: int, t: int) -> None:
+    def _close_slot(self, k: int, t: int, end: SlotEnd) -> None:
+        """The end of slot ``t``, the same for every server: the queues after the slot's energy,
+        the ``energy`` rows (trace level ``events``), the scheme's ``observe``, the run's
+        totals, the evaluation every ``eval_every_slots`` slots, the hooks, the progress."""
         now = self._env.now
-        fr = self._frame
-        assert fr is not None
-        sp = self._plan_slot(k, t)
-        gains, costs, planned, p_min = sp.gains, sp.costs, sp.planned, sp.p_min
-        available, online_until, plan = sp.available, sp.online_until_s, sp.plan
-        participate = plan.participate if available is None else plan.participate & available
-        up = slots.slot_uploads(
-            participate, plan.tx_power_w, costs, gains.gain, self.system, self.rules.closes_at
-        )
-        who = np.flatnonzero(up.participating)
-        decision = {
-            "distance_m": fr.large.distance_m,
-            "large_scale_gain": fr.large.gain,
-            "channel_gain": gains.gain,
-            "seen_channel_gain": gains.seen_gain,
-            "gamma": fr.plan.gamma,
-            "payload_bits": fr.costs.payload_bits,
-            "min_tx_power_w": p_min,
-            "tx_power_w": up.tx_power_w,
-            "participating": up.participating,
-            "available": available,
-            "compute_s": up.compute_s
-            if self.jitter is None
-            else np.where(up.participating, planned.compute_s, 0.0),
-            "upload_s": up.upload_full_s,
-            **plan.columns,
-        }
-        self.buffer.add("slot_start", now, k, t)
-        if self._events:
-            self.buffer.add("decision", now, k, t, self._ids, **decision)
-            decision = {}
-        self._slot = SlotState(
-            slot=t,
-            start_s=now,
-            uploads=up,
-            costs=costs,
-            who=who,
-            decision=decision,
-            online_until_s=online_until,
-            available=available,
-        )
-        self.learner.compute(t, who)
-
-    def _slot_end(self, k: int, t: int, result: SlotResult) -> None:
-        now = self._env.now
-        b, fr, sl = self.buffer, self._frame, self._slot
-        assert fr is not None and sl is not None
-        out = slots.settle_slot(
-            sl.uploads,
-            result.transmitted_s,
-            result.arrived,
-            sl.costs,
-            self.queue_j,
-            self.system,
-            self.rules,
-            computed_s=result.computed_s,
-            dropped=result.dropped,
-        )
-        activity = result.activity
-        changes = Changes.empty()
-        if self.availability is not None:  # the changes during the slot, up to its end
-            changes = self.availability.advance(now)
-        cols: dict[str, Any] = {}
-        weights = self.scheme.cost_weights()
-        if weights is not None:
-            x, z = slots.drift_plus_penalty(
-                out.success,
-                fr.plan.gamma,
-                self.system.devices.batch_size,
-                out.energy_j,
-                fr.queue_j,
-                *weights,
-            )
-            cols = {"conv_error": x, "cost": z}
-        outcome = {**self._outcome_columns(out), **cols}
-        if self._events:
-            self._log_activity(k, t, out, activity, changes)
-        else:  # the decision and the outcome in one row, at the slot's start
-            # participating and tx_power_w are the decision's; upload_s and compute_s become the
-            # outcome's (the time actually transmitted and computed)
-            row = {
-                **sl.decision,
-                "upload_planned_s": sl.decision["upload_s"],
-                "compute_s": out.compute_s,
-                **outcome,
-            }
-            b.add("device_slot", sl.start_s, k, t, self._ids, **row)
-            self._log_changes(changes, k, t)
-        if self.rules.closes_at == "deadline":
-            b.add("deadline", sl.start_s + self.system.deadline_s, k, t)
-        ok = np.flatnonzero(out.success)
-        self.learner.apply(t, ok)
-        if not self.learner.is_finite():
-            raise RunDiverged.at(t, "the global model has non-finite weights")
-        n_part = int(out.participating.sum())
-        stable = float(self.learner.stable_fraction)
-        b.add(
-            "aggregate",
-            now,
-            k,
-            t,
-            n_participants=n_part,
-            n_success=len(ok),
-            slot_duration_s=now - sl.start_s,
-            stable_fraction=None if np.isnan(stable) else stable,
-        )
+        out = end.outcome
         self.queue_j = out.queue_j
         if self._events:
-            b.add("energy", now, k, t, self._ids, **outcome)
+            self.buffer.add(
+                "energy", now, k, t, self._ids, **self.outcome_columns(out), **end.columns
+            )
         self.scheme.observe(out)
-        self._slot = None
-
         st = self.stats
         st.slots += 1
         st.device_slots += self.num_devices
-        st.participations += n_part
+        st.participations += int(out.participating.sum())
         st.available_device_slots += (
-            self.num_devices if sl.available is None else int(sl.available.sum())
+            self.num_devices if end.available is None else int(end.available.sum())
         )
         st.drops += int(out.dropped.sum())
-        st.successes += len(ok)
         st.energy_j += float(out.energy_j.sum())
         st.wasted_energy_j += float(out.wasted_energy_j.sum())
         st.energy_per_device_j += out.energy_j
@@ -598,7 +362,24 @@ class Engine:
         if self.progress is not None:
             self.progress(t, st)
 
-    def _outcome_columns(self, out: SlotOutcome) -> dict[str, Any]:
+    def cost_columns(self, out: SlotOutcome) -> dict[str, Any]:
+        """The slot's drift-plus-penalty columns (``conv_error``, ``cost``) for schemes that
+        declare cost weights (:meth:`Scheme.cost_weights`; else none)."""
+        weights = self.scheme.cost_weights()
+        fr = self._frame
+        if weights is None or fr is None:
+            return {}
+        x, z = slots.drift_plus_penalty(
+            out.success,
+            fr.plan.gamma,
+            self.system.devices.batch_size,
+            out.energy_j,
+            fr.queue_j,
+            *weights,
+        )
+        return {"conv_error": x, "cost": z}
+
+    def outcome_columns(self, out: SlotOutcome) -> dict[str, Any]:
         """A slot's outcome as the per-device columns of its ``energy`` rows (``dropped`` only
         where devices come and go)."""
         return {
@@ -614,49 +395,7 @@ class Engine:
             "dropped": out.dropped if self.availability is not None else None,
         }
 
-    def _log_activity(
-        self, k: int, t: int, out: SlotOutcome, activity: SlotActivity, changes: Changes
-    ) -> None:
-        """The slot's device rows, in the kernel's event order, with the availability changes
-        during the slot merged in by time (before the device events at the same instant);
-        unless the kernel logged the ``upload_start`` events (a shared uplink), every
-        ``compute_end`` is followed, at the same instant, by the device's ``upload_start``."""
-        if not len(activity):
-            self._log_changes(changes, k, t)
-            return
-        if activity.has_upload_start:
-            times, devs, codes = activity.time_s, activity.device, activity.code
-        else:
-            twice = np.where(activity.code == C_END, 2, 1)
-            times = np.repeat(activity.time_s, twice)
-            devs = np.repeat(activity.device, twice)
-            codes = np.repeat(activity.code, twice)
-            codes[np.flatnonzero(codes == C_END)[1::2]] = U_START
-        if len(changes):
-            at = np.searchsorted(times, changes.time_s, side="left")
-            times = np.insert(times, at, changes.time_s)
-            devs = np.insert(devs, at, changes.device)
-            codes = np.insert(codes, at, np.where(changes.online, _ONLINE, _OFFLINE))
-        is_ce, is_us, is_ue = codes == C_END, codes == U_START, codes == U_END
-        is_drop = codes == DROPPED
-
-        def masked(values: np.ndarray, keep: np.ndarray) -> np.ma.MaskedArray:
-            return np.ma.MaskedArray(values[devs], mask=~keep)
-
-        self.buffer.add(
-            codes,
-            times,
-            k,
-            t,
-            devs.astype(np.int32),
-            compute_s=masked(out.compute_s, is_ce | is_drop),
-            tx_power_w=masked(out.tx_power_w, is_us | is_ue | is_drop),
-            upload_s=masked(out.upload_s, is_ue | is_drop),
-            success=masked(out.success, is_ue),
-            energy_upload_j=masked(out.energy_upload_j, is_ue),
-        )
-
-    def _log_changes(self, changes: Changes, k: int, t: int) -> None:
+    def log_changes(self, changes: Changes, k: int, t: int) -> None:
         """Availability changes as ``online`` / ``offline`` rows, at their times."""
         if not len(changes):
             return
@@ -715,7 +454,7 @@ class Engine:
         self._wall_before = self.stats.wall_time_s
         self._wall_start = time.perf_counter()
         self._env = env = Clock(initial_time=self.now_s)
-        self.kernel.start_run(env, self.num_devices)
+        self.server.start_run(env)
         server = env.process(self._server(stop))
         try:
             # until the server is done: a shared uplink may leave completion events it made
@@ -734,6 +473,27 @@ class Engine:
         evaluated and the run's summary says so (``stopped_early``); a request in the last frame
         changes nothing."""
         self.stop_reason = str(reason) or "stopped"
+
+    @property
+    def clock(self) -> Clock:
+        """The run's event clock (a fresh one per :meth:`run`)."""
+        return self._env
+
+    @property
+    def frame(self) -> FrameState | None:
+        """The frame in progress (None between frames)."""
+        return self._frame
+
+    @property
+    def ids(self) -> np.ndarray:
+        """The device numbers ``0 .. N - 1``, int32, ``(N,)``."""
+        return self._ids
+
+    @property
+    def record_events(self) -> bool:
+        """Whether the trace holds every device event (``[trace] level = "events"``; else one
+        ``device_slot`` row per device and slot)."""
+        return self._events
 
     @property
     def clock_s(self) -> float:
@@ -764,14 +524,18 @@ class Engine:
 
     def state_dict(self) -> dict[str, Any]:
         """The engine's own state at a frame boundary: clock, next frame, queues, totals."""
-        if self._frame is not None or self._slot is not None:
+        if self._frame is not None or self.server.in_slot:
             raise RuntimeError("the engine's state can only be saved at a frame boundary")
-        return {
+        out = {
             "next_frame": self.next_frame,
             "now_s": self.now_s,
             "queue_j": self.queue_j.copy(),
             "stats": self.stats.state_dict(),
         }
+        server = self.server.state_dict()
+        if server is not None:  # a server with state of its own (cycles in flight, versions)
+            out["server"] = server
+        return out
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Continue from :meth:`state_dict` (an engine built from the same scenario)."""
@@ -784,3 +548,5 @@ class Engine:
         self.now_s = float(state["now_s"])
         self.queue_j = queue
         self.stats.load_state_dict(state["stats"])
+        if self.server.state_dict() is not None:
+            self.server.load_state_dict(state.get("server"))

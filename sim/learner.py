@@ -27,7 +27,7 @@ Call order within a run (device indices are 0-based ``int64`` numpy arrays):
   paper's Fig. 1 rule after the last ``apply`` (NaN when unknown); ``num_samples``: each device's
   local data size (None without data).
 
-Under stale updates (``[server] mode = "semi_sync" | "async"``, :mod:`sim.asynchronous`) the
+Under stale updates (``[server] mode = "semi_sync" | "async"``, :mod:`wflsim.sim.servers.stale`) the
 engine calls, in place of ``compute`` and ``apply`` (:class:`VersionedLearner`):
 
 * ``start_update(key, device, sample_key, slot)`` when ``device`` downloads the model in slot

@@ -177,6 +177,17 @@ def test_analysis_imports_of_sim_only_the_run_folder_format_and_errors():
     assert not _violations("analysis", ANALYSIS_USE_OF_SIM)
 
 
+def test_servers_import_nothing_above_them():
+    """The servers (wflsim.sim.servers) never import the engine that runs them, the app or the API."""
+    above = {"wflsim.sim.engine", "wflsim.sim.rundir", "wflsim.sim.state"}
+    found = {
+        name: {d for d in deps if d in above or _layer(d) != "sim"}
+        for name, deps in _graph().items()
+        if name.startswith("wflsim.sim.servers")
+    }
+    assert found and not any(found.values()), {n: d for n, d in found.items() if d}
+
+
 def test_app_never_imports_the_api():
     """No app module imports the API or the package root (which re-exports it), anywhere."""
     assert not {

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from conftest import LOCKSTEP, base_scenario, events, run_in_memory, saved_and_continued
 from golden_runs import column_hashes
 from wflsim.sim.errors import ScenarioError
-from wflsim.sim.server import staleness_weight
+from wflsim.sim.servers import staleness_weight
 
 
 def with_server(data: dict[str, Any], **server: Any) -> dict[str, Any]:

@@ -1,6 +1,6 @@
 """Stale updates: model versions, server steps taken lazily, gradients batched across versions.
 
-Under ``[server] mode = "semi_sync" | "async"`` (``sim.asynchronous``) a device's update is
+Under ``[server] mode = "semi_sync" | "async"`` (``wflsim.sim.servers.stale``) a device's update is
 computed on the model version it downloaded, and the server applies updates in steps. The
 engine announces, in virtual time: an update starts (``start``: device, the version now, its
 minibatch key), is dropped (``drop``), or is applied in a step (``apply``: the updates and

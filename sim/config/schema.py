@@ -19,7 +19,7 @@ from pydantic import (
     model_validator,
 )
 
-from ..server import ServerConfig
+from ..servers.config import ServerConfig
 from ..world.availability import AlwaysConfig, AvailabilityConfig
 from ..world.channel.config import ChannelConfig
 from ..world.compute import ComputeConfig

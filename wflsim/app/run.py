@@ -27,7 +27,6 @@ import numpy as np
 from wflsim._version import __version__
 from wflsim.sim import rundir
 from wflsim.sim import state as checkpoints
-from wflsim.sim.asynchronous import AsyncEngine
 from wflsim.sim.config.catalogue import MODELS, DatasetError
 from wflsim.sim.config.derived import check_derived
 from wflsim.sim.config.loading import (
@@ -48,11 +47,12 @@ from wflsim.sim.config.resolve import (
 from wflsim.sim.config.schema import Scenario
 from wflsim.sim.engine import Engine, EngineConfig, FrameSink, Hooks, ProgressFn, RunStats
 from wflsim.sim.errors import ScenarioError
-from wflsim.sim.kernels import KernelName
+from wflsim.sim.kernels import KernelName, make_kernel
 from wflsim.sim.learner import Learner, NullLearner
 from wflsim.sim.rng import Streams
 from wflsim.sim.schemes import build_scheme
 from wflsim.sim.schemes.csi_margin import slot_power_rule
+from wflsim.sim.servers import Server, make_server
 from wflsim.sim.trace import EVENTS_DIR, list_parts
 from wflsim.sim.updates import UPDATE_RULES
 from wflsim.sim.world import physics
@@ -421,8 +421,11 @@ def build_engine(
     writer: FrameSink | None = None,
     progress: ProgressFn | None = None,
     hooks: Hooks | None = None,
+    server: Server | None = None,
 ) -> Engine:
-    """The engine of a prepared scenario with a fresh scheme, on ``learner``.
+    """The engine of a prepared scenario with a fresh scheme, on ``learner``, with the server
+    of its ``[server]`` table (:func:`wflsim.sim.servers.make_server`) unless ``server`` is
+    given (a server of one's own, docs/architecture.md, "A new server").
 
     Raises:
         ValueError: the learner's ``D`` or local steps differ from the scenario's (a custom
@@ -451,11 +454,13 @@ def build_engine(
         "jitter": build_jitter(sc.compute, system.num_devices, prep.streams),
         "availability": prep.availability,
     }
-    if sc.server.mode == "sync":
-        return Engine(*parts, **options)
     if not isinstance(learner, NullLearner):
         check_stale_rule(sc, scheme.update_rule.name)
-    return AsyncEngine(*parts, server=sc.server, **options)
+    config = parts[0]
+    kernel = make_kernel(config.kernel, config.uplink, system)
+    if server is None:
+        server = make_server(sc.server, kernel)
+    return Engine(*parts, server=server, **options)
 
 
 def partition_system(prep: Prepared, learner: Learner) -> SystemConstants:

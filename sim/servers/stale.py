@@ -1,9 +1,9 @@
 """Stale updates on the event clock: the ``semi_sync`` and ``async`` server modes
-(:mod:`sim.server`).
+(:mod:`wflsim.sim.servers.config`).
 
-:class:`AsyncEngine` is the :class:`~sim.engine.Engine` with per-upload events in place of the
-slot kernel. What stays: frames of ``T`` slots and slots of ``tau_0`` -- now fixed intervals of
-virtual time, the controller's decision epochs:
+:class:`StaleServer` plays each device's upload cycle on the clock in place of a slot kernel.
+What stays of the engine's run: frames of ``T`` slots and slots of ``tau_0`` -- now fixed
+intervals of virtual time, the controller's decision epochs:
 
 * at a **frame start** (``k T tau_0``): mobility, the large-scale gains, the scheme's frame plan
   (``gamma``, the Proposition-1 threshold ``p_max``) and the learner's frame (freezing masks),
@@ -40,7 +40,7 @@ deadline test. So a resumed run replays the uninterrupted one to the bit: the cy
 the buffer and the model versions they reference are part of the state (:meth:`state_dict`).
 
 The learner computes an update's gradient only when the server applies it, at the model version
-and frame state the device downloaded (:class:`sim.learner.VersionedLearner`); an update that is
+and frame state the device downloaded (:class:`wflsim.sim.learner.VersionedLearner`); an update that is
 never applied (dropped, too stale, in flight or in the buffer at the run's end) is never computed.
 """
 
@@ -53,21 +53,17 @@ from typing import Any
 import numpy as np
 import simpy
 
-from . import slot as slots
-from .clock import Clock, Order
-from .engine import Engine, EngineConfig, FrameSink, Hooks, ProgressFn, RunStats
-from .errors import RunDiverged
-from .learner import Learner, VersionedLearner
-from .schemes.base import Scheme
-from .server import ServerConfig
-from .slot import DEADLINE_REL_TOL, FrameCosts, SlotOutcome, SlotUploads
-from .trace import event_code
-from .world import physics
-from .world.availability import Availability, Changes
-from .world.channel import Channel
-from .world.compute import ComputeJitter
-from .world.mobility import Mobility
-from .world.system import SystemConstants
+from .. import slot as slots
+from ..clock import Order
+from ..errors import RunDiverged
+from ..learner import VersionedLearner
+from ..slot import DEADLINE_REL_TOL, SlotOutcome
+from ..stats import RunStats
+from ..trace import event_code
+from ..world import physics
+from ..world.availability import Changes
+from .base import Host, Server, SlotEnd, SlotInProgress, SlotPlay
+from .config import ServerConfig
 
 _ONLINE, _OFFLINE = event_code("online"), event_code("offline")
 
@@ -101,21 +97,6 @@ class Cycle:
 
 
 _CYCLE_FIELDS = tuple(f.name for f in fields(Cycle))
-
-
-@dataclass(frozen=True)
-class _Slot:
-    """The slot in progress: its plan for every device."""
-
-    slot: int
-    frame: int
-    start_s: float
-    end_s: float
-    uploads: SlotUploads  #: the planned uploads of every device (who may start, at what power)
-    costs: FrameCosts  #: the slot's costs (semi_sync: slowed by the slot's jitter)
-    available: np.ndarray | None  #: online at the slot's start (None: always online)
-    #: each device's next change of state, if online at the slot's start (None: always online)
-    online_until_s: np.ndarray | None
 
 
 @dataclass
@@ -168,7 +149,7 @@ class _Tally:
 
 @dataclass
 class AsyncStats(RunStats):
-    """:class:`~sim.engine.RunStats` with the server's counts under stale updates."""
+    """:class:`~wflsim.sim.engine.RunStats` with the server's counts under stale updates."""
 
     cycles_ended: int = 0  #: upload cycles that ended (arrived or dropped)
     #: device-slots in which the device computed or uploaded at some time
@@ -221,139 +202,134 @@ class AsyncStats(RunStats):
         self.max_versions_kept = int(state["max_versions_kept"])
 
 
-class AsyncEngine(Engine):
-    """A run whose server applies stale updates (``[server] mode = "semi_sync"`` or
-    ``"async"``; the module docstring). Same arguments as :class:`~sim.engine.Engine`, plus
-    ``server`` (the ``[server]`` table); the learner must be a
-    :class:`~sim.learner.VersionedLearner`.
+class StaleServer(Server):
+    """A server that applies stale updates (``[server] mode = "semi_sync"`` or ``"async"``; the
+    module docstring). The engine's learner must be a
+    :class:`~wflsim.sim.learner.VersionedLearner`.
+
+    Args:
+        config: the ``[server]`` table.
 
     Raises:
-        ValueError: ``server.mode = "sync"`` (use :class:`~sim.engine.Engine`), a shared uplink,
-            or a learner that keeps no model versions.
+        ValueError: ``config.mode = "sync"`` (:class:`~wflsim.sim.servers.synchronous.SyncServer`
+            runs it); when bound, a shared uplink or a learner that keeps no model versions.
     """
 
-    def __init__(
-        self,
-        config: EngineConfig,
-        system: SystemConstants,
-        mobility: Mobility,
-        channel: Channel,
-        scheme: Scheme,
-        learner: Learner,
-        *,
-        server: ServerConfig,
-        writer: FrameSink | None = None,
-        progress: ProgressFn | None = None,
-        hooks: Hooks | None = None,
-        jitter: ComputeJitter | None = None,
-        availability: Availability | None = None,
-    ) -> None:
-        if server.mode == "sync":
-            raise ValueError("server.mode 'sync' runs on Engine, not AsyncEngine")
-        if config.uplink.shared:
-            raise ValueError(f"server.mode {server.mode!r} needs a dedicated uplink")
-        if not isinstance(learner, VersionedLearner):
-            raise ValueError(
-                f"server.mode {server.mode!r} needs a learner that keeps model versions "
-                "(start_update, drop_update, apply_updates, versions_kept)"
-            )
-        super().__init__(
-            config,
-            system,
-            mobility,
-            channel,
-            scheme,
-            learner,
-            writer=writer,
-            progress=progress,
-            hooks=hooks,
-            jitter=jitter,
-            availability=availability,
-        )
-        self.server = server
-        self.versioned: VersionedLearner = learner
-        n = self.num_devices
-        self.stats: AsyncStats = AsyncStats(energy_per_device_j=np.zeros(n))
-        self._async = server.mode == "async"
+    modes = ("semi_sync", "async")
+
+    @classmethod
+    def build(cls, config: ServerConfig, kernel: Any) -> StaleServer:
+        """A stale-update server (it plays device cycles itself; no kernel)."""
+        return cls(config)
+
+    def __init__(self, config: ServerConfig) -> None:
+        if config.mode not in ("semi_sync", "async"):
+            raise ValueError(f"server.mode {config.mode!r} is not a stale-update mode")
+        super().__init__()
+        self.config = config
+        self._async = config.mode == "async"
         # the server's state at frame boundaries (state_dict)
         self.version = 0  #: the global model's version (server steps so far)
         self._next_key = 0
-        self._cycles_started = np.zeros(n, dtype=np.int64)
+        self._cycles_started = np.zeros(0, dtype=np.int64)
         self._cycles: dict[int, Cycle] = {}  # device -> its cycle in flight
         self._buffer: list[Cycle] = []  # arrived, not yet applied
         # within a slot
-        self._tick: _Slot | None = None
+        self._tick: SlotInProgress | None = None
+        self._tally = _Tally(0)
+
+    def bind(self, engine: Host) -> None:
+        """Check the engine's uplink and learner; size the per-device state."""
+        mode = self.config.mode
+        if engine.config.uplink.shared:
+            raise ValueError(f"server.mode {mode!r} needs a dedicated uplink")
+        if not isinstance(engine.learner, VersionedLearner):
+            raise ValueError(
+                f"server.mode {mode!r} needs a learner that keeps model versions "
+                "(start_update, drop_update, apply_updates, versions_kept)"
+            )
+        super().bind(engine)
+        self.versioned: VersionedLearner = engine.learner
+        n = engine.num_devices
+        self._cycles_started = np.zeros(n, dtype=np.int64)
         self._tally = _Tally(n)
+
+    def new_stats(self, num_devices: int) -> AsyncStats:
+        """:class:`AsyncStats`: the run's totals with the server's counts."""
+        return AsyncStats(energy_per_device_j=np.zeros(num_devices))
+
+    @property
+    def stats(self) -> AsyncStats:
+        """The engine's totals (:meth:`new_stats`)."""
+        st = self.host.stats
+        assert isinstance(st, AsyncStats)
+        return st
+
+    @property
+    def in_slot(self) -> bool:
+        """Whether a slot is in progress."""
+        return self._tick is not None
 
     # ------------------------------------------------------------------ the clock
 
-    def _at(
-        self,
-        time_s: float,
-        order: Order,
-        rank: int = 0,
-        callback: Callable[[simpy.Event], None] | None = None,
-    ) -> simpy.Event:
-        """An event at the absolute time ``time_s`` (:meth:`sim.clock.Clock.at`)."""
-        env = self._env
-        assert isinstance(env, Clock)
-        return env.at(time_s, order, rank, callback)
-
-    def _resume_in_flight(self) -> None:
+    def resume(self) -> None:
         """The cycles in flight at the boundary the run continues from, back on the clock."""
         for c in sorted(self._cycles.values(), key=lambda c: c.device):
             self._schedule(c)
 
-    def _play_slot(self, k: int, t: int) -> Any:
+    def play_slot(self, k: int, t: int) -> SlotPlay:
         """Slot ``t``: its plan and the cycles it starts, then, at ``(t + 1) tau_0``, its end;
         the cycles play out on the clock meanwhile."""
         self._slot_open(k, t)
-        yield self._at((t + 1) * self.system.deadline_s, Order.SERVER)
-        self._slot_close(k, t)
+        yield self.host.clock.at((t + 1) * self.host.system.deadline_s, Order.SERVER)
+        return self._slot_close(k, t)
 
     # ------------------------------------------------------------------ slots
 
     def _slot_open(self, k: int, t: int) -> None:
-        now = self._env.now
-        fr = self._frame
+        eng = self.host
+        now = eng.clock.now
+        fr = eng.frame
         assert fr is not None
         # semi_sync: the slot's slowdown, as a synchronous slot; async: each cycle draws its own
-        sp = self._plan_slot(k, t, slot_jitter=not self._async)
+        sp = eng.plan_slot(k, t, slot_jitter=not self._async)
         gains, costs, planned, p_min = sp.gains, sp.costs, sp.planned, sp.p_min
         available, online_until, plan = sp.available, sp.online_until_s, sp.plan
-        end_s = (t + 1) * self.system.deadline_s
-        if self.availability is not None:
+        end_s = (t + 1) * eng.system.deadline_s
+        if eng.availability is not None:
             # the slot's changes, each logged at its time (the device state the slot's cycles
             # use is the one at its start, above)
-            changes = self.availability.advance(float(np.nextafter(end_s, -np.inf)))
+            changes = eng.availability.advance(float(np.nextafter(end_s, -np.inf)))
             for i in range(len(changes)):
-                self._at(
+                self.host.clock.at(
                     float(changes.time_s[i]),
                     Order.AVAILABILITY,
                     callback=self._change_logger(_one(changes, i), k, t),
                 )
         participate = plan.participate if available is None else plan.participate & available
         up = slots.slot_uploads(
-            participate, plan.tx_power_w, costs, gains.gain, self.system, "last_upload"
+            participate, plan.tx_power_w, costs, gains.gain, eng.system, "last_upload"
         )
         never = up.participating & ~np.isfinite(up.upload_full_s)
         if never.any():  # a cycle that would never end does not start
             up = slots.slot_uploads(
-                participate & ~never, plan.tx_power_w, costs, gains.gain, self.system, "last_upload"
+                participate & ~never, plan.tx_power_w, costs, gains.gain, eng.system, "last_upload"
             )
-        self._tick = _Slot(
+        idle = np.setdiff1d(eng.ids, np.fromiter(self._cycles, np.int32, len(self._cycles)))
+        starting = idle[up.participating[idle]]
+        self._tick = SlotInProgress(
             slot=t,
             frame=k,
             start_s=now,
-            end_s=end_s,
+            deadline_s=end_s,
             uploads=up,
             costs=costs,
+            who=starting,
             available=available,
             online_until_s=online_until,
         )
-        self.buffer.add("slot_start", now, k, t)
-        idle = np.setdiff1d(self._ids, np.fromiter(self._cycles, np.int32, len(self._cycles)))
-        self.buffer.add(
+        eng.buffer.add("slot_start", now, k, t)
+        eng.buffer.add(
             "decision",
             now,
             k,
@@ -374,31 +350,32 @@ class AsyncEngine(Engine):
             model_version=np.full(idle.shape, self.version, dtype=np.int64),
             **{name: np.asarray(v)[idle] for name, v in plan.columns.items()},
         )
-        for n in idle[up.participating[idle]].tolist():
+        for n in starting.tolist():
             self._start(n, now)
 
     def _change_logger(self, change: Changes, k: int, t: int) -> Callable[[simpy.Event], None]:
         """A callback that logs an availability change (at its time, as an event)."""
 
         def log(_event: simpy.Event) -> None:
-            self._log_changes(change, k, t)
+            self.host.log_changes(change, k, t)
 
         return log
 
-    def _slot_close(self, k: int, t: int) -> None:
-        now = self._env.now
+    def _slot_close(self, k: int, t: int) -> SlotEnd:
+        eng = self.host
+        now = eng.clock.now
         sl = self._tick
         assert sl is not None
         if not self._async:  # the round's deadline: apply what arrived
-            self.buffer.add("deadline", now, k, t)
+            eng.buffer.add("deadline", now, k, t)
             self._apply(k, t)
         # the learner takes the slot's steps now, whatever reads the model later
         self.versioned.materialise()
-        if not self.learner.is_finite():
+        if not eng.learner.is_finite():
             raise RunDiverged.at(t, "the global model has non-finite weights")
         tally = self._tally
         energy = tally.energy_compute_j + tally.energy_upload_j
-        queue = slots.queue_update_j(self.queue_j, energy, self.system.devices.energy_budget_j)
+        queue = slots.queue_update_j(eng.queue_j, energy, eng.system.devices.energy_budget_j)
         out = SlotOutcome(
             participating=tally.ended.copy(),
             tx_power_w=tally.tx_power_w.copy(),
@@ -413,41 +390,21 @@ class AsyncEngine(Engine):
             queue_j=queue,
             dropped=tally.dropped.copy(),
         )
-        self.queue_j = queue
-        self.buffer.add("energy", now, k, t, self._ids, **self._outcome_columns(out))
-        self.scheme.observe(out)
         st = self.stats
-        st.slots += 1
-        st.device_slots += self.num_devices
-        st.participations += int(out.participating.sum())
-        st.available_device_slots += (
-            self.num_devices if sl.available is None else int(sl.available.sum())
-        )
-        st.drops += int(out.dropped.sum())
         st.cycles_ended += tally.cycles
-        busy = np.zeros(self.num_devices, dtype=bool)
+        busy = np.zeros(eng.num_devices, dtype=bool)
         busy[list(self._cycles)] = True
         st.active_device_slots += int((tally.ended | busy).sum())
-        st.energy_j += float(energy.sum())
-        st.wasted_energy_j += float(out.wasted_energy_j.sum())
-        st.energy_per_device_j += energy
-        st.simulated_time_s = now
         tally.reset()
         self._tick = None
-        cfg = self.config
-        last = t == cfg.frames * cfg.slots_per_frame - 1
-        if cfg.evaluate and ((t + 1) % cfg.eval_every_slots == 0 or last):
-            self._eval(k, t)
-        if self.hooks.slot_end is not None:
-            self.hooks.slot_end(self, t, out)
-        if self.progress is not None:
-            self.progress(t, st)
+        return SlotEnd(out, sl.available)
 
     # ------------------------------------------------------------------ cycles
 
     def _start(self, n: int, now: float) -> None:
         """Device ``n`` downloads the current model and starts a cycle at ``now``."""
-        sl, fr = self._tick, self._frame
+        eng = self.host
+        sl, fr = self._tick, eng.frame
         assert sl is not None and fr is not None
         up = sl.uploads
         c_index = int(self._cycles_started[n])
@@ -456,10 +413,10 @@ class AsyncEngine(Engine):
             sample_key = c_index
             need_s = float(fr.costs.compute_s[n])
             energy_c = float(fr.costs.compute_energy_j[n])
-            if self.jitter is not None:
-                s = self.jitter.cycle_slowdown(n, c_index)
+            if eng.jitter is not None:
+                s = eng.jitter.cycle_slowdown(n, c_index)
                 need_s = float(physics.slowed_compute_time_s(need_s, s))
-                if self.jitter.scales_clock:
+                if eng.jitter.scales_clock:
                     energy_c = float(physics.throttled_compute_energy_j(energy_c, s))
         else:
             sample_key = sl.slot
@@ -469,8 +426,8 @@ class AsyncEngine(Engine):
         p = float(up.tx_power_w[n])
         compute_end = now + need_s
         end = compute_end + upload_full
-        b = sl.end_s
-        if b < end <= b + DEADLINE_REL_TOL * self.system.deadline_s:
+        b = sl.deadline_s
+        if b < end <= b + DEADLINE_REL_TOL * eng.system.deadline_s:
             end = b  # on the deadline up to rounding (the synchronous test's tolerance)
             compute_end = min(compute_end, end)
         off = np.inf if sl.online_until_s is None else float(sl.online_until_s[n])
@@ -505,28 +462,29 @@ class AsyncEngine(Engine):
         else:
             self.versioned.start_update(cycle.key, n, sample_key, sl.slot)
         self._cycles[n] = cycle
-        self.stats.max_versions_kept = max(
-            self.stats.max_versions_kept, int(self.versioned.versions_kept)
-        )
+        st = self.stats
+        st.max_versions_kept = max(st.max_versions_kept, int(self.versioned.versions_kept))
         self._schedule(cycle)
 
     def _schedule(self, c: Cycle) -> None:
         """The cycle's events: its compute's end (unless passed or dropped first), its end."""
         n = c.device
         if not c.uploading and c.compute_end_s < c.end_s:
-            self._at(c.compute_end_s, Order.DEVICE, n, lambda _e: self._computed(c))
-        self._at(c.end_s, Order.DEVICE, n, lambda _e: self._ended(c))
+            self.host.clock.at(c.compute_end_s, Order.DEVICE, n, lambda _e: self._computed(c))
+        self.host.clock.at(c.end_s, Order.DEVICE, n, lambda _e: self._ended(c))
+
+    def _frame_now(self) -> int:
+        """The frame in progress (between frames: the next one)."""
+        fr = self.host.frame
+        return fr.frame if fr is not None else self.host.next_frame
 
     def _computed(self, c: Cycle) -> None:
         c.uploading = True
-        fr = self._frame
-        k = fr.frame if fr is not None else self.next_frame
-        t = self._slot_index(c.compute_end_s)
-        self.buffer.add(
+        self.host.buffer.add(
             np.array([event_code("compute_end"), event_code("upload_start")], np.int8),
             c.compute_end_s,
-            k,
-            t,
+            self._frame_now(),
+            self._slot_index(c.compute_end_s),
             c.device,
             compute_s=np.ma.MaskedArray([c.compute_s, 0.0], mask=[False, True]),
             tx_power_w=np.ma.MaskedArray([0.0, c.tx_power_w], mask=[True, False]),
@@ -537,14 +495,14 @@ class AsyncEngine(Engine):
         n = c.device
         del self._cycles[n]
         now = c.end_s
-        fr = self._frame
-        k = fr.frame if fr is not None else self.next_frame
+        buffer = self.host.buffer
+        k = self._frame_now()
         t = self._slot_index(now)
         if c.dropped:
             if not c.discarded:
                 self.versioned.drop_update(c.key)
             self._tally.add(c, False)
-            self.buffer.add(
+            buffer.add(
                 "dropped",
                 now,
                 k,
@@ -557,7 +515,7 @@ class AsyncEngine(Engine):
             )
         else:
             staleness = self.version - c.version
-            limit = self.server.max_staleness
+            limit = self.config.max_staleness
             ok = not c.discarded and (limit is None or staleness <= limit)
             row: dict[str, Any] = {
                 "tx_power_w": c.tx_power_w,
@@ -568,20 +526,25 @@ class AsyncEngine(Engine):
                 "staleness": staleness,
             }
             if ok:
-                row["staleness_weight"] = float(self.server.weight(staleness))
+                row["staleness_weight"] = float(self.config.weight(staleness))
                 self._buffer.append(c)
             else:
                 if not c.discarded:
                     self.versioned.drop_update(c.key)
                 self.stats.stale_discarded += 1
             self._tally.add(c, ok)
-            self.buffer.add("upload_end", now, k, t, n, **row)
+            buffer.add("upload_end", now, k, t, n, **row)
             if not ok:
-                self.buffer.add("stale", now, k, t, n, model_version=c.version, staleness=staleness)
-            if self._async and len(self._buffer) >= self.server.buffer_size:
+                buffer.add("stale", now, k, t, n, model_version=c.version, staleness=staleness)
+            if self._async and self._buffer_full():
                 self._apply(k, t)
         if self._async:
-            self._at(now, Order.RESTART, n, lambda _e: self._restart(n))
+            self.host.clock.at(now, Order.RESTART, n, lambda _e: self._restart(n))
+
+    def _buffer_full(self) -> bool:
+        """Whether the server steps now (``async``: after an arrival entered the buffer): it
+        holds ``buffer_size`` updates. A server that steps on another rule overrides this."""
+        return len(self._buffer) >= self.config.buffer_size
 
     def _restart(self, n: int) -> None:
         """Device ``n``'s upload arrived (or it dropped): start again now if it is idle, online
@@ -589,13 +552,14 @@ class AsyncEngine(Engine):
         sl = self._tick
         if sl is None or n in self._cycles or not sl.uploads.participating[n]:
             return
-        now = self._env.now
+        eng = self.host
+        now = eng.clock.now
         if sl.online_until_s is not None and not sl.online_until_s[n] > now:
             return  # gone offline since the slot started (offline then: not participating)
-        fr = self._frame
+        fr = eng.frame
         assert fr is not None
         up = sl.uploads
-        self.buffer.add(
+        eng.buffer.add(
             "decision",
             now,
             sl.frame,
@@ -613,13 +577,13 @@ class AsyncEngine(Engine):
 
     def _apply(self, k: int, t: int) -> None:
         """The server applies its buffer: one step, a new model version."""
-        now = self._env.now
+        now = self.host.clock.now
         buf = sorted(self._buffer, key=lambda c: (c.device, c.key))
         self._buffer = []
         staleness = np.array([self.version - c.version for c in buf], dtype=np.int64)
-        weights = self.server.weight(staleness)
+        weights = self.config.weight(staleness)
         keys = np.array([c.key for c in buf], dtype=np.int64)
-        self.versioned.apply_updates(t, keys, weights, self.server.server_lr)
+        self.versioned.apply_updates(t, keys, weights, self.config.server_lr)
         self.version += 1
         st = self.stats
         st.server_steps += 1
@@ -627,8 +591,8 @@ class AsyncEngine(Engine):
         st.successes += len(buf)
         st.staleness_sum += int(staleness.sum())
         # no stable fraction: the learner takes its steps at the slot's end
-        self.buffer.add("flush", now, k, t, n_success=len(buf), model_version=self.version)
-        limit = self.server.max_staleness
+        self.host.buffer.add("flush", now, k, t, n_success=len(buf), model_version=self.version)
+        limit = self.config.max_staleness
         if limit is not None:  # updates in flight that can no longer be applied: release them
             for c in self._cycles.values():
                 if not c.discarded and self.version - c.version > limit:
@@ -639,35 +603,33 @@ class AsyncEngine(Engine):
         """The slot in progress (the last one begun at or before ``time_s``)."""
         if self._tick is not None:
             return self._tick.slot
-        return int(time_s // self.system.deadline_s)
+        return int(time_s // self.host.system.deadline_s)
 
     # ------------------------------------------------------------------ state
 
     def state_dict(self) -> dict[str, Any]:
-        """:meth:`Engine.state_dict` with the server's version, buffer and the cycles in flight."""
-        out = super().state_dict()
+        """The server's version, buffer and the cycles in flight (at a frame boundary)."""
         cycles = sorted(self._cycles.values(), key=lambda c: c.device)
-        out["server"] = {
+        return {
             "version": self.version,
             "next_key": self._next_key,
             "cycles_started": self._cycles_started.copy(),
             "cycles": _records(cycles),
             "buffer": _records(self._buffer),
         }
-        return out
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Continue from :meth:`state_dict` (an engine built from the same scenario)."""
-        super().load_state_dict(state)
-        srv = state["server"]
-        self.version = int(srv["version"])
-        self._next_key = int(srv["next_key"])
-        started = np.array(srv["cycles_started"], dtype=np.int64)
-        if started.shape != (self.num_devices,):
+    def load_state_dict(self, state: dict[str, Any] | None) -> None:
+        """Continue from :meth:`state_dict` (a server of the same scenario)."""
+        if state is None:
+            raise ValueError("the checkpoint holds no server state (a synchronous run's?)")
+        self.version = int(state["version"])
+        self._next_key = int(state["next_key"])
+        started = np.array(state["cycles_started"], dtype=np.int64)
+        if started.shape != self._cycles_started.shape:
             raise ValueError("server state is for another number of devices")
         self._cycles_started = started
-        self._cycles = {c.device: c for c in _from_records(srv["cycles"])}
-        self._buffer = _from_records(srv["buffer"])
+        self._cycles = {c.device: c for c in _from_records(state["cycles"])}
+        self._buffer = _from_records(state["buffer"])
 
 
 def _one(changes: Changes, i: int) -> Changes:

@@ -6,7 +6,7 @@
   arrives in a later slot and is aggregated at that slot's end as a stale update.
 * ``async`` (FedAsync with ``buffer_size = 1``, FedBuff with ``buffer_size > 1``): no global
   round; each device downloads the current model, computes and uploads, and starts again; the
-  server applies its buffer every ``buffer_size`` arrivals (:mod:`sim.asynchronous`).
+  server applies its buffer every ``buffer_size`` arrivals (:mod:`wflsim.sim.servers.stale`).
 
 An update computed on model version ``v`` that the server applies when the model is at version
 ``V`` has staleness ``s = V - v`` (server steps it missed) and enters the aggregate with the
@@ -31,8 +31,8 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from pydantic import Field, model_validator
 
-from .config.distributions import Strict
-from .config.limits import MAX_DEVICES
+from ..config.distributions import Strict
+from ..config.limits import MAX_DEVICES
 
 F64 = NDArray[np.float64]
 

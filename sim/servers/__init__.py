@@ -1,0 +1,47 @@
+"""Servers: what happens between "devices are told to work" and "the model moves"
+(:mod:`wflsim.sim.servers.base`, the seam). One server per module:
+
+* :class:`~wflsim.sim.servers.synchronous.SyncServer`: ``sync``, the paper's rounds;
+* :class:`~wflsim.sim.servers.stale.StaleServer`: ``semi_sync`` and ``async``, stale updates.
+
+:func:`make_server` is the one place that decides which server a scenario's ``[server]`` table
+gets (:data:`SERVERS`: mode -> server class).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .base import Server, SlotEnd, SlotInProgress
+from .config import SERVER_MODES, ServerConfig, ServerMode, StalenessConfig, staleness_weight
+from .stale import AsyncStats, Cycle, StaleServer
+from .synchronous import SyncServer
+
+#: ``[server] mode`` -> the server that runs it
+SERVERS: dict[str, type[Server]] = {
+    mode: cls for cls in (SyncServer, StaleServer) for mode in cls.modes
+}
+
+
+def make_server(config: ServerConfig, kernel: Any) -> Server:
+    """The server of a ``[server]`` table; ``kernel`` (:func:`wflsim.sim.kernels.make_kernel`)
+    plays the slots of a synchronous one."""
+    return SERVERS[config.mode].build(config, kernel)
+
+
+__all__ = [
+    "SERVERS",
+    "SERVER_MODES",
+    "AsyncStats",
+    "Cycle",
+    "Server",
+    "ServerConfig",
+    "ServerMode",
+    "SlotEnd",
+    "SlotInProgress",
+    "StaleServer",
+    "StalenessConfig",
+    "SyncServer",
+    "make_server",
+    "staleness_weight",
+]

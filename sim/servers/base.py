@@ -1,0 +1,215 @@
+"""The server seam: what happens between "devices are told to work" and "the model moves".
+
+The :class:`~wflsim.sim.engine.Engine` keeps the clock, the frame loop, the slot plan (the
+scheme) and one copy of the end-of-slot bookkeeping (queues, ``energy`` rows, the run's totals,
+evaluations, hooks, checkpoints). A :class:`Server` plays one slot out on the clock, from the
+slot's start to its end, and hands the engine the slot's :class:`SlotEnd`:
+
+* :class:`~wflsim.sim.servers.synchronous.SyncServer` (``[server] mode = "sync"``, the paper's):
+  a slot kernel plays the participants' compute and uploads; the server settles the slot at its
+  deadline (or its last upload) and aggregates what arrived in time;
+* :class:`~wflsim.sim.servers.stale.StaleServer` (``semi_sync``, ``async``): each device's
+  download-compute-upload cycle runs on the clock across slots; arrivals enter a buffer with the
+  model version they were computed on; the server applies the buffer at each slot's end
+  (``semi_sync``) or every ``buffer_size`` arrivals (``async``).
+
+A server reads and writes the run through its host (the engine, :meth:`Server.bind`), and only
+through what :class:`Host` names: a server imports nothing of the engine.
+
+A new server is one module with a :class:`Server` subclass and a line in
+:data:`wflsim.sim.servers.SERVERS` (docs/architecture.md, "A new server").
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Generator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+
+import numpy as np
+import simpy
+
+from ..clock import Clock
+from ..learner import Learner
+from ..schemes.base import FramePlan, Scheme, SlotPlan
+from ..slot import FrameCosts, SlotOutcome, SlotRules, SlotUploads
+from ..stats import RunStats
+from ..trace import TraceBuffer
+from ..world.availability import Availability, Changes
+from ..world.channel import LargeScale, SlotChannel
+from ..world.compute import ComputeJitter
+from ..world.system import SystemConstants
+
+if TYPE_CHECKING:
+    from ..kernels import SlotKernel
+    from .config import ServerConfig
+
+
+@dataclass(frozen=True)
+class FrameState:
+    """The frame in progress."""
+
+    frame: int
+    large: LargeScale  #: positions' distances and large-scale gains
+    queue_j: np.ndarray  #: queues at the frame start (the frame's price), J
+    plan: FramePlan  #: the scheme's frame decision
+    costs: FrameCosts  #: its cost plan in seconds and joules
+
+
+@dataclass(frozen=True)
+class SlotPlanning:
+    """What a slot's start decides before anything plays out (:meth:`Host.plan_slot`)."""
+
+    gains: SlotChannel  #: the slot's channel draw
+    costs: FrameCosts  #: what the slot actually costs (the frame's; slowed under jitter)
+    planned: FrameCosts  #: what the scheme planned on
+    p_min: np.ndarray  #: ``p_min`` on the gain the scheme sees, W, ``(N,)``
+    available: np.ndarray | None  #: online at the slot's start (None: always online)
+    online_until_s: np.ndarray | None  #: each device's next change if online now (None: always)
+    plan: SlotPlan  #: the scheme's slot decision
+
+
+@dataclass(frozen=True)
+class SlotInProgress:
+    """The slot in progress: what its start decided for every device."""
+
+    slot: int
+    frame: int
+    start_s: float  #: its start, s (absolute)
+    deadline_s: float  #: its nominal end ``start + tau_0``, s (absolute)
+    uploads: SlotUploads  #: who uploads what at which power (before anything plays out)
+    costs: FrameCosts  #: what the slot actually costs (the frame's; under jitter, slowed)
+    who: np.ndarray  #: the participating devices, ascending
+    #: when each device goes offline (absolute, s; ``inf`` if offline now; None: always online)
+    online_until_s: np.ndarray | None = None
+    available: np.ndarray | None = None  #: online at the slot's start (None: always online)
+    #: the decision columns, written at the slot's end with the outcome (``device_slots``)
+    decision: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class SlotEnd:
+    """What a server hands the engine when a slot ends (``env.now`` is the slot's end)."""
+
+    outcome: SlotOutcome  #: per device: energies, success, queue after the update
+    available: np.ndarray | None  #: online at the slot's start (None: always online)
+    #: more columns of the slot's ``energy`` rows (the drift-plus-penalty cost)
+    columns: dict[str, Any] = field(default_factory=dict)
+
+
+class Host(Protocol):
+    """What a server may use of the engine that runs it (:class:`~wflsim.sim.engine.Engine`)."""
+
+    config: Any  #: the run's timing and logging settings (``EngineConfig``)
+    system: SystemConstants  #: devices and radio constants
+    learner: Learner
+    scheme: Scheme
+    rules: SlotRules  #: when a slot closes, what a late upload costs
+    availability: Availability | None
+    jitter: ComputeJitter | None
+    buffer: TraceBuffer  #: the trace rows of the frame in progress
+    queue_j: np.ndarray  #: the energy-deficit queues, J, ``(N,)``
+    stats: RunStats  #: the run's totals (:meth:`Server.new_stats`)
+    num_devices: int
+    next_frame: int  #: the frame in progress, or the next one between frames
+
+    @property
+    def clock(self) -> Clock:
+        """The run's clock."""
+        ...
+
+    @property
+    def frame(self) -> FrameState | None:
+        """The frame in progress."""
+        ...
+
+    @property
+    def ids(self) -> np.ndarray:
+        """The device numbers, int32, ``(N,)``."""
+        ...
+
+    @property
+    def record_events(self) -> bool:
+        """Whether the trace holds every device event (else ``device_slot`` rows)."""
+        ...
+
+    def plan_slot(self, k: int, t: int, slot_jitter: bool = True) -> SlotPlanning:
+        """The slot's channel draw, costs, ``p_min``, availability and the scheme's plan."""
+        ...
+
+    def log_changes(self, changes: Changes, k: int, t: int) -> None:
+        """Availability changes as ``online`` / ``offline`` rows."""
+        ...
+
+    def outcome_columns(self, out: SlotOutcome) -> dict[str, Any]:
+        """A slot's outcome as the per-device columns of its rows."""
+        ...
+
+    def cost_columns(self, out: SlotOutcome) -> dict[str, Any]:
+        """The slot's drift-plus-penalty columns (or none)."""
+        ...
+
+
+#: What :meth:`Server.play_slot` is: a SimPy process body that returns the slot's end.
+SlotPlay = Generator[simpy.Event, Any, SlotEnd]
+
+
+class Server(ABC):
+    """Plays slots out between the scheme's plan and the model's step (the module docstring)."""
+
+    #: the ``[server] mode`` values this server runs
+    modes: ClassVar[tuple[str, ...]]
+
+    def __init__(self) -> None:
+        self._host: Host | None = None
+
+    @classmethod
+    @abstractmethod
+    def build(cls, config: ServerConfig, kernel: SlotKernel) -> Server:
+        """The server of a ``[server]`` table whose mode is one of :attr:`modes`; ``kernel``
+        plays slot activity for a server that uses one (:func:`wflsim.sim.kernels.make_kernel`)."""
+
+    @property
+    def host(self) -> Host:
+        """The engine this server runs in (:meth:`bind`)."""
+        if self._host is None:
+            raise RuntimeError(f"{type(self).__name__} is not bound to an engine")
+        return self._host
+
+    def bind(self, engine: Host) -> None:
+        """Called once by the engine that runs this server, before anything else.
+
+        Raises:
+            ValueError: the engine's parts do not fit the server (with the reason).
+        """
+        self._host = engine
+
+    def new_stats(self, num_devices: int) -> RunStats:
+        """The run's totals, as this server counts them (a :class:`RunStats` subclass may add
+        the server's own counts)."""
+        return RunStats(energy_per_device_j=np.zeros(num_devices))
+
+    def start_run(self, env: simpy.Environment) -> None:  # noqa: B027
+        """Called once per run (``Engine.run``) with its fresh clock, before its process starts."""
+
+    def resume(self) -> None:  # noqa: B027
+        """Put back on the clock what was in flight at the frame boundary the run continues
+        from (called in the run's process after its first rows)."""
+
+    @abstractmethod
+    def play_slot(self, k: int, t: int) -> SlotPlay:
+        """Slot ``t`` of frame ``k`` from its start to its end (``yield from``); returns its
+        :class:`SlotEnd` with ``env.now`` at the slot's end."""
+
+    @property
+    def in_slot(self) -> bool:
+        """Whether a slot is in progress (the engine's state cannot be saved then)."""
+        return False
+
+    def state_dict(self) -> dict[str, Any] | None:
+        """The server's state at a frame boundary (None: it keeps none)."""
+        return None
+
+    def load_state_dict(self, state: dict[str, Any] | None) -> None:  # noqa: B027
+        """Restore :meth:`state_dict`."""

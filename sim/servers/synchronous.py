@@ -1,0 +1,220 @@
+"""The synchronous server (``[server] mode = "sync"``, the paper's): rounds of one slot.
+
+Per slot (DESIGN.md, "One slot, as data flows through it"): the engine's slot plan
+(:meth:`~wflsim.sim.engine.Engine.plan_slot`: the channel draw, ``p_min``, the scheme's plan);
+:func:`~wflsim.sim.slot.slot_uploads` turns plan and true gains into who uploads what at which
+power; the learner computes the participants' uploads in one batched call (virtual time does not
+advance); the slot kernel (:mod:`wflsim.sim.kernels`) plays their compute and uploads out on the
+clock; the server closes the slot at the deadline ``tau_0`` or, for schemes that promise no
+outage, when the last upload has arrived or been dropped (the later of the two);
+:func:`~wflsim.sim.slot.settle_slot` turns the kernel's report into the outcome; the learner
+aggregates the uploads that arrived in time.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import numpy as np
+
+from .. import slot as slots
+from ..errors import RunDiverged
+from ..kernels import C_END, DROPPED, U_END, U_START, SlotActivity, SlotKernel
+from ..slot import SlotOutcome
+from ..trace import event_code
+from ..world.availability import Changes
+from .base import Server, SlotEnd, SlotInProgress, SlotPlay
+from .config import ServerConfig
+
+_ONLINE, _OFFLINE = event_code("online"), event_code("offline")
+
+
+class SyncServer(Server):
+    """Rounds of one slot played by a slot kernel (the module docstring).
+
+    Args:
+        kernel: plays each slot's device activity on the clock (:func:`sim.kernels.make_kernel`).
+    """
+
+    modes: ClassVar[tuple[str, ...]] = ("sync",)
+
+    @classmethod
+    def build(cls, config: ServerConfig, kernel: SlotKernel) -> SyncServer:
+        """A synchronous server on ``kernel``."""
+        return cls(kernel)
+
+    def __init__(self, kernel: SlotKernel) -> None:
+        super().__init__()
+        self.kernel = kernel
+        self._slot: SlotInProgress | None = None
+
+    @property
+    def in_slot(self) -> bool:
+        """Whether a slot is in progress."""
+        return self._slot is not None
+
+    def start_run(self, env: Any) -> None:
+        """The kernel's per-device processes on the run's clock."""
+        self.kernel.start_run(env, self.host.num_devices)
+
+    def play_slot(self, k: int, t: int) -> SlotPlay:
+        """The slot's plan, the kernel playing it out, its outcome."""
+        eng = self.host
+        self._slot_start(k, t)
+        sl = self._slot
+        assert sl is not None
+        result = yield from self.kernel.play_slot(
+            eng.clock,
+            sl.uploads,
+            eng.system.deadline_s,
+            eng.rules.closes_at,
+            record=eng.record_events,
+            online_until_s=sl.online_until_s,
+        )
+        return self._slot_end(k, t, result)
+
+    def _slot_start(self, k: int, t: int) -> None:
+        eng = self.host
+        now = eng.clock.now
+        fr = eng.frame
+        assert fr is not None
+        sp = eng.plan_slot(k, t)
+        gains, costs, planned, p_min = sp.gains, sp.costs, sp.planned, sp.p_min
+        available, online_until, plan = sp.available, sp.online_until_s, sp.plan
+        participate = plan.participate if available is None else plan.participate & available
+        up = slots.slot_uploads(
+            participate, plan.tx_power_w, costs, gains.gain, eng.system, eng.rules.closes_at
+        )
+        who = np.flatnonzero(up.participating)
+        decision = {
+            "distance_m": fr.large.distance_m,
+            "large_scale_gain": fr.large.gain,
+            "channel_gain": gains.gain,
+            "seen_channel_gain": gains.seen_gain,
+            "gamma": fr.plan.gamma,
+            "payload_bits": fr.costs.payload_bits,
+            "min_tx_power_w": p_min,
+            "tx_power_w": up.tx_power_w,
+            "participating": up.participating,
+            "available": available,
+            "compute_s": up.compute_s
+            if eng.jitter is None
+            else np.where(up.participating, planned.compute_s, 0.0),
+            "upload_s": up.upload_full_s,
+            **plan.columns,
+        }
+        eng.buffer.add("slot_start", now, k, t)
+        if eng.record_events:
+            eng.buffer.add("decision", now, k, t, eng.ids, **decision)
+            decision = {}
+        self._slot = SlotInProgress(
+            slot=t,
+            frame=k,
+            start_s=now,
+            deadline_s=now + eng.system.deadline_s,
+            uploads=up,
+            costs=costs,
+            who=who,
+            decision=decision,
+            online_until_s=online_until,
+            available=available,
+        )
+        eng.learner.compute(t, who)
+
+    def _slot_end(self, k: int, t: int, result: Any) -> SlotEnd:
+        eng = self.host
+        now = eng.clock.now
+        b, sl = eng.buffer, self._slot
+        assert sl is not None
+        out = slots.settle_slot(
+            sl.uploads,
+            result.transmitted_s,
+            result.arrived,
+            sl.costs,
+            eng.queue_j,
+            eng.system,
+            eng.rules,
+            computed_s=result.computed_s,
+            dropped=result.dropped,
+        )
+        changes = Changes.empty()
+        if eng.availability is not None:  # the changes during the slot, up to its end
+            changes = eng.availability.advance(now)
+        cols = eng.cost_columns(out)
+        if eng.record_events:
+            self._log_activity(k, t, out, result.activity, changes)
+        else:  # the decision and the outcome in one row, at the slot's start
+            # participating and tx_power_w are the decision's; upload_s and compute_s become the
+            # outcome's (the time actually transmitted and computed)
+            row = {
+                **sl.decision,
+                "upload_planned_s": sl.decision["upload_s"],
+                "compute_s": out.compute_s,
+                **eng.outcome_columns(out),
+                **cols,
+            }
+            b.add("device_slot", sl.start_s, k, t, eng.ids, **row)
+            eng.log_changes(changes, k, t)
+        if eng.rules.closes_at == "deadline":
+            b.add("deadline", sl.start_s + eng.system.deadline_s, k, t)
+        ok = np.flatnonzero(out.success)
+        eng.learner.apply(t, ok)
+        if not eng.learner.is_finite():
+            raise RunDiverged.at(t, "the global model has non-finite weights")
+        stable = float(eng.learner.stable_fraction)
+        b.add(
+            "aggregate",
+            now,
+            k,
+            t,
+            n_participants=int(out.participating.sum()),
+            n_success=len(ok),
+            slot_duration_s=now - sl.start_s,
+            stable_fraction=None if np.isnan(stable) else stable,
+        )
+        eng.stats.successes += len(ok)
+        self._slot = None
+        return SlotEnd(out, sl.available, cols)
+
+    def _log_activity(
+        self, k: int, t: int, out: SlotOutcome, activity: SlotActivity, changes: Changes
+    ) -> None:
+        """The slot's device rows, in the kernel's event order, with the availability changes
+        during the slot merged in by time (before the device events at the same instant);
+        unless the kernel logged the ``upload_start`` events (a shared uplink), every
+        ``compute_end`` is followed, at the same instant, by the device's ``upload_start``."""
+        eng = self.host
+        if not len(activity):
+            eng.log_changes(changes, k, t)
+            return
+        if activity.has_upload_start:
+            times, devs, codes = activity.time_s, activity.device, activity.code
+        else:
+            twice = np.where(activity.code == C_END, 2, 1)
+            times = np.repeat(activity.time_s, twice)
+            devs = np.repeat(activity.device, twice)
+            codes = np.repeat(activity.code, twice)
+            codes[np.flatnonzero(codes == C_END)[1::2]] = U_START
+        if len(changes):
+            at = np.searchsorted(times, changes.time_s, side="left")
+            times = np.insert(times, at, changes.time_s)
+            devs = np.insert(devs, at, changes.device)
+            codes = np.insert(codes, at, np.where(changes.online, _ONLINE, _OFFLINE))
+        is_ce, is_us, is_ue = codes == C_END, codes == U_START, codes == U_END
+        is_drop = codes == DROPPED
+
+        def masked(values: np.ndarray, keep: np.ndarray) -> np.ma.MaskedArray:
+            return np.ma.MaskedArray(values[devs], mask=~keep)
+
+        eng.buffer.add(
+            codes,
+            times,
+            k,
+            t,
+            devs.astype(np.int32),
+            compute_s=masked(out.compute_s, is_ce | is_drop),
+            tx_power_w=masked(out.tx_power_w, is_us | is_ue | is_drop),
+            upload_s=masked(out.upload_s, is_ue | is_drop),
+            success=masked(out.success, is_ue),
+            energy_upload_j=masked(out.energy_upload_j, is_ue),
+        )

@@ -1,0 +1,89 @@
+"""The running totals of a simulation (what the CLI's summary prints and ``manifest.json``
+holds); a server may count more (:meth:`wflsim.sim.servers.base.Server.new_stats`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+
+@dataclass
+class RunStats:
+    """Running totals of a simulation (what the CLI's summary prints)."""
+
+    slots: int = 0
+    device_slots: int = 0
+    participations: int = 0
+    successes: int = 0
+    energy_j: float = 0.0
+    wasted_energy_j: float = 0.0
+    last_loss: float = float("nan")
+    last_accuracy: float = float("nan")
+    first_accuracy: float = float("nan")
+    simulated_time_s: float = 0.0
+    #: device-slots in which the device was online at the slot's start (all without
+    #: ``[availability]``)
+    available_device_slots: int = 0
+    drops: int = 0  #: participations lost because the device went offline
+    wall_time_s: float = 0.0
+    rows: int = 0
+    energy_per_device_j: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    #: ``{"frame", "reason"}`` of a run ended before its last frame (:meth:`Engine.request_stop`)
+    stopped_early: dict[str, Any] | None = None
+
+    @property
+    def outage_rate(self) -> float:
+        """Uploads that missed the deadline, per participation (participations lost because
+        the device went offline are :attr:`drops`, not outages)."""
+        return (
+            (self.participations - self.successes - self.drops) / self.participations
+            if self.participations
+            else 0.0
+        )
+
+    @property
+    def dropout_rate(self) -> float:
+        """Device-slots in which the device did not participate, per device-slot."""
+        return 1.0 - self.participations / self.device_slots if self.device_slots else 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        """The summary written to ``manifest.json``."""
+        return {
+            "slots": self.slots,
+            "final_accuracy": self.last_accuracy,
+            "initial_accuracy": self.first_accuracy,
+            "final_loss": self.last_loss,
+            "total_energy_j": self.energy_j,
+            "wasted_energy_j": self.wasted_energy_j,
+            "mean_energy_per_device_slot_j": self.energy_j / self.device_slots
+            if self.device_slots
+            else 0.0,
+            "outage_rate": self.outage_rate,
+            "dropout_rate": self.dropout_rate,
+            "available_fraction": self.available_device_slots / self.device_slots
+            if self.device_slots
+            else 1.0,
+            "drops": self.drops,
+            "simulated_time_s": self.simulated_time_s,
+            "wall_time_s": self.wall_time_s,
+            "trace_rows": self.rows,
+        } | ({} if self.stopped_early is None else {"stopped_early": dict(self.stopped_early)})
+
+    def state_dict(self) -> dict[str, Any]:
+        """Every field (for checkpoints)."""
+        out: dict[str, Any] = {k: getattr(self, k) for k in self.__dataclass_fields__}
+        out["energy_per_device_j"] = self.energy_per_device_j.copy()
+        if self.stopped_early is None:
+            del out["stopped_early"]  # the checkpoints of every run that is not stopped early
+        return out
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`state_dict`."""
+        for k in self.__dataclass_fields__:
+            if k == "stopped_early":
+                self.stopped_early = state.get(k)
+                continue
+            v = state.get(k, 0) if k in ("available_device_slots", "drops") else state[k]
+            setattr(self, k, np.array(v, dtype=np.float64) if k == "energy_per_device_j" else v)
