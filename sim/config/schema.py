@@ -1,8 +1,9 @@
 """The scenario schema: one pydantic model per table of a scenario file.
 
 Types, ranges, unknown fields and combinations are validated here; what needs the resolved
-devices, the data directory or the scheme registry is checked by :mod:`sim.config.resolve` and
-:mod:`sim.config.loading`. ``docs/scenario.md`` documents every field (a test keeps it complete).
+devices, the data directory or the scheme registry is checked by :mod:`wflsim.sim.config.resolve`
+and :mod:`wflsim.sim.config.loading`. ``docs/scenario.md`` documents every field (a test keeps it
+complete).
 """
 
 from __future__ import annotations
