@@ -238,7 +238,7 @@ class LearningConfig(Strict):
 
 
 class TraceConfig(Strict):
-    """What the trace records and how late uploads are charged."""
+    """The ``[trace]`` table: what the trace records and how late uploads are charged."""
 
     late_upload_energy: Literal["until_deadline", "full"] = Field(
         "until_deadline",

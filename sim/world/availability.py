@@ -268,8 +268,9 @@ class MarkovConfig(Strict):
         return on / (on + off)
 
 
-class TraceConfig(Strict):
-    """Online intervals read from a file."""
+class TraceAvailabilityConfig(Strict):
+    """Online intervals read from a file (``model = "trace"``; not the ``[trace]`` table, which is
+    :class:`wflsim.sim.config.schema.TraceConfig`)."""
 
     model: Literal["trace"] = "trace"
     file: str = Field(
@@ -286,13 +287,19 @@ class TraceConfig(Strict):
         return value
 
 
+#: The former name of :class:`TraceAvailabilityConfig`, kept so that code and pickles naming it
+#: still work (it shared its name with the ``[trace]`` table's
+#: :class:`wflsim.sim.config.schema.TraceConfig`).
+TraceConfig = TraceAvailabilityConfig
+
+
 def _named(value: Any) -> Any:
     """A bare model name stands for ``{model = name}``."""
     return {"model": value} if isinstance(value, str) else value
 
 
 AvailabilityConfig = Annotated[
-    AlwaysConfig | MarkovConfig | TraceConfig,
+    AlwaysConfig | MarkovConfig | TraceAvailabilityConfig,
     BeforeValidator(_named),
     Field(discriminator="model"),
 ]
@@ -629,7 +636,7 @@ class TraceAvailability(Availability):
 
 
 def build_availability(
-    config: AlwaysConfig | MarkovConfig | TraceConfig,
+    config: AlwaysConfig | MarkovConfig | TraceAvailabilityConfig,
     *,
     num_devices: int,
     streams: Streams,
@@ -702,7 +709,7 @@ __all__ = [
     "MarkovAvailability",
     "MarkovConfig",
     "TraceAvailability",
-    "TraceConfig",
+    "TraceAvailabilityConfig",
     "build_availability",
     "expected_changes_per_slot",
 ]
