@@ -1,8 +1,9 @@
 """Reading and analysing wflsim traces (pandas, DuckDB).
 
-``analysis.tidy``: tidy tables of one run or many (and a DuckDB view); ``analysis.stats``:
-metrics on them; ``analysis.figures``: the paper's figures (matplotlib); ``analysis.report``:
-``write_report(run_or_sweep_dir, out_dir)``, one self-contained HTML page with tables.
+``wflsim.analysis.tidy``: tidy tables of one run or many (and a DuckDB view);
+``wflsim.analysis.stats``: metrics on them; ``wflsim.analysis.figures``: the paper's figures
+(matplotlib); ``wflsim.analysis.report``: ``write_report(run_or_sweep_dir, out_dir)``, one
+self-contained HTML page with tables.
 """
 
 from .io import load_events, load_manifest, read_metadata

@@ -9,7 +9,7 @@ comparisons of schemes replayed on one recorded channel.
   minus the controller's expected cost ``Z(gamma)``: zero on average when the channel is what
   Theorem 2 assumes).
 * :func:`over_seeds` -- mean over seeds of each configuration, with its standard error and 95 %
-  Student-t interval (:func:`analysis.stats.over_seeds`).
+  Student-t interval (:func:`wflsim.analysis.stats.over_seeds`).
 * :func:`paired_differences` -- for runs replayed on one channel table, per-slot differences of
   a metric between each scheme and a reference scheme: mean, paired standard error, and the
   standard error an unpaired comparison of the same runs would have.
@@ -17,10 +17,10 @@ comparisons of schemes replayed on one recorded channel.
   tables as Markdown (each outcome as ``mean [ci_low, ci_high]``) and writes line figures of the
   outcomes against the first ``--by`` field.
 
-The figures (:func:`outcomes_figure`, :func:`accuracy_vs_slot`) follow :mod:`analysis.figures`
-and reuse its helpers: one colour per scheme (``scheme_color``), the mean over seeds with its 95 %
-Student-t interval cut to the seeds' range (none with one seed), axis labels with units, no
-offset notation.
+The figures (:func:`outcomes_figure`, :func:`accuracy_vs_slot`) follow
+:mod:`wflsim.analysis.figures` and reuse its helpers: one colour per scheme (``scheme_color``), the
+mean over seeds with its 95 % Student-t interval cut to the seeds' range (none with one seed), axis
+labels with units, no offset notation.
 """
 
 from __future__ import annotations
@@ -173,7 +173,7 @@ def over_seeds(
     """Per configuration ``by``: ``n`` (its runs, the seeds) and, for each of ``values`` that
     has a value, the mean over seeds ``<col>``, its standard error ``<col>_se`` and 95 %
     Student-t interval ``<col>_ci_low``, ``<col>_ci_high`` (NaN with one seed):
-    :func:`analysis.stats.over_seeds`."""
+    :func:`wflsim.analysis.stats.over_seeds`."""
     keep = [v for v in values if v in table and table[v].notna().any()]
     return stats.over_seeds(table, by=list(by), value_cols=keep)
 
@@ -248,10 +248,10 @@ def outcomes_figure(
     split: Sequence[str] = (),
 ) -> Figure:
     """The outcomes ``ys`` against the setting ``x``, one panel per outcome, one line per
-    scheme in its colour (:func:`analysis.figures.scheme_color`) and per value of the settings
-    ``split`` (line style): the mean over seeds, with its 95 % Student-t interval as bars where
-    there are several seeds, cut to the range of the seeds' values
-    (:func:`analysis.stats.seed_intervals`).
+    scheme in its colour (:func:`wflsim.analysis.figures.scheme_color`) and per value of the
+    settings ``split`` (line style): the mean over seeds, with its 95 % Student-t interval as bars
+    where there are several seeds, cut to the range of the seeds' values
+    (:func:`wflsim.analysis.stats.seed_intervals`).
 
     ``table`` has one row per run (:func:`outcomes`). ``mean_slot_s`` is drawn on a log axis,
     another outcome where one line dwarfs another (10 times or more); an outage or wasted-share
@@ -306,9 +306,9 @@ def figure(
 
 def _log_if_dwarfed(ax: Axes, peaks: Sequence[float], always: bool = False) -> None:
     """A logarithmic y axis when ``always`` or when one line's peak is 10 times another's or
-    more (:func:`analysis.figures._symlog_if_dwarfed`), decided on the means, so that an interval
-    reaching below 0 (two or three seeds) is cut at the panel's edge rather than turning the
-    axis symmetric-log; symmetric-log where a mean is 0 or negative."""
+    more (:func:`wflsim.analysis.figures._symlog_if_dwarfed`), decided on the means, so that an
+    interval reaching below 0 (two or three seeds) is cut at the panel's edge rather than turning
+    the axis symmetric-log; symmetric-log where a mean is 0 or negative."""
     means = np.concatenate(
         [
             np.asarray(c.lines[0].get_ydata(), dtype=np.float64)

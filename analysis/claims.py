@@ -19,7 +19,7 @@ the same total energy" (or latency) as the paper does: per seed, each run's accu
 interpolated at the largest total energy that every compared run reached.
 
 ``check_all(summary, slots, evaluations)`` returns every claim with its verdict;
-:mod:`analysis.report` lays them out section by section.
+:mod:`wflsim.analysis.report` lays them out section by section.
 """
 
 from __future__ import annotations
@@ -65,8 +65,8 @@ class Verdict:
 
 @dataclass(frozen=True)
 class Evidence:
-    """The tables a claim reads: :func:`analysis.stats.summary` (one row per run) and the tidy
-    ``slots`` and ``evaluations`` tables of the same runs."""
+    """The tables a claim reads: :func:`wflsim.analysis.stats.summary` (one row per run) and the
+    tidy ``slots`` and ``evaluations`` tables of the same runs."""
 
     summary: pd.DataFrame
     slots: pd.DataFrame

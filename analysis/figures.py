@@ -1,11 +1,11 @@
 """Figures of the paper's experimental section (and a few more), from the tidy tables.
 
-Every function takes DataFrames (from :mod:`analysis.tidy` / :mod:`analysis.stats`, never paths)
-and returns a :class:`DataFigure`, a :class:`matplotlib.figure.Figure` built without pyplot (no
-global state, no backend needed: ``fig.savefig("x.png")`` renders with Agg) that keeps what it
-plots: ``fig.intervals`` (every band and set of error bars with the seeds' values behind it) and
-``fig.notes`` (the lines that coincide). Lines are *series*: runs with the same scheme and, where
-they differ between the runs given, the same ``V``, dataset, partition, energy budget and
+Every function takes DataFrames (from :mod:`wflsim.analysis.tidy` / :mod:`wflsim.analysis.stats`,
+never paths) and returns a :class:`DataFigure`, a :class:`matplotlib.figure.Figure` built without
+pyplot (no global state, no backend needed: ``fig.savefig("x.png")`` renders with Agg) that keeps
+what it plots: ``fig.intervals`` (every band and set of error bars with the seeds' values behind it)
+and ``fig.notes`` (the lines that coincide). Lines are *series*: runs with the same scheme and,
+where they differ between the runs given, the same ``V``, dataset, partition, energy budget and
 ``variant``; runs of one series that differ only in their seed are averaged.
 
 Conventions (the same in every figure):
@@ -26,14 +26,14 @@ Conventions (the same in every figure):
   before anything is drawn, so that lines and bands are computed in it;
 * with several seeds: the mean over seeds in the axis' scale (the geometric mean on a log axis)
   and its 95 % Student-t band or error bars, computed in that scale and cut to the range of the
-  seeds' values (:func:`analysis.stats.seed_intervals`): a band never reaches beyond the seeds,
-  so the y range shows it whole; one seed: the line alone;
+  seeds' values (:func:`wflsim.analysis.stats.seed_intervals`): a band never reaches beyond the
+  seeds, so the y range shows it whole; one seed: the line alone;
 * no offset or scientific-offset tick notation; every axis says its unit (those of
   ``docs/trace.md``; ``V`` and the cost in J^2);
 * a panel with nothing to draw (no outage at all, no cost logged) says so in words.
 
 A function raises :class:`InsufficientData` when the tables cannot make its figure (e.g. a single
-``V`` for the impact of ``V``); :func:`analysis.report.write_report` turns that into a note.
+``V`` for the impact of ``V``); :func:`wflsim.analysis.report.write_report` turns that into a note.
 """
 
 from __future__ import annotations
@@ -447,9 +447,9 @@ def _draw_band(
     x_values: pd.Series | None = None,
 ) -> Line2D | None:
     """The mean over seeds of ``y`` against ``x`` in the axis' scale (geometric on a log axis)
-    and, with several seeds, its 95 % band (:func:`analysis.stats.seed_intervals`: a Student-t
-    interval in the axis' scale, cut to the seeds' range). The axis' scale must be set first.
-    ``x_values``: what to plot at each ``x`` instead (indexed by ``x``). Returns the line."""
+    and, with several seeds, its 95 % band (:func:`wflsim.analysis.stats.seed_intervals`: a
+    Student-t interval in the axis' scale, cut to the seeds' range). The axis' scale must be set
+    first. ``x_values``: what to plot at each ``x`` instead (indexed by ``x``). Returns the line."""
     m = seed_intervals(per_run, [x], y, _axis_transform(ax))
     if m.empty:
         return None
@@ -503,7 +503,7 @@ def _band_line(
     alpha: float = _BAND_ALPHA,
 ) -> float:
     """:func:`_draw_band` of ``scale * y`` from the rows of the runs, in the axis' current
-    scale, for figures that choose their scale after drawing (:mod:`analysis.channel`; a band
+    scale, for figures that choose their scale after drawing (:mod:`wflsim.analysis.channel`; a band
     never leaves the seeds' values, so never the values ``y`` can take); returns the largest
     absolute mean drawn (NaN: nothing)."""
     per_run = _per_run(rows, x, y, scale)
@@ -516,7 +516,7 @@ def _point_errorbars(
     ax: Axes, rows: pd.DataFrame, x: str, y: str, label: str, style: dict
 ) -> float:
     """:func:`_draw_errorbars` from the rows of the runs, in the axis' current scale (for
-    :mod:`analysis.channel`); returns the largest absolute mean (NaN: nothing)."""
+    :mod:`wflsim.analysis.channel`); returns the largest absolute mean (NaN: nothing)."""
     per_run = _per_run(rows, x, y)
     _draw_errorbars(ax, per_run, x, y, label, style)
     return _peak(per_run, x, y)
@@ -568,7 +568,7 @@ def _scale_from(axes: Sequence[Axes], per_runs: Sequence[pd.DataFrame], x: str, 
 
 def _symlog_if_dwarfed(axes: Sequence[Axes], peaks: Sequence[float]) -> bool:
     """:func:`_scale_for` decided on the lines already drawn on ``axes`` (their means), put on
-    ``axes`` (for :mod:`analysis.channel`, which draws first); whether the axis became
+    ``axes`` (for :mod:`wflsim.analysis.channel`, which draws first); whether the axis became
     logarithmic."""
     ys = [np.asarray(ln.get_ydata(), dtype=float) for ax in axes for ln in ax.lines]
     scale = _scale_for(peaks, np.concatenate(ys) if ys else np.array([]))
@@ -578,7 +578,7 @@ def _symlog_if_dwarfed(axes: Sequence[Axes], peaks: Sequence[float]) -> bool:
 
 def _fit_to_lines(axes: Sequence[Axes]) -> None:
     """The y range of ``axes`` from their lines (the means) and bands (for
-    :mod:`analysis.channel`)."""
+    :mod:`wflsim.analysis.channel`)."""
     ys = [np.asarray(ln.get_ydata(), dtype=float) for ax in axes for ln in ax.lines]
     for ax in axes:
         for c in ax.collections:
@@ -822,7 +822,7 @@ def impact_of_v(
     (:data:`V_FREE_SCHEMES`) is a horizontal line (and band) over the ``V`` range, drawn once.
 
     Args:
-        summary: :func:`analysis.stats.summary` (one row per run).
+        summary: :func:`wflsim.analysis.stats.summary` (one row per run).
         schemes: keep only these schemes (``None``: all).
     """
     cols = ["V", "mean_conv_error", "energy_per_device_slot_j", "mean_queue_j"]
@@ -1207,10 +1207,10 @@ def impact_of_energy_budget(summary: pd.DataFrame, title: str | None = None) -> 
 
 
 def energy_budget_per_device(per_device: pd.DataFrame, title: str | None = None) -> Figure:
-    """Each device's average energy per slot and average queue length against its own budget
-    E_bar_n (``analysis.stats.energy_per_device``: one point per device and run): one column of
-    panels per scheme (so that no scheme hides another), the other series columns as markers;
-    the dashed line in the energy panels is E_av = E_bar. This is the impact of the energy
+    """Each device's average energy per slot and average queue length against its own budget E_bar_n
+    (``wflsim.analysis.stats.energy_per_device``: one point per device and run): one column of
+    panels per scheme (so that no scheme hides another), the other series columns as markers; the
+    dashed line in the energy panels is E_av = E_bar. This is the impact of the energy
     budget inside one configuration whose devices have different budgets (the paper's budgets
     are drawn per device from a range)."""
     cols = ["energy_budget_j", "mean_energy_j", "mean_queue_j"]

@@ -169,7 +169,8 @@ FIGURES: list[FigureSpec] = [
 ]
 
 #: Summary columns averaged over seeds in the ``by_config`` table (mean, standard error and a 95 %
-#: Student-t interval over the seeds of each configuration, :func:`analysis.stats.over_seeds`).
+#: Student-t interval over the seeds of each configuration,
+#: :func:`wflsim.analysis.stats.over_seeds`).
 SEED_MEAN_COLUMNS: list[str] = [
     "energy_per_device_slot_j",
     "mean_queue_j",
@@ -339,7 +340,7 @@ def write_report(
     The report is a reproduction document: a section per claim of the paper's Section VI (Fig. 1
     to the state-of-the-art comparison), each with its figure, the paper's claim in one line, the
     verdict measured on these runs (holds / does not hold / not measurable here, with the
-    numbers: :mod:`analysis.claims`) and the commands that made the runs and the report; then
+    numbers: :mod:`wflsim.analysis.claims`) and the commands that made the runs and the report; then
     the figures no claim uses, and narrow tables (the full tables as CSV).
 
     ``run_or_sweep_dir`` is a run directory (``events/`` or ``events.parquet`` inside), a sweep

@@ -1,10 +1,10 @@
-"""Metrics computed from the tidy tables of :mod:`analysis.tidy` (one run or many).
+"""Metrics computed from the tidy tables of :mod:`wflsim.analysis.tidy` (one run or many).
 
 ``python -m wflsim.analysis.stats RUN_OR_SWEEP [...] [--columns a,b,...]`` prints :func:`summary` of the
 runs as a Markdown table.
 
 Every function takes DataFrames (not paths) and groups by ``run`` (or by the columns in ``by``);
-run-level results keep the run's identifying columns (:data:`analysis.tidy.ID_COLUMNS`).
+run-level results keep the run's identifying columns (:data:`wflsim.analysis.tidy.ID_COLUMNS`).
 Averages "per device-slot" weigh every device in every slot equally, as the paper's
 ``E_av``, ``Q_av``, ``X_av`` and ``z_av`` do.
 """
@@ -194,7 +194,7 @@ def summary(
     ``drop_rate`` (:func:`rates`), ``mean_slot_s``,
     ``total_latency_s``, ``final_stable_fraction``, ``final_accuracy``, ``best_accuracy``.
 
-    ``runs`` (:func:`analysis.tidy.runs_table`) lists every run, also those without a single
+    ``runs`` (:func:`wflsim.analysis.tidy.runs_table`) lists every run, also those without a single
     slot (a run that failed at once: ``slots`` 0, the rest NaN); without it a run appears when
     ``device_slots`` has rows of it."""
     ds = device_slots

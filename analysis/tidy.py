@@ -886,7 +886,7 @@ def events(
 ) -> pd.DataFrame:
     """The events of the runs, one row per event, with :data:`ID_COLUMNS` in front.
 
-    ``events`` and ``columns`` filter while reading (as in :func:`analysis.io.load_events`).
+    ``events`` and ``columns`` filter while reading (as in :func:`wflsim.analysis.io.load_events`).
     Columns are NumPy-typed (:func:`plain_dtypes`); ``event`` is a category.
     """
     info, found = _runs_info(runs)

@@ -4,8 +4,9 @@ Workload (defaults = the paper's CIFAR-10 setting): ``--devices`` 30 devices x `
 samples per slot, ``build_model("mobilenet_v2", "cifar10")`` (502,538 parameters + BatchNorm
 buffers), CPU, synthetic CIFAR-shaped data as large as the real set (50,000 x 3 x 32 x 32
 training and 10,000 test images, uniform random pixels, uniform labels), stored as the learner
-stores the real set (``--storage uint8``: ``models.data.CompactImages``, 184 MB, normalised per
-batch; ``--storage float32``: the whole set normalised up front, 737 MB), IID shards. Each configuration runs in a FRESH subprocess that does:
+stores the real set (``--storage uint8``: ``wflsim.models.data.CompactImages``, 184 MB, normalised
+per batch; ``--storage float32``: the whole set normalised up front, 737 MB), IID shards. Each
+configuration runs in a FRESH subprocess that does:
 
 1. build data, model and ``TorchLearner`` (``vmap_chunk_samples = --chunk``);
 2. frame 0 (nothing frozen): ``--slots`` x (``compute(all)`` + ``apply(all)``);

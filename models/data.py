@@ -29,15 +29,15 @@ The data directory is the folder that *contains* ``MNIST/raw/``, ``FashionMNIST/
 ``partition`` is pure numpy so that it is cheap to test.
 
 Dataset files are input like any other: a damaged or foreign file is a
-:class:`sim.config.catalogue.DatasetError` naming ``learning.data_dir`` (exit 2 on the command
-line), never a traceback, and no message quotes a file's contents. CIFAR-10's files are Python
-pickles; they are read by a restricted unpickler that builds only the plain data the format holds
-(dicts, lists, strings, numbers, and numpy arrays as stand-ins holding shape, dtype and bytes), so
-a crafted file cannot run code. Before that, the file's size and opcodes are checked against
-bounds that every real batch keeps with a wide margin (memo references, nesting, objects reached
-through shared references, dict entries), so a small file that would expand into a huge, deep or
-slow-to-hash object is refused in milliseconds, and only the top dict and a flat labels list are
-looked into before the arrays are made.
+:class:`wflsim.sim.config.catalogue.DatasetError` naming ``learning.data_dir`` (exit 2 on the
+command line), never a traceback, and no message quotes a file's contents. CIFAR-10's files are
+Python pickles; they are read by a restricted unpickler that builds only the plain data the format
+holds (dicts, lists, strings, numbers, and numpy arrays as stand-ins holding shape, dtype and
+bytes), so a crafted file cannot run code. Before that, the file's size and opcodes are checked
+against bounds that every real batch keeps with a wide margin (memo references, nesting, objects
+reached through shared references, dict entries), so a small file that would expand into a huge,
+deep or slow-to-hash object is refused in milliseconds, and only the top dict and a flat labels list
+are looked into before the arrays are made.
 """
 
 from __future__ import annotations

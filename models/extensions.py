@@ -2,9 +2,9 @@
 
 ``wflsim.register_dataset`` / ``register_model`` / ``register_partition``
 (:mod:`wflsim.app.extensions`) put the objects here and what validation needs (names, input
-shapes, class counts, parameter counts) into :mod:`sim.config.catalogue`, so that scenarios name
-them like the built-in ones; :func:`models.data.load_dataset`, :func:`models.data.partition` and
-:func:`models.nets.build_model` look here first.
+shapes, class counts, parameter counts) into :mod:`wflsim.sim.config.catalogue`, so that scenarios
+name them like the built-in ones; :func:`wflsim.models.data.load_dataset`,
+:func:`wflsim.models.data.partition` and :func:`wflsim.models.nets.build_model` look here first.
 """
 
 from __future__ import annotations
@@ -130,7 +130,7 @@ def add_model(name: str, factory: ModelFactory, datasets: tuple[str, ...] | None
 
 def build(name: str, dataset_name: str) -> nn.Module:
     """A registered model built for ``dataset_name`` (with the global torch RNG, as
-    :func:`models.nets.build_model`).
+    :func:`wflsim.models.nets.build_model`).
 
     Raises:
         DatasetError: the factory failed or did not return a module with parameters.

@@ -1,11 +1,11 @@
 """FjORD sub-models (ordered dropout) on the torch side: parameter masks and narrow copies.
 
-The width-``p`` sub-model is described torch-free by :mod:`sim.config.architectures` (one
-:class:`~sim.config.architectures.Layer` per ``Conv2d`` / ``Linear`` / ``BatchNorm2d``, and the
-rule :func:`~sim.config.architectures.kept`). This module turns a table and a width into
+The width-``p`` sub-model is described torch-free by :mod:`wflsim.sim.config.architectures` (one
+:class:`~wflsim.sim.config.architectures.Layer` per ``Conv2d`` / ``Linear`` / ``BatchNorm2d``, and
+the rule :func:`~wflsim.sim.config.architectures.kept`). This module turns a table and a width into
 
 * :func:`width_masks` / :func:`flat_width_mask`: which entries of each parameter (of the flat
-  ``(D,)`` vector of :class:`models.learner.flat.FlatModel`) the sub-model keeps;
+  ``(D,)`` vector of :class:`wflsim.models.learner.flat.FlatModel`) the sub-model keeps;
 * :func:`narrow_model`: a real narrow network (sliced layers, depthwise ``groups`` narrowed,
   BatchNorm running statistics sliced), for checks and for evaluating a tier on its own.
 
@@ -117,7 +117,7 @@ def width_masks(model: nn.Module, table: Sequence[Layer], width: float) -> dict[
     """Which entries of each parameter the width-``width`` sub-model keeps.
 
     Args:
-        model: the full network (``models.nets.build_model``); only its structure is read.
+        model: the full network (``wflsim.models.nets.build_model``); only its structure is read.
         table: ``sim.config.architectures.layers(model_name, dataset)``.
         width: ``p`` in ``(0, 1]``.
 
@@ -151,7 +151,7 @@ def width_masks(model: nn.Module, table: Sequence[Layer], width: float) -> dict[
 
 def flat_width_mask(model: nn.Module, table: Sequence[Layer], width: float) -> torch.Tensor:
     """The sub-model's kept coordinates of the flat parameter vector: bool ``(D,)`` in
-    :class:`~models.learner.flat.FlatModel` order (trainable parameters, ``named_parameters``
+    :class:`~wflsim.models.learner.flat.FlatModel` order (trainable parameters, ``named_parameters``
     order). ``theta * mask`` is the width-``width`` sub-model; ``mask.sum()`` its size.
 
     Raises:

@@ -7,7 +7,7 @@
 ``learner`` (the learner protocol and the network-only learner). Nothing in this package
 imports torch, nor anything of :mod:`wflsim.models`, :mod:`wflsim.analysis`, :mod:`wflsim.app`
 or :mod:`wflsim.api`: the application (:mod:`wflsim.app`) builds the learner and hands it to the
-engine, which sees it through the :class:`sim.learner.Learner` protocol only
+engine, which sees it through the :class:`wflsim.sim.learner.Learner` protocol only
 (``docs/architecture.md``, "Layers").
 """
 

@@ -64,12 +64,12 @@ class EngineConfig:
     eval_every_slots: int = 20
     evaluate: bool = True
     late_upload_energy: Literal["until_deadline", "full"] = "until_deadline"
-    #: the slot kernel that plays each slot's device activity out (:mod:`sim.kernels`)
+    #: the slot kernel that plays each slot's device activity out (:mod:`wflsim.sim.kernels`)
     kernel: KernelName = "closed_form"
     #: ``events``: every event; ``device_slots``: one ``device_slot`` row per device per slot in
     #: place of its decision, compute, upload and energy rows (:mod:`sim.trace`)
     trace_level: TraceLevel = "events"
-    #: how uploads share the band and what the scheme plans on (:mod:`sim.world.uplink`)
+    #: how uploads share the band and what the scheme plans on (:mod:`wflsim.sim.world.uplink`)
     uplink: UplinkSpec = field(default_factory=UplinkSpec)
 
 
@@ -86,7 +86,7 @@ class Hooks:
     * ``frame_start(engine, frame)``: frame ``frame`` is about to start (before mobility, the
       channel and the scheme's frame plan; ``engine.now_s``, ``engine.queue_j`` are its start's);
     * ``slot_end(engine, slot, outcome)``: slot ``slot`` is resolved and closed
-      (:class:`sim.slot.SlotOutcome`: who participated, succeeded, their energies and queues);
+      (:class:`wflsim.sim.slot.SlotOutcome`: who participated, succeeded, their energies and queues);
     * ``frame_end(engine, frame)``: frame ``frame`` is complete, its rows about to be handed
       to the trace (``engine.state_dict()`` would be the checkpoint after it).
     """
@@ -130,7 +130,7 @@ class Engine:
         progress: called after every slot with ``(slot, stats)``.
         hooks: the researcher's callbacks (:class:`Hooks`).
         jitter: the slowdown of local computation (``[compute] jitter``; None: none). The slot
-            is resolved on its actual costs (:func:`sim.slot.slot_costs`); the scheme plans on
+            is resolved on its actual costs (:func:`wflsim.sim.slot.slot_costs`); the scheme plans on
             the nominal ones unless the slowdown is ``known``. Decision rows log the planned
             ``compute_s``, ``compute_end`` (and ``device_slot``) rows the time actually spent.
         availability: when devices are online (``[availability]``; None: always). Only online

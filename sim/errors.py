@@ -28,7 +28,8 @@ class ScenarioError(ValueError):
 
 class PlausibilityWarning(UserWarning):
     """A scenario value passes validation but is implausible for its unit (e.g. a deadline of
-    100 s, likely milliseconds): :mod:`sim.config.plausibility` finds it, the application warns.
+    100 s, likely milliseconds): :mod:`wflsim.sim.config.plausibility` finds it, the application
+    warns.
 
     Attributes:
         field: dotted path of the value (e.g. ``"run.deadline_s"``, ``"devices.cpu_hz[3]"``).

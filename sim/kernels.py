@@ -1,6 +1,6 @@
 """Slot kernels: how one slot's device activity plays out on the run's SimPy clock.
 
-The engine decides what each device does in a slot (:func:`sim.slot.resolve_slot`: who
+The engine decides what each device does in a slot (:func:`wflsim.sim.slot.resolve_slot`: who
 participates, compute time ``tau_cmp``, upload time ``tau_com`` cut at the deadline, energies).
 A kernel plays that activity out in virtual time and closes the slot: the server waits until the
 deadline ``tau_0`` or, if later, until the last upload has arrived. It returns the slot's device
@@ -23,9 +23,9 @@ Two kernels, one result (``tests/test_kernels.py`` compares whole traces):
 
 Each kernel also reports what it decided per device (:meth:`SlotKernel.play_slot`, a
 :class:`SlotResult`): the time each upload actually transmitted and whether it arrived in time,
-from which :func:`sim.slot.settle_slot` settles the slot. On dedicated bands both kernels decide
-in closed form (:func:`sim.slot.dedicated_transmission`); with a shared uplink
-(:mod:`sim.world.uplink`, ``ofdma`` or ``tdma``) the event kernel's uplink component decides
+from which :func:`wflsim.sim.slot.settle_slot` settles the slot. On dedicated bands both kernels decide
+in closed form (:func:`wflsim.sim.slot.dedicated_transmission`); with a shared uplink
+(:mod:`wflsim.sim.world.uplink`, ``ofdma`` or ``tdma``) the event kernel's uplink component decides
 from its events, and its log holds the real ``upload_start`` times (with TDMA an upload may start
 after its ``compute_end``).
 
@@ -112,7 +112,7 @@ class SlotKernel(ABC):
     name: ClassVar[KernelName]
 
     def start_run(self, env: simpy.Environment, num_devices: int) -> None:  # noqa: B027
-        """Called once per :meth:`Engine.run` with its fresh environment, before the server
+        """Called once per :meth:`wflsim.sim.engine.Engine.run` with its fresh environment, before the server
         process starts (a kernel with per-device processes starts them here)."""
 
     @abstractmethod
@@ -151,7 +151,7 @@ class SlotKernel(ABC):
     ) -> SlotResultPlay:
         """The server's wait for one slot from its uploads (``yield from``); returns the
         :class:`SlotResult`. On dedicated bands the time transmitted and the arrivals are closed
-        forms (:func:`sim.slot.dedicated_transmission`) and :meth:`play` plays them.
+        forms (:func:`wflsim.sim.slot.dedicated_transmission`) and :meth:`play` plays them.
 
         ``online_until_s``: when each device goes offline (absolute time, s, ``(N,)``; ``inf``:
         not before the slot ends), for a model of availability; only the event kernel plays
@@ -249,7 +249,7 @@ class EventKernel(SlotKernel):
     """One SimPy process per device: it wakes when it participates, computes, uploads and
     reports; the server waits for the deadline and the last report.
 
-    With a shared uplink (``uplink``, :mod:`sim.world.uplink`) a device hands its upload to the
+    With a shared uplink (``uplink``, :mod:`wflsim.sim.world.uplink`) a device hands its upload to the
     uplink when its compute ends; the uplink decides when it transmits, for how long and whether
     it arrives, and reports its end; at the deadline it cuts what is still in flight or waiting
     (schemes that close the slot at the deadline).

@@ -1,17 +1,17 @@
 """The engine's view of the learning side: the :class:`Learner` protocol and a network-only learner.
 
-The real learner (:class:`models.learner.TorchLearner`) lives in :mod:`models`; the application
+The real learner (:class:`wflsim.models.learner.TorchLearner`) lives in :mod:`wflsim.models`; the application
 builds it (:func:`wflsim.app.run.make_learner`, which imports torch only when learning is enabled)
-and hands it to the :class:`~sim.engine.Engine`, so ``sim`` never imports torch or
-:mod:`models`, and a network-only run does not need them.
+and hands it to the :class:`~wflsim.sim.engine.Engine`, so ``sim`` never imports torch or
+:mod:`wflsim.models`, and a network-only run does not need them.
 
 Call order within a run (device indices are 0-based ``int64`` numpy arrays):
 
 * ``set_update_rule(spec)`` once, before the first frame: the scheme's learner-side update rule
   (:class:`UpdateRuleSpec`, e.g. ``freezing``) with its parameters.
 * ``begin_frame(frame, update)`` at every frame start; ``update`` is the rule's frame inputs,
-  decided by the scheme: its typed record of :mod:`sim.updates` (for ``freezing``:
-  :class:`~sim.updates.FreezingInputs`, the number of parameters each device freezes).
+  decided by the scheme: its typed record of :mod:`wflsim.sim.updates` (for ``freezing``:
+  :class:`~wflsim.sim.updates.FreezingInputs`, the number of parameters each device freezes).
 * ``compute(slot, device_ids)`` once per slot with the devices that train in this slot (may be
   empty). All their uploads are computed in one batched call; virtual time does not advance.
 * ``apply(slot, success_ids)`` at the end of the slot with the subset whose uploads arrived in

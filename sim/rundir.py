@@ -1,7 +1,8 @@
 """The run folder's format: its names, its manifest reader, whether its writer lives, and the
-refusal of symbolic links inside it. Like :mod:`sim.trace` for the events, this module is what a
-run folder's writer (the application, :mod:`wflsim.app.folders` and :mod:`wflsim.app.recorder`)
-and its readers (:mod:`wflsim.analysis`, the API) share; it writes nothing.
+refusal of symbolic links inside it. Like :mod:`wflsim.sim.trace` for the events, this module is
+what a run folder's writer (the application, :mod:`wflsim.app.folders` and
+:mod:`wflsim.app.recorder`) and its readers (:mod:`wflsim.analysis`, the API) share; it writes
+nothing.
 
 A run folder holds::
 

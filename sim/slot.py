@@ -4,7 +4,7 @@ Pure, vectorised functions over devices (arrays of shape ``(N,)``), the same for
 
 * :func:`frame_costs` -- a scheme's cost plan in seconds and joules for the frame;
 * :func:`slot_costs` -- the costs a slot actually incurs when computation slows down
-  (``[compute] jitter``, :mod:`sim.world.compute`);
+  (``[compute] jitter``, :mod:`wflsim.sim.world.compute`);
 * :func:`min_tx_power_w` -- THE ``p_min`` of a slot (what a scheme sees in its slot context);
 * :func:`slot_uploads` -- participation, power and upload times before the slot is played;
 * :func:`dedicated_transmission` -- on dedicated bands, the time transmitted and the arrival;
@@ -13,7 +13,7 @@ Pure, vectorised functions over devices (arrays of shape ``(N,)``), the same for
 * :func:`queue_update_j` -- THE energy-deficit queue update;
 * :func:`drift_plus_penalty` -- the paper's per-slot ``X`` and ``z = V X + Q E``.
 
-The engine decides nothing itself: the slot kernel (:mod:`sim.kernels`) plays the uploads out
+The engine decides nothing itself: the slot kernel (:mod:`wflsim.sim.kernels`) plays the uploads out
 and reports per device the time transmitted and whether the upload arrived in time (in closed
 form on dedicated bands, from the events of a shared uplink), and :func:`settle_slot` turns that
 into the outcome.
@@ -124,11 +124,11 @@ def frame_costs(
 def slot_costs(costs: FrameCosts, slowdown: ArrayLike, scales_clock: bool) -> FrameCosts:
     """The costs a slot actually incurs when computation slows down by ``s >= 1``, ``(N,)``.
 
-    Time: ``s tau_cmp`` (:func:`sim.world.physics.slowed_compute_time_s`). Energy: the same
+    Time: ``s tau_cmp`` (:func:`wflsim.sim.world.physics.slowed_compute_time_s`). Energy: the same
     ``u c B`` cycles either at the lowered clock ``f' = f / s`` (``scales_clock``, throttling):
     ``(alpha / 2) u c B f'^2 = E_cmp / s^2``
-    (:func:`sim.world.physics.throttled_compute_energy_j`); or at the full clock ``f`` with the
-    share ``1 / s`` of the CPU (background load): ``E_cmp`` unchanged. The payload is the
+    (:func:`wflsim.sim.world.physics.throttled_compute_energy_j`); or at the full clock ``f`` with
+    the share ``1 / s`` of the CPU (background load): ``E_cmp`` unchanged. The payload is the
     plan's. ``s = 1`` gives ``costs``' values to the bit.
 
     Args:

@@ -3,8 +3,8 @@
 Components with state each have ``state_dict()`` / ``load_state_dict()``: the engine (clock,
 next frame, queues, totals), the scheme, the channel, the mobility model and the learner (with its
 update rule) and, where devices come and go, the availability model. Random streams need no state: every draw is keyed by the run's seed and the
-device, slot or frame it belongs to (:mod:`sim.rng`). A state is a nested ``dict`` whose leaves
-are numpy arrays, numbers, strings, booleans or None.
+device, slot or frame it belongs to (:mod:`wflsim.sim.rng`). A state is a nested ``dict`` whose
+leaves are numpy arrays, numbers, strings, booleans or None.
 
 On disk a checkpoint is one ``.npz`` file read with ``allow_pickle=False``: the arrays as its
 members and the rest as a JSON document in member ``__tree__`` (non-finite floats spelled out),

@@ -1,12 +1,12 @@
 """The functions behind :mod:`wflsim` (see ``docs/api.md``).
 
 A scenario is given as a TOML file path, a table (a ``dict`` shaped like the file) or a
-:class:`sim.config.schema.Scenario`; ``overrides`` are ``--set`` strings (``"run.frames=2"``; a
-single string is one override) applied to it, ``seed`` replaces its seed. Values are checked as
+:class:`wflsim.sim.config.schema.Scenario`; ``overrides`` are ``--set`` strings (``"run.frames=2"``;
+a single string is one override) applied to it, ``seed`` replaces its seed. Values are checked as
 strictly as in a file (NumPy scalars count as the Python values they hold). Problems with the
 input raise
-:class:`sim.errors.ScenarioError` (its ``field``, ``problem`` and ``fix`` are what the command
-line prints) before anything is written.
+:class:`wflsim.sim.errors.ScenarioError` (its ``field``, ``problem`` and ``fix`` are what the
+command line prints) before anything is written.
 """
 
 from __future__ import annotations
@@ -205,21 +205,21 @@ class RunResult:
 
     @cached_property
     def device_slots(self) -> pd.DataFrame:
-        """One row per device and slot (decision and outcome; ``analysis.tidy``)."""
+        """One row per device and slot (decision and outcome; ``wflsim.analysis.tidy``)."""
         from wflsim.analysis.tidy import device_slots_from_events
 
         return device_slots_from_events(self.events)
 
     @cached_property
     def slots(self) -> pd.DataFrame:
-        """One row per slot (latency, participation, energy, accuracy; ``analysis.tidy``)."""
+        """One row per slot (latency, participation, energy, accuracy; ``wflsim.analysis.tidy``)."""
         from wflsim.analysis.tidy import slots_from_events
 
         return slots_from_events(self.events, self.device_slots)
 
     @cached_property
     def frames(self) -> pd.DataFrame:
-        """One row per frame (the controller's plan; ``analysis.tidy``)."""
+        """One row per frame (the controller's plan; ``wflsim.analysis.tidy``)."""
         from wflsim.analysis.tidy import frames_from_events
 
         return frames_from_events(self.events, self.device_slots)
@@ -234,7 +234,8 @@ class RunResult:
     @cached_property
     def updates(self) -> pd.DataFrame:
         """One row per upload cycle that ended, with its model version and staleness (runs with
-        ``[server] mode`` semi_sync or async; empty for synchronous runs; ``analysis.tidy``)."""
+        ``[server] mode`` semi_sync or async; empty for synchronous runs;
+        ``wflsim.analysis.tidy``)."""
         from wflsim.analysis.tidy import plain_dtypes, updates_from_events
 
         return updates_from_events(plain_dtypes(self.events))
@@ -385,7 +386,7 @@ class SweepResult:
         """The result of the point ``name`` (a key of :attr:`points`). A point sharing another
         point's run (``same_as``) gets that run's folder, manifest and summary, with its own
         scheme values in ``scenario``, and where the run was made at another ``V``, ``events``
-        with the cost at its own (``analysis.tidy.with_cost_at``)."""
+        with the cost at its own (``wflsim.analysis.tidy.with_cost_at``)."""
         from dataclasses import replace
 
         from wflsim.analysis.tidy import point_cost_v, point_scenario, with_cost_at
@@ -404,13 +405,13 @@ class SweepResult:
         )
 
     def runs_table(self) -> pd.DataFrame:
-        """One row per run folder with its configuration (``analysis.tidy.runs_table``)."""
+        """One row per run folder with its configuration (``wflsim.analysis.tidy.runs_table``)."""
         from wflsim.analysis.tidy import runs_table
 
         return runs_table(self.folder)
 
     def load(self, tables: Sequence[str] | None = None) -> Tidy:
-        """The tidy tables of every run (``analysis.tidy.load``)."""
+        """The tidy tables of every run (``wflsim.analysis.tidy.load``)."""
         from wflsim.analysis.tidy import load
 
         return load(self.folder, tables)

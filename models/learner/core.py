@@ -1,17 +1,19 @@
 """The federated learner: FedSGD (or FedAvg) over ``N`` simulated devices (paper eqs. 1-6).
 
-:class:`TorchLearner` implements :class:`sim.learner.Learner` by composing one part per concern:
+:class:`TorchLearner` implements :class:`wflsim.sim.learner.Learner` by composing one part per
+concern:
 
-* :class:`~models.learner.sampling.LocalData` -- the training set on the torch device, its
+* :class:`~wflsim.models.learner.sampling.LocalData` -- the training set on the torch device, its
   partition and each device's minibatch of a slot;
-* :class:`~models.learner.gradients.GradientPaths` -- every participating device's gradient in
-  batched ``vmap`` calls or plain autograd per device;
-* :func:`~models.learner.local.local_updates` -- ``E_n`` local SGD steps per device (FedAvg;
+* :class:`~wflsim.models.learner.gradients.GradientPaths` -- every participating device's gradient
+  in batched ``vmap`` calls or plain autograd per device;
+* :func:`~wflsim.models.learner.local.local_updates` -- ``E_n`` local SGD steps per device (FedAvg;
   ``E_n = 1``, the default, is FedSGD) and their pseudo-gradient as the upload;
-* an update rule (:mod:`models.learner.rules`, named by the scheme) -- where devices train, what
-  they upload, how the server aggregates (:mod:`models.learner.aggregate`), per-device state;
-* :func:`~models.learner.evaluation.evaluate` and the Fig. 1 metric
-  (:class:`~models.learner.stable_fraction.StableFraction`).
+* an update rule (:mod:`wflsim.models.learner.rules`, named by the scheme) -- where devices train,
+  what they upload, how the server aggregates (:mod:`wflsim.models.learner.aggregate`), per-device
+  state;
+* :func:`~wflsim.models.learner.evaluation.evaluate` and the Fig. 1 metric
+  (:class:`~wflsim.models.learner.stable_fraction.StableFraction`).
 
 Notation: ``D`` trainable parameters (flattened in ``model.named_parameters()`` order), ``n``
 devices in one call, ``B_n`` the batch size of device ``n``. Global state on the torch device:
@@ -78,17 +80,17 @@ class TorchLearner:
     ready tensors, a model and a partition, which the tests use with tiny synthetic models. The
     update rule is per-device freezing by stability until :meth:`set_update_rule` names another.
 
-    Args (shapes): ``x_*`` ``(M, ...)`` float (or :class:`models.data.CompactImages`, normalised
-    when indexed), ``y_*`` ``(M,)`` int64 class labels, ``parts`` ``N`` index arrays into the
-    training set, ``batch_sizes`` ``(N,)`` ints >= 1, ``sampling_rngs`` ``N`` generators (device
+    Args (shapes): ``x_*`` ``(M, ...)`` float (or :class:`wflsim.models.data.CompactImages`,
+    normalised when indexed), ``y_*`` ``(M,)`` int64 class labels, ``parts`` ``N`` index arrays into
+    the training set, ``batch_sizes`` ``(N,)`` ints >= 1, ``sampling_rngs`` ``N`` generators (device
     ``n``'s minibatch draws, in order) or ``sampling_streams`` the run's streams (device ``n``'s
-    batch of slot ``t`` from ``streams.device("sampling", n, t)``). ``vmap_chunk_samples``: at
-    most about this many samples (devices x padded batch) go through the network at once; fewer
-    than two devices in a chunk selects the per-device path (:mod:`models.learner.gradients`);
+    batch of slot ``t`` from ``streams.device("sampling", n, t)``). ``vmap_chunk_samples``: at most
+    about this many samples (devices x padded batch) go through the network at once; fewer than two
+    devices in a chunk selects the per-device path (:mod:`wflsim.models.learner.gradients`);
     ``None`` = no bound; ``"auto"`` (default) = :data:`AUTO_CHUNK_SAMPLES` of the device type.
     ``aggregation``: ``"weighted"`` (eq. 3) or ``"per_coordinate"``. ``unmoved_stability``: the
-    stability score of a parameter that did not move in a frame. ``local_steps``: ``E_n``, the
-    local SGD steps of every device per update (one int, or ``(N,)`` ints >= 1; 1: FedSGD).
+    stability score of a parameter that did not move in a frame. ``local_steps``: ``E_n``, the local
+    SGD steps of every device per update (one int, or ``(N,)`` ints >= 1; 1: FedSGD).
     """
 
     def __init__(
@@ -217,7 +219,7 @@ class TorchLearner:
     ) -> TorchLearner:
         """Build data, partition, model and learner from scenario values.
 
-        ``streams`` is the run's :class:`sim.rng.Streams` (or anything with its ``device``,
+        ``streams`` is the run's :class:`wflsim.sim.rng.Streams` (or anything with its ``device``,
         ``global_`` and ``int_seed`` methods); ``partition`` is ``"iid"`` or ``"dirichlet"``
         (then ``dirichlet_alpha > 0``); ``batch_sizes`` ``(N,)`` gives ``N``. Local steps:
         ``local_steps`` for every device, or with ``local_epochs = k``
@@ -271,7 +273,8 @@ class TorchLearner:
         )
 
     def set_update_rule(self, rule: Any) -> None:
-        """Use the scheme's update rule (a ``sim.learner.UpdateRuleSpec``: name and parameters).
+        """Use the scheme's update rule (a ``wflsim.sim.updates.UpdateRuleSpec``: name and
+        parameters).
 
         Raises:
             RuntimeError: after the first frame began (the rule owns per-device state).
@@ -379,7 +382,7 @@ class TorchLearner:
     def compute(self, slot: int, device_ids: np.ndarray) -> None:
         """Draw minibatches and compute the uploads of ``device_ids`` (batched): their
         gradients, or after ``E_n > 1`` local steps at the slot's learning rate their
-        pseudo-gradients (:mod:`models.learner.local`)."""
+        pseudo-gradients (:mod:`wflsim.models.learner.local`)."""
         ids = self._check_ids(device_ids)
         self._clear_slot()
         self._ids = ids
@@ -429,7 +432,8 @@ class TorchLearner:
     # ------------------------------------------------------------------ stale updates
     @property
     def versions_kept(self) -> int:
-        """Model copies held for stale updates now (:class:`~models.learner.stale.StaleUpdates`)."""
+        """Model copies held for stale updates now
+        (:class:`~wflsim.models.learner.stale.StaleUpdates`)."""
         return self.stale.versions_kept
 
     @property

@@ -6,13 +6,14 @@ at the local learning rate ``lr`` (the run's learning rate of the slot),
 
     g_e = m * grad F_n(w_e; batch_e),   w_(e+1) = w_e - lr g_e,   e = 0 .. E_n - 1,
 
-with ``m`` the coordinates the device trains (the rule's :meth:`trained` mask: its frozen,
-pruned or dropped parameters get no gradient at any step, so they keep their values). Its
-upload is the pseudo-gradient ``(w_0 - w_E) / lr``, computed as ``sum_e g_e`` (equal in exact
-arithmetic; the sum avoids the cancellation of subtracting two nearby models, and is FedSGD's
-gradient itself for ``E_n = 1``). The server's step ``w - lr * mean(uploads)`` with the same
-``lr`` is then FedAvg's weighted average of the devices' final models, and every update rule
-(masks, Top-K, quantisation, aggregation) applies to the pseudo-gradient unchanged.
+with ``m`` the coordinates the device trains (the rule's
+:meth:`~wflsim.models.learner.rules.base.UpdateRule.trained` mask: its frozen, pruned or dropped
+parameters get no gradient at any step, so they keep their values). Its upload is the
+pseudo-gradient ``(w_0 - w_E) / lr``, computed as ``sum_e g_e`` (equal in exact arithmetic; the sum
+avoids the cancellation of subtracting two nearby models, and is FedSGD's gradient itself for
+``E_n = 1``). The server's step ``w - lr * mean(uploads)`` with the same ``lr`` is then FedAvg's
+weighted average of the devices' final models, and every update rule (masks, Top-K, quantisation,
+aggregation) applies to the pseudo-gradient unchanged.
 
 Each step runs every device that has not finished its steps through one
 :meth:`GradientPaths.compute` call (batched ``vmap`` over per-device parameters, or plain
@@ -43,8 +44,8 @@ def local_updates(
     Args:
         paths: the gradient paths.
         params: where the devices start, ``(D,)`` shared or ``(n, D)``.
-        batches: :meth:`LocalData.draw_steps`'s minibatches (element ``e``: the devices with
-            more than ``e`` steps).
+        batches: :meth:`~wflsim.models.learner.sampling.LocalData.draw_steps`'s minibatches (element
+            ``e``: the devices with more than ``e`` steps).
         steps: ``E_n``, ``(n,)`` ints ``>= 1``.
         lr: the local learning rate of each device, ``(n,)``.
         trained: ``(n, D)`` bool, True where a device trains (None: everywhere).

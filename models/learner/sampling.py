@@ -13,7 +13,7 @@ from .. import data as _data
 
 
 class DeviceStreams(Protocol):
-    """The random streams the learner draws from (``sim.rng.Streams`` satisfies it)."""
+    """The random streams the learner draws from (``wflsim.sim.rng.Streams`` satisfies it)."""
 
     def device(self, name: str, device: int, *sub: int) -> np.random.Generator: ...
 
@@ -25,7 +25,8 @@ class DeviceStreams(Protocol):
 def images_on(
     x: torch.Tensor | _data.CompactImages, dev: torch.device
 ) -> torch.Tensor | _data.CompactImages:
-    """Images on ``dev``: a float tensor as ``float32``, :class:`CompactImages` kept compact."""
+    """Images on ``dev``: a float tensor as ``float32``, :class:`~wflsim.models.data.CompactImages`
+    kept compact."""
     if isinstance(x, _data.CompactImages):
         return x.to(dev)
     return x.to(dev, torch.float32)
@@ -56,7 +57,7 @@ class LocalData:
     ``streams.device("sampling", n, t)`` for slot ``t``, so a batch does not depend on which slots
     the device took part in before (common random numbers across schemes).
 
-    Args (shapes): ``x_train`` ``(M, ...)`` float or :class:`models.data.CompactImages`;
+    Args (shapes): ``x_train`` ``(M, ...)`` float or :class:`wflsim.models.data.CompactImages`;
     ``y_train`` ``(M,)`` int64; ``parts`` ``N`` index arrays; ``batch_sizes`` ``(N,)`` ints >= 1.
     """
 

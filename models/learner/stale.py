@@ -6,17 +6,18 @@ engine announces, in virtual time: an update starts (``start``: device, the vers
 minibatch key), is dropped (``drop``), or is applied in a step (``apply``: the updates and
 their staleness weights). Nothing is computed then.
 
-The model is **materialised** (the pending steps are taken) only when something reads it: a
-frame start or end (the update rule's frame state, e.g. freezing's frame-start model and
-stability scores), an evaluation, a checkpoint, :meth:`TorchLearner.global_params`. Taking the
-steps ``m + 1, m + 2, ...`` in order from the materialised version ``m``: every gradient that
-a pending step needs and whose version is already materialised is computed in **one batched
-call** (whatever step it belongs to), then the steps whose gradients are all there are taken.
-With FedAsync (one update per step, staleness about ``N - 1``) this computes about ``N``
-gradients per call, as a synchronous slot does; semi-synchronous slots compute each slot's
-uploads together, as the synchronous learner does. Only updates in a pending step are ever
-computed: an update dropped, discarded as too stale, or still in flight or in the server's
-buffer when the run ends costs no gradient.
+The model is **materialised** (the pending steps are taken) only when something reads it: a frame
+start or end (the update rule's frame state, e.g. freezing's frame-start model and stability
+scores), an evaluation, a checkpoint,
+:meth:`~wflsim.models.learner.core.TorchLearner.global_params`. Taking the steps
+``m + 1, m + 2, ...`` in order from the materialised version ``m``: every gradient that a pending
+step needs and whose version is already materialised is computed in **one batched call** (whatever
+step it belongs to), then the steps whose gradients are all there are taken. With FedAsync (one
+update per step, staleness about ``N - 1``) this computes about ``N`` gradients per call, as a
+synchronous slot does; semi-synchronous slots compute each slot's uploads together, as the
+synchronous learner does. Only updates in a pending step are ever computed: an update dropped,
+discarded as too stale, or still in flight or in the server's buffer when the run ends costs no
+gradient.
 
 Memory: the materialised model, and each older version an update not yet computed started on
 (:attr:`StaleUpdates.versions_kept`); versions between them are never stored. Computed
@@ -76,7 +77,7 @@ class _Computed(NamedTuple):
 
 
 class StaleUpdates:
-    """The stale-update bookkeeping of a :class:`~models.learner.core.TorchLearner` (module
+    """The stale-update bookkeeping of a :class:`~wflsim.models.learner.core.TorchLearner` (module
     docstring); the learner delegates ``start_update``, ``drop_update``, ``apply_updates`` and
     ``versions_kept`` here and materialises before it reads its model.
 
@@ -182,7 +183,7 @@ class StaleUpdates:
 
     def _compute(self, keys: list[int]) -> None:
         """The uploads of ``keys`` (their versions materialised) in one batched call (one per
-        local step: :func:`~models.learner.local.local_updates`, each device at the learning
+        local step: :func:`~wflsim.models.learner.local.local_updates`, each device at the learning
         rate of the slot its update started in)."""
         own = self.owner
         todo = [self._pending.pop(k) for k in keys]

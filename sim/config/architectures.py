@@ -8,12 +8,12 @@ all input (data) channels and the classifier keeps all classes. Depthwise convol
 A ``Linear`` fed by a flattened ``(C, H, W)`` feature map keeps the first ``kept(C, p) * H * W``
 inputs (flattening is channel-major, so the kept channels are a prefix).
 
-This module describes every network of :mod:`sim.config.catalogue` as a tuple of
-:class:`Layer` records (generated from the construction rules of :mod:`models.nets`, not stored
-as data) and counts, for any width, the sub-model's trainable parameters (the payload of a
+This module describes every network of :mod:`wflsim.sim.config.catalogue` as a tuple of
+:class:`Layer` records (generated from the construction rules of :mod:`wflsim.models.nets`, not
+stored as data) and counts, for any width, the sub-model's trainable parameters (the payload of a
 network-only run) and its multiply-accumulates (its compute relative to the full model). The
-torch side (:mod:`models.submodels`) uses the same records to mask the flat parameter vector and
-to build narrow copies; ``tests/test_submodels.py`` checks both against the real networks.
+torch side (:mod:`wflsim.models.submodels`) uses the same records to mask the flat parameter vector
+and to build narrow copies; ``tests/test_submodels.py`` checks both against the real networks.
 
 MACs count one multiply-accumulate per weight tap per output position, for convolutions
 (``out_pixels * C_out * (C_in / groups) * k^2``) and linear layers (``in * out``), per sample;
@@ -226,7 +226,8 @@ def _mlp(shape: tuple[int, int, int]) -> list[Layer]:
 def _cnn(
     shape: tuple[int, int, int], channels: tuple[int, int], kernel: int, pad: int, hidden: int
 ) -> list[Layer]:
-    """``models.nets._cnn``: conv, ReLU, maxpool2, conv, ReLU, maxpool2, flatten, FC, ReLU, FC."""
+    """``wflsim.models.nets._cnn``: conv, ReLU, maxpool2, conv, ReLU, maxpool2, flatten, FC,
+    ReLU, FC."""
     c, h, w = shape
     b = _Builder(h, w)
     b.conv("0", c, channels[0], kernel, pad=pad, bias=True, first=True)

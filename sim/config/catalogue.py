@@ -1,8 +1,8 @@
 """The catalogue of datasets and models, without torch: the one place that names them.
 
 The scenario schema validates against it, a network-only run takes the model size ``D`` from it,
-and :mod:`models.data` / :mod:`models.nets` build what it lists (``tests/test_scenario.py`` checks
-every parameter count against the real networks).
+and :mod:`wflsim.models.data` / :mod:`wflsim.models.nets` build what it lists
+(``tests/test_scenario.py`` checks every parameter count against the real networks).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ INPUT_SHAPES: dict[str, tuple[int, int, int]] = {
 }
 DATASETS: tuple[str, ...] = tuple(INPUT_SHAPES)
 NUM_CLASSES = 10
-#: Dataset name -> training samples ``M`` (``models.data.load_dataset``'s training split).
+#: Dataset name -> training samples ``M`` (``wflsim.models.data.load_dataset``'s training split).
 TRAIN_SAMPLES: dict[str, int] = {
     "digits": 1437,
     "mnist": 60_000,
@@ -157,7 +157,7 @@ def iid_partition_sizes(num_samples: int, num_devices: int) -> np.ndarray:
     """Local data sizes ``D_n`` of the IID partition of ``num_samples`` training samples over
     ``num_devices`` devices, ``(N,)`` int64: one permutation cut into ``N`` contiguous pieces
     (``np.array_split``; the first ``M mod N`` devices hold one sample more), whatever the
-    permutation (``models.data.partition``)."""
+    permutation (``wflsim.models.data.partition``)."""
     m, n = int(num_samples), int(num_devices)
     if n < 1 or m < n:
         raise ValueError(f"cannot give {n} devices at least one of {m} samples each")

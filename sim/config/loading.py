@@ -1,10 +1,10 @@
 """Reading scenario files: TOML in, ``--set`` overrides applied, a validated :class:`Scenario`
 out (types, ranges, unknown fields, the work a mobility model makes). Every problem is a
-:class:`sim.errors.ScenarioError` naming the dotted field and the fix.
+:class:`wflsim.sim.errors.ScenarioError` naming the dotted field and the fix.
 
 The ``[scheme]`` table is validated here as a name and a table of parameters only: the schemes
-are built on this package (``sim.schemes`` imports ``sim.config``), so checking the name and the
-parameters against the scheme registry is the application's step after this one
+are built on this package (``wflsim.sim.schemes`` imports ``wflsim.sim.config``), so checking the
+name and the parameters against the scheme registry is the application's step after this one
 (:func:`wflsim.app.scenario.validate_scenario`, which every entry point uses).
 
 Types are strict, the same for a file, ``--set``, a sweep and the Python API: a bool is not a

@@ -2,7 +2,7 @@
 unit, and the unit slip that likely made them (``run.deadline_s = 100``: milliseconds given as
 seconds; ``network.noise_dbm = 1e-13``: watts given as dBm).
 
-Validation (:mod:`sim.config.schema`) refuses what is impossible; this module flags what is
+Validation (:mod:`wflsim.sim.config.schema`) refuses what is impossible; this module flags what is
 possible but improbable. The rules are data, :data:`RULES`: per field a plausible range, why,
 and the units a value beyond each end was likely given in. :func:`findings` checks every value a
 scenario can produce against them (a number, every value of a list, the bounds of a

@@ -1,6 +1,6 @@
 """Resolving a validated scenario against the world: per-device values, the deadline's
 feasibility, the data directory and the model size. Every problem is a
-:class:`sim.errors.ScenarioError` naming the field and the fix; nothing is written.
+:class:`wflsim.sim.errors.ScenarioError` naming the field and the fix; nothing is written.
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
 """The scenario schema: one pydantic model per table of a scenario file.
 
 Types, ranges, unknown fields and combinations are validated here; what needs the resolved
-devices, the data directory or the scheme registry is checked by :mod:`sim.config.resolve` and
-:mod:`sim.config.loading`. ``docs/scenario.md`` documents every field (a test keeps it complete).
+devices, the data directory or the scheme registry is checked by :mod:`wflsim.sim.config.resolve`
+and :mod:`wflsim.sim.config.loading`. ``docs/scenario.md`` documents every field (a test keeps it
+complete).
 """
 
 from __future__ import annotations
@@ -237,7 +238,7 @@ class LearningConfig(Strict):
 
 
 class TraceConfig(Strict):
-    """What the trace records and how late uploads are charged."""
+    """The ``[trace]`` table: what the trace records and how late uploads are charged."""
 
     late_upload_energy: Literal["until_deadline", "full"] = Field(
         "until_deadline",

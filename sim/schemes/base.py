@@ -14,8 +14,8 @@ A scheme is one object (:class:`Scheme`) that owns, for a run:
 * its state (:meth:`Scheme.state_dict` / :meth:`Scheme.load_state_dict`).
 
 Everything is vectorised over devices: arrays have shape ``(N,)``. The engine owns the clock and
-the trace; :mod:`sim.slot` turns plans into outcomes (physics, energy, queues) with the same code
-for every scheme. Schemes only decide.
+the trace; :mod:`wflsim.sim.slot` turns plans into outcomes (physics, energy, queues) with the same
+code for every scheme. Schemes only decide.
 """
 
 from __future__ import annotations
@@ -71,7 +71,7 @@ class FramePlan:
             fraction for freezing schemes, the controller's fraction for the others).
         cost: the frame's cost model.
         update: the learner's update-rule inputs for the frame, the rule's record of
-            :mod:`sim.updates` (e.g. ``FreezingInputs(frozen_count=(N,) int64)``), passed to
+            :mod:`wflsim.sim.updates` (e.g. ``FreezingInputs(frozen_count=(N,) int64)``), passed to
             ``Learner.begin_frame``.
         columns: extra per-device columns of the ``freeze`` rows (trace schema names).
     """
@@ -95,10 +95,11 @@ class SlotContext:
     compute_s: F64  #: compute time at the frame's cost plan, s, ``(N,)``
     payload_bits: F64  #: payload at the frame's cost plan, bits, ``(N,)``
     #: power that lands the upload exactly on the deadline (on the seen channel), W, ``(N,)``;
-    #: ``inf``: impossible, 0: nothing to send (:func:`sim.slot.min_tx_power_w`)
+    #: ``inf``: impossible, 0: nothing to send (:func:`wflsim.sim.slot.min_tx_power_w`)
     min_tx_power_w: F64
     #: with imperfect CSI, the law of the true small-scale coefficient given the estimate under
-    #: the channel's CSI model (None: perfect CSI, or no closed form; :mod:`sim.world.channel.csi`)
+    #: the channel's CSI model (None: perfect CSI, or no closed form;
+    #: :mod:`wflsim.sim.world.channel.csi`)
     csi_posterior: CsiPosterior | None = None
     #: which devices are online at the slot's start (``[availability]``; None: every device);
     #: the engine lets only these take part, whatever the plan says

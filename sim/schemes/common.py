@@ -59,7 +59,7 @@ class ControllerOptions(CostParams):
 
 class ThresholdOptions(ControllerOptions):
     """Parameters of schemes whose slot rule is Proposition 1: the controller's, and an optional
-    CSI margin (:mod:`sim.schemes.csi_margin`; None: the paper's rule)."""
+    CSI margin (:mod:`wflsim.sim.schemes.csi_margin`; None: the paper's rule)."""
 
     csi_margin: CsiMargin | None = None
 
@@ -189,7 +189,7 @@ def freezing_plan(
     ``gamma`` is clipped to ``[0, 1]``; frame 0 freezes nothing (no stability scores yet: the
     documented warm-up). The plan's ``gamma`` is what is really frozen, ``count / D``; payload
     ``(1 - gamma) S`` (eq. 10), compute fraction ``1 - gamma`` (eqs. 12-13). Update-rule input:
-    :class:`~sim.updates.FreezingInputs` (``frozen_count`` ``(N,)`` int64).
+    :class:`~wflsim.sim.updates.FreezingInputs` (``frozen_count`` ``(N,)`` int64).
     """
     d = system.num_params
     g = np.clip(np.asarray(gamma, dtype=np.float64), 0.0, 1.0)
@@ -219,7 +219,7 @@ def threshold_slot_plan(
 ) -> SlotPlan:
     """Proposition 1: transmit at ``p_min`` iff ``p_min <= p_max``, else drop out. With a
     ``target_outage`` (a CSI margin), ``p_min`` is computed on the conservative gain
-    (:func:`sim.schemes.csi_margin.margin_power_w`; unchanged under perfect CSI)."""
+    (:func:`wflsim.sim.schemes.csi_margin.margin_power_w`; unchanged under perfect CSI)."""
     p_min = ctx.min_tx_power_w if target_outage is None else margin_power_w(ctx, target_outage)
     dec = controller.slot_power_decision(p_min, p_max_w, ctx.payload_bits)
     return SlotPlan(

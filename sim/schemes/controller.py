@@ -425,7 +425,7 @@ def slot_power_decision(
     Args:
         min_tx_power_w: this slot's ``p_min = N0 / h (2^(u S / (W (tau0 - tau_cmp))) - 1)``
             (eq. "min transmit power"), W, shape ``(N,)``, ``>= 0``, ``inf`` where no power meets
-            the deadline; computed once per slot by :func:`sim.slot.min_tx_power_w`.
+            the deadline; computed once per slot by :func:`wflsim.sim.slot.min_tx_power_w`.
         p_max_w: the frame's threshold (e.g. :attr:`GammaResult.p_max_w`), W, ``>= 0``.
         payload_bits: the upload payload ``u S``, bits, ``>= 0`` (0: nothing to send).
 

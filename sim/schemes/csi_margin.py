@@ -11,9 +11,10 @@ conservative gain ``h_c``:
     h_c = min(h_hat, H g_q),   P(|c_t|^2 < g_q | c_hat) = q,
     p   = p_min(h_c) = N0 A / h_c = p_min(h_hat) h_hat / h_c  >=  p_min(h_hat),
 
-with ``g_q`` the ``q``-quantile of the true small-scale power given the estimate under the
-channel's documented CSI model (``c_t | c_hat ~ CN(mu, v)``, a scaled noncentral chi-square
-power: :mod:`sim.world.channel.csi`, :meth:`~sim.world.channel.csi.CsiPosterior.power_quantile`).
+with ``g_q`` the ``q``-quantile of the true small-scale power given the estimate under the channel's
+documented CSI model (``c_t | c_hat ~ CN(mu, v)``, a scaled noncentral chi-square power:
+:mod:`wflsim.sim.world.channel.csi`,
+:meth:`~wflsim.sim.world.channel.csi.CsiPosterior.power_quantile`).
 The large-scale gain ``H`` is known at the frame start, so the upload succeeds iff
 ``h = H |c_t|^2 >= h_c``, and
 

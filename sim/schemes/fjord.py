@@ -33,7 +33,7 @@ def fjord_costs(
 ) -> Compression:
     """Width ``p`` per device; payload = the sub-model's parameters x 32 bits; compute fraction =
     the sub-model's multiply-accumulates / the full model's (counted layer by layer from the
-    architecture, :mod:`sim.config.architectures`); update-rule input ``{"width": p}``."""
+    architecture, :mod:`wflsim.sim.config.architectures`); update-rule input ``{"width": p}``."""
     u = np.clip(1.0 - gamma, 0.0, 1.0)
     width = np.sqrt(u) if width_rule == "sqrt" else u
     params, macs = width_costs(*architecture, width)

@@ -1,7 +1,7 @@
 """The server's aggregation mode (``[server]``) and the staleness weights of late updates.
 
 * ``sync`` (default, the paper's): slots of length ``tau_0``; the server aggregates at each
-  slot's end the uploads that arrived in it; a late upload is an outage (:mod:`sim.engine`).
+  slot's end the uploads that arrived in it; a late upload is an outage (:mod:`wflsim.sim.engine`).
 * ``semi_sync``: the same slots, but an upload that misses its slot's end is not lost: it
   arrives in a later slot and is aggregated at that slot's end as a stale update.
 * ``async`` (FedAsync with ``buffer_size = 1``, FedBuff with ``buffer_size > 1``): no global

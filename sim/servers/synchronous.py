@@ -33,7 +33,7 @@ class SyncServer(Server):
     """Rounds of one slot played by a slot kernel (the module docstring).
 
     Args:
-        kernel: plays each slot's device activity on the clock (:func:`sim.kernels.make_kernel`).
+        kernel: plays each slot's device activity on the clock (:func:`wflsim.sim.kernels.make_kernel`).
     """
 
     modes: ClassVar[tuple[str, ...]] = ("sync",)

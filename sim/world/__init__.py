@@ -1,11 +1,13 @@
 """The world: physics (pure functions), mobility, the radio channel and the resolved system.
 
-* :mod:`sim.world.physics` -- rate, latency, energy, path loss: vectorised, SI units in names.
-* :mod:`sim.world.mobility` -- where every device is at a given time.
-* :mod:`sim.world.channel` -- path loss and fading: the channel the world applies and the one a
-  scheme sees.
-* :mod:`sim.world.compute` -- compute jitter: each device's slowdown of local computation per
+* :mod:`wflsim.sim.world.physics` -- rate, latency, energy, path loss: vectorised, SI units in
+  names.
+* :mod:`wflsim.sim.world.mobility` -- where every device is at a given time.
+* :mod:`wflsim.sim.world.channel` -- path loss and fading: the channel the world applies and the one
+  a scheme sees.
+* :mod:`wflsim.sim.world.compute` -- compute jitter: each device's slowdown of local computation per
   slot.
-* :mod:`sim.world.system` -- the resolved per-device hardware and radio constants of a run.
-* :mod:`sim.world.uplink` -- how the uploads of a slot share the band (dedicated, OFDMA, TDMA).
+* :mod:`wflsim.sim.world.system` -- the resolved per-device hardware and radio constants of a run.
+* :mod:`wflsim.sim.world.uplink` -- how the uploads of a slot share the band (dedicated, OFDMA,
+  TDMA).
 """

@@ -21,13 +21,13 @@ online at time ``t`` iff ``t`` lies in one of its online segments ``[a, b)`` (a 
 
 Randomness: period ``i`` of device ``d`` takes its length from the keyed uniform
 ``(d, i, draw 0)`` of the stream ``"availability"``, its initial state from ``(d, 0, draw 1)``
-(:meth:`sim.rng.Streams.keyed`), by inversion: the same seed gives the same time lines in every
-run, for every scheme and after a resume, and adding a device changes no other device's.
+(:meth:`wflsim.sim.rng.Streams.keyed`), by inversion: the same seed gives the same time lines in
+every run, for every scheme and after a resume, and adding a device changes no other device's.
 
-What the engine does with it (:class:`sim.engine.Engine`): at a slot's start only online devices
-take part; a participant whose online segment ends before its work does (compute and upload) is
-*dropped* at that instant by the event kernel (a SimPy interrupt, :mod:`sim.kernels`): its work
-is lost and the energy it spent until then is counted. Every change of state is a trace row
+What the engine does with it (:class:`wflsim.sim.engine.Engine`): at a slot's start only online
+devices take part; a participant whose online segment ends before its work does (compute and upload)
+is *dropped* at that instant by the event kernel (a SimPy interrupt, :mod:`wflsim.sim.kernels`): its
+work is lost and the energy it spent until then is counted. Every change of state is a trace row
 (``online``, ``offline``), as is every drop (``dropped``).
 
 State: per device the end of its current segment, whether it is online and how many segments it
@@ -69,7 +69,7 @@ MAX_CHANGES_PER_SLOT = 100.0
 #: The range of a device's period scale (``online_scale``, ``offline_scale``).
 SCALE_BOUNDS = Bounds(0.0, 1e6, "", open_low=True)
 #: Stream indices of the scales' per-device draws (``device_params``, after the ``[devices]``
-#: fields 0-5: :data:`sim.config.resolve._DEVICE_FIELDS`).
+#: fields 0-5: :data:`wflsim.sim.config.resolve._DEVICE_FIELDS`).
 _SCALE_INDEX = {"online_scale": 6, "offline_scale": 7}
 
 
@@ -268,8 +268,9 @@ class MarkovConfig(Strict):
         return on / (on + off)
 
 
-class TraceConfig(Strict):
-    """Online intervals read from a file."""
+class TraceAvailabilityConfig(Strict):
+    """Online intervals read from a file (``model = "trace"``; not the ``[trace]`` table, which is
+    :class:`wflsim.sim.config.schema.TraceConfig`)."""
 
     model: Literal["trace"] = "trace"
     file: str = Field(
@@ -286,13 +287,19 @@ class TraceConfig(Strict):
         return value
 
 
+#: The former name of :class:`TraceAvailabilityConfig`, kept so that code and pickles naming it
+#: still work (it shared its name with the ``[trace]`` table's
+#: :class:`wflsim.sim.config.schema.TraceConfig`).
+TraceConfig = TraceAvailabilityConfig
+
+
 def _named(value: Any) -> Any:
     """A bare model name stands for ``{model = name}``."""
     return {"model": value} if isinstance(value, str) else value
 
 
 AvailabilityConfig = Annotated[
-    AlwaysConfig | MarkovConfig | TraceConfig,
+    AlwaysConfig | MarkovConfig | TraceAvailabilityConfig,
     BeforeValidator(_named),
     Field(discriminator="model"),
 ]
@@ -629,7 +636,7 @@ class TraceAvailability(Availability):
 
 
 def build_availability(
-    config: AlwaysConfig | MarkovConfig | TraceConfig,
+    config: AlwaysConfig | MarkovConfig | TraceAvailabilityConfig,
     *,
     num_devices: int,
     streams: Streams,
@@ -702,7 +709,7 @@ __all__ = [
     "MarkovAvailability",
     "MarkovConfig",
     "TraceAvailability",
-    "TraceConfig",
+    "TraceAvailabilityConfig",
     "build_availability",
     "expected_changes_per_slot",
 ]

@@ -8,7 +8,7 @@ The ``[compute]`` table's ``jitter`` names one model (``docs/scenario.md``, ``[c
   saving), ``ln s = sigma |Z|``, ``Z ~ N(0, 1)``: ``ln s`` is half-normal with scale ``sigma``,
   ``P(s <= x) = 2 Phi(ln x / sigma) - 1`` for ``x >= 1``. The same cycles ``u c B`` run at the
   lower clock: time ``s tau_cmp``, energy ``(alpha / 2) u c B (f / s)^2 = E_cmp / s^2``
-  (:func:`sim.world.physics.throttled_compute_energy_j`).
+  (:func:`wflsim.sim.world.physics.throttled_compute_energy_j`).
 * ``background_load``: with probability ``probability`` the device shares its CPU with
   background work in the slot; the gradient then gets the share ``1 / s`` of the CPU time, with
   ``s = 1 + X``, ``X ~ Exp(mean mean_extra)`` (the shifted-exponential straggler model); an
@@ -18,10 +18,10 @@ The ``[compute]`` table's ``jitter`` names one model (``docs/scenario.md``, ``[c
 
 ``s`` never goes below 1: ``devices.cpu_hz`` is the device's full speed, and the nominal compute
 time is its fastest. Draws are keyed by ``(device, slot)`` on the stream ``"compute_jitter"``
-(:meth:`sim.rng.Streams.keyed`): the same scenario and seed give the same slowdowns in every run,
-after a resume, for every scheme, and adding a device changes no other device's draws. Each model
-maps the keyed uniforms by inversion (one uniform per variate, no rejection), so the draws have
-exactly the stated law.
+(:meth:`wflsim.sim.rng.Streams.keyed`): the same scenario and seed give the same slowdowns in every
+run, after a resume, for every scheme, and adding a device changes no other device's draws. Each
+model maps the keyed uniforms by inversion (one uniform per variate, no rejection), so the draws
+have exactly the stated law.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The resolved physical system: per-device hardware and the radio constants of a run.
 
-:func:`sim.config.resolve.resolve_devices` turns a scenario's ``[devices]`` table into
+:func:`wflsim.sim.config.resolve.resolve_devices` turns a scenario's ``[devices]`` table into
 :class:`DeviceArrays`; :func:`wflsim.app.run.resolve_system` adds the radio constants and the model size.
 Schemes, the slot resolution and the engine read these records and never the scenario.
 """

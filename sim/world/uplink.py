@@ -11,11 +11,11 @@
   wait in a queue (``fcfs``: by ready time = compute end, ties by device; ``edf``: by deadline,
   then as ``fcfs``) and waiting counts against the deadline (:class:`TdmaUplink`).
 
-A shared uplink is a SimPy component of the event kernel (:class:`sim.kernels.EventKernel`): the
-slot's outcome (the time each upload actually transmitted, whether it arrived in time) comes from
-its events. Under a scheme that closes the slot at the deadline, uploads still in flight or still
-waiting are cut there; under one that waits for the last upload nothing is cut (an upload that can
-never finish, at zero power or gain, transmits until the deadline and fails, as on a dedicated
+A shared uplink is a SimPy component of the event kernel (:class:`wflsim.sim.kernels.EventKernel`):
+the slot's outcome (the time each upload actually transmitted, whether it arrived in time) comes
+from its events. Under a scheme that closes the slot at the deadline, uploads still in flight or
+still waiting are cut there; under one that waits for the last upload nothing is cut (an upload that
+can never finish, at zero power or gain, transmits until the deadline and fails, as on a dedicated
 band).
 
 State: none across slots. In the synchronous engine every upload ends or is cut by its slot's end,
@@ -364,7 +364,7 @@ class SharedUplink(ABC):
 
     def in_time(self, end_s: float) -> bool:
         """Whether an upload ending at ``end_s`` arrives in time (the timing rule of
-        :mod:`sim.slot`: relative tolerance :data:`DEADLINE_REL_TOL`)."""
+        :mod:`wflsim.sim.slot`: relative tolerance :data:`DEADLINE_REL_TOL`)."""
         if self._closes_at == "last_upload":
             return True
         return end_s - self._start_s <= self._deadline_s * (1.0 + DEADLINE_REL_TOL)

@@ -86,7 +86,8 @@ class SlotView(_View):
         super().__init__(engine)
         self.slot = slot  #: the global slot index
         self.frame = slot // engine.config.slots_per_frame  #: its frame
-        #: the slot's outcome (:class:`sim.slot.SlotOutcome`, ``(N,)`` arrays), a read-only copy
+        #: the slot's outcome (:class:`wflsim.sim.slot.SlotOutcome`, ``(N,)`` arrays), a
+        #: read-only copy
         self.outcome = SlotOutcome(
             **{f.name: _frozen(getattr(outcome, f.name)) for f in fields(outcome)}
         )

@@ -1,8 +1,8 @@
 """``wflsim convert-mobility``: a SUMO, ns-2 or BonnMotion mobility trace as wflsim's trace
 files (``docs/mobility.md``).
 
-The input is read and converted completely (``sim.world.mobility.formats``) before anything is
-written; each output is then written atomically (a hidden temporary file in its folder, fsync,
+The input is read and converted completely (``wflsim.sim.world.mobility.formats``) before anything
+is written; each output is then written atomically (a hidden temporary file in its folder, fsync,
 rename), so bad input writes nothing and an interrupted write leaves no half file.
 """
 

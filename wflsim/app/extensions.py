@@ -139,11 +139,11 @@ def register_partition(
 def register_scheme(cls: type, *, replace: bool = False) -> type:
     """Register a scheme class under ``cls.name`` (``scheme.name``); usable as a decorator.
 
-    The class follows the ``sim.schemes.base.Scheme`` protocol (``docs/architecture.md``,
+    The class follows the ``wflsim.sim.schemes.base.Scheme`` protocol (``docs/architecture.md``,
     "Adding a scheme"): a class attribute ``name``, a pydantic ``Params`` model of its
     ``[scheme]`` parameters (validated strictly, like every field), and
-    ``cls(params, system)``; subclassing ``sim.schemes.common.FreezingScheme`` gives the paper's
-    family of schemes.
+    ``cls(params, system)``; subclassing ``wflsim.sim.schemes.common.FreezingScheme`` gives the
+    paper's family of schemes.
 
     Raises:
         ValueError: a bad or taken name, or a class without ``name`` / ``Params``.

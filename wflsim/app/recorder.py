@@ -22,8 +22,8 @@ files on disk always agree: the manifest lists only complete parts, and a checkp
 SHA-256, in the manifest. ``--resume`` checks every file it keeps against these hashes (the
 checkpoint on disk is the manifest's ``checkpoint`` or, after a kill between steps 2 and 3, its
 ``previous_checkpoint``; none where that is null). A heartbeat thread refreshes the
-manifest's ``heartbeat_at`` every :data:`sim.rundir.HEARTBEAT_S` seconds so that readers on other
-hosts can tell a live run from a dead one (on this host the pid tells).
+manifest's ``heartbeat_at`` every :data:`wflsim.sim.rundir.HEARTBEAT_S` seconds so that readers on
+other hosts can tell a live run from a dead one (on this host the pid tells).
 
 An error of the background write (a full disk) is raised on the simulation's thread at the next
 frame or at :meth:`RunRecorder.flush`; the run then ends as ``failed`` and the frames completed
@@ -121,7 +121,7 @@ class PartWriter:
         self._writer: pq.ParquetWriter | None = None
 
     def write(self, table: pa.Table) -> None:
-        """Append ``table`` (:data:`sim.trace.SCHEMA`) as one row group."""
+        """Append ``table`` (:data:`wflsim.sim.trace.SCHEMA`) as one row group."""
         if self._writer is None:
             self._writer = pq.ParquetWriter(
                 self._sink, self._schema, **parquet_options(self._schema, self.compression)

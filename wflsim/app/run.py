@@ -489,7 +489,7 @@ def partition_system(prep: Prepared, learner: Learner) -> SystemConstants:
 
 def check_stale_rule(scenario: Scenario, rule: str) -> None:
     """A scheme that trains with ``rule`` under stale updates: refused where the learner cannot
-    compute the rule's updates stale (``sim.updates.UPDATE_RULES``, ``no_stale_updates``).
+    compute the rule's updates stale (``wflsim.sim.updates.UPDATE_RULES``, ``no_stale_updates``).
 
     Raises:
         ScenarioError: on ``server.mode``, with the reason.

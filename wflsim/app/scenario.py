@@ -1,13 +1,13 @@
-"""A scenario as the application takes it: validated by :mod:`sim.config.loading` (types, ranges,
-unknown fields, the work a mobility model makes), then its ``[scheme]`` table against the scheme
-registry (the scheme's name and its own parameters, and a CSI margin against the channel), and
-the plausibility of its values (:func:`report_implausible`: warnings, or errors when strict).
+"""A scenario as the application takes it: validated by :mod:`wflsim.sim.config.loading` (types,
+ranges, unknown fields, the work a mobility model makes), then its ``[scheme]`` table against the
+scheme registry (the scheme's name and its own parameters, and a CSI margin against the channel),
+and the plausibility of its values (:func:`report_implausible`: warnings, or errors when strict).
 
-``sim.config`` knows nothing of the schemes (they are built on it), so the check that needs both
-the scenario and the registry lives here. Every entry point validates through this module: the
+``wflsim.sim.config`` knows nothing of the schemes (they are built on it), so the check that needs
+both the scenario and the registry lives here. Every entry point validates through this module: the
 command line, the API, a sweep's points and a resume (through :mod:`wflsim.app.run`, whose
 :func:`~wflsim.app.run.prepare_scenario` also checks a ``Scenario`` validated elsewhere). Every
-problem is a one-line :class:`sim.errors.ScenarioError` naming the field and the fix.
+problem is a one-line :class:`wflsim.sim.errors.ScenarioError` naming the field and the fix.
 """
 
 from __future__ import annotations
@@ -81,8 +81,8 @@ def check_csi_margin(scenario: Scenario) -> None:
 
 
 def validate_scenario(data: Mapping[str, Any]) -> Scenario:
-    """Validate a raw scenario table fully: :func:`sim.config.loading.validate_scenario`, then
-    :func:`check_scheme`."""
+    """Validate a raw scenario table fully: :func:`wflsim.sim.config.loading.validate_scenario`,
+    then :func:`check_scheme`."""
     scenario = loading.validate_scenario(data)
     check_scheme(scenario)
     return scenario
@@ -99,8 +99,8 @@ def report_implausible(
     scenario: Scenario, *, strict: bool = False, reported: set[str] | None = None
 ) -> None:
     """Report the values of ``scenario`` that are implausible for their unit
-    (:func:`sim.config.plausibility.findings`): each as a :class:`PlausibilityWarning`, or with
-    ``strict`` the first as an error.
+    (:func:`wflsim.sim.config.plausibility.findings`): each as a :class:`PlausibilityWarning`, or
+    with ``strict`` the first as an error.
 
     Args:
         reported: the findings already reported (their one-line texts; this call adds its own):

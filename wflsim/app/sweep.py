@@ -28,7 +28,7 @@
   no ``tol``), is left out of that point's run (:func:`applied_overrides`), which then shares.
   So does a value of a parameter that a point's scheme declares to change only its logged cost
   (``scheme.V`` of ``ideal`` and ``fixed_power``): readers recompute the shared run's ``cost``
-  column at each point's value (:mod:`analysis.tidy`).
+  column at each point's value (:mod:`wflsim.analysis.tidy`).
 * Common random numbers: a run's randomness depends only on its seed (``sim/rng.py``), so for a
   given seed every grid point sees the same positions, mobility, fading and data partition.
 * Executors: ``local`` (a process pool; ``--workers N``) and ``ray`` (each point a Ray task; a
@@ -419,7 +419,7 @@ def run_identity(prep: Prepared, fp: dict[str, Any] | None = None) -> str:
     and the data directory. Two points with equal identities make identical runs (the run reads
     the scheme's parameters only through that model), but for the ``cost`` column of a
     cost-only parameter, which readers recompute at each point's value
-    (:mod:`analysis.tidy`)."""
+    (:mod:`wflsim.analysis.tidy`)."""
     from wflsim.sim.schemes import SCHEMES
     from wflsim.sim.schemes.base import cost_only_params
 
@@ -938,7 +938,7 @@ def _point_entries(
 
 def _grid_values(overrides: tuple[str, ...]) -> dict[str, Any]:
     """A point's grid values as read (``{"scheme.tol": 1e-06}``), for readers of
-    ``sweep.json`` (:mod:`analysis.tidy` shows them as the point's configuration)."""
+    ``sweep.json`` (:mod:`wflsim.analysis.tidy` shows them as the point's configuration)."""
     from wflsim.sim.config.loading import parse_override
 
     values: dict[str, Any] = {}

@@ -1,9 +1,9 @@
 """Learner-side update rules: what each device trains on, what it uploads, how the server
 aggregates, and the per-device state that carries across slots and frames.
 
-One module per rule, named by the schemes through ``sim.updates.UpdateRuleSpec`` (the registry
-of names, parameters and frame inputs is ``sim.updates.UPDATE_RULES``; :data:`RULES` implements
-it, name for name):
+One module per rule, named by the schemes through ``wflsim.sim.updates.UpdateRuleSpec`` (the
+registry of names, parameters and frame inputs is ``wflsim.sim.updates.UPDATE_RULES``; :data:`RULES`
+implements it, name for name):
 
 * ``freezing`` -- :class:`Freezing` (the paper's; selection by stability or at random);
 * ``topk_ef`` -- :class:`TopKResidual` (Top-K with error accumulation);
@@ -98,7 +98,7 @@ def _ordered_dropout(params: Mapping[str, Any], s: RuleSettings) -> UpdateRule:
     )
 
 
-#: The implementation of every rule of ``sim.updates.UPDATE_RULES``, by the same name: its
+#: The implementation of every rule of ``wflsim.sim.updates.UPDATE_RULES``, by the same name: its
 #: builder from the scheme's parameters and the learner's settings.
 RULES: dict[str, Callable[[Mapping[str, Any], RuleSettings], UpdateRule]] = {
     "freezing": _freezing,

@@ -1,8 +1,9 @@
 """The update-rule protocol and the defaults most rules share.
 
-A rule is named by the scheme (``sim.updates.UpdateRuleSpec``) and gets its per-frame inputs, the
-rule's typed record of :mod:`sim.updates`, from the scheme's frame plan. Notation: ``N`` devices, ``D`` parameters, ``w`` the global model
-``(D,)``, ``ids`` the devices of a call (``int64`` numpy), ``n`` their number.
+A rule is named by the scheme (``wflsim.sim.updates.UpdateRuleSpec``) and gets its per-frame inputs,
+the rule's typed record of :mod:`wflsim.sim.updates`, from the scheme's frame plan. Notation: ``N``
+devices, ``D`` parameters, ``w`` the global model ``(D,)``, ``ids`` the devices of a call (``int64``
+numpy), ``n`` their number.
 """
 
 from __future__ import annotations
@@ -32,8 +33,8 @@ class UpdateRule(Protocol):
 
     def trained(self, ids: np.ndarray) -> torch.Tensor | None:
         """Where devices ``ids`` train, ``(n, D)`` bool (None: everywhere), after
-        :meth:`local_params` for the same devices: local steps (``models.learner.local``) give
-        the other coordinates no gradient at any step."""
+        :meth:`local_params` for the same devices: local steps (``wflsim.models.learner.local``)
+        give the other coordinates no gradient at any step."""
         ...
 
     def uploads(self, grads: torch.Tensor, ids: np.ndarray, slot: int) -> torch.Tensor:

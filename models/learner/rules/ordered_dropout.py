@@ -1,10 +1,10 @@
 """FjORD ordered dropout (Horvath et al., NeurIPS 2021): rule ``ordered_dropout``.
 
 Device ``n`` trains the sub-model of width ``p_n`` (frame input ``{"width": (N,)}``): every hidden
-layer keeps its first ``ceil(p C)`` channels, the first layer all input channels, the classifier
-all classes (the masks come from :func:`models.submodels.flat_width_mask` on the layer table of
-:mod:`sim.config.architectures`). The sub-model is the full model with the dropped parameters set
-to 0: it trains at ``w * m_n`` and uploads ``g * m_n`` (the mask on the gradient matters: with
+layer keeps its first ``ceil(p C)`` channels, the first layer all input channels, the classifier all
+classes (the masks come from :func:`wflsim.models.submodels.flat_width_mask` on the layer table of
+:mod:`wflsim.sim.config.architectures`). The sub-model is the full model with the dropped parameters
+set to 0: it trains at ``w * m_n`` and uploads ``g * m_n`` (the mask on the gradient matters: with
 ResNet-20's option-A shortcuts below ``p = 1/2`` some dropped weights get non-zero gradients). The
 server averages each coordinate over exactly the devices whose sub-model holds it (nested
 per-coordinate averaging, weights ``B_n``); a coordinate no device trained keeps its value.

@@ -1,15 +1,15 @@
 """The radio channel: path loss and shadowing per frame, small-scale fading and CSI per slot.
 
 The component: :class:`ChannelConfig` (the scenario's ``[channel]`` table), the interfaces
-(:mod:`~sim.world.channel.base`), one module per kind of model
-(:mod:`~sim.world.channel.pathloss`: log-distance and TR 38.901 UMa / UMi with the LOS state;
-:mod:`~sim.world.channel.shadowing`: Gudmundson-correlated shadowing and LOS state;
-:mod:`~sim.world.channel.fading`: Rayleigh, Rician, Nakagami-m, i.i.d. or Gauss-Markov;
-:mod:`~sim.world.channel.csi`: estimation error and delay), the drawn channel
-(:mod:`~sim.world.channel.drawn`), recording (:mod:`~sim.world.channel.record`) and replay
-(:mod:`~sim.world.channel.replay`), and the factory :func:`build_channel`. Every channel says
-whether it is what the controller's closed forms assume (Theorem 2: Rayleigh block fading with
-mean ``H``, perfect CSI); :meth:`Channel.describe` records it in the run's metadata.
+(:mod:`~wflsim.sim.world.channel.base`), one module per kind of model
+(:mod:`~wflsim.sim.world.channel.pathloss`: log-distance and TR 38.901 UMa / UMi with the LOS state;
+:mod:`~wflsim.sim.world.channel.shadowing`: Gudmundson-correlated shadowing and LOS state;
+:mod:`~wflsim.sim.world.channel.fading`: Rayleigh, Rician, Nakagami-m, i.i.d. or Gauss-Markov;
+:mod:`~wflsim.sim.world.channel.csi`: estimation error and delay), the drawn channel
+(:mod:`~wflsim.sim.world.channel.drawn`), recording (:mod:`~wflsim.sim.world.channel.record`) and
+replay (:mod:`~wflsim.sim.world.channel.replay`), and the factory :func:`build_channel`. Every
+channel says whether it is what the controller's closed forms assume (Theorem 2: Rayleigh block
+fading with mean ``H``, perfect CSI); :meth:`Channel.describe` records it in the run's metadata.
 """
 
 from __future__ import annotations

@@ -4,13 +4,13 @@ A :class:`Channel` gives, per frame, the large-scale gains of the devices' motio
 (:meth:`Channel.large_scale`: path loss, LOS state, shadowing) and, per slot, the channel power
 gains (:meth:`Channel.slot`): the gain the world applies (it decides success, latency and
 energy) and the gain the scheme sees (equal under perfect CSI). A channel draws them from models
-(:class:`sim.world.channel.drawn.DrawnChannel`) or replays a recorded table
-(:class:`sim.world.channel.replay.ReplayChannel`); either can record what it gives
+(:class:`wflsim.sim.world.channel.drawn.DrawnChannel`) or replays a recorded table
+(:class:`wflsim.sim.world.channel.replay.ReplayChannel`); either can record what it gives
 (:attr:`Channel.recorder`).
 
-Every draw is keyed by ``(device, slot)`` or ``(device, frame)`` (:class:`sim.rng.KeyedStream`);
-a model whose gains depend on the past (time-correlated fading, shadowing along a path,
-outdated CSI) keeps that past in its ``state_dict``.
+Every draw is keyed by ``(device, slot)`` or ``(device, frame)``
+(:class:`wflsim.sim.rng.KeyedStream`); a model whose gains depend on the past (time-correlated
+fading, shadowing along a path, outdated CSI) keeps that past in its ``state_dict``.
 """
 
 from __future__ import annotations
@@ -107,7 +107,7 @@ class FadingModel(ABC):
 
     def coefficient_map(self) -> tuple[float, float] | None:
         """``(a, b)`` when the coefficient is ``c = a + b x`` with ``x ~ CN(0, 1)`` (what the
-        posterior of imperfect CSI needs, :meth:`sim.world.channel.csi.Csi.posterior`); None
+        posterior of imperfect CSI needs, :meth:`wflsim.sim.world.channel.csi.Csi.posterior`); None
         when it is not an affine map of a complex Gaussian."""
         return None
 

@@ -1,8 +1,8 @@
 """Imperfect channel state information: what the scheme sees is not what the world applies.
 
 The scheme decides on ``h_hat = H |c_hat|^2``, the world applies ``h = H |c_t|^2``, with ``c``
-the small-scale complex coefficient of the fading model (:class:`~sim.world.channel.base.
-SmallScale`) and
+the small-scale complex coefficient of the fading model
+(:class:`~wflsim.sim.world.channel.base.SmallScale`) and
 
     ``c_hat = sqrt(1 - e2) c_{t-D} + sqrt(e2) w_t``,  ``w_t ~ CN(0, 1)``,
 
@@ -14,11 +14,12 @@ slots the outdated coefficient is independent of the current one, with Gauss-Mar
 correlation is ``rho^D``. The large-scale gain ``H`` (path loss and shadowing) is known exactly:
 it changes per frame and is averaged over many measurements. Errors ``w_t`` are keyed by
 ``(device, slot)`` (stream ``"csi"``). Before slot ``D`` the delayed coefficients are those of
-slots ``-D .. -1``, drawn from the fading model's own law (:meth:`FadingModel.history`).
+slots ``-D .. -1``, drawn from the fading model's own law
+(:meth:`~wflsim.sim.world.channel.base.FadingModel.history`).
 
 **What the estimate says about the channel** (:class:`CsiPosterior`, used by a scheme's CSI
-margin, :mod:`sim.schemes.csi_margin`). Where the fading coefficient is an affine map of a unit
-complex Gaussian, ``c = a + b x`` with ``x ~ CN(0, 1)`` (Rayleigh: ``(0, 1)``; Rician with
+margin, :mod:`wflsim.sim.schemes.csi_margin`). Where the fading coefficient is an affine map of a
+unit complex Gaussian, ``c = a + b x`` with ``x ~ CN(0, 1)`` (Rayleigh: ``(0, 1)``; Rician with
 factor ``K``: ``(sqrt(K/(K+1)), 1/sqrt(K+1))``; no fading: ``(1, 0)``), and ``x`` has the lag
 correlation ``kappa = E[x_t conj(x_{t-D})]`` (1 for ``D = 0``; 0 for i.i.d. slots and ``D > 0``;
 ``rho^D`` for Gauss-Markov fading at the frame's ``rho``), the true coefficient and the estimate

@@ -31,8 +31,8 @@ class DrawnChannel(Channel):
     the path loss, the shadowing along each device's path, ``H = 10^(-(PL + S)/10)``. Per slot:
     the fading ``g`` (and its complex coefficient when the CSI model needs it), ``h = g H``, and
     the gain the scheme sees: ``h`` under perfect CSI, else ``H |c_hat|^2``
-    (:class:`~sim.world.channel.csi.Csi`) with the law of the true coefficient given
-    ``c_hat`` (:class:`~sim.world.channel.csi.CsiPosterior`, for a Gaussian coefficient).
+    (:class:`~wflsim.sim.world.channel.csi.Csi`) with the law of the true coefficient given
+    ``c_hat`` (:class:`~wflsim.sim.world.channel.csi.CsiPosterior`, for a Gaussian coefficient).
 
     Args:
         pathloss: distance (and LOS state) to path loss.

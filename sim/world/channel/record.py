@@ -1,7 +1,8 @@
 """The channel table: every device's channel in every slot, written by a run with
 ``[channel] record = true`` (``channel/part-NNNNNN.parquet`` in the run folder, one file per
 frame next to the events' parts) and read back by ``[channel] replay = "..."``
-(:mod:`sim.world.channel.replay`), which takes such a folder, a run folder or one Parquet file.
+(:mod:`wflsim.sim.world.channel.replay`), which takes such a folder, a run folder or one Parquet
+file.
 
 One row per slot and device. :data:`COLUMNS` is the single source of truth of the layout
 (``docs/scenario.md`` documents it; a test checks the two agree).

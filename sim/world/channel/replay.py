@@ -2,10 +2,10 @@
 bit, or measured / externally generated gains.
 
 :func:`read_channel_table` reads and validates a table with the layout of
-:data:`sim.world.channel.record.COLUMNS` against the scenario (devices, slots, finite positive
-gains, one large-scale value per device and frame); every problem is a one-line
-:class:`~sim.errors.ScenarioError` naming ``channel.replay`` that never quotes the file's values.
-:class:`ReplayChannel` gives the engine the table's gains.
+:data:`wflsim.sim.world.channel.record.COLUMNS` against the scenario (devices, slots, finite
+positive gains, one large-scale value per device and frame); every problem is a one-line
+:class:`~wflsim.sim.errors.ScenarioError` naming ``channel.replay`` that never quotes the file's
+values. :class:`ReplayChannel` gives the engine the table's gains.
 """
 
 from __future__ import annotations

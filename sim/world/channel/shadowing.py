@@ -6,7 +6,7 @@ frames ``d`` metres of path apart have correlation ``exp(-d / d_corr)`` (M. Gudm
 "Correlation model for shadow fading in mobile radio systems", Electronics Letters 27(23), 1991).
 Frame to frame the process is the AR(1) ``z_k = rho z_{k-1} + sqrt(1 - rho^2) w_k`` with
 ``rho = exp(-d_k / d_corr)`` and ``d_k`` the path walked since the previous frame (the odometer
-difference, :class:`sim.world.mobility.base.Kinematics`): stationary ``N(0, 1)``, and exactly
+difference, :class:`wflsim.sim.world.mobility.base.Kinematics`): stationary ``N(0, 1)``, and exactly
 the exponential correlation for any sequence of steps, because ``exp(-a) exp(-b) = exp(-(a+b))``.
 A device that does not move keeps its value. The innovations ``w_k`` are keyed by
 ``(device, frame)``.

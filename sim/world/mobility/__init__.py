@@ -23,13 +23,13 @@ Traces of other tools (SUMO's floating car data, ns-2 movement files, BonnMotion
 Initial positions (``static`` and ``random_waypoint``) are either uniform by area in the annulus
 ``[min_distance_m, cell_radius_m]`` (:func:`uniform_disc_positions_m`) or given explicitly.
 
-Randomness (see :mod:`sim.rng`): device ``n`` draws its initial position from
+Randomness (see :mod:`wflsim.sim.rng`): device ``n`` draws its initial position from
 ``streams.device("placement", n)`` and its waypoints from ``streams.device("mobility", n)``, so
 adding a device never changes the positions or paths of the others.
 
 Waypoints are *not* kept out of the inner ``min_distance_m`` disc: a device may walk close to (or
 through) the server; the path loss clips distances below ``min_distance_m``
-(:func:`sim.world.physics.path_loss_db`). Explicit positions and trace positions closer than
+(:func:`wflsim.sim.world.physics.path_loss_db`). Explicit positions and trace positions closer than
 ``min_distance_m`` are accepted for the same reason.
 """
 

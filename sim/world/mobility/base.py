@@ -37,8 +37,10 @@ class Mobility(ABC):
     """Positions of ``num_devices`` devices as a function of simulated time.
 
     Callers query with non-decreasing times (the engine does, at frame boundaries).
-    :class:`StaticMobility` and :class:`TraceMobility` accept any order;
-    :class:`RandomWaypoint` raises ``ValueError`` when time goes backwards.
+    :class:`~wflsim.sim.world.mobility.static.StaticMobility` and
+    :class:`~wflsim.sim.world.mobility.trace.TraceMobility` accept any order;
+    :class:`~wflsim.sim.world.mobility.random_waypoint.RandomWaypoint` raises ``ValueError`` when
+    time goes backwards.
     """
 
     num_devices: int

@@ -29,7 +29,7 @@ class MobilityConfig(BaseModel):
             default).
         positions_m: explicit initial positions ``[[x, y], ...]`` in metres, one per device
             (required iff ``placement = "explicit"``; the count is checked against the number of
-            devices by :func:`build_mobility`).
+            devices by :func:`~wflsim.sim.world.mobility.build_mobility`).
         speed_mps: random waypoint: ``(lo, hi)`` in m/s, ``0 < lo <= hi``; each leg's speed is
             uniform in ``[lo, hi]``.
         pause_s: random waypoint: pause at each waypoint, seconds, ``>= 0``.

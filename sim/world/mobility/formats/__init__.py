@@ -14,20 +14,20 @@ Three formats:
 
 Each reader returns :class:`Tracks`: per device its samples, at the file's own timesteps or
 waypoints, or at the exact breakpoints of ns-2's piecewise-linear motion, so that the linear
-interpolation of :class:`~sim.world.mobility.trace.TraceMobility` reproduces the motion; and the
-intervals in which the device is present (a SUMO vehicle between its departure and its arrival;
+interpolation of :class:`~wflsim.sim.world.mobility.trace.TraceMobility` reproduces the motion; and
+the intervals in which the device is present (a SUMO vehicle between its departure and its arrival;
 an ns-2 or BonnMotion node from its first time on), which become an availability trace
 (``[availability] model = "trace"``). :func:`convert_mobility` applies the choices of
 ``wflsim convert-mobility`` (time origin, coordinate origin, resampling, the first N devices).
 
 Hostile files: the readers take only regular files (never a FIFO or a device), read at most
 :data:`MAX_INPUT_BYTES` (of decompressed data for gzip), keep at most :data:`MAX_SAMPLES`
-samples and :data:`~sim.config.limits.MAX_DEVICES` devices, take every number as a decimal
+samples and :data:`~wflsim.sim.config.limits.MAX_DEVICES` devices, take every number as a decimal
 that must be finite and within :data:`MAX_COORDINATE_M` or :data:`MAX_TIME_S`, and parse XML
 with expat refusing any document type declaration (so no entity is ever declared or expanded,
-and no external entity or DTD is fetched). Every problem is a :class:`~sim.errors.ScenarioError`
-naming the file, the line (and element or value) and the fix; errors never quote the file's
-text beyond a shortened id.
+and no external entity or DTD is fetched). Every problem is a
+:class:`~wflsim.sim.errors.ScenarioError` naming the file, the line (and element or value) and the
+fix; errors never quote the file's text beyond a shortened id.
 """
 
 from __future__ import annotations

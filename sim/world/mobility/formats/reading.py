@@ -1,6 +1,6 @@
 """Reading a trace file safely: regular files only, bounded sizes (decompressed ones too), lines
 of UTF-8 text, and numbers that are finite decimals within bounds; every problem a
-:class:`~sim.errors.ScenarioError` naming the file and the line."""
+:class:`~wflsim.sim.errors.ScenarioError` naming the file and the line."""
 
 from __future__ import annotations
 

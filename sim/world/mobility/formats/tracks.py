@@ -26,7 +26,7 @@ class Tracks:
     then time; each device's times strictly increase.
 
     Attributes:
-        fmt: the format read (:data:`FORMATS`).
+        fmt: the format read (:data:`~wflsim.sim.world.mobility.formats.FORMATS`).
         kinds: per device, what the file calls it (``"vehicle"``, ``"person"``, ``"node"``).
         ids: per device, its id in the file (SUMO id, ns-2 node number, BonnMotion node index).
         time_s: sample times, s, ``(M,)``.
