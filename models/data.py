@@ -60,10 +60,10 @@ from wflsim.sim.config.catalogue import (
     INPUT_SHAPES,
     NORMALISATION,
     NUM_CLASSES,
-    USER_DATASETS,
-    USER_PARTITIONS,
     DatasetError,
 )
+
+from .registry import DATASET_TENSORS, PARTITION_FUNCTIONS
 
 __all__ = ["DATASETS", "INPUT_SHAPES", "NUM_CLASSES"]
 
@@ -166,10 +166,8 @@ def load_dataset(
     Raises :class:`DatasetNotFoundError` when the files are missing and ``ValueError``
     for an unknown name. ``data_dir`` is ignored for ``digits``.
     """
-    if name in USER_DATASETS:
-        from . import extensions
-
-        return extensions.dataset(name)
+    if name in DATASET_TENSORS:
+        return DATASET_TENSORS[name]
     if name not in INPUT_SHAPES:
         raise ValueError(f"unknown dataset {name!r}; known: {list(DATASETS)}")
     if name == "digits":
@@ -684,7 +682,7 @@ def partition(
             parts[empty] = parts[donor][j : j + 1]
             parts[donor] = np.delete(parts[donor], j)
             sizes[empty], sizes[donor] = 1, sizes[donor] - 1
-    elif kind in USER_PARTITIONS:
+    elif kind in PARTITION_FUNCTIONS:
         from . import extensions
 
         return extensions.partition(kind, labels, num_devices, rng)

@@ -1,10 +1,12 @@
 """The torch side of datasets, models and partitions registered from Python.
 
 ``wflsim.register_dataset`` / ``register_model`` / ``register_partition``
-(:mod:`wflsim.app.extensions`) put the objects here and what validation needs (names, input
-shapes, class counts, parameter counts) into :mod:`wflsim.sim.config.catalogue`, so that scenarios
-name them like the built-in ones; :func:`wflsim.models.data.load_dataset`,
-:func:`wflsim.models.data.partition` and :func:`wflsim.models.nets.build_model` look here first.
+(:mod:`wflsim.app.extensions`) call :func:`add_dataset`, :func:`add_model` and
+:func:`add_partition`, which check the objects and register them in :mod:`wflsim.models.registry`, and
+what validation needs (input shapes, class counts, parameter counts) in :mod:`wflsim.sim.registry`, so
+that scenarios name them like the built-in ones; :func:`wflsim.models.data.load_dataset`,
+:func:`wflsim.models.data.partition` and :func:`wflsim.models.nets.build_model` look in :mod:`wflsim.models.registry`
+first.
 """
 
 from __future__ import annotations
@@ -16,16 +18,10 @@ import numpy as np
 import torch
 from torch import nn
 
-from wflsim.sim.config.catalogue import (
-    INPUT_SHAPES,
-    NUM_CLASSES,
-    USER_DATASETS,
-    USER_MODELS,
-    USER_PARTITIONS,
-    DatasetError,
-    UserDataset,
-    UserModel,
-)
+from wflsim.sim import registry
+from wflsim.sim.config.catalogue import DatasetError, DatasetInfo, ModelInfo, PartitionInfo
+
+from .registry import DATASET_TENSORS, MODEL_FACTORIES, PARTITION_FUNCTIONS
 
 #: ``factory(input_shape, num_classes) -> nn.Module``: a model for inputs of ``input_shape``
 #: (one sample's, e.g. ``(1, 28, 28)``) with ``num_classes`` outputs (logits).
@@ -35,9 +31,6 @@ ModelFactory = Callable[[tuple[int, ...], int], nn.Module]
 PartitionFn = Callable[[np.ndarray, int, np.random.Generator], Sequence[Any]]
 Tensors = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]
 
-_DATASETS: dict[str, Tensors] = {}
-_MODELS: dict[str, ModelFactory] = {}
-_PARTITIONS: dict[str, PartitionFn] = {}
 #: Largest dataset object read item by item (a torchvision-style dataset).
 MAX_ITEMS = 10_000_000
 
@@ -77,12 +70,16 @@ def _pair(data: Any, which: str) -> tuple[torch.Tensor, torch.Tensor]:
     return x.contiguous(), y.to(torch.int64)
 
 
-def add_dataset(name: str, train: Any, test: Any, num_classes: int | None = None) -> None:
-    """Register a dataset (see :func:`wflsim.register_dataset`).
+def add_dataset(
+    name: str, train: Any, test: Any, num_classes: int | None = None, *, replace: bool = False
+) -> None:
+    """Register a dataset (see :func:`wflsim.register_dataset`) in both registries.
 
     Raises:
-        ValueError: data that cannot be a classification dataset (the message says which).
+        ValueError: a bad or taken name, or data that cannot be a classification dataset (the
+            message says which).
     """
+    registry.DATASETS.check_name(name, replace=replace)
     x_tr, y_tr = _pair(train, "train")
     x_te, y_te = _pair(test, "test")
     if x_tr.shape[1:] != x_te.shape[1:]:
@@ -93,26 +90,28 @@ def add_dataset(name: str, train: Any, test: Any, num_classes: int | None = None
     classes = top if num_classes is None else int(num_classes)
     if int(min(y_tr.min(), y_te.min())) < 0 or top > classes or classes < 2:
         raise ValueError(f"labels must lie in [0, num_classes) with num_classes >= 2 ({classes})")
-    _DATASETS[name] = (x_tr, y_tr, x_te, y_te)
-    USER_DATASETS[name] = UserDataset(tuple(int(d) for d in x_tr.shape[1:]), classes, len(y_tr))
+    info = DatasetInfo(tuple(int(d) for d in x_tr.shape[1:]), classes, len(y_tr))
+    DATASET_TENSORS.register(name, (x_tr, y_tr, x_te, y_te), replace=replace)
+    registry.DATASETS.register(name, info, replace=replace)
 
 
 def dataset(name: str) -> Tensors:
     """A registered dataset's ``(x_train, y_train, x_test, y_test)``."""
-    return _DATASETS[name]
+    return DATASET_TENSORS[name]
 
 
 def dataset_spec(name: str) -> tuple[tuple[int, ...], int]:
     """``(input_shape, num_classes)`` of a built-in or registered dataset."""
-    if name in USER_DATASETS:
-        spec = USER_DATASETS[name]
-        return spec.input_shape, spec.num_classes
-    return INPUT_SHAPES[name], NUM_CLASSES
+    info = registry.DATASETS[name]
+    return info.input_shape, info.num_classes
 
 
-def add_model(name: str, factory: ModelFactory, datasets: tuple[str, ...] | None) -> None:
-    """Register a model factory (see :func:`wflsim.register_model`); its parameter count is
-    computed on first need, per dataset, from a model it builds."""
+def add_model(
+    name: str, factory: ModelFactory, datasets: tuple[str, ...] | None, *, replace: bool = False
+) -> None:
+    """Register a model factory (see :func:`wflsim.register_model`) in both registries; its
+    parameter count is computed on first need, per dataset, from a model it builds."""
+    registry.MODELS.check_name(name, replace=replace)
     counts: dict[tuple[tuple[int, ...], int], int] = {}
 
     def count(dataset_name: str) -> int:
@@ -124,8 +123,8 @@ def add_model(name: str, factory: ModelFactory, datasets: tuple[str, ...] | None
             counts[key] = sum(p.numel() for p in net.parameters() if p.requires_grad)
         return counts[key]
 
-    _MODELS[name] = factory
-    USER_MODELS[name] = UserModel(datasets, count)
+    MODEL_FACTORIES.register(name, factory, replace=replace)
+    registry.MODELS.register(name, ModelInfo(datasets, count), replace=replace)
 
 
 def build(name: str, dataset_name: str) -> nn.Module:
@@ -137,7 +136,7 @@ def build(name: str, dataset_name: str) -> nn.Module:
     """
     shape, classes = dataset_spec(dataset_name)
     try:
-        net = _MODELS[name](shape, classes)
+        net = MODEL_FACTORIES[name](shape, classes)
     except Exception as err:
         raise DatasetError(
             "learning.model",
@@ -155,15 +154,11 @@ def build(name: str, dataset_name: str) -> nn.Module:
     return net
 
 
-def is_registered_model(name: str) -> bool:
-    """Whether ``name`` is a model registered from Python."""
-    return name in _MODELS
-
-
-def add_partition(name: str, fn: PartitionFn) -> None:
-    """Register a partition (see :func:`wflsim.register_partition`)."""
-    _PARTITIONS[name] = fn
-    USER_PARTITIONS.add(name)
+def add_partition(name: str, fn: PartitionFn, *, replace: bool = False) -> None:
+    """Register a partition (see :func:`wflsim.register_partition`) in both registries."""
+    registry.PARTITIONS.check_name(name, replace=replace)
+    PARTITION_FUNCTIONS.register(name, fn, replace=replace)
+    registry.PARTITIONS.register(name, PartitionInfo("registered from Python"), replace=replace)
 
 
 def partition(
@@ -184,7 +179,7 @@ def partition(
         )
 
     try:
-        parts = list(_PARTITIONS[name](np.asarray(labels).copy(), num_devices, rng))
+        parts = list(PARTITION_FUNCTIONS[name](np.asarray(labels).copy(), num_devices, rng))
     except Exception as err:
         raise bad(f"failed: {type(err).__name__}: {err}") from err
     if len(parts) != num_devices:
@@ -198,16 +193,3 @@ def partition(
             raise bad(f"gave device {n} an index outside [0, {len(labels)})")
         out.append(np.sort(idx.astype(np.int64)))
     return out
-
-
-def remove(kind: str, name: str) -> None:
-    """Forget a registered dataset, model or partition."""
-    if kind == "dataset":
-        _DATASETS.pop(name, None)
-        USER_DATASETS.pop(name, None)
-    elif kind == "model":
-        _MODELS.pop(name, None)
-        USER_MODELS.pop(name, None)
-    else:
-        _PARTITIONS.pop(name, None)
-        USER_PARTITIONS.discard(name)

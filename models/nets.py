@@ -37,6 +37,8 @@ from torch import nn
 
 from wflsim.sim.config.catalogue import INPUT_SHAPES, MODELS, NUM_CLASSES
 
+from .registry import MODEL_FACTORIES
+
 __all__ = ["MODELS", "build_model", "count_params", "input_shape", "num_params"]
 
 
@@ -137,9 +139,9 @@ def build_model(name: str, dataset: str) -> nn.Module:
     Initialisation uses the global torch RNG (PyTorch defaults): callers that need determinism
     (the learner) build it inside ``torch.random.fork_rng()`` with their own seed.
     """
-    from . import extensions
+    if name in MODEL_FACTORIES:
+        from . import extensions
 
-    if extensions.is_registered_model(name):
         return extensions.build(name, dataset)
     shape = input_shape(dataset)
     if name == "mlp":

@@ -1,11 +1,13 @@
-"""Learner-side update rules: the one registry of their names, parameters and frame inputs.
+"""Learner-side update rules: their names, parameters and frame inputs, without torch.
 
 A scheme names the rule it needs (:class:`UpdateRuleSpec`: a name of :data:`UPDATE_RULES` and
 its parameters) and, in every frame plan, hands the rule its inputs for the frame as the rule's
 own typed record (:attr:`UpdateRule.inputs`: e.g. :class:`FreezingInputs`), which the learner
-receives in ``begin_frame``. The learner side implements each rule under the same name
-(``wflsim.models.learner.rules.RULES``; a test holds the two registries to one set of names and
-input types). Everything here is torch-free.
+receives in ``begin_frame``. :data:`UPDATE_RULES` is :data:`wflsim.sim.registry.UPDATE_RULES`, whose
+built-in entries :func:`builtin_update_rules` gives. The learner side implements each rule under
+the same name (``wflsim.models.registry.RULE_BUILDERS``, also ``wflsim.models.learner.rules.RULES``;
+a test holds the two registries to one set of names and input types). Everything here is
+torch-free.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ from typing import Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
+
+from . import registry
 
 
 @dataclass(frozen=True)
@@ -76,34 +80,42 @@ class UpdateRule:
     no_stale_updates: str | None = None
 
 
-#: Every learner-side update rule (implemented in ``wflsim.models.learner.rules``).
-UPDATE_RULES: dict[str, UpdateRule] = {
-    "freezing": UpdateRule(("selection",), FreezingInputs),
-    "topk_ef": UpdateRule(
-        (),
-        TopKInputs,
-        "its per-device error-feedback residual changes with every upload a device makes, and "
-        "keeping one residual per update in flight is not implemented",
-    ),
-    "pruning": UpdateRule(
-        ("aggregation",),
-        PruningInputs,
-        "its importance scores come from each device's previous gradient, which under stale "
-        "updates is not computed until the server applies it",
-    ),
-    "quantisation": UpdateRule(
-        (),
-        QuantisationInputs,
-        "its stochastic rounding is keyed by the slot of the upload, and per-update keys are "
-        "not implemented",
-    ),
-    "ordered_dropout": UpdateRule(
-        ("bn_tiers",),
-        OrderedDropoutInputs,
-        "its sub-model and BatchNorm tier are a frame's state, which is not kept for updates "
-        "that span frames",
-    ),
-}
+#: Every learner-side update rule: :data:`wflsim.sim.registry.UPDATE_RULES`, the built-in rules of
+#: :func:`builtin_update_rules` and those registered from Python (each implemented under the same
+#: name in ``wflsim.models.registry.RULE_BUILDERS``).
+UPDATE_RULES = registry.UPDATE_RULES
+
+
+def builtin_update_rules() -> dict[str, UpdateRule]:
+    """The built-in rules' entries of :data:`wflsim.sim.registry.UPDATE_RULES` (implemented in
+    ``wflsim.models.learner.rules``)."""
+    return {
+        "freezing": UpdateRule(("selection",), FreezingInputs),
+        "topk_ef": UpdateRule(
+            (),
+            TopKInputs,
+            "its per-device error-feedback residual changes with every upload a device makes, and "
+            "keeping one residual per update in flight is not implemented",
+        ),
+        "pruning": UpdateRule(
+            ("aggregation",),
+            PruningInputs,
+            "its importance scores come from each device's previous gradient, which under stale "
+            "updates is not computed until the server applies it",
+        ),
+        "quantisation": UpdateRule(
+            (),
+            QuantisationInputs,
+            "its stochastic rounding is keyed by the slot of the upload, and per-update keys are "
+            "not implemented",
+        ),
+        "ordered_dropout": UpdateRule(
+            ("bn_tiers",),
+            OrderedDropoutInputs,
+            "its sub-model and BatchNorm tier are a frame's state, which is not kept for updates "
+            "that span frames",
+        ),
+    }
 
 
 @dataclass(frozen=True)

@@ -19,13 +19,15 @@ from conftest import REPO
 
 #: The top-level folders linked into ``wflsim/`` as its subpackages.
 PACKAGES = ("sim", "models", "analysis")
-#: What models may import of sim: the torch-free catalogue data (datasets, models, layer tables)
-#: and the update-rule registry it implements (names, parameters, frame-input records).
+#: What models may import of sim: the torch-free catalogue data (datasets, models, layer tables),
+#: the update-rule records it implements (names, parameters, frame-input records) and the
+#: registries (sim.registry: the entries it implements and the Registry class of its own).
 MODELS_USE_OF_SIM = {
     "wflsim.sim",
     "wflsim.sim.config",
     "wflsim.sim.config.catalogue",
     "wflsim.sim.config.architectures",
+    "wflsim.sim.registry",
     "wflsim.sim.updates",
 }
 #: What analysis may import of sim: the one-line error of its refusals and the run folder's
@@ -166,9 +168,9 @@ def test_sim_imports_nothing_of_models_analysis_app_or_the_api():
     assert not _violations("sim", set())
 
 
-def test_models_imports_of_sim_only_the_catalogue_and_the_rule_registry():
-    """models imports of the other layers only sim's catalogue, layer tables and update-rule
-    registry, anywhere."""
+def test_models_imports_of_sim_only_the_catalogue_and_the_registries():
+    """models imports of the other layers only sim's catalogue, layer tables, update-rule records
+    and registries, anywhere."""
     assert not _violations("models", MODELS_USE_OF_SIM)
 
 

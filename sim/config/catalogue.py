@@ -1,8 +1,11 @@
 """The catalogue of datasets and models, without torch: the one place that names them.
 
 The scenario schema validates against it, a network-only run takes the model size ``D`` from it,
-and :mod:`wflsim.models.data` / :mod:`wflsim.models.nets` build what it lists
-(``tests/test_scenario.py`` checks every parameter count against the real networks).
+and :mod:`wflsim.models.data` / :mod:`wflsim.models.nets` build what it lists (``tests/test_scenario.py`` checks
+every parameter count against the real networks). The built-in datasets, models and partitions
+are the built-in entries of :data:`wflsim.sim.registry.DATASETS`, :data:`~wflsim.sim.registry.MODELS` and
+:data:`~wflsim.sim.registry.PARTITIONS` (:func:`builtin_datasets`, ...), which also hold those registered
+from Python; the functions below read those registries.
 """
 
 from __future__ import annotations
@@ -11,6 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
+
+from .. import registry
 
 #: Dataset name -> per-sample input shape ``(C, H, W)``.
 INPUT_SHAPES: dict[str, tuple[int, int, int]] = {
@@ -86,8 +91,9 @@ _FIXED_COUNTS = {
 
 
 @dataclass(frozen=True)
-class UserDataset:
-    """A dataset registered from Python (``wflsim.register_dataset``): what validation needs."""
+class DatasetInfo:
+    """A dataset of :data:`wflsim.sim.registry.DATASETS` (built-in, or registered from Python with
+    ``wflsim.register_dataset``): what validation and a network-only run need."""
 
     input_shape: tuple[int, ...]  #: per-sample input shape
     num_classes: int
@@ -95,43 +101,78 @@ class UserDataset:
 
 
 @dataclass(frozen=True)
-class UserModel:
-    """A model registered from Python (``wflsim.register_model``): what validation needs."""
+class ModelInfo:
+    """A model of :data:`wflsim.sim.registry.MODELS` (built-in, or registered from Python with
+    ``wflsim.register_model``): what validation and a network-only run need."""
 
     datasets: tuple[str, ...] | None  #: the datasets it is built for (None: every dataset)
     count: Callable[[str], int]  #: its trainable parameters when built for a dataset
 
 
-#: Datasets, models and partitions registered from Python in this process (the torch side of
-#: each lives in ``wflsim.models.extensions``); empty unless a researcher registers their own.
-USER_DATASETS: dict[str, UserDataset] = {}
-USER_MODELS: dict[str, UserModel] = {}
-USER_PARTITIONS: set[str] = set()
+@dataclass(frozen=True)
+class PartitionInfo:
+    """A partition of :data:`wflsim.sim.registry.PARTITIONS` (built-in, or registered from Python with
+    ``wflsim.register_partition``; its function lives on the learner side)."""
+
+    description: str
+
+
 #: The partitions every run knows.
 PARTITIONS: tuple[str, ...] = ("iid", "dirichlet")
 
 
+def _mlp_count(dataset: str) -> int:
+    c, h, w = INPUT_SHAPES[dataset]
+    return c * h * w * 128 + 128 + 128 * NUM_CLASSES + NUM_CLASSES
+
+
+def _fixed_count(count: int) -> Callable[[str], int]:
+    return lambda dataset: count
+
+
+def builtin_datasets() -> dict[str, DatasetInfo]:
+    """The built-in datasets' entries of :data:`wflsim.sim.registry.DATASETS`."""
+    return {d: DatasetInfo(INPUT_SHAPES[d], NUM_CLASSES, TRAIN_SAMPLES[d]) for d in DATASETS}
+
+
+def builtin_models() -> dict[str, ModelInfo]:
+    """The built-in models' entries of :data:`wflsim.sim.registry.MODELS`."""
+    return {
+        m: ModelInfo(
+            MODEL_DATASETS[m], _mlp_count if m == "mlp" else _fixed_count(_FIXED_COUNTS[m])
+        )
+        for m in MODELS
+    }
+
+
+def builtin_partitions() -> dict[str, PartitionInfo]:
+    """The built-in partitions' entries of :data:`wflsim.sim.registry.PARTITIONS`."""
+    described = (
+        "one permutation cut into N contiguous pieces",
+        "per class, Dirichlet(alpha) shares of its samples",
+    )
+    return {p: PartitionInfo(d) for p, d in zip(PARTITIONS, described, strict=True)}
+
+
 def known_datasets() -> tuple[str, ...]:
     """The built-in datasets, then those registered from Python."""
-    return (*DATASETS, *USER_DATASETS)
+    return registry.DATASETS.names()
 
 
 def known_models() -> tuple[str, ...]:
     """The built-in models, then those registered from Python."""
-    return (*MODELS, *USER_MODELS)
+    return registry.MODELS.names()
 
 
 def known_partitions() -> tuple[str, ...]:
-    """``iid``, ``dirichlet``, then the partitions registered from Python."""
-    return (*PARTITIONS, *sorted(USER_PARTITIONS))
+    """``iid``, ``dirichlet``, then the partitions registered from Python (sorted)."""
+    return (*registry.PARTITIONS.builtin_names(), *sorted(registry.PARTITIONS.user_names()))
 
 
 def model_datasets(model: str) -> tuple[str, ...]:
     """The datasets ``model`` is built for (a built-in model: its own; a registered one: those
     it was registered for, else every known dataset)."""
-    if model in MODEL_DATASETS:
-        return MODEL_DATASETS[model]
-    fits = USER_MODELS[model].datasets
+    fits = registry.MODELS[model].datasets
     return known_datasets() if fits is None else fits
 
 
@@ -141,16 +182,11 @@ def model_num_params(model: str, dataset: str) -> int:
     Raises:
         ValueError: an unknown model or dataset, or a model that does not fit the dataset.
     """
-    if model not in known_models():
+    if model not in registry.MODELS:
         raise ValueError(f"unknown model {model!r}; known: {', '.join(known_models())}")
     if dataset not in model_datasets(model):
         raise ValueError(f"model {model!r} does not fit dataset {dataset!r}")
-    if model in USER_MODELS:
-        return USER_MODELS[model].count(dataset)
-    if model == "mlp":
-        c, h, w = INPUT_SHAPES[dataset]
-        return c * h * w * 128 + 128 + 128 * NUM_CLASSES + NUM_CLASSES
-    return _FIXED_COUNTS[model]
+    return registry.MODELS[model].count(dataset)
 
 
 def iid_partition_sizes(num_samples: int, num_devices: int) -> np.ndarray:
@@ -181,6 +217,4 @@ def epoch_steps(local_epochs: int, num_samples: np.ndarray, batch_size: np.ndarr
 
 def train_samples(dataset: str) -> int:
     """Training samples ``M`` of a built-in or registered dataset."""
-    if dataset in USER_DATASETS:
-        return USER_DATASETS[dataset].num_train
-    return TRAIN_SAMPLES[dataset]
+    return registry.DATASETS[dataset].num_train

@@ -5,27 +5,44 @@
 * :mod:`wflsim.sim.schemes.common` -- building blocks: parameters, the paper's frame controller, the
   Proposition-1 and no-outage slot rules, the freezing cost model.
 * :mod:`wflsim.sim.schemes.controller` -- the Lyapunov / MM controller's mathematics (Theorem 2).
-* one module per scheme, registered by name in :data:`SCHEMES`:
-  ``two_timescale`` (the paper's), ``only_pc``, ``only_pf``, ``ideal`` (its baselines),
-  ``random_freezing`` (the ablation of the stability criterion) and ``fixed_power`` (the
-  validation scheme).
+* one module per scheme, listed in :data:`BUILT_IN` (the built-in entries of :data:`SCHEMES`,
+  :data:`wflsim.sim.registry.SCHEMES`): ``two_timescale`` (the paper's), ``only_pc``, ``only_pf``,
+  ``ideal`` (its baselines), ``random_freezing`` (the ablation of the stability criterion),
+  ``fixed_power`` (the validation scheme), ``topk_ef``, ``pruning``, ``fedhq`` and ``fjord`` (the
+  state-of-the-art baselines).
+* :mod:`wflsim.sim.schemes.registry` -- :func:`register`, the way in for a scheme registered from Python
+  (``wflsim.register_scheme``), and :func:`build_scheme`.
 """
 
 from __future__ import annotations
 
-from . import (  # noqa: F401 (each module registers its scheme)
-    fedhq,
-    fixed_power,
-    fjord,
-    ideal,
-    only_pc,
-    only_pf,
-    pruning,
-    random_freezing,
-    topk_ef,
-    two_timescale,
-)
-from .base import Scheme
-from .registry import SCHEMES, build_scheme, register
+from typing import Any
 
-__all__ = ["SCHEMES", "Scheme", "build_scheme", "register"]
+from .base import Scheme
+from .fedhq import FedHQ
+from .fixed_power import FixedPower
+from .fjord import FjORD
+from .ideal import Ideal
+from .only_pc import OnlyPC
+from .only_pf import OnlyPF
+from .pruning import Pruning
+from .random_freezing import RandomFreezing
+from .registry import SCHEMES, build_scheme, register
+from .topk_ef import TopKEF
+from .two_timescale import TwoTimescale
+
+#: The built-in schemes, registered under their names when :data:`SCHEMES` is first read.
+BUILT_IN: tuple[type[Any], ...] = (
+    FedHQ,
+    FixedPower,
+    FjORD,
+    Ideal,
+    OnlyPC,
+    OnlyPF,
+    Pruning,
+    RandomFreezing,
+    TopKEF,
+    TwoTimescale,
+)
+
+__all__ = ["BUILT_IN", "SCHEMES", "Scheme", "build_scheme", "register"]

@@ -12,7 +12,6 @@ from ..updates import QuantisationInputs, UpdateRuleSpec
 from ..world.system import SystemConstants
 from .base import F64, CostPlan
 from .common import Compression, CompressionScheme, ThresholdOptions
-from .registry import register
 
 #: Bits per upload besides the coordinates: the gradient's norm and its quantisation error.
 SIDE_BITS = 64
@@ -44,7 +43,6 @@ def fedhq_costs(gamma: F64, system: SystemConstants) -> Compression:
     )
 
 
-@register
 class FedHQ(CompressionScheme):
     """Each device quantises its full gradient stochastically and without bias at ``b_n`` bits
     per coordinate and sends its relative quantisation error ``e_n = ||Q(g) - g||^2 / ||g||^2``;

@@ -6,10 +6,8 @@ from typing import ClassVar
 
 from ..world.system import SystemConstants
 from .common import CostParams, FreezingScheme
-from .registry import register
 
 
-@register
 class FixedPower(FreezingScheme):
     """Every device trains and transmits at its peak power; the deadline is enforced.
 

@@ -14,7 +14,6 @@ from ..updates import OrderedDropoutInputs, UpdateRuleSpec
 from ..world.system import SystemConstants
 from .base import F64, CostPlan
 from .common import Compression, CompressionScheme, ThresholdOptions
-from .registry import register
 
 
 class FjordParams(ThresholdOptions):
@@ -50,7 +49,6 @@ def fjord_costs(
     )
 
 
-@register
 class FjORD(CompressionScheme):
     """Each device trains and uploads the sub-model of width ``p_n``: every hidden layer keeps its
     first ``ceil(p C)`` channels (depthwise convolutions ``ceil(p C)`` groups), the first layer

@@ -6,10 +6,8 @@ from typing import ClassVar
 
 from ..world.system import SystemConstants
 from .common import CostParams, FreezingScheme
-from .registry import register
 
 
-@register
 class Ideal(FreezingScheme):
     """Ideal FL: ``gamma = 0``, everyone transmits at ``min(p_min, P_bar)``, no outage.
 

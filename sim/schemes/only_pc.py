@@ -6,10 +6,8 @@ from typing import ClassVar
 
 from ..world.system import SystemConstants
 from .common import FreezingScheme, ThresholdOptions
-from .registry import register
 
 
-@register
 class OnlyPC(FreezingScheme):
     """``gamma = 0`` every frame; per slot Proposition 1 with ``p_max`` at ``u = 1``."""
 

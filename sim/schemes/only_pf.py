@@ -6,10 +6,8 @@ from typing import ClassVar
 
 from ..world.system import SystemConstants
 from .common import ControllerOptions, FreezingScheme
-from .registry import register
 
 
-@register
 class OnlyPF(FreezingScheme):
     """The controller's ``gamma`` per frame; every device with something to send transmits at
     ``min(p_min, P_bar)`` and the server waits for the last upload, as in Ideal."""

@@ -11,7 +11,6 @@ from ..updates import PruningInputs, UpdateRuleSpec
 from ..world.system import SystemConstants
 from .base import F64, CostPlan
 from .common import Compression, CompressionScheme, ThresholdOptions
-from .registry import register
 
 
 class PruningParams(ThresholdOptions):
@@ -40,7 +39,6 @@ def pruning_costs(gamma: F64, system: SystemConstants) -> Compression:
     )
 
 
-@register
 class Pruning(CompressionScheme):
     """Each slot, device ``n`` keeps its ``kept_n`` most important parameters, importance
     ``(g_j w_j)^2`` with ``g`` the last aggregated global gradient and ``w`` the global model

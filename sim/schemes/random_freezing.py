@@ -7,10 +7,8 @@ from typing import ClassVar
 from ..updates import UpdateRuleSpec
 from ..world.system import SystemConstants
 from .common import FreezingScheme, ThresholdOptions
-from .registry import register
 
 
-@register
 class RandomFreezing(FreezingScheme):
     """The paper's two-timescale control (the controller's ``gamma`` per frame, Proposition-1
     power per slot), but each device freezes a uniformly random ``gamma`` fraction of its

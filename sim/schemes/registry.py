@@ -1,13 +1,21 @@
-"""The scheme registry: ``scheme.name`` in a scenario -> the scheme's class."""
+"""The one way in for a scheme: ``scheme.name`` in a scenario -> the scheme's class.
+
+:data:`SCHEMES` is :data:`wflsim.sim.registry.SCHEMES`: the built-in schemes (the classes listed in
+``wflsim.sim.schemes.BUILT_IN``) and those registered with :func:`register` (``wflsim.register_scheme``),
+checked alike (a ``name``, a pydantic ``Params``).
+"""
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, Protocol, TypeVar
 
 from pydantic import BaseModel
 
+from .. import registry
 from ..world.system import SystemConstants
 from .base import Scheme
+
+_C = TypeVar("_C", bound=type)
 
 
 class SchemeClass(Protocol):
@@ -19,14 +27,19 @@ class SchemeClass(Protocol):
     def __call__(self, params: Any, system: SystemConstants) -> Scheme: ...
 
 
-SCHEMES: dict[str, SchemeClass] = {}
+SCHEMES = registry.SCHEMES
 
 
-def register(cls: Any) -> Any:
-    """Class decorator adding a scheme to :data:`SCHEMES` under ``cls.name``."""
-    if cls.name in SCHEMES:
-        raise ValueError(f"scheme {cls.name!r} registered twice")
-    SCHEMES[cls.name] = cls
+def register(cls: _C, *, replace: bool = False) -> _C:
+    """Register the scheme class ``cls`` under ``cls.name``; usable as a class decorator.
+
+    Raises:
+        ValueError: a bad, built-in or taken name (without ``replace``), or a class without a
+            pydantic ``Params`` model.
+    """
+    name: Any = getattr(cls, "name", None)
+    entry: Any = cls
+    SCHEMES.register(name, entry, replace=replace)
     return cls
 
 

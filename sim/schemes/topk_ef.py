@@ -13,7 +13,6 @@ from ..updates import TopKInputs, UpdateRuleSpec
 from ..world.system import SystemConstants
 from .base import F64, CostPlan
 from .common import Compression, CompressionScheme, ThresholdOptions
-from .registry import register
 
 
 class TopKParams(ThresholdOptions):
@@ -42,7 +41,6 @@ def topk_costs(gamma: F64, system: SystemConstants, index_bits: int) -> Compress
     )
 
 
-@register
 class TopKEF(CompressionScheme):
     """Each device computes its full gradient, adds its residual, sends the ``K_n`` entries of
     largest magnitude (``K_n`` from the controller's ``gamma_n``) and keeps the rest, and what an

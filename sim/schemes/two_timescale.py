@@ -6,10 +6,8 @@ from typing import ClassVar
 
 from ..world.system import SystemConstants
 from .common import FreezingScheme, ThresholdOptions
-from .registry import register
 
 
-@register
 class TwoTimescale(FreezingScheme):
     """Two-timescale control: per frame, each device's freezing fraction ``gamma`` minimises the
     expected drift-plus-penalty cost ``Z(gamma)`` (Theorem 2, MM on both pieces; frame 0 freezes

@@ -5,22 +5,21 @@
 * :class:`~wflsim.sim.servers.stale.StaleServer`: ``semi_sync`` and ``async``, stale updates.
 
 :func:`make_server` is the one place that decides which server a scenario's ``[server]`` table
-gets (:data:`SERVERS`: mode -> server class).
+gets (:data:`SERVERS`, the server registry of :mod:`wflsim.sim.registry`: mode -> server class).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from ..registry import SERVERS  # its built-in entries are BUILT_IN_SERVERS below
 from .base import Server, SlotEnd, SlotInProgress
 from .config import SERVER_MODES, ServerConfig, ServerMode, StalenessConfig, staleness_weight
 from .stale import AsyncStats, Cycle, StaleServer
 from .synchronous import SyncServer
 
-#: ``[server] mode`` -> the server that runs it
-SERVERS: dict[str, type[Server]] = {
-    mode: cls for cls in (SyncServer, StaleServer) for mode in cls.modes
-}
+#: The built-in servers (the built-in entries of :data:`SERVERS`, one per mode they run).
+BUILT_IN_SERVERS: tuple[type[Server], ...] = (SyncServer, StaleServer)
 
 
 def make_server(config: ServerConfig, kernel: Any) -> Server:
@@ -30,6 +29,7 @@ def make_server(config: ServerConfig, kernel: Any) -> Server:
 
 
 __all__ = [
+    "BUILT_IN_SERVERS",
     "SERVERS",
     "SERVER_MODES",
     "AsyncStats",

@@ -13,43 +13,27 @@ registers them: no input executes code.
 from __future__ import annotations
 
 import hashlib
-import re
 from collections.abc import Callable, Mapping, Sequence
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel
-
-from wflsim.sim.config.catalogue import DATASETS, MODELS, PARTITIONS
-from wflsim.sim.schemes import SCHEMES
-from wflsim.sim.updates import UPDATE_RULES, UpdateRule
+from wflsim.sim import registry
+from wflsim.sim.schemes import register as _register_scheme
+from wflsim.sim.updates import UpdateRule
 
 if TYPE_CHECKING:
     from torch import nn
 
+#: The kinds of extension registered from Python (each a registry of :mod:`sim.registry`).
 KINDS = ("dataset", "model", "partition", "scheme", "update_rule")
-_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_.-]{0,63}")
-#: (kind, name) -> the registration's arguments, in the order made (what a worker replays)
-_RECORDS: dict[tuple[str, str], tuple[tuple[Any, ...], dict[str, Any]]] = {}
-_BUILT_IN = {
-    "dataset": frozenset(DATASETS),
-    "model": frozenset(MODELS),
-    "partition": frozenset(PARTITIONS),
-    "scheme": frozenset(SCHEMES),
-    "update_rule": frozenset(UPDATE_RULES),
-}
+#: The kinds with a learner side (a registry of :mod:`wflsim.models.registry` as well).
+_LEARNER_KINDS = frozenset({"dataset", "model", "partition", "update_rule"})
 
 
 def _check_name(kind: str, name: Any, replace: bool) -> str:
-    if not isinstance(name, str) or not _NAME.fullmatch(name):
-        raise ValueError(
-            f"a {kind} name must be 1 to 64 letters, digits or _.- starting with a letter "
-            f"(got {name!r})"
-        )
-    if name in _BUILT_IN[kind]:
-        raise ValueError(f"{name!r} is a built-in {kind}; choose another name")
-    if (kind, name) in _RECORDS and not replace:
-        raise ValueError(f"{kind} {name!r} is already registered; pass replace=True to replace it")
-    return name
+    """``name`` if ``kind``'s registry takes it (a well-formed name, not built-in, not taken
+    unless ``replace``), else ValueError."""
+    return registry.REGISTRIES[kind].check_name(name, replace=replace)
 
 
 def register_dataset(
@@ -72,10 +56,7 @@ def register_dataset(
     from wflsim.models import extensions as _ext
 
     _check_name("dataset", name, replace)
-    _ext.add_dataset(name, train, test, num_classes)
-    x_tr, y_tr, x_te, y_te = _ext.dataset(name)
-    classes = _ext.dataset_spec(name)[1]
-    _RECORDS[("dataset", name)] = ((name, (x_tr, y_tr), (x_te, y_te)), {"num_classes": classes})
+    _ext.add_dataset(name, train, test, num_classes, replace=replace)
 
 
 def register_model(
@@ -104,8 +85,7 @@ def register_model(
     if not callable(factory):
         raise ValueError(f"the factory of model {name!r} must be callable")
     fits = None if datasets is None else tuple(str(d) for d in datasets)
-    _ext.add_model(name, factory, fits)
-    _RECORDS[("model", name)] = ((name, factory), {"datasets": fits})
+    _ext.add_model(name, factory, fits, replace=replace)
 
 
 def register_partition(
@@ -132,8 +112,7 @@ def register_partition(
     _check_name("partition", name, replace)
     if not callable(fn):
         raise ValueError(f"partition {name!r} must be a function")
-    _ext.add_partition(name, fn)
-    _RECORDS[("partition", name)] = ((name, fn), {})
+    _ext.add_partition(name, fn, replace=replace)
 
 
 def register_scheme(cls: type, *, replace: bool = False) -> type:
@@ -148,13 +127,7 @@ def register_scheme(cls: type, *, replace: bool = False) -> type:
     Raises:
         ValueError: a bad or taken name, or a class without ``name`` / ``Params``.
     """
-    name = _check_name("scheme", getattr(cls, "name", None), replace)
-    params = getattr(cls, "Params", None)
-    if not (isinstance(params, type) and issubclass(params, BaseModel)):
-        raise ValueError(f"scheme {name!r} needs a pydantic model as its Params attribute")
-    SCHEMES[name] = cls  # type: ignore[assignment]
-    _RECORDS[("scheme", name)] = ((cls,), {})
-    return cls
+    return _register_scheme(cls, replace=replace)
 
 
 def register_update_rule(
@@ -184,26 +157,27 @@ def register_update_rule(
     Raises:
         ValueError: a bad name or a builder that is not callable.
     """
-    from wflsim.models.learner.rules import RULES
+    from wflsim.models.registry import RULE_BUILDERS
 
     _check_name("update_rule", name, replace)
     if not callable(builder) or not isinstance(inputs, type):
         raise ValueError(f"update rule {name!r} needs a callable builder and an inputs type")
-    UPDATE_RULES[name] = UpdateRule(tuple(params), inputs, no_stale_updates)
-    RULES[name] = builder
-    _RECORDS[("update_rule", name)] = (
-        (name, builder),
-        {"inputs": inputs, "params": tuple(params), "no_stale_updates": no_stale_updates},
+    RULE_BUILDERS.register(name, builder, replace=replace)
+    registry.UPDATE_RULES.register(
+        name, UpdateRule(tuple(params), inputs, no_stale_updates), replace=replace
     )
 
 
-_REGISTER: dict[str, Callable[..., Any]] = {
-    "dataset": register_dataset,
-    "model": register_model,
-    "partition": register_partition,
-    "scheme": register_scheme,
-    "update_rule": register_update_rule,
-}
+#: Each kind's registration function (what a worker replays a shipment with).
+_REGISTER: Mapping[str, Callable[..., Any]] = MappingProxyType(
+    {
+        "dataset": register_dataset,
+        "model": register_model,
+        "partition": register_partition,
+        "scheme": register_scheme,
+        "update_rule": register_update_rule,
+    }
+)
 
 
 def unregister(kind: str, name: str) -> None:
@@ -212,28 +186,52 @@ def unregister(kind: str, name: str) -> None:
     Raises:
         ValueError: an unknown kind, or ``name`` not registered as ``kind``.
     """
-    if kind not in KINDS or (kind, name) not in _RECORDS:
+    if kind not in KINDS or name not in registry.REGISTRIES[kind].user_names():
         raise ValueError(f"no {kind} {name!r} registered from Python")
-    del _RECORDS[(kind, name)]
-    if kind == "scheme":
-        SCHEMES.pop(name, None)
-    elif kind == "update_rule":
-        from wflsim.models.learner.rules import RULES
+    registry.REGISTRIES[kind].unregister(name)
+    if kind in _LEARNER_KINDS:
+        from wflsim.models.registry import REGISTRIES as LEARNER_SIDE
 
-        UPDATE_RULES.pop(name, None)
-        RULES.pop(name, None)
-    else:
-        from wflsim.models import extensions as _ext
-
-        _ext.remove(kind, name)
+        if name in LEARNER_SIDE[kind]:
+            LEARNER_SIDE[kind].unregister(name)
 
 
 def registered() -> dict[str, list[str]]:
     """The names registered from Python in this process, by kind."""
-    out: dict[str, list[str]] = {k: [] for k in KINDS}
-    for kind, name in _RECORDS:
-        out[kind].append(name)
-    return out
+    return {kind: list(registry.REGISTRIES[kind].user_names()) for kind in KINDS}
+
+
+def _arguments(kind: str, name: str) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """The arguments of the registration of ``name`` as ``kind`` (``register_<kind>(*args,
+    **kwargs)`` makes it again), read from the registries."""
+    entry: Any = registry.REGISTRIES[kind][name]
+    if kind == "scheme":
+        return (entry,), {}
+    from wflsim.models.registry import REGISTRIES as LEARNER_SIDE
+
+    learner: Any = LEARNER_SIDE[kind][name]
+    if kind == "dataset":
+        x_tr, y_tr, x_te, y_te = learner
+        return (name, (x_tr, y_tr), (x_te, y_te)), {"num_classes": entry.num_classes}
+    if kind == "model":
+        return (name, learner), {"datasets": entry.datasets}
+    if kind == "partition":
+        return (name, learner), {}
+    return (name, learner), {
+        "inputs": entry.inputs,
+        "params": entry.params,
+        "no_stale_updates": entry.no_stale_updates,
+    }
+
+
+def records() -> list[tuple[tuple[str, str], tuple[tuple[Any, ...], dict[str, Any]]]]:
+    """This process's registrations from Python: ``((kind, name), (args, kwargs))`` by kind, in
+    the order made (what :func:`install` replays in a worker)."""
+    return [
+        ((kind, name), _arguments(kind, name))
+        for kind, names in registered().items()
+        for name in names
+    ]
 
 
 def shipment() -> bytes | None:
@@ -242,12 +240,13 @@ def shipment() -> bytes | None:
     Raises:
         ValueError: a registered object that cannot be pickled (the message names it).
     """
-    if not _RECORDS:
+    if not any(registered().values()):
         return None
     import cloudpickle
 
+    made = records()
     try:
-        return bytes(cloudpickle.dumps(list(_RECORDS.items())))
+        return bytes(cloudpickle.dumps(made))
     except Exception as err:
         raise ValueError(
             f"the registered extensions cannot be sent to worker processes ({type(err).__name__}: "

@@ -402,9 +402,9 @@ def _scheme_fields(table: dict[str, Any], overrides: list[str]) -> frozenset[str
     except ScenarioError:
         return None
     name = section.get("name", SchemeConfig().name) if isinstance(section, dict) else None
-    cls = SCHEMES.get(name) if isinstance(name, str) else None
-    if cls is None:
+    if not isinstance(name, str) or name not in SCHEMES:
         return None
+    cls = SCHEMES[name]
     fields = cls.Params.model_fields
     return frozenset([*fields, *(f.alias for f in fields.values() if f.alias)])
 

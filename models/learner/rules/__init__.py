@@ -1,9 +1,10 @@
 """Learner-side update rules: what each device trains on, what it uploads, how the server
 aggregates, and the per-device state that carries across slots and frames.
 
-One module per rule, named by the schemes through ``wflsim.sim.updates.UpdateRuleSpec`` (the
-registry of names, parameters and frame inputs is ``wflsim.sim.updates.UPDATE_RULES``; :data:`RULES`
-implements it, name for name):
+One module per rule, named by the schemes through ``wflsim.sim.updates.UpdateRuleSpec`` (the registry
+of names, parameters and frame inputs is ``wflsim.sim.registry.UPDATE_RULES``; :data:`RULES`,
+``wflsim.models.registry.RULE_BUILDERS``, implements it, name for name: the built-in builders of
+:func:`builtin_rules` and those registered from Python):
 
 * ``freezing`` -- :class:`Freezing` (the paper's; selection by stability or at random);
 * ``topk_ef`` -- :class:`TopKResidual` (Top-K with error accumulation);
@@ -21,6 +22,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from ...registry import RULE_BUILDERS
 from .base import AGGREGATIONS, PlainRule, UpdateRule
 from .freezing import Freezing, freeze_masks, stability_scores
 from .ordered_dropout import OrderedDropout
@@ -37,9 +39,11 @@ __all__ = [
     "StochasticQuantisation",
     "TopKResidual",
     "RULES",
+    "RuleBuilder",
     "RuleSettings",
     "UpdateRule",
     "build_rule",
+    "builtin_rules",
     "freeze_masks",
     "stability_scores",
 ]
@@ -98,23 +102,29 @@ def _ordered_dropout(params: Mapping[str, Any], s: RuleSettings) -> UpdateRule:
     )
 
 
-#: The implementation of every rule of ``wflsim.sim.updates.UPDATE_RULES``, by the same name: its
-#: builder from the scheme's parameters and the learner's settings.
-RULES: dict[str, Callable[[Mapping[str, Any], RuleSettings], UpdateRule]] = {
-    "freezing": _freezing,
-    "topk_ef": _topk,
-    "pruning": _pruning,
-    "quantisation": _quantisation,
-    "ordered_dropout": _ordered_dropout,
-}
+#: A rule's builder from the scheme's parameters and the learner's settings.
+RuleBuilder = Callable[[Mapping[str, Any], RuleSettings], UpdateRule]
+
+#: The implementation of every rule of ``wflsim.sim.registry.UPDATE_RULES``, by the same name:
+#: ``wflsim.models.registry.RULE_BUILDERS``.
+RULES = RULE_BUILDERS
+
+
+def builtin_rules() -> dict[str, RuleBuilder]:
+    """The built-in rules' builders (the built-in entries of :data:`RULES`)."""
+    return {
+        "freezing": _freezing,
+        "topk_ef": _topk,
+        "pruning": _pruning,
+        "quantisation": _quantisation,
+        "ordered_dropout": _ordered_dropout,
+    }
 
 
 def build_rule(name: str, params: Mapping[str, Any], **settings: Any) -> UpdateRule:
     """The rule ``name`` with the scheme's ``params`` and the learner's settings
     (:class:`RuleSettings`: ``model`` and its catalogue ``architecture`` for the rules that need
     the network's structure)."""
-    try:
-        builder = RULES[name]
-    except KeyError:
-        raise ValueError(f"unknown update rule {name!r}; known: {sorted(RULES)}") from None
-    return builder(params, RuleSettings(**settings))
+    if name not in RULES:
+        raise ValueError(f"unknown update rule {name!r}; known: {sorted(RULES)}")
+    return RULES[name](params, RuleSettings(**settings))
