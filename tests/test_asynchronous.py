@@ -182,6 +182,64 @@ def test_async_with_a_buffer_of_every_device_is_the_synchronous_run():
     assert np.array_equal(a["queue_j"].to_numpy(), b["queue_j"].to_numpy())
 
 
+def _unequal_lockstep() -> dict[str, Any]:
+    """LOCKSTEP with unequal batch sizes: unequal compute times, each upload at its p_min, so
+    every arrival lands on the deadline in exact arithmetic and a rounding step either side."""
+    data = copy.deepcopy(LOCKSTEP)
+    data["devices"] = {**data["devices"], "batch_size": [8, 12, 16, 24, 32]}
+    return data
+
+
+def test_unequal_lockstep_arrivals_straddle_the_deadline_by_rounding():
+    """The scenario of the next two tests: synchronous arrivals within 1e-9 tau_0 of the deadline on both sides."""
+    _, sync, _ = learner_and_table(_unequal_lockstep())
+    tau0 = LOCKSTEP["run"]["deadline_s"]
+    ends = events(sync, "upload_end")
+    starts = events(sync, "slot_start").set_index("slot")["time_s"]
+    offset = ends["time_s"].to_numpy() - (starts.loc[ends["slot"]].to_numpy() + tau0)
+    assert np.all(np.abs(offset) <= 1e-9 * tau0)
+    assert (offset < 0).any() and (offset > 0).any()
+
+
+def test_async_lockstep_with_unequal_compute_times_is_the_synchronous_run():
+    """buffer_size = N, unequal compute times (arrivals a rounding step either side of the deadline): FedSGD step for step."""
+    data = _unequal_lockstep()
+    sync_engine, sync, _ = learner_and_table(data)
+    asy_engine, asy, stats = learner_and_table(with_server(data, mode="async", buffer_size=5))
+    assert stats.server_steps == len(events(sync, "aggregate"))
+    assert (events(asy, "upload_end")["staleness"] == 0).all()
+    assert torch.equal(sync_engine.learner.global_params(), asy_engine.learner.global_params())
+    a, b = events(sync, "energy"), events(asy, "energy")
+    assert np.array_equal(a["queue_j"].to_numpy(), b["queue_j"].to_numpy())
+
+
+def test_semi_sync_lockstep_with_unequal_compute_times_is_the_synchronous_run():
+    """semi_sync, unequal compute times: every update fresh, the synchronous model to the bit."""
+    data = _unequal_lockstep()
+    sync_engine, _, _ = learner_and_table(data)
+    semi_engine, semi, _ = learner_and_table(with_server(data, mode="semi_sync"))
+    assert (events(semi, "upload_end")["staleness"] == 0).all()
+    assert torch.equal(sync_engine.learner.global_params(), semi_engine.learner.global_params())
+
+
+@given(
+    time_s=st.floats(0.0, 50.0, allow_nan=False),
+    deadline_s=st.floats(1e-3, 2.0, allow_nan=False),
+)
+def test_arrivals_within_the_tolerance_of_a_slot_end_land_on_it(time_s, deadline_s):
+    """on_boundary_s: within 1e-9 tau_0 of j tau_0 (either side, after the start) -> j tau_0; else unchanged."""
+    from wflsim.sim.servers.stale import on_boundary_s
+    from wflsim.sim.slot import DEADLINE_REL_TOL
+
+    got = on_boundary_s(time_s, deadline_s, 0.0)
+    j = round(time_s / deadline_s)
+    near = j >= 1 and abs(time_s - j * deadline_s) <= DEADLINE_REL_TOL * deadline_s
+    assert got == (j * deadline_s if near else time_s)
+    for step in (-1, 1):  # a rounding step either side of a boundary lands on it
+        b = 3 * deadline_s
+        assert on_boundary_s(float(np.nextafter(b, b + step)), deadline_s, 0.0) == b
+
+
 def test_semi_sync_applies_late_uploads_in_a_later_slot():
     """Under compute jitter a late upload arrives stale (staleness >= 1) and is applied."""
     data = with_server(LOCKSTEP, mode="semi_sync")

@@ -34,9 +34,11 @@ buffer with the weight ``w(s)``, or is discarded when ``s > max_staleness`` (``s
 Times are exact: every event is scheduled at the absolute time computed when its cycle starts
 (``t tau_0`` for slot boundaries), and events at the same instant go in a fixed order: device
 events (by device), then the server's slot boundary, then devices that try to start again (by
-device). An arrival within ``tau_0 * DEADLINE_REL_TOL`` after a slot's end (the Proposition-1
-power lands it on the deadline up to rounding) is taken at the slot's end, as in the synchronous
-deadline test. So a resumed run replays the uninterrupted one to the bit: the cycles in flight,
+device). An arrival within ``tau_0 * DEADLINE_REL_TOL`` of a slot's end, on either side (the
+Proposition-1 power lands it on the deadline in exact arithmetic, and rounding puts it a step
+before or after), is taken at the slot's end (:func:`on_boundary_s`), as in the synchronous
+deadline test: in lockstep every device then waits for the server's step, whatever way its
+arithmetic rounded. So a resumed run replays the uninterrupted one to the bit: the cycles in flight,
 the buffer and the model versions they reference are part of the state (:meth:`state_dict`).
 
 The learner computes an update's gradient only when the server applies it, at the model version
@@ -426,10 +428,8 @@ class StaleServer(Server):
         p = float(up.tx_power_w[n])
         compute_end = now + need_s
         end = compute_end + upload_full
-        b = sl.deadline_s
-        if b < end <= b + DEADLINE_REL_TOL * eng.system.deadline_s:
-            end = b  # on the deadline up to rounding (the synchronous test's tolerance)
-            compute_end = min(compute_end, end)
+        end = on_boundary_s(end, eng.system.deadline_s, now)
+        compute_end = min(compute_end, end)
         off = np.inf if sl.online_until_s is None else float(sl.online_until_s[n])
         dropped = off < end
         computed, transmitted = need_s, upload_full
@@ -630,6 +630,18 @@ class StaleServer(Server):
         self._cycles_started = started
         self._cycles = {c.device: c for c in _from_records(state["cycles"])}
         self._buffer = _from_records(state["buffer"])
+
+
+def on_boundary_s(time_s: float, deadline_s: float, after_s: float) -> float:
+    """``time_s`` (an arrival, s), or the slot boundary ``j tau_0`` it is within
+    ``tau_0 * DEADLINE_REL_TOL`` of, on either side, if that boundary is after ``after_s`` (the
+    cycle's start). The boundary is computed as the server's clock computes its slot ends, so
+    the two compare exactly."""
+    j = round(time_s / deadline_s)
+    boundary = j * deadline_s
+    if boundary > after_s and abs(time_s - boundary) <= DEADLINE_REL_TOL * deadline_s:
+        return float(boundary)
+    return time_s
 
 
 def _one(changes: Changes, i: int) -> Changes:
