@@ -50,7 +50,7 @@ EVENTS: dict[str, str] = {
     "energy": "one per device per slot, at the slot's end: energy spent, outcome, queue after the update (under [server] semi_sync / async: the energy of the device's upload cycles that ended in the slot; participating: one ended, success: one entered the server's buffer)",
     "eval": "server: test loss and accuracy of the global model",
     "frame_end": "server: a frame ends",
-    "device_slot": "[trace] level = 'device_slots' only, in place of decision .. upload_end, dropped and energy: one per device per slot, at the slot's start: the decision and outcome columns of both",
+    "device_slot": "[trace] level = 'device_slots' only, in place of decision .. upload_end, dropped and energy: one per device per slot, at the slot's start: the decision and outcome columns of both (under [server] semi_sync / async: the decision of a device idle at the slot's start, null for one busy with an earlier cycle; the outcome of its cycles that ended in the slot, as its energy row)",
     "online": "[availability] only: the device comes online (at t = 0: one online or offline row per device, its initial state)",
     "offline": "[availability] only: the device goes offline",
     "dropped": "[availability] only: a participating device went offline during its compute or upload; its work is lost (compute_s: time computed, upload_s: time transmitted)",
@@ -260,6 +260,21 @@ class TraceBuffer:
     ) -> None:
         """Add a block of rows. ``event`` is one event name, or an ``int8`` array of event codes
         (:func:`event_code`) for a block that mixes events (columns may then be masked arrays)."""
+        self.insert(len(self._blocks), event, time_s, frame, slot, device, **cols)
+
+    def insert(
+        self,
+        position: int,
+        event: str | np.ndarray,
+        time_s: Any,
+        frame: Any,
+        slot: Any,
+        device: Any = None,
+        **cols: Any,
+    ) -> None:
+        """:meth:`add`, with the block put at ``position`` (a :attr:`position` taken earlier)
+        instead of after the others: rows logged later but timed earlier, e.g. a stale server's
+        ``device_slot`` rows at their slot's start."""
         if isinstance(event, str) and event not in EVENTS:
             raise KeyError(f"unknown event {event!r}")
         n = 1
@@ -283,8 +298,13 @@ class TraceBuffer:
         for name, v in block.items():
             if isinstance(v, np.ndarray) and v.ndim > 0:
                 _check_column(name, v, n)
-        self._blocks.append((n, block))
+        self._blocks.insert(position, (n, block))
         self.num_rows += n
+
+    @property
+    def position(self) -> int:
+        """Where the next block goes (for :meth:`insert`)."""
+        return len(self._blocks)
 
     def to_table(self) -> pa.Table:
         """The buffered rows as an Arrow table with :data:`SCHEMA`; empties the buffer.

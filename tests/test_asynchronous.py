@@ -379,7 +379,6 @@ def test_versions_kept_are_bounded_and_unapplied_updates_cost_no_gradient():
         ({"server": {"buffer_size": 4}}, "server"),
         ({"server": {"server_lr": 0.5}}, "server"),
         ({"server": {"mode": "async"}, "uplink": {"mode": "ofdma"}}, "uplink.mode"),
-        ({"server": {"mode": "semi_sync"}, "trace": {"level": "device_slots"}}, "trace.level"),
         (
             {
                 "server": {"mode": "async"},

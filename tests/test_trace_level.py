@@ -190,3 +190,46 @@ def test_device_slot_column_is_null_on_an_events_trace():
     table, _ = run_in_memory(base_scenario())
     assert table.column("upload_planned_s").null_count == table.num_rows
     assert "device_slot" not in set(table.column("event").to_pylist())
+
+
+def _stale_churn(mode: str) -> dict:
+    """A network-only cell with fading, churn, jitter and unequal batches under a stale server."""
+    from golden_runs import composed
+
+    data = composed(mode, "dedicated", churn=True, training=False)
+    if mode == "async":
+        data["server"] = {"mode": "async", "buffer_size": 2}
+    return data
+
+
+@pytest.mark.parametrize("mode", ["semi_sync", "async"])
+def test_stale_servers_fold_their_device_rows_into_device_slot_rows(mode):
+    """Under semi_sync / async the device_slots trace is the events trace with each device's slot-start decision and energy row folded into one row (decision null for a device busy with an earlier cycle)."""
+    ev, ds = both_levels(_stale_churn(mode))
+    folded = [*FOLDED, "decision"]
+    rest_ev = ev[~ev["event"].isin(folded)].reset_index(drop=True)
+    rest_ds = ds[ds["event"] != "device_slot"].reset_index(drop=True)
+    pd.testing.assert_frame_equal(rest_ev, rest_ds)
+    got = ds[ds["event"] == "device_slot"].set_index(["slot", "device"]).sort_index()
+    energy = ev[ev["event"] == "energy"].set_index(["slot", "device"]).sort_index()
+    assert got.index.equals(energy.index)
+    outcome = [c for c in OUTCOME if c not in ("conv_error", "cost")]
+    pd.testing.assert_frame_equal(got[outcome], energy[outcome], check_exact=True)
+    starts = ev[ev["event"] == "slot_start"].set_index("slot")["time_s"]
+    dec = ev[ev["event"] == "decision"]
+    at_start = dec[dec["time_s"].to_numpy() == starts.loc[dec["slot"]].to_numpy()]
+    at_start = at_start.set_index(["slot", "device"]).sort_index()
+    cols = [c for c in DECISION if c not in ("max_tx_power_w", "compute_s")] + ["model_version"]
+    pd.testing.assert_frame_equal(
+        got.loc[at_start.index, cols], at_start[cols], check_exact=True, check_dtype=False
+    )
+    busy = got.index.difference(at_start.index)
+    assert len(busy) > 0 and got.loc[busy, "gamma"].isna().all()
+    assert (got["time_s"].to_numpy() == starts.loc[got.index.get_level_values(0)].to_numpy()).all()
+
+
+@pytest.mark.parametrize("mode", ["semi_sync", "async"])
+def test_stale_device_slots_trace_is_in_time_order(mode):
+    """Under stale servers the device_slots trace's rows never go back in time."""
+    _, ds = both_levels(_stale_churn(mode))
+    assert (np.diff(ds["time_s"].to_numpy()) >= 0).all()

@@ -260,7 +260,7 @@ def validate_scenario(data: Mapping[str, Any]) -> Scenario:
 def _check_server(scenario: Scenario) -> None:
     """Stale updates (``server.mode`` ``semi_sync`` or ``async``) need uploads whose times are
     known when they start: a dedicated band, and (async) a slowdown the scheme does not plan on
-    per slot; their trace has events per upload, not per device and slot."""
+    per slot."""
     mode = scenario.server.mode
     if mode == "sync":
         return
@@ -270,13 +270,6 @@ def _check_server(scenario: Scenario) -> None:
             f'a shared uplink ("{scenario.uplink.mode}") under server.mode = "{mode}" is not '
             "simulated: uploads that span slots would share the band across slots",
             'use uplink.mode = "dedicated", or server.mode = "sync"',
-        )
-    if scenario.trace.level != "events":
-        raise ScenarioError(
-            "trace.level",
-            f'"{scenario.trace.level}" folds a slot\'s device events into one row per device, '
-            f'but under server.mode = "{mode}" an upload may span slots',
-            'use level = "events"',
         )
     jitter = scenario.compute.jitter
     if mode == "async" and getattr(jitter, "known", False):

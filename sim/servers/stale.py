@@ -238,6 +238,8 @@ class StaleServer(Server):
         self._buffer: list[Cycle] = []  # arrived, not yet applied
         # within a slot
         self._tick: SlotInProgress | None = None
+        #: device_slots level: where the slot's rows go and their decision columns
+        self._fold: tuple[int, dict[str, Any]] | None = None
         self._tally = _Tally(0)
 
     def bind(self, engine: Host) -> None:
@@ -330,28 +332,42 @@ class StaleServer(Server):
             available=available,
             online_until_s=online_until,
         )
+        decision = {
+            "distance_m": fr.large.distance_m,
+            "large_scale_gain": fr.large.gain,
+            "channel_gain": gains.gain,
+            "seen_channel_gain": gains.seen_gain,
+            "gamma": fr.plan.gamma,
+            "payload_bits": fr.costs.payload_bits,
+            "min_tx_power_w": p_min,
+            "tx_power_w": up.tx_power_w,
+            "participating": up.participating,
+            "available": available,
+            "compute_s": np.where(up.participating, planned.compute_s, 0.0),
+            "upload_s": up.upload_full_s,
+            "model_version": np.full(eng.num_devices, self.version, dtype=np.int64),
+            **{name: np.asarray(v) for name, v in plan.columns.items()},
+        }
         eng.buffer.add("slot_start", now, k, t)
-        eng.buffer.add(
-            "decision",
-            now,
-            k,
-            t,
-            idle,
-            distance_m=fr.large.distance_m[idle],
-            large_scale_gain=fr.large.gain[idle],
-            channel_gain=gains.gain[idle],
-            seen_channel_gain=gains.seen_gain[idle],
-            gamma=fr.plan.gamma[idle],
-            payload_bits=fr.costs.payload_bits[idle],
-            min_tx_power_w=p_min[idle],
-            tx_power_w=up.tx_power_w[idle],
-            participating=up.participating[idle],
-            available=None if available is None else available[idle],
-            compute_s=np.where(up.participating, planned.compute_s, 0.0)[idle],
-            upload_s=up.upload_full_s[idle],
-            model_version=np.full(idle.shape, self.version, dtype=np.int64),
-            **{name: np.asarray(v)[idle] for name, v in plan.columns.items()},
-        )
+        if eng.record_events:  # the idle devices' decisions
+            eng.buffer.add(
+                "decision",
+                now,
+                k,
+                t,
+                idle,
+                **{name: None if v is None else v[idle] for name, v in decision.items()},
+            )
+        else:  # folded into the slot's device_slot rows, which go here at the slot's end
+            busy = np.ones(eng.num_devices, dtype=bool)
+            busy[idle] = False
+            self._fold = (
+                eng.buffer.position,
+                {
+                    name: None if v is None else np.ma.MaskedArray(v, mask=busy)
+                    for name, v in decision.items()
+                },
+            )
         for n in starting.tolist():
             self._start(n, now)
 
@@ -392,6 +408,16 @@ class StaleServer(Server):
             queue_j=queue,
             dropped=tally.dropped.copy(),
         )
+        if self._fold is not None:  # device_slots: the slot's rows, one per device, at its start
+            at, decision = self._fold
+            row = {
+                **decision,
+                "upload_planned_s": decision["upload_s"],
+                "compute_s": out.compute_s,
+                **eng.outcome_columns(out),
+            }
+            eng.buffer.insert(at, "device_slot", sl.start_s, k, t, eng.ids, **row)
+            self._fold = None
         st = self.stats
         st.cycles_ended += tally.cycles
         busy = np.zeros(eng.num_devices, dtype=bool)
@@ -480,6 +506,8 @@ class StaleServer(Server):
 
     def _computed(self, c: Cycle) -> None:
         c.uploading = True
+        if not self.host.record_events:
+            return
         self.host.buffer.add(
             np.array([event_code("compute_end"), event_code("upload_start")], np.int8),
             c.compute_end_s,
@@ -502,7 +530,7 @@ class StaleServer(Server):
             if not c.discarded:
                 self.versioned.drop_update(c.key)
             self._tally.add(c, False)
-            buffer.add(
+            self._log(
                 "dropped",
                 now,
                 k,
@@ -533,13 +561,18 @@ class StaleServer(Server):
                     self.versioned.drop_update(c.key)
                 self.stats.stale_discarded += 1
             self._tally.add(c, ok)
-            buffer.add("upload_end", now, k, t, n, **row)
+            self._log("upload_end", now, k, t, n, **row)
             if not ok:
                 buffer.add("stale", now, k, t, n, model_version=c.version, staleness=staleness)
             if self._async and self._buffer_full():
                 self._apply(k, t)
         if self._async:
             self.host.clock.at(now, Order.RESTART, n, lambda _e: self._restart(n))
+
+    def _log(self, event: str, *args: Any, **cols: Any) -> None:
+        """A device event's row (at trace level ``events``; ``device_slots`` folds it)."""
+        if self.host.record_events:
+            self.host.buffer.add(event, *args, **cols)
 
     def _buffer_full(self) -> bool:
         """Whether the server steps now (``async``: after an arrival entered the buffer): it
@@ -559,7 +592,7 @@ class StaleServer(Server):
         fr = eng.frame
         assert fr is not None
         up = sl.uploads
-        eng.buffer.add(
+        self._log(
             "decision",
             now,
             sl.frame,
