@@ -41,7 +41,7 @@ from .slot import SlotOutcome, SlotRules
 from .stats import RunStats
 from .trace import SCHEMA, TraceBuffer, TraceLevel, event_code
 from .world.availability import Availability, Changes
-from .world.channel import Channel
+from .world.channel import Channel, SlotChannel
 from .world.compute import ComputeJitter
 from .world.mobility import Mobility
 from .world.system import SystemConstants
@@ -292,26 +292,49 @@ class Engine:
 
     # ------------------------------------------------------------------ slot
 
-    def plan_slot(self, k: int, t: int, slot_jitter: bool = True) -> SlotPlanning:
+    def plan_slot(
+        self, k: int, t: int, slot_jitter: bool = True, slowdown: np.ndarray | None = None
+    ) -> SlotPlanning:
         """A slot's start, up to the scheme's plan: the channel draw, the slot's costs (slowed by
-        the slot's jitter when ``slot_jitter``; the scheme plans on the nominal unless the
-        slowdown is known), ``p_min``, the availability at the slot's start (its changes up to
-        now logged), the scheme's slot plan."""
+        the slot's jitter when ``slot_jitter``, or by ``slowdown``, ``(N,)``, when given; the
+        scheme plans on the nominal unless the slowdown is known), ``p_min``, the availability
+        at the slot's start (its changes up to now logged), the scheme's slot plan."""
         now = self._env.now
         fr = self._frame
         assert fr is not None
         gains = self.channel.slot(t, fr.large)
-        costs = planned = fr.costs
-        if self.jitter is not None and slot_jitter:  # the slot's actual costs
-            costs = slots.slot_costs(fr.costs, self.jitter.slowdown(t), self.jitter.scales_clock)
-            if self.jitter.known:
-                planned = costs
-        p_min = slots.min_tx_power_w(planned, gains.seen_gain, self.planned_system)
         avail = self.availability
         available = online_until = None
         if avail is not None:
             self.log_changes(avail.advance(now), k, t)  # changes at the slot's start
             available, online_until = avail.online.copy(), avail.online_until_s()
+        if slowdown is None and self.jitter is not None and slot_jitter:
+            slowdown = self.jitter.slowdown(t)  # the slot's actual costs
+        return self.replan(k, t, gains, available, online_until, slowdown)
+
+    def replan(
+        self,
+        k: int,
+        t: int,
+        gains: SlotChannel,
+        available: np.ndarray | None,
+        online_until_s: np.ndarray | None,
+        slowdown: np.ndarray | None,
+    ) -> SlotPlanning:
+        """The costs, ``p_min`` and the scheme's plan of slot ``t`` on a channel draw already
+        made (:meth:`plan_slot`), with the compute slowed by ``slowdown`` (``(N,)``; None: the
+        nominal costs). The scheme plans on the slowed costs iff the jitter is ``known``. Draws
+        nothing and logs nothing: a server may call it again within the slot (a cycle that
+        starts with its own slowdown)."""
+        fr = self._frame
+        assert fr is not None
+        costs = planned = fr.costs
+        if slowdown is not None:
+            assert self.jitter is not None
+            costs = slots.slot_costs(fr.costs, slowdown, self.jitter.scales_clock)
+            if self.jitter.known:
+                planned = costs
+        p_min = slots.min_tx_power_w(planned, gains.seen_gain, self.planned_system)
         plan = self.scheme.plan_slot(
             SlotContext(
                 slot=t,
@@ -327,7 +350,7 @@ class Engine:
                 available=available,
             )
         )
-        return SlotPlanning(gains, costs, planned, p_min, available, online_until, plan)
+        return SlotPlanning(gains, costs, planned, p_min, available, online_until_s, plan)
 
     def _close_slot(self, k: int, t: int, end: SlotEnd) -> None:
         """The end of slot ``t``, the same for every server: the queues after the slot's energy,

@@ -259,8 +259,7 @@ def validate_scenario(data: Mapping[str, Any]) -> Scenario:
 
 def _check_server(scenario: Scenario) -> None:
     """Stale updates (``server.mode`` ``semi_sync`` or ``async``) need uploads whose times are
-    known when they start: a dedicated band, and (async) a slowdown the scheme does not plan on
-    per slot."""
+    known when they start: a dedicated band."""
     mode = scenario.server.mode
     if mode == "sync":
         return
@@ -270,14 +269,6 @@ def _check_server(scenario: Scenario) -> None:
             f'a shared uplink ("{scenario.uplink.mode}") under server.mode = "{mode}" is not '
             "simulated: uploads that span slots would share the band across slots",
             'use uplink.mode = "dedicated", or server.mode = "sync"',
-        )
-    jitter = scenario.compute.jitter
-    if mode == "async" and getattr(jitter, "known", False):
-        raise ScenarioError(
-            "compute.jitter.known",
-            'under server.mode = "async" each upload draws its own slowdown when it starts, '
-            "which a slot's plan cannot know",
-            "use known = false (the scheme plans on the nominal compute time)",
         )
 
 

@@ -138,7 +138,9 @@ class Scheme(Protocol):
         ...
 
     def plan_slot(self, ctx: SlotContext) -> SlotPlan:
-        """Decide the slot: participation and transmit power of every device."""
+        """Decide the slot: participation and transmit power of every device. A function of
+        ``ctx`` (and the state the frame plan and ``observe`` left): a stale-update server may
+        call it again within a slot (a cycle planned on its own known slowdown)."""
         ...
 
     def observe(self, outcome: SlotOutcome) -> None:

@@ -134,8 +134,22 @@ class Host(Protocol):
         """Whether the trace holds every device event (else ``device_slot`` rows)."""
         ...
 
-    def plan_slot(self, k: int, t: int, slot_jitter: bool = True) -> SlotPlanning:
+    def plan_slot(
+        self, k: int, t: int, slot_jitter: bool = True, slowdown: np.ndarray | None = None
+    ) -> SlotPlanning:
         """The slot's channel draw, costs, ``p_min``, availability and the scheme's plan."""
+        ...
+
+    def replan(
+        self,
+        k: int,
+        t: int,
+        gains: SlotChannel,
+        available: np.ndarray | None,
+        online_until_s: np.ndarray | None,
+        slowdown: np.ndarray | None,
+    ) -> SlotPlanning:
+        """The slot's costs, ``p_min`` and plan again on its channel draw, with ``slowdown``."""
         ...
 
     def log_changes(self, changes: Changes, k: int, t: int) -> None:

@@ -59,12 +59,12 @@ from .. import slot as slots
 from ..clock import Order
 from ..errors import RunDiverged
 from ..learner import VersionedLearner
-from ..slot import DEADLINE_REL_TOL, SlotOutcome
+from ..slot import DEADLINE_REL_TOL, SlotOutcome, SlotUploads
 from ..stats import RunStats
 from ..trace import event_code
 from ..world import physics
 from ..world.availability import Changes
-from .base import Host, Server, SlotEnd, SlotInProgress, SlotPlay
+from .base import Host, Server, SlotEnd, SlotInProgress, SlotPlanning, SlotPlay
 from .config import ServerConfig
 
 _ONLINE, _OFFLINE = event_code("online"), event_code("offline")
@@ -238,6 +238,8 @@ class StaleServer(Server):
         self._buffer: list[Cycle] = []  # arrived, not yet applied
         # within a slot
         self._tick: SlotInProgress | None = None
+        #: known async jitter: the slot's planning and the slowdowns it was planned on
+        self._planning: tuple[SlotPlanning, np.ndarray] | None = None
         #: device_slots level: where the slot's rows go and their decision columns
         self._fold: tuple[int, dict[str, Any]] | None = None
         self._tally = _Tally(0)
@@ -295,8 +297,11 @@ class StaleServer(Server):
         now = eng.clock.now
         fr = eng.frame
         assert fr is not None
-        # semi_sync: the slot's slowdown, as a synchronous slot; async: each cycle draws its own
-        sp = eng.plan_slot(k, t, slot_jitter=not self._async)
+        # semi_sync: the slot's slowdown, as a synchronous slot; async: each cycle draws its own,
+        # which a known slowdown lets the scheme plan on (that of each device's next cycle)
+        slowdown = self._next_slowdowns() if self._plans_cycles else None
+        sp = eng.plan_slot(k, t, slot_jitter=not self._async, slowdown=slowdown)
+        self._planning = None if slowdown is None else (sp, slowdown)
         gains, costs, planned, p_min = sp.gains, sp.costs, sp.planned, sp.p_min
         available, online_until, plan = sp.available, sp.online_until_s, sp.plan
         end_s = (t + 1) * eng.system.deadline_s
@@ -310,15 +315,7 @@ class StaleServer(Server):
                     Order.AVAILABILITY,
                     callback=self._change_logger(_one(changes, i), k, t),
                 )
-        participate = plan.participate if available is None else plan.participate & available
-        up = slots.slot_uploads(
-            participate, plan.tx_power_w, costs, gains.gain, eng.system, "last_upload"
-        )
-        never = up.participating & ~np.isfinite(up.upload_full_s)
-        if never.any():  # a cycle that would never end does not start
-            up = slots.slot_uploads(
-                participate & ~never, plan.tx_power_w, costs, gains.gain, eng.system, "last_upload"
-            )
+        up = self._uploads(sp)
         idle = np.setdiff1d(eng.ids, np.fromiter(self._cycles, np.int32, len(self._cycles)))
         starting = idle[up.participating[idle]]
         self._tick = SlotInProgress(
@@ -370,6 +367,41 @@ class StaleServer(Server):
             )
         for n in starting.tolist():
             self._start(n, now)
+
+    def _uploads(self, sp: SlotPlanning) -> SlotUploads:
+        """Who may start a cycle in the slot of ``sp``, at what power and upload time (a cycle
+        that would never end does not start)."""
+        system = self.host.system
+        plan, available = sp.plan, sp.available
+        participate = plan.participate if available is None else plan.participate & available
+        up = slots.slot_uploads(
+            participate, plan.tx_power_w, sp.costs, sp.gains.gain, system, "last_upload"
+        )
+        never = up.participating & ~np.isfinite(up.upload_full_s)
+        if never.any():
+            up = slots.slot_uploads(
+                participate & ~never,
+                plan.tx_power_w,
+                sp.costs,
+                sp.gains.gain,
+                system,
+                "last_upload",
+            )
+        return up
+
+    @property
+    def _plans_cycles(self) -> bool:
+        """Whether each async cycle is planned on its own known slowdown (``[compute] jitter``
+        with ``known = true``)."""
+        jitter = self.host.jitter
+        return self._async and jitter is not None and jitter.known
+
+    def _next_slowdowns(self) -> np.ndarray:
+        """Each device's slowdown in its next cycle, ``(N,)`` (keyed by device and cycle)."""
+        jitter = self.host.jitter
+        assert jitter is not None
+        started = self._cycles_started.tolist()
+        return np.array([jitter.cycle_slowdown(n, c) for n, c in enumerate(started)])
 
     def _change_logger(self, change: Changes, k: int, t: int) -> Callable[[simpy.Event], None]:
         """A callback that logs an availability change (at its time, as an event)."""
@@ -429,12 +461,13 @@ class StaleServer(Server):
 
     # ------------------------------------------------------------------ cycles
 
-    def _start(self, n: int, now: float) -> None:
-        """Device ``n`` downloads the current model and starts a cycle at ``now``."""
+    def _start(self, n: int, now: float, uploads: SlotUploads | None = None) -> None:
+        """Device ``n`` downloads the current model and starts a cycle at ``now`` (at the power
+        and upload time of ``uploads``; default: the slot's plan)."""
         eng = self.host
         sl, fr = self._tick, eng.frame
         assert sl is not None and fr is not None
-        up = sl.uploads
+        up = sl.uploads if uploads is None else uploads
         c_index = int(self._cycles_started[n])
         self._cycles_started[n] += 1
         if self._async:
@@ -592,6 +625,19 @@ class StaleServer(Server):
         fr = eng.frame
         assert fr is not None
         up = sl.uploads
+        planned: dict[str, Any] = {}
+        if self._planning is not None:  # the scheme plans this cycle on its known slowdown
+            sp, slowdown = self._planning
+            slowdown = slowdown.copy()
+            slowdown[n] = self._next_slowdowns()[n]
+            sp = eng.replan(sl.frame, sl.slot, sp.gains, sp.available, sp.online_until_s, slowdown)
+            up = self._uploads(sp)
+            if not up.participating[n]:
+                return
+            planned = {
+                "compute_s": sp.planned.compute_s[n],
+                "min_tx_power_w": sp.p_min[n],
+            }
         self._log(
             "decision",
             now,
@@ -605,8 +651,9 @@ class StaleServer(Server):
             upload_s=up.upload_full_s[n],
             gamma=fr.plan.gamma[n],
             model_version=self.version,
+            **planned,
         )
-        self._start(n, now)
+        self._start(n, now, up)
 
     def _apply(self, k: int, t: int) -> None:
         """The server applies its buffer: one step, a new model version."""
