@@ -157,3 +157,38 @@ def test_a_waiting_slot_ends_at_the_later_of_the_deadline_and_the_last_arrival_o
         if g.sort_values("time_s").event.iloc[-1] == "dropped" and g.time_s.max() > starts[s] + tau0
     ]
     assert late > 0 and dropped_last, (late, dropped_last)
+
+
+def _resumable(server: str, uplink: str, level: str) -> dict[str, Any]:
+    """The composed golden cell (churn, jitter, fading) under a server, uplink and trace level."""
+    from golden_runs import composed
+
+    data = composed(server, uplink, churn=True, training=False)
+    data["run"] = {**data["run"], "frames": 4}
+    data["trace"] = {"level": level}
+    return data
+
+
+#: every (server, uplink) pair that runs today (stale servers need a dedicated band)
+_RESUMABLE = [
+    (server, uplink)
+    for server in SERVER_MODES
+    for uplink in ("dedicated", "ofdma", "tdma")
+    if server == "sync" or uplink == "dedicated"
+]
+
+
+@pytest.mark.parametrize("level", ["events", "device_slots"])
+@pytest.mark.parametrize("server, uplink", _RESUMABLE)
+def test_a_run_killed_mid_run_resumes_to_the_uninterrupted_events(tmp_path, server, uplink, level):
+    """Every server mode with every uplink it runs, churn and jitter: a run folder failed at frame 2 and resumed has the uninterrupted run's events."""
+    import wflsim
+    from conftest import failing_at_frame
+
+    data = _resumable(server, uplink, level)
+    whole = wflsim.run(data)
+    with pytest.raises(RuntimeError, match="injected"):
+        wflsim.run(data, out=tmp_path / "run", hooks=failing_at_frame(2))
+    again = wflsim.resume(tmp_path / "run")
+    assert again.status == "completed"
+    assert whole.events.equals(again.events)
