@@ -74,9 +74,10 @@ class UpdateRule:
 
     params: tuple[str, ...]  #: the parameters the rule takes
     inputs: type  #: the record of its frame inputs (its docstring says what the rule does)
-    #: why the learner cannot yet compute the rule's updates when they are stale (``[server]``
+    #: why the learner cannot compute the rule's updates when they are stale (``[server]``
     #: ``semi_sync`` / ``async``: computed when applied, at the version and frame state the
-    #: device downloaded); None: it can
+    #: device downloaded); None: it can (every built-in rule; a rule registered from Python may
+    #: say why it cannot)
     no_stale_updates: str | None = None
 
 
@@ -91,30 +92,10 @@ def builtin_update_rules() -> dict[str, UpdateRule]:
     ``wflsim.models.learner.rules``)."""
     return {
         "freezing": UpdateRule(("selection",), FreezingInputs),
-        "topk_ef": UpdateRule(
-            (),
-            TopKInputs,
-            "its per-device error-feedback residual changes with every upload a device makes, and "
-            "keeping one residual per update in flight is not implemented",
-        ),
-        "pruning": UpdateRule(
-            ("aggregation",),
-            PruningInputs,
-            "its importance scores come from each device's previous gradient, which under stale "
-            "updates is not computed until the server applies it",
-        ),
-        "quantisation": UpdateRule(
-            (),
-            QuantisationInputs,
-            "its stochastic rounding is keyed by the slot of the upload, and per-update keys are "
-            "not implemented",
-        ),
-        "ordered_dropout": UpdateRule(
-            ("bn_tiers",),
-            OrderedDropoutInputs,
-            "its sub-model and BatchNorm tier are a frame's state, which is not kept for updates "
-            "that span frames",
-        ),
+        "topk_ef": UpdateRule((), TopKInputs),
+        "pruning": UpdateRule(("aggregation",), PruningInputs),
+        "quantisation": UpdateRule((), QuantisationInputs),
+        "ordered_dropout": UpdateRule(("bn_tiers",), OrderedDropoutInputs),
     }
 
 

@@ -440,23 +440,61 @@ def test_impossible_server_settings_are_refused(change: dict[str, Any], field: s
     assert err.value.field.startswith(field)
 
 
-def test_a_rule_that_cannot_be_stale_is_refused_with_training():
-    """Top-K with error feedback under async with training: ScenarioError on server.mode."""
+@pytest.fixture
+def rule_that_cannot_be_stale():
+    """A scheme ``ideal_stuck`` (Ideal FL) whose update rule ``stuck``, registered from Python,
+    says why it cannot compute stale updates; both forgotten after the test."""
+    import wflsim
+    from wflsim.app import extensions
+    from wflsim.models.learner.rules import Freezing
+    from wflsim.sim.schemes.common import CostParams, FreezingScheme
+    from wflsim.sim.updates import FreezingInputs, UpdateRuleSpec
+
+    class Stuck(FreezingScheme):
+        name = "ideal_stuck"
+        Params = CostParams
+
+        def __init__(self, params: CostParams, system: Any) -> None:
+            stuck = UpdateRuleSpec("stuck")
+            super().__init__(params, system, freezing="none", power="no_outage", update_rule=stuck)
+
+    wflsim.register_update_rule(
+        "stuck",
+        lambda params, s: Freezing(s.num_devices, s.num_params, s.device),
+        inputs=FreezingInputs,
+        no_stale_updates="its state is kept per slot",
+    )
+    wflsim.register_scheme(Stuck)
+    yield "ideal_stuck"
+    extensions.unregister("scheme", "ideal_stuck")
+    extensions.unregister("update_rule", "stuck")
+
+
+def test_a_rule_that_cannot_be_stale_is_refused_with_training(rule_that_cannot_be_stale):
+    """A registered rule that says it cannot compute stale updates, under async with training:
+    ScenarioError on server.mode naming the rule and its reason."""
     data = with_server(LOCKSTEP, mode="async")
-    data["scheme"] = {"name": "topk_ef"}
+    data["scheme"] = {"name": rule_that_cannot_be_stale}
     with pytest.raises(ScenarioError) as err:
         learner_and_table(data)
-    assert err.value.field == "server.mode" and "topk_ef" in str(err.value)
+    assert err.value.field == "server.mode" and "stuck" in str(err.value)
+    assert "its state is kept per slot" in str(err.value)
 
 
-def test_every_rule_either_computes_stale_updates_or_says_why():
-    """The registry's refusals and the learner's rules agree, name for name."""
-    from wflsim.models.learner.rules import RULES
+def test_every_built_in_rule_computes_stale_updates():
+    """No built-in rule refuses stale updates, and each has the learner side they need."""
+    from wflsim.models.learner.rules import RULES, RuleSettings, builtin_rules
+    from wflsim.models.nets import build_model
     from wflsim.sim.updates import UPDATE_RULES
 
-    for name in RULES:
-        can = name == "freezing"
-        assert (UPDATE_RULES[name].no_stale_updates is None) == can, name
+    net = build_model("mlp", "digits")
+    d = sum(p.numel() for p in net.parameters())
+    settings = RuleSettings(
+        3, d, torch.device("cpu"), "weighted", 1.0, _Streams(), net, ("mlp", "digits")
+    )
+    for name in builtin_rules():
+        assert UPDATE_RULES[name].no_stale_updates is None, name
+        assert hasattr(RULES[name]({}, settings), "frame_view"), name
 
 
 # ---------------------------------------------------------------------------- analysis
@@ -614,8 +652,11 @@ def test_bad_server_values_are_refused_with_their_field(field, value):
     assert err.value.field.startswith("server")
 
 
-def test_cli_refuses_a_rule_that_cannot_be_stale_in_one_line_and_writes_nothing(tmp_path, capsys):
-    """`wflsim run` with topk_ef under async: exit 2, one line naming server.mode, no folder."""
+def test_cli_refuses_a_rule_that_cannot_be_stale_in_one_line_and_writes_nothing(
+    tmp_path, capsys, rule_that_cannot_be_stale
+):
+    """`wflsim run` with a rule that cannot be stale under async: exit 2, one line naming
+    server.mode, no folder."""
     from wflsim.app.cli import main
 
     out = tmp_path / "run"
@@ -629,7 +670,7 @@ def test_cli_refuses_a_rule_that_cannot_be_stale_in_one_line_and_writes_nothing(
             "--set",
             'server.mode="async"',
             "--set",
-            'scheme.name="topk_ef"',
+            f'scheme.name="{rule_that_cannot_be_stale}"',
         ]
     )
     err = capsys.readouterr().err.strip().splitlines()

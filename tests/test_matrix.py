@@ -30,8 +30,6 @@ SERVERS = ("sync", "semi_sync", "async")
 UPLINKS = ("dedicated", "ofdma", "tdma")
 AVAILABILITY = (False, True)
 LEVELS = ("events", "device_slots")
-#: schemes whose update rule the stale servers cannot compute yet (with training)
-_STALE_RULES_PENDING = ("fedhq", "fjord", "pruning", "topk_ef")
 
 
 def scenario(
@@ -73,15 +71,12 @@ def expected_refusal(
     """The field a cell is refused on today (None: it runs)."""
     if server != "sync" and uplink != "dedicated":
         return "uplink.mode"
-    if server != "sync" and training and scheme in _STALE_RULES_PENDING:
-        return "server.mode"
     return None
 
 
 #: What the matrix still refuses, and why (the message's reason, abridged)
 REFUSED = {
     "uplink.mode": "a shared uplink under stale updates is not simulated yet",
-    "server.mode": "the scheme's update rule cannot be computed stale yet",
 }
 
 

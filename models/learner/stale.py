@@ -22,6 +22,16 @@ gradient.
 Memory: the materialised model, and each older version an update not yet computed started on
 (:attr:`StaleUpdates.versions_kept`); versions between them are never stored. Computed
 gradients wait for their step (at most the pending steps' updates).
+
+The update rule (:class:`~wflsim.models.learner.rules.base.StaleRule`) keeps, per frame, a view
+of what updates started in it need (freezing's masks, Top-K's ``K``, pruning's kept counts,
+quantisation's bits, FjORD's widths), and, per kept version, its state at that version (pruning's
+aggregated gradient, FjORD's BatchNorm tiers). After a batched call it forms the uploads in the
+order the updates started (increasing key), so that state carried from one upload of a device to
+its next (Top-K's residual) follows the device's own updates whatever the batches were; for such
+a rule, an update is not formed while an earlier update of its device is neither applied nor
+dropped (the server never asks it: a device has one update in flight, and an update that arrived
+is applied in the same step as any later one of its device, or earlier).
 """
 
 from __future__ import annotations
@@ -33,19 +43,23 @@ import numpy as np
 import torch
 
 from .local import local_updates
+from .rules.base import StaleUpdate
 
 if TYPE_CHECKING:
     from .core import TorchLearner
 
 
 class _Version:
-    """A materialised model version: parameters ``(D,)`` and buffers (never changed in place)."""
+    """A materialised model version: parameters ``(D,)``, buffers (never changed in place) and
+    the update rule's state at it (``at``:
+    :meth:`~wflsim.models.learner.rules.base.StaleRule.version_state`)."""
 
-    __slots__ = ("w", "buffers")
+    __slots__ = ("w", "buffers", "at")
 
-    def __init__(self, w: torch.Tensor, buffers: dict[str, torch.Tensor]) -> None:
+    def __init__(self, w: torch.Tensor, buffers: dict[str, torch.Tensor], at: Any = None) -> None:
         self.w = w
         self.buffers = buffers
+        self.at = at
 
 
 class _Pending(NamedTuple):
@@ -74,6 +88,7 @@ class _Computed(NamedTuple):
     upload: torch.Tensor  #: ``(D,)``, frozen entries 0
     frozen: torch.Tensor | None  #: ``(D,)`` bool (None: nothing frozen)
     buffers: dict[str, torch.Tensor]  #: the device's buffers after its pass
+    aux: Any  #: what the rule sends with the upload (e.g. a quantisation error)
 
 
 class StaleUpdates:
@@ -141,7 +156,7 @@ class StaleUpdates:
         self._view_refs[frame] += 1
         v = self.version
         if v == self.materialised and v not in self._kept:
-            self._kept[v] = _Version(self.owner._w, self.owner.buffers)
+            self._kept[v] = self._current(rule)
         self._refs[v] += 1
         self._pending[key] = _Pending(int(device), v, int(sample_key), frame, int(slot))
 
@@ -177,6 +192,7 @@ class StaleUpdates:
                 if int(k) not in self._computed and self._pending[int(k)].version <= m
             ]
             if todo:
+                self._check_order(todo)
                 self._compute(todo)
             while self._steps and all(int(k) in self._computed for k in self._steps[0].keys):
                 self._take(self._steps.popleft())
@@ -186,24 +202,31 @@ class StaleUpdates:
         local step: :func:`~wflsim.models.learner.local.local_updates`, each device at the learning
         rate of the slot its update started in)."""
         own = self.owner
+        rule = self._rule()
         todo = [self._pending.pop(k) for k in keys]
         ids = np.array([p.device for p in todo], dtype=np.int64)
         versions = [self._model(p.version) for p in todo]
         views = [self._views[p.frame] for p in todo]
-        frozen_rows = [view.frozen(int(n)) for view, n in zip(views, ids, strict=True)]
+        frozen_rows = [
+            view.frozen(int(n), v.at) for view, v, n in zip(views, versions, ids, strict=True)
+        ]
         if all(f is None for f in frozen_rows) and len({id(v.w) for v in versions}) == 1:
             params = versions[0].w
         else:
             params = torch.stack(
                 [
-                    view.local_params(v.w, int(n))
+                    view.local_params(v.w, int(n), v.at)
                     for view, v, n in zip(views, versions, ids, strict=True)
                 ]
             )
-        bufs = versions[0].buffers
+        starts = [
+            view.local_buffers(v.buffers, int(n), v.at)
+            for view, v, n in zip(views, versions, ids, strict=True)
+        ]
+        bufs = starts[0]
         local_bufs = None
-        if bufs and len({id(v.buffers) for v in versions}) > 1:
-            local_bufs = {name: torch.stack([v.buffers[name] for v in versions]) for name in bufs}
+        if bufs and len({id(b) for b in starts}) > 1:
+            local_bufs = {name: torch.stack([b[name] for b in starts]) for name in bufs}
         steps = own.local_steps[ids]
         batches = own.data.draw_steps(
             np.array([p.sample_key for p in todo], dtype=np.int64), ids, steps
@@ -218,12 +241,36 @@ class StaleUpdates:
         )
         self.computed += len(todo)
         self.calls += 1
-        for row, (key, p) in enumerate(zip(keys, todo, strict=True)):
-            frozen = frozen_rows[row]
-            g = grads[row] if frozen is None else grads[row].masked_fill(frozen, 0.0)
-            self._computed[key] = _Computed(
-                p.device, g, frozen, {k: b[row] for k, b in new_bufs.items()}
+        masked = [
+            grads[row] if frozen is None else grads[row].masked_fill(frozen, 0.0)
+            for row, frozen in enumerate(frozen_rows)
+        ]
+        # the uploads are formed in the order the updates started (the module docstring)
+        order = sorted(range(len(todo)), key=lambda row: keys[row])
+        sent, aux = rule.stale_uploads(
+            [masked[row] for row in order],
+            [
+                StaleUpdate(
+                    keys[row],
+                    todo[row].device,
+                    todo[row].sample_key,
+                    todo[row].slot,
+                    views[row],
+                    versions[row].at,
+                )
+                for row in order
+            ],
+        )
+        for i, row in enumerate(order):
+            p = todo[row]
+            self._computed[keys[row]] = _Computed(
+                p.device,
+                sent[i],
+                frozen_rows[row],
+                {k: b[row] for k, b in new_bufs.items()},
+                aux[i],
             )
+        for p in todo:
             self._release(p)
 
     def _take(self, step: _Step) -> None:
@@ -243,12 +290,13 @@ class StaleUpdates:
                 uploads = uploads * scale[:, None]
             ids = np.array([c.device for c in done], dtype=np.int64)
             bw = torch.as_tensor(own.batch_sizes[ids], dtype=torch.float32, device=own.device)
-            g = rule.aggregate_stale(uploads, frozen, bw)
+            aux = [c.aux for c in done]
+            g = rule.aggregate_stale(uploads, frozen, bw, aux)
             w_next = w_t - own.lr_at(step.slot) * step.server_lr * g
             if own.buffers:
                 stacked = {k: torch.stack([c.buffers[k] for c in done]) for k in own.buffers}
                 rows = torch.arange(len(done), device=own.device)
-                own.buffers = rule.aggregate_buffers(own.buffers, stacked, rows)
+                own.buffers = rule.aggregate_buffers_stale(own.buffers, stacked, rows, aux)
         else:
             w_next = w_t
         rule.after_step(w_t, w_next)
@@ -256,13 +304,37 @@ class StaleUpdates:
         own._w = w_next
         self.materialised += 1
         if self._refs.get(self.materialised, 0) > 0:
-            self._kept[self.materialised] = _Version(own._w, own.buffers)
+            self._kept[self.materialised] = self._current(rule)
 
     # ------------------------------------------------------------------ bookkeeping
+    def _current(self, rule: Any) -> _Version:
+        """The materialised version, with the rule's state at it."""
+        own = self.owner
+        return _Version(own._w, own.buffers, rule.version_state(own._w))
+
     def _model(self, version: int) -> _Version:
         if version == self.materialised:
-            return self._kept.get(version) or _Version(self.owner._w, self.owner.buffers)
+            return self._kept.get(version) or self._current(self._rule())
         return self._kept[version]
+
+    def _check_order(self, todo: list[int]) -> None:
+        """For a rule whose uploads carry state from one update of a device to its next: refuse
+        to form an update's upload while an earlier update of its device is neither applied nor
+        dropped (nor formed in the same batch)."""
+        if not getattr(self.owner.rule, "ordered_uploads", False):
+            return
+        batch = set(todo)
+        last: dict[int, int] = {}
+        for k in todo:
+            n = self._pending[k].device
+            last[n] = max(last.get(n, k), k)
+        for k, p in self._pending.items():
+            if k not in batch and p.device in last and k < last[p.device]:
+                raise RuntimeError(
+                    f"update {last[p.device]} of device {p.device} is applied, but the device's "
+                    f"earlier update {k} is neither applied nor dropped: its upload starts from "
+                    "the state that update leaves (announce the earlier update's step, or drop it)"
+                )
 
     def _release(self, p: _Pending) -> None:
         """``p`` no longer needs its version (computed or dropped)."""
@@ -284,6 +356,17 @@ class StaleUpdates:
             raise RuntimeError("materialise the pending steps before saving")
         keys = sorted(self._pending)
         pend = [self._pending[k] for k in keys]
+        rule: Any = self.owner.rule
+        models: dict[str, dict[str, Any]] = {}
+        for v, kept in sorted(self._kept.items()):
+            if v == self.materialised:
+                continue
+            models[str(v)] = {
+                "w": kept.w.cpu().numpy(),
+                "buffers": {k: b.cpu().numpy() for k, b in kept.buffers.items()},
+            }
+            if kept.at is not None:  # the rule's state at the version (none for freezing)
+                models[str(v)]["at"] = rule.version_state_dict(kept.at)
         return {
             "version": self.version,
             "keys": np.array(keys, dtype=np.int64),
@@ -292,14 +375,7 @@ class StaleUpdates:
             "sample_keys": np.array([p.sample_key for p in pend], dtype=np.int64),
             "frames": np.array([p.frame for p in pend], dtype=np.int64),
             "slots": np.array([p.slot for p in pend], dtype=np.int64),
-            "models": {
-                str(v): {
-                    "w": kept.w.cpu().numpy(),
-                    "buffers": {k: b.cpu().numpy() for k, b in kept.buffers.items()},
-                }
-                for v, kept in sorted(self._kept.items())
-                if v != self.materialised
-            },
+            "models": models,
             "views": {str(f): self._views[f].state_dict() for f in sorted({p.frame for p in pend})},
             "computed": self.computed,
             "calls": self.calls,
@@ -312,14 +388,15 @@ class StaleUpdates:
         self.version = self.materialised = int(state["version"])
         self._steps.clear()
         self._computed = {}
-        self._kept = {
-            int(v): _Version(
-                torch.as_tensor(np.asarray(m["w"]), dtype=torch.float32, device=dev),
-                {k: torch.as_tensor(np.asarray(b), device=dev) for k, b in m["buffers"].items()},
-            )
-            for v, m in state["models"].items()
-        }
         rule: Any = self._rule() if len(state["keys"]) else own.rule
+        self._kept = {}
+        for v, m in state["models"].items():
+            w = torch.as_tensor(np.asarray(m["w"]), dtype=torch.float32, device=dev)
+            self._kept[int(v)] = _Version(
+                w,
+                {k: torch.as_tensor(np.asarray(b), device=dev) for k, b in m["buffers"].items()},
+                rule.version_state_from(m["at"], w) if "at" in m else None,
+            )
         self._views = {int(f): rule.view_from_state(v) for f, v in state["views"].items()}
         self._view_frame = None
         self._pending = {}
@@ -340,6 +417,6 @@ class StaleUpdates:
             self._refs[int(v)] += 1
             self._view_refs[int(f)] += 1
         if self._refs.get(self.materialised, 0) > 0:
-            self._kept[self.materialised] = _Version(own._w, own.buffers)
+            self._kept[self.materialised] = self._current(rule)
         self.computed = int(state["computed"])
         self.calls = int(state["calls"])

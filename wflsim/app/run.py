@@ -489,7 +489,8 @@ def partition_system(prep: Prepared, learner: Learner) -> SystemConstants:
 
 def check_stale_rule(scenario: Scenario, rule: str) -> None:
     """A scheme that trains with ``rule`` under stale updates: refused where the learner cannot
-    compute the rule's updates stale (``wflsim.sim.updates.UPDATE_RULES``, ``no_stale_updates``).
+    compute the rule's updates stale (``wflsim.sim.updates.UPDATE_RULES``, ``no_stale_updates``:
+    a rule registered from Python that says so; every built-in rule computes them).
 
     Raises:
         ScenarioError: on ``server.mode``, with the reason.
@@ -501,9 +502,9 @@ def check_stale_rule(scenario: Scenario, rule: str) -> None:
     raise ScenarioError(
         "server.mode",
         f'scheme {scenario.scheme.name!r} trains with update rule {rule!r}, which "{mode}" '
-        f"cannot run yet: {refusal}",
-        'use server.mode = "sync", a scheme with the freezing rule, or learning.enabled = false '
-        "(network only)",
+        f"cannot run: {refusal}",
+        'use server.mode = "sync", a scheme whose update rule computes stale updates (every '
+        "built-in rule does), or learning.enabled = false (network only)",
     )
 
 

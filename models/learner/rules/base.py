@@ -8,7 +8,8 @@ numpy), ``n`` their number.
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from collections.abc import Sequence
+from typing import Any, ClassVar, NamedTuple, Protocol
 
 import numpy as np
 import torch
@@ -88,9 +89,145 @@ class UpdateRule(Protocol):
         ...
 
 
+class FrameView:
+    """A frame's rule state as an update started in that frame needs it when it is computed
+    later (stale updates, ``[server]`` semi_sync / async): replaced, never changed, when the next
+    frame begins, so it stays valid for the updates that hold it. ``at`` is the rule's state at
+    the model version the update downloaded (:meth:`StaleRule.version_state`). The defaults: a
+    device trains everything at the downloaded model, from the downloaded buffers."""
+
+    def local_params(self, w: torch.Tensor, device: int, at: Any = None) -> torch.Tensor:
+        """Device ``device``'s local model ``(D,)`` at the downloaded global model ``w``."""
+        return w
+
+    def frozen(self, device: int, at: Any = None) -> torch.Tensor | None:
+        """Device ``device``'s coordinates not trained and not uploaded ``(D,)`` (None: none)."""
+        return None
+
+    def local_buffers(
+        self, buffers: dict[str, torch.Tensor], device: int, at: Any = None
+    ) -> dict[str, torch.Tensor]:
+        """Device ``device``'s starting BatchNorm statistics (the downloaded ``buffers``)."""
+        return buffers
+
+    def state_dict(self) -> dict[str, Any]:
+        """The view's state (numpy arrays, numbers)."""
+        return {}
+
+
+class StaleUpdate(NamedTuple):
+    """An update as a rule sees it when its upload is formed (stale updates)."""
+
+    key: int  #: the server's handle; a device's updates start in increasing key order
+    device: int
+    sample_key: int  #: its minibatch key (the slot in semi_sync, the device's cycle in async)
+    slot: int  #: the slot it started in
+    view: Any  #: the rule's :class:`FrameView` of the frame it started in
+    at: Any  #: the rule's state at the model version it downloaded
+
+
+class StaleRule(Protocol):
+    """What a rule adds to :class:`UpdateRule` to compute stale updates
+    (``wflsim.models.learner.stale``): each update at the model version, the rule's version
+    state and the frame view it started with, whenever the learner computes it.
+    :class:`PlainRule` gives defaults for all but :meth:`frame_view`, :meth:`view_from_state`
+    and :meth:`aggregate_stale`."""
+
+    #: the frame begun last (None before the first): the key of :meth:`frame_view`
+    frame: int | None
+    #: whether a device's uploads must be formed in the order its updates started (state carried
+    #: from one upload of a device to its next, e.g. Top-K's residual): the learner then refuses
+    #: to form one while an earlier update of the device is neither applied nor dropped
+    ordered_uploads: ClassVar[bool]
+
+    def frame_view(self) -> FrameView:
+        """The current frame's view (what updates starting now need of the frame)."""
+        ...
+
+    def view_from_state(self, state: dict[str, Any]) -> FrameView:
+        """A view saved with :meth:`FrameView.state_dict`."""
+        ...
+
+    def version_state(self, w: torch.Tensor) -> Any:
+        """The rule's state at the materialised model version ``w`` that updates starting on it
+        need (None: nothing), kept with the version while they are not computed."""
+        ...
+
+    def version_state_dict(self, at: Any) -> Any:
+        """:meth:`version_state` for a checkpoint (numpy arrays, numbers, None)."""
+        ...
+
+    def version_state_from(self, state: Any, w: torch.Tensor) -> Any:
+        """The version state of :meth:`version_state_dict`, for the version ``w``."""
+        ...
+
+    def stale_uploads(
+        self, grads: Sequence[torch.Tensor], updates: Sequence[StaleUpdate]
+    ) -> tuple[list[torch.Tensor], list[Any]]:
+        """What the updates send (each ``(D,)``), from their gradients (frozen entries 0), in
+        the order the updates started (increasing ``key``), and one per-update value the server
+        receives with the upload (``aux``, e.g. a quantisation error; None: nothing)."""
+        ...
+
+    def aggregate_stale(
+        self,
+        uploads: torch.Tensor,
+        frozen: torch.Tensor | None,
+        weights: torch.Tensor,
+        aux: Sequence[Any],
+    ) -> torch.Tensor:
+        """The step's gradient estimate ``(D,)`` from its uploads ``(k, D)`` (already scaled by
+        their staleness weights), their ``frozen`` coordinates ``(k, D)`` (None: none), weights
+        ``B`` and their ``aux`` values."""
+        ...
+
+    def aggregate_buffers_stale(
+        self,
+        buffers: dict[str, torch.Tensor],
+        device_buffers: dict[str, torch.Tensor],
+        rows: torch.Tensor,
+        aux: Sequence[Any],
+    ) -> dict[str, torch.Tensor]:
+        """New global buffers from the step's updates' copies (:meth:`UpdateRule.aggregate_buffers`
+        with the updates' ``aux`` values)."""
+        ...
+
+
 class PlainRule:
     """Defaults: no per-slot bookkeeping, no state carried by the global step, no frame state,
-    BatchNorm statistics averaged over the successful devices (integer counters: max)."""
+    BatchNorm statistics averaged over the successful devices (integer counters: max). For stale
+    updates (:class:`StaleRule`): no version state, uploads as computed, buffers averaged as in
+    a synchronous slot."""
+
+    ordered_uploads: ClassVar[bool] = False
+
+    def version_state(self, w: torch.Tensor) -> Any:
+        """No state per model version."""
+        return None
+
+    def version_state_dict(self, at: Any) -> Any:
+        """Nothing to save."""
+        return None
+
+    def version_state_from(self, state: Any, w: torch.Tensor) -> Any:
+        """Nothing to restore."""
+        return None
+
+    def stale_uploads(
+        self, grads: Sequence[torch.Tensor], updates: Sequence[StaleUpdate]
+    ) -> tuple[list[torch.Tensor], list[Any]]:
+        """The gradients as they are; nothing sent with them."""
+        return list(grads), [None] * len(updates)
+
+    def aggregate_buffers_stale(
+        self,
+        buffers: dict[str, torch.Tensor],
+        device_buffers: dict[str, torch.Tensor],
+        rows: torch.Tensor,
+        aux: Sequence[Any],
+    ) -> dict[str, torch.Tensor]:
+        """:meth:`aggregate_buffers` over ``rows``."""
+        return self.aggregate_buffers(buffers, device_buffers, rows)
 
     def settle(self, ok: np.ndarray) -> None:
         """Nothing to do."""

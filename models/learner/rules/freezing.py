@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -18,12 +19,12 @@ import torch
 from wflsim.sim.updates import FreezingInputs, UpdateInputs, expect_inputs
 
 from .. import aggregate
-from .base import AGGREGATIONS, PlainRule, check_counts
+from .base import AGGREGATIONS, FrameView, PlainRule, check_counts
 
 SELECTIONS = ("stability", "random")
 
 
-class FreezingView:
+class FreezingView(FrameView):
     """A frame's freezing state as an update computed later needs it (stale updates,
     :meth:`Freezing.frame_view`): the frame-start model ``w_frame`` ``(D,)`` and the masks
     ``(N, D)`` (None: nothing frozen). Device ``n``'s local model at a version ``w_v`` is
@@ -33,13 +34,13 @@ class FreezingView:
         self.w_frame = w_frame
         self.mask = mask
 
-    def local_params(self, w: torch.Tensor, device: int) -> torch.Tensor:
+    def local_params(self, w: torch.Tensor, device: int, at: Any = None) -> torch.Tensor:
         """Device ``device``'s local model ``(D,)`` at the global model ``w``."""
         if self.mask is None:
             return w
         return torch.where(self.mask[device], self.w_frame, w)
 
-    def frozen(self, device: int) -> torch.Tensor | None:
+    def frozen(self, device: int, at: Any = None) -> torch.Tensor | None:
         """Device ``device``'s mask ``(D,)`` (None: nothing frozen)."""
         return None if self.mask is None else self.mask[device]
 
@@ -193,7 +194,11 @@ class Freezing(PlainRule):
         return FreezingView.from_state(state, self.device)
 
     def aggregate_stale(
-        self, uploads: torch.Tensor, frozen: torch.Tensor | None, weights: torch.Tensor
+        self,
+        uploads: torch.Tensor,
+        frozen: torch.Tensor | None,
+        weights: torch.Tensor,
+        aux: Sequence[Any] = (),
     ) -> torch.Tensor:
         """:meth:`aggregate` of uploads made under their own frames' masks (``frozen``
         ``(k, D)``, None: nothing frozen)."""

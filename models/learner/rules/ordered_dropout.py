@@ -14,6 +14,15 @@ up to a multiple of ``1 / bn_tiers``; a device starts from its tier's statistics
 each tier's statistics become, channel by channel, the mean over the tier's successful devices
 that kept the channel (integer counters: the max). The global model is evaluated at full width
 with the full-width tier's statistics.
+
+Stale updates (``[server]`` semi_sync / async): an update trains the sub-model of the width its
+device had in the frame it started in (the frame's widths are kept, :class:`WidthView`, until
+every update started in that frame is computed or dropped), at the model version it downloaded,
+from its tier's statistics at that version (:meth:`OrderedDropout.version_state`: the tiers as
+they were; a tier that did not exist yet starts from the version's global statistics); the step
+that applies it averages each coordinate over the step's updates whose sub-model holds it, and
+updates each tier from the step's updates of that tier, by their own widths. A tier comes to
+exist when a step first applies an update of it.
 """
 
 from __future__ import annotations
@@ -31,7 +40,48 @@ from wflsim.sim.updates import OrderedDropoutInputs, UpdateInputs, expect_inputs
 
 from ...submodels import flat_width_mask
 from .. import aggregate
-from .base import PlainRule
+from .base import FrameView, PlainRule, StaleUpdate
+
+
+class WidthView(FrameView):
+    """A frame's widths ``(N,)``, for updates computed later (stale updates): device ``n``
+    trains ``w^(v) * m_n`` (its width's mask) from its tier's statistics at the version it
+    downloaded (``at``: the tiers then, :meth:`OrderedDropout.version_state`)."""
+
+    def __init__(self, widths: np.ndarray, rule: OrderedDropout) -> None:
+        self.widths = widths
+        self.rule = rule
+
+    def width(self, device: int) -> float:
+        """Device ``device``'s width in the frame (> 0: a device of width 0 does not train)."""
+        p = float(self.widths[device])
+        if p <= 0:
+            raise ValueError(f"device {device} has width 0 and cannot train")
+        return p
+
+    def local_params(self, w: torch.Tensor, device: int, at: Any = None) -> torch.Tensor:
+        """``w * m_n`` (``w`` at full width)."""
+        p = self.width(device)
+        return w if p >= 1.0 else w * self.rule.width_mask(p)
+
+    def frozen(self, device: int, at: Any = None) -> torch.Tensor | None:
+        """The coordinates outside the sub-model (None at full width)."""
+        p = self.width(device)
+        return None if p >= 1.0 else ~self.rule.width_mask(p)
+
+    def local_buffers(
+        self, buffers: dict[str, torch.Tensor], device: int, at: Any = None
+    ) -> dict[str, torch.Tensor]:
+        """The device's tier's statistics at the downloaded version (the version's global
+        statistics where the tier did not exist yet)."""
+        if not buffers or at is None:
+            return buffers
+        tier: dict[str, torch.Tensor] | None = at.get(self.rule.tier(self.width(device)))
+        return buffers if tier is None else tier
+
+    def state_dict(self) -> dict[str, Any]:
+        """The widths."""
+        return {"width": self.widths.copy()}
 
 
 class OrderedDropout(PlainRule):
@@ -65,6 +115,7 @@ class OrderedDropout(PlainRule):
         self.bn_layers = [
             (layer.name, layer.out_channels) for layer in table if layer.kind == "batchnorm"
         ]
+        self.frame: int | None = None
         self.widths = np.ones(num_devices)
         self.tiers: dict[int, dict[str, torch.Tensor]] = {}
         self._masks_by_width: dict[float, torch.Tensor] = {}
@@ -90,7 +141,8 @@ class OrderedDropout(PlainRule):
         widths = np.asarray(expect_inputs(update, OrderedDropoutInputs).width, dtype=np.float64)
         if widths.shape != (self.num_devices,) or not np.all((widths >= 0) & (widths <= 1)):
             raise ValueError(f"width must be ({self.num_devices},) values in [0, 1]")
-        self.widths = widths
+        self.widths = widths.copy()
+        self.frame = int(frame)
 
     def local_params(self, w: torch.Tensor, ids: np.ndarray) -> torch.Tensor:
         """``w * m_n`` per device (``w`` when every device of ``ids`` runs at full width)."""
@@ -156,7 +208,16 @@ class OrderedDropout(PlainRule):
         if not device_buffers:
             return buffers
         ids = self._ids[rows.cpu().numpy()]
-        widths = self.widths[ids]
+        return self._update_tiers(buffers, device_buffers, rows, self.widths[ids])
+
+    def _update_tiers(
+        self,
+        buffers: dict[str, torch.Tensor],
+        device_buffers: dict[str, torch.Tensor],
+        rows: torch.Tensor,
+        widths: np.ndarray,
+    ) -> dict[str, torch.Tensor]:
+        """:meth:`aggregate_buffers` for the rows ``rows`` of widths ``widths``."""
         tiers = np.array([self.tier(p) for p in widths])
         for t in np.unique(tiers):
             sel = np.flatnonzero(tiers == t)
@@ -181,6 +242,64 @@ class OrderedDropout(PlainRule):
                     tb[key] = device_buffers[key][sel_rows].max(dim=0).values
         full = self.tiers.get(self.bn_tiers)
         return dict(buffers) if full is None else {k: v.clone() for k, v in full.items()}
+
+    # ------------------------------------------------------------------ stale updates
+    def frame_view(self) -> WidthView:
+        """The frame's widths (replaced, never changed, at the next frame start)."""
+        return WidthView(self.widths, self)
+
+    def view_from_state(self, state: dict[str, Any]) -> WidthView:
+        """The view of :meth:`WidthView.state_dict`."""
+        return WidthView(np.asarray(state["width"], dtype=np.float64), self)
+
+    def version_state(self, w: torch.Tensor) -> dict[int, dict[str, torch.Tensor]]:
+        """The tiers' statistics now (a shallow copy: a step replaces a tier's tensors, never
+        changes them)."""
+        return {t: dict(bufs) for t, bufs in self.tiers.items()}
+
+    def version_state_dict(self, at: Any) -> dict[str, Any]:
+        """The tiers of a version (numpy)."""
+        return {str(t): {k: v.cpu().numpy() for k, v in bufs.items()} for t, bufs in at.items()}
+
+    def version_state_from(self, state: Any, w: torch.Tensor) -> dict[int, dict[str, Any]]:
+        """The tiers of :meth:`version_state_dict`."""
+        return {
+            int(t): {k: torch.as_tensor(np.asarray(v), device=self.device) for k, v in b.items()}
+            for t, b in (state or {}).items()
+        }
+
+    def stale_uploads(
+        self, grads: Sequence[torch.Tensor], updates: Sequence[StaleUpdate]
+    ) -> tuple[list[torch.Tensor], list[Any]]:
+        """The gradients on the sub-models' coordinates (masked already); each update's width
+        goes with it (the step's nested averaging and tiers)."""
+        return list(grads), [float(u.view.widths[u.device]) for u in updates]
+
+    def aggregate_stale(
+        self,
+        uploads: torch.Tensor,
+        frozen: torch.Tensor | None,
+        weights: torch.Tensor,
+        aux: Sequence[Any],
+    ) -> torch.Tensor:
+        """Each coordinate averaged over the step's updates whose sub-model holds it
+        (``frozen``: the coordinates outside each update's sub-model; None: all at full width)."""
+        if frozen is None:
+            return aggregate.weighted_mean(uploads, weights)
+        return aggregate.per_coordinate_mean(uploads, weights, ~frozen)
+
+    def aggregate_buffers_stale(
+        self,
+        buffers: dict[str, torch.Tensor],
+        device_buffers: dict[str, torch.Tensor],
+        rows: torch.Tensor,
+        aux: Sequence[Any],
+    ) -> dict[str, torch.Tensor]:
+        """:meth:`aggregate_buffers` with each update's own width (``aux``)."""
+        if not device_buffers:
+            return buffers
+        widths = np.array([float(aux[int(r)]) for r in rows.cpu().numpy()], dtype=np.float64)
+        return self._update_tiers(buffers, device_buffers, rows, widths)
 
     # ------------------------------------------------------------------ state
     def state_dict(self) -> dict[str, Any]:

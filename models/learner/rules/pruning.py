@@ -13,10 +13,20 @@ keeps exactly ``kept_n`` parameters and the trace's payload is what was trained.
 Aggregation: ``"zeros"`` (pruned coordinates count as 0, eq. 3) or ``"per_coordinate"`` (each
 coordinate averaged over the devices that kept it). A coordinate that no device keeps gets no
 gradient; its importance stays 0 until the ranking moves: the method's own behaviour.
+
+Stale updates (``[server]`` semi_sync / async): the importance is what the device downloaded,
+``(g^(v) w^(v))^2`` with ``w^(v)`` the model version ``v`` of its update and ``g^(v)`` the
+aggregated gradient of the last server step with updates that made a version at or before ``v``
+(the gradient broadcast with that version; a step without updates leaves it, as a synchronous
+slot without arrivals does); ``kept_n`` is that of the frame the update started in. The mask is a
+function of the version and the frame alone: no device's gradient need be computed for it, and
+the learner's batching order cannot change it (:class:`PruningAt` keeps ``g^(v)`` with each
+version that updates not yet computed started on).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -25,7 +35,7 @@ import torch
 from wflsim.sim.updates import PruningInputs, UpdateInputs, expect_inputs
 
 from .. import aggregate
-from .base import PlainRule, check_counts
+from .base import FrameView, PlainRule, check_counts
 
 PRUNING_AGGREGATIONS = ("zeros", "per_coordinate")
 
@@ -38,6 +48,51 @@ def importance_ranks(w: torch.Tensor, g: torch.Tensor | None) -> torch.Tensor:
     ranks = torch.empty_like(order)
     ranks[order] = torch.arange(order.shape[0], device=order.device)
     return ranks
+
+
+class PruningAt:
+    """The importance a device downloads with model version ``w`` ``(D,)``: ``g`` the aggregated
+    gradient broadcast with it (None before the first step with updates); the ranks are computed
+    once, when an update first needs them."""
+
+    def __init__(self, w: torch.Tensor, g: torch.Tensor | None) -> None:
+        self.w = w
+        self.g = g
+        self._ranks: torch.Tensor | None = None
+
+    def ranks(self) -> torch.Tensor:
+        """:func:`importance_ranks` of the version."""
+        if self._ranks is None:
+            self._ranks = importance_ranks(self.w, self.g)
+        return self._ranks
+
+    def kept_mask(self, kept: int) -> torch.Tensor:
+        """``(D,)`` bool: the ``kept`` most important parameters."""
+        return self.ranks() < int(kept)
+
+
+class PruningView(FrameView):
+    """A frame's kept counts ``(N,)``, for updates computed later (stale updates): device ``n``
+    trains ``w^(v) * m_n`` and uploads its gradient on ``m_n``, the ``kept_n`` most important
+    parameters of the version it downloaded (``at``: :class:`PruningAt`)."""
+
+    def __init__(self, kept: np.ndarray, num_params: int) -> None:
+        self.kept = kept
+        self.num_params = num_params
+
+    def local_params(self, w: torch.Tensor, device: int, at: Any = None) -> torch.Tensor:
+        """The pruned model ``w * m_n`` (``w`` when nothing is pruned)."""
+        k = int(self.kept[device])
+        return w if k >= self.num_params else w * at.kept_mask(k)
+
+    def frozen(self, device: int, at: Any = None) -> torch.Tensor | None:
+        """The pruned coordinates (None: nothing pruned)."""
+        k = int(self.kept[device])
+        return None if k >= self.num_params else ~at.kept_mask(k)
+
+    def state_dict(self) -> dict[str, Any]:
+        """The kept counts."""
+        return {"kept": self.kept.copy()}
 
 
 class ImportancePruning(PlainRule):
@@ -55,6 +110,7 @@ class ImportancePruning(PlainRule):
         self.num_params = num_params
         self.device = device
         self.aggregation = aggregation
+        self.frame: int | None = None
         self.kept = np.full(num_devices, num_params, dtype=np.int64)
         self.g_prev: torch.Tensor | None = None
         self._ids = np.empty(0, dtype=np.int64)
@@ -65,6 +121,7 @@ class ImportancePruning(PlainRule):
         self.kept = check_counts(
             "kept", expect_inputs(update, PruningInputs).kept, self.num_devices, self.num_params
         )
+        self.frame = int(frame)
 
     def masks_for(self, w: torch.Tensor, ids: np.ndarray) -> torch.Tensor | None:
         """``(n, D)`` bool masks of the kept parameters of ``ids`` (None: nothing pruned)."""
@@ -111,6 +168,49 @@ class ImportancePruning(PlainRule):
         self._masks = None
         self._ids = np.empty(0, dtype=np.int64)
 
+    # ------------------------------------------------------------------ stale updates
+    def frame_view(self) -> PruningView:
+        """The frame's kept counts (replaced, never changed, at the next frame start)."""
+        return PruningView(self.kept, self.num_params)
+
+    def view_from_state(self, state: dict[str, Any]) -> PruningView:
+        """The view of :meth:`PruningView.state_dict`."""
+        return PruningView(np.asarray(state["kept"], dtype=np.int64), self.num_params)
+
+    def version_state(self, w: torch.Tensor) -> PruningAt:
+        """The importance of the materialised version ``w``: with the last aggregated gradient
+        (replaced, never changed, by the next step with updates)."""
+        return PruningAt(w, self.g_prev)
+
+    def version_state_dict(self, at: Any) -> dict[str, Any]:
+        """The version's aggregated gradient (None before the first)."""
+        return {"g": None if at.g is None else at.g.cpu().numpy()}
+
+    def version_state_from(self, state: Any, w: torch.Tensor) -> PruningAt:
+        """The :class:`PruningAt` of :meth:`version_state_dict` for the version ``w``."""
+        g = state["g"]
+        return PruningAt(
+            w, None if g is None else torch.as_tensor(np.asarray(g, np.float32), device=w.device)
+        )
+
+    def aggregate_stale(
+        self,
+        uploads: torch.Tensor,
+        frozen: torch.Tensor | None,
+        weights: torch.Tensor,
+        aux: Sequence[Any],
+    ) -> torch.Tensor:
+        """:meth:`aggregate` of uploads pruned by their own versions' masks (``frozen``
+        ``(k, D)``: the pruned coordinates); remembers the result as ``g``, the importance of the
+        version the step makes."""
+        if self.aggregation == "per_coordinate" and frozen is not None:
+            g = aggregate.per_coordinate_mean(uploads, weights, ~frozen)
+        else:
+            g = aggregate.weighted_mean(uploads, weights)
+        self.g_prev = g.detach().clone()
+        return g
+
+    # ------------------------------------------------------------------ state
     def state_dict(self) -> dict[str, Any]:
         """The last aggregated global gradient (None before the first)."""
         return {"g_prev": None if self.g_prev is None else self.g_prev.cpu().numpy()}

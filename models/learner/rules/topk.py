@@ -11,10 +11,22 @@ computed). The server averages the arrived uploads weighted by ``B_n`` (eq. 3).
 The residual is kept in gradient units, as the authors do: the learning rate is applied after
 aggregation, so under a decaying learning rate (the CIFAR-10 setting) a residual built up at an
 earlier rate is applied at the current one.
+
+Stale updates (``[server]`` semi_sync / async): the residual is the device's own and moves with
+its uploads in the order its updates started. An update's gradient is computed at the model
+version it downloaded, with ``K_n`` of the frame it started in, and its upload is formed from the
+residual its device's previous update left (:meth:`TopKResidual.stale_uploads`), whatever order
+the learner computes updates in (it forms a device's uploads in start order and refuses to form
+one while an earlier update of the device is neither applied nor dropped). An update that is
+dropped (the device went offline) or discarded as too stale is never computed and leaves the
+residual as it was: the device's next update starts from the residual before the lost one. Mass
+conservation then reads: (sum of the uploads formed) + (sum of the residuals) = (sum of the
+gradients computed).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -23,7 +35,7 @@ import torch
 from wflsim.sim.updates import TopKInputs, UpdateInputs, expect_inputs
 
 from .. import aggregate
-from .base import PlainRule, check_counts
+from .base import FrameView, PlainRule, StaleUpdate, check_counts
 
 
 def top_k_mask(values: torch.Tensor, k: int) -> torch.Tensor:
@@ -44,16 +56,31 @@ def top_k_mask(values: torch.Tensor, k: int) -> torch.Tensor:
     return mask
 
 
+class TopKView(FrameView):
+    """A frame's ``K`` per device ``(N,)``, for updates computed later (stale updates)."""
+
+    def __init__(self, k: np.ndarray) -> None:
+        self.k = k
+
+    def state_dict(self) -> dict[str, Any]:
+        """``K`` per device."""
+        return {"k": self.k.copy()}
+
+
 class TopKResidual(PlainRule):
     """Top-K with error accumulation (see the module docstring).
 
     Frame input ``{"k": (N,) int64}`` in ``[0, D]``. State: ``residual`` ``(N, D)`` float32.
     """
 
+    #: a device's residual moves from one of its uploads to the next (stale updates)
+    ordered_uploads = True
+
     def __init__(self, num_devices: int, num_params: int, device: torch.device) -> None:
         self.num_devices = num_devices
         self.num_params = num_params
         self.device = device
+        self.frame: int | None = None
         self.k = np.zeros(num_devices, dtype=np.int64)
         self.residual = torch.zeros(num_devices, num_params, device=device)
         self._pending: tuple[np.ndarray, torch.Tensor] | None = None
@@ -63,6 +90,7 @@ class TopKResidual(PlainRule):
         self.k = check_counts(
             "k", expect_inputs(update, TopKInputs).k, self.num_devices, self.num_params
         )
+        self.frame = int(frame)
 
     def local_params(self, w: torch.Tensor, ids: np.ndarray) -> torch.Tensor:
         """Full compute at the global model."""
@@ -97,6 +125,41 @@ class TopKResidual(PlainRule):
             rows = torch.as_tensor(ids[lost], device=self.device)
             self.residual[rows] += sent[torch.as_tensor(lost, device=self.device)]
 
+    # ------------------------------------------------------------------ stale updates
+    def frame_view(self) -> TopKView:
+        """The frame's ``K`` (replaced, never changed, at the next frame start)."""
+        return TopKView(self.k)
+
+    def view_from_state(self, state: dict[str, Any]) -> TopKView:
+        """The view of :meth:`TopKView.state_dict`."""
+        return TopKView(np.asarray(state["k"], dtype=np.int64))
+
+    def stale_uploads(
+        self, grads: Sequence[torch.Tensor], updates: Sequence[StaleUpdate]
+    ) -> tuple[list[torch.Tensor], list[Any]]:
+        """In start order: ``acc = r_n + g``, send its top ``K_n`` (of the update's frame), keep
+        the rest as device ``n``'s residual (the module docstring)."""
+        out = []
+        for g, u in zip(grads, updates, strict=True):
+            n = u.device
+            acc = self.residual[n] + g
+            mask = top_k_mask(acc, int(u.view.k[n]))
+            sent = torch.where(mask, acc, 0.0)
+            self.residual[n] = acc - sent
+            out.append(sent)
+        return out, [None] * len(out)
+
+    def aggregate_stale(
+        self,
+        uploads: torch.Tensor,
+        frozen: torch.Tensor | None,
+        weights: torch.Tensor,
+        aux: Sequence[Any],
+    ) -> torch.Tensor:
+        """Eq. 3 over the step's sparse uploads."""
+        return aggregate.weighted_mean(uploads, weights)
+
+    # ------------------------------------------------------------------ state
     def state_dict(self) -> dict[str, Any]:
         """The residuals ``(N, D)`` (float32)."""
         if self._pending is not None:
