@@ -13,6 +13,10 @@ discrete-event co-simulator needs two more things, which :class:`Clock` adds, as
   the server, devices starting again (by device); then SimPy's own events (process steps,
   timeouts: those of the slot kernels and of a shared uplink) in their order.
 
+A shared uplink under stale updates schedules its completions as SimPy timeouts; a resumed run
+puts the one pending at the checkpoint back at its absolute time among SimPy's own events
+(:meth:`Clock.timeout_at`), so it fires when and in the order the uninterrupted run's did.
+
 This module is the only code that touches SimPy's event queue; ``tests/test_clock.py`` pins
 what it relies on: the queue is a heap of ``(time, priority, id, event)`` entries (ids from the
 counter ``_eid``), and an event is triggered by setting ``_ok`` and ``_value`` (as
@@ -30,6 +34,8 @@ import simpy
 
 #: the device ranks an order reserves: more than any run's devices (``MAX_DEVICES``)
 _RANKS = 1 << 32
+#: the last rank of an order: after every device's event of that order at one instant
+LAST_RANK = _RANKS - 1
 
 
 class Order(IntEnum):
@@ -78,4 +84,26 @@ class Clock(simpy.Environment):
             ev.callbacks.append(callback)
         queue: list[Any] = self._queue
         heapq.heappush(queue, (time_s, priority(order, rank), next(self._eid), ev))
+        return ev
+
+    def timeout_at(
+        self, time_s: float, callback: Callable[[simpy.Event], None] | None = None
+    ) -> simpy.Event:
+        """A triggered event processed at the absolute time ``time_s`` (s, ``>= now``) among
+        SimPy's own events at that instant (priority ``NORMAL``, in the order of scheduling):
+        the heap entry ``env.timeout(delay)`` made when ``now + delay`` was ``time_s``, without
+        the rounding of ``now + (time_s - now)``. ``callback`` runs when it is processed.
+
+        Raises:
+            RuntimeError: ``time_s`` is in the past.
+        """
+        if time_s < self._now:
+            raise RuntimeError(f"event at {time_s} s scheduled at {self._now} s")
+        ev = simpy.Event(self)
+        ev._ok = True
+        ev._value = None
+        if callback is not None:
+            ev.callbacks.append(callback)
+        queue: list[Any] = self._queue
+        heapq.heappush(queue, (time_s, simpy.events.NORMAL, next(self._eid), ev))
         return ev

@@ -178,7 +178,8 @@ def composed(server: str, uplink: str, churn: bool, training: bool) -> dict[str,
 
 
 #: The composition runs (server mode, uplink, churn, training): recorded before the server seam
-#: was built, so that every server mode keeps its trace through refactors.
+#: was built, so that every server mode keeps its trace through refactors; the last two (a shared
+#: uplink under stale updates) when stale servers learned to share the band.
 COMPOSED = (
     ("sync", "ofdma", True, False),
     ("sync", "tdma", False, False),
@@ -187,6 +188,8 @@ COMPOSED = (
     ("semi_sync", "dedicated", False, False),
     ("async", "dedicated", True, True),
     ("async", "dedicated", True, False),
+    ("async", "ofdma", True, False),
+    ("semi_sync", "tdma", False, False),
 )
 
 

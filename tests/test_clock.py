@@ -106,3 +106,21 @@ def test_rank_outside_the_range_is_refused():
 def test_priority_orders_lexicographically_by_order_then_rank(a, b):
     """priority(order, rank) sorts as the pair (order, rank)."""
     assert (priority(*a) < priority(*b)) == (a < b)
+
+
+def test_timeout_at_is_the_timeout_scheduled_when_now_plus_delay_was_its_time():
+    """timeout_at(t) goes among SimPy's own events at t, in scheduling order, after the clock's."""
+    clock = Clock(initial_time=0.3)
+    seen: list[tuple[str, float]] = []
+
+    def log(name: str):
+        return lambda _e: seen.append((name, clock.now))
+
+    clock.timeout(0.6).callbacks.append(log("timeout"))
+    clock.timeout_at(0.3 + 0.6, log("timeout_at"))
+    clock.at(0.3 + 0.6, Order.RESTART, 0, log("restart"))
+    clock.run()
+    t = 0.3 + 0.6  # 0.8999999999999999: where SimPy puts now + delay
+    assert seen == [("restart", t), ("timeout", t), ("timeout_at", t)]
+    with pytest.raises(RuntimeError, match="scheduled at"):
+        clock.timeout_at(0.5)

@@ -1,9 +1,9 @@
 """The combination matrix: server mode x uplink x availability x scheme x training x trace level.
 
 Each cell is a small scenario that either runs to its end or is refused, before anything runs,
-with a one-line :class:`~wflsim.sim.errors.ScenarioError` that names the field. The refusals
-that remain are listed in :data:`REFUSED` with the reason they give; a cell refused for anything
-else, or a listed cell that runs, fails its test (so the table stays the truth).
+with a one-line :class:`~wflsim.sim.errors.ScenarioError` that names the field. A refusal must be
+listed in :data:`REFUSED` (empty today: every cell runs); a cell refused for anything else, or a
+listed cell that runs, fails its test (so the table stays the truth).
 
 The default run covers all 720 cells (360 network only, 360 with training on the digits MLP; about
 40 s on 2 cores). ``python tests/test_matrix.py`` prints the whole matrix: how many cells run, how
@@ -65,19 +65,16 @@ def scenario(
     return data
 
 
+#: What the matrix refuses, by (server, uplink, churn, scheme, training, level) -> the field
+#: (none today: every combination runs)
+REFUSED: dict[tuple[Any, ...], str] = {}
+
+
 def expected_refusal(
     server: str, uplink: str, churn: bool, scheme: str, training: bool, level: str
 ) -> str | None:
-    """The field a cell is refused on today (None: it runs)."""
-    if server != "sync" and uplink != "dedicated":
-        return "uplink.mode"
-    return None
-
-
-#: What the matrix still refuses, and why (the message's reason, abridged)
-REFUSED = {
-    "uplink.mode": "a shared uplink under stale updates is not simulated yet",
-}
+    """The field a cell is refused on (None: it runs)."""
+    return REFUSED.get((server, uplink, churn, scheme, training, level))
 
 
 def cells(training: bool) -> list[tuple[Any, ...]]:

@@ -253,23 +253,7 @@ def validate_scenario(data: Mapping[str, Any]) -> Scenario:
     _check_mobility_work(scenario)
     _check_uplink(scenario)
     _check_availability(scenario)
-    _check_server(scenario)
     return scenario
-
-
-def _check_server(scenario: Scenario) -> None:
-    """Stale updates (``server.mode`` ``semi_sync`` or ``async``) need uploads whose times are
-    known when they start: a dedicated band."""
-    mode = scenario.server.mode
-    if mode == "sync":
-        return
-    if scenario.uplink.mode != "dedicated":
-        raise ScenarioError(
-            "uplink.mode",
-            f'a shared uplink ("{scenario.uplink.mode}") under server.mode = "{mode}" is not '
-            "simulated: uploads that span slots would share the band across slots",
-            'use uplink.mode = "dedicated", or server.mode = "sync"',
-        )
 
 
 def _check_uplink(scenario: Scenario) -> None:

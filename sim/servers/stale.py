@@ -14,7 +14,8 @@ intervals of virtual time, the controller's decision epochs:
   every idle device that is online and that the plan lets take part starts an **upload
   cycle**: it downloads the current model version ``v``, computes for ``tau_cmp`` (slowed under
   ``[compute] jitter``) and uploads at the planned power on the slot's channel (block fading:
-  the gain of the slot in which the cycle starts holds for the whole upload; a dedicated band);
+  the gain of the slot in which the cycle starts holds for the whole upload), on its own band
+  or on a shared one (below);
 * at a **slot end**: each device's energy-deficit queue takes the energy of the cycles that
   ended in the slot (``Q <- max(Q + E - E_bar, 0)``, the paper's per-slot update with the
   frame's prices), the ``energy`` rows, the scheme's ``observe``, an evaluation every
@@ -41,6 +42,36 @@ deadline test: in lockstep every device then waits for the server's step, whatev
 arithmetic rounded. So a resumed run replays the uninterrupted one to the bit: the cycles in flight,
 the buffer and the model versions they reference are part of the state (:meth:`state_dict`).
 
+**A shared uplink** (``[uplink] mode = "ofdma" | "tdma"``, :mod:`wflsim.sim.world.uplink`,
+opened for the whole run: :meth:`SharedUplink.open_run`). A cycle's end is no longer known when
+it starts: its compute end is scheduled as above; there its upload joins the uplink with the
+power, gain, payload and whole-band time planned in the slot the cycle started in, and keeps its
+share of the band (OFDMA: ``W / k`` with ``k`` uploads in flight; TDMA: its turn in the queue,
+``edf`` keyed by the cycle's start plus ``tau_0``) across slot boundaries; rates are recomputed
+at every start, end and withdrawal, as in a synchronous slot. No deadline cuts an upload. The
+uplink reports the upload's end (:meth:`_arrived`), at which the cycle ends as on a dedicated
+band. A device that goes offline at ``b`` is dropped by an event at ``b`` (one timer per device
+and offline time): while computing as on a dedicated band, while its upload waits or is in
+flight by withdrawing it from the uplink (the time it transmitted is charged; the others' rates
+change with it). Upload energy is ``p`` times the time actually transmitted (a TDMA upload
+waiting for its turn spends none). The uplink's state (the uploads in it, their bits left, the
+pending completion) is part of :meth:`state_dict` and goes back on the clock in :meth:`resume`.
+
+The order at one instant with a shared uplink: the uplink's completions are SimPy timeouts, so
+they come **after** every event the clock schedules at that instant (availability changes,
+device events -- compute ends, which join the uplink, drops, which withdraw from it -- the slot
+boundary, restarts). So an upload that joins at ``t`` is in the band (TDMA: in the queue) when
+another ends at ``t``; a device that goes offline at ``t`` when its upload ends at ``t`` has
+arrived (the uplink finds its bits sent); in ``async`` a device whose upload ends at ``t``
+starts again at ``t`` (a restart scheduled at ``now`` goes before SimPy's other events at
+``t``). The tolerance rule holds as on a dedicated band, with one more step because the
+boundary comes before the completions: an upload that ends within ``tau_0 * DEADLINE_REL_TOL``
+before a slot's end lands on it (an event at the boundary, before the server's); one whose end
+at its current rate is at or within the tolerance after the boundary is ended by the boundary
+itself, before the slot closes (:meth:`SharedUplink.settle`). So no completion fires at a slot
+boundary, and at a checkpoint the one SimPy event that matters is the uplink's next completion,
+after the cut (:meth:`wflsim.sim.clock.Clock.timeout_at` puts it back at its absolute time).
+
 The learner computes an update's gradient only when the server applies it, at the model version
 and frame state the device downloaded (:class:`wflsim.sim.learner.VersionedLearner`); an update that is
 never applied (dropped, too stale, in flight or in the buffer at the run's end) is never computed.
@@ -56,7 +87,7 @@ import numpy as np
 import simpy
 
 from .. import slot as slots
-from ..clock import Order
+from ..clock import LAST_RANK, Order
 from ..errors import RunDiverged
 from ..learner import VersionedLearner
 from ..slot import DEADLINE_REL_TOL, SlotOutcome, SlotUploads
@@ -64,10 +95,12 @@ from ..stats import RunStats
 from ..trace import event_code
 from ..world import physics
 from ..world.availability import Changes
+from ..world.uplink import SharedUplink, build_uplink
 from .base import Host, Server, SlotEnd, SlotInProgress, SlotPlanning, SlotPlay
 from .config import ServerConfig
 
 _ONLINE, _OFFLINE = event_code("online"), event_code("offline")
+_U_START, _U_END = event_code("upload_start"), event_code("upload_end")
 
 
 @dataclass
@@ -81,7 +114,8 @@ class Cycle:
     slot: int  #: the slot in which the cycle started
     start_s: float
     compute_end_s: float  #: the compute's end (or the drop, if that comes first)
-    end_s: float  #: the arrival (or the drop)
+    #: the arrival (or the drop); on a shared uplink ``inf`` until the uplink reports the end
+    end_s: float
     dropped: bool  #: the device goes offline before its upload arrives
     tx_power_w: float
     compute_s: float  #: time computed (until the drop, if dropped while computing)
@@ -91,6 +125,16 @@ class Cycle:
     uploading: bool = False  #: the compute has ended (its rows are logged)
     #: never to be applied (too stale already, or dropped): the learner holds nothing for it
     discarded: bool = False
+    #: what its upload brings to a shared uplink, planned in the slot it started in (block
+    #: fading: that slot's gain holds for the whole upload)
+    channel_gain: float = float("nan")
+    payload_bits: float = float("nan")  #: bits
+    upload_full_s: float = float("nan")  #: alone on the whole band W, s
+    #: when the device goes offline (absolute, s; ``inf``: not while the slot's plan holds)
+    offline_s: float = float("inf")
+    #: its upload ended in the shared uplink a rounding step before a slot's end (``end_s``),
+    #: where it arrives (never across a checkpoint: the slot's end comes first)
+    landing: bool = False
 
     @property
     def energy_j(self) -> float:
@@ -214,7 +258,7 @@ class StaleServer(Server):
 
     Raises:
         ValueError: ``config.mode = "sync"`` (:class:`~wflsim.sim.servers.synchronous.SyncServer`
-            runs it); when bound, a shared uplink or a learner that keeps no model versions.
+            runs it); when bound, a learner that keeps no model versions.
     """
 
     modes = ("semi_sync", "async")
@@ -243,12 +287,16 @@ class StaleServer(Server):
         #: device_slots level: where the slot's rows go and their decision columns
         self._fold: tuple[int, dict[str, Any]] | None = None
         self._tally = _Tally(0)
+        # a shared uplink (None: dedicated bands), its state to put back on the next run's
+        # clock, and per device the time of its pending drop timer (NaN: none)
+        self._uplink: SharedUplink | None = None
+        self._uplink_state: dict[str, Any] | None = None
+        self._drop_timer_s = np.zeros(0)
 
     def bind(self, engine: Host) -> None:
-        """Check the engine's uplink and learner; size the per-device state."""
+        """Check the engine's learner; size the per-device state; build the shared uplink of
+        the engine's ``[uplink]`` (if not dedicated)."""
         mode = self.config.mode
-        if engine.config.uplink.shared:
-            raise ValueError(f"server.mode {mode!r} needs a dedicated uplink")
         if not isinstance(engine.learner, VersionedLearner):
             raise ValueError(
                 f"server.mode {mode!r} needs a learner that keeps model versions "
@@ -259,6 +307,8 @@ class StaleServer(Server):
         n = engine.num_devices
         self._cycles_started = np.zeros(n, dtype=np.int64)
         self._tally = _Tally(n)
+        self._uplink = build_uplink(engine.config.uplink, engine.system, _U_START, _U_END)
+        self._drop_timer_s = np.full(n, np.nan)
 
     def new_stats(self, num_devices: int) -> AsyncStats:
         """:class:`AsyncStats`: the run's totals with the server's counts."""
@@ -278,8 +328,37 @@ class StaleServer(Server):
 
     # ------------------------------------------------------------------ the clock
 
+    def start_run(self, env: simpy.Environment) -> None:
+        """A shared uplink opens on the run's fresh clock (its uploads in flight, from a
+        checkpoint or from the run these objects played before, go back in :meth:`resume`)."""
+        link = self._uplink
+        if link is None:
+            return
+        if self._uplink_state is None and link.env is not None:
+            self._uplink_state = link.state_dict()  # the same objects go on
+        link.open_run(
+            env,
+            num_devices=self.host.num_devices,
+            log=self._uplink_log,
+            on_end=self._arrived,
+            later=self._after_device_events,
+        )
+
+    def _after_device_events(self, f: Callable[[], None]) -> None:
+        """Call ``f`` now, after the clock's device events of this instant (before the slot
+        boundary): a TDMA band freed or found free at a compute end or a drop goes to the
+        queue's first once every upload of the instant has joined."""
+        self.host.clock.at(self.host.clock.now, Order.DEVICE, LAST_RANK, lambda _e: f())
+
     def resume(self) -> None:
-        """The cycles in flight at the boundary the run continues from, back on the clock."""
+        """The cycles in flight at the boundary the run continues from, back on the clock (with
+        a shared uplink: its uploads, bits left and pending completion too)."""
+        link = self._uplink
+        if link is not None:
+            self._drop_timer_s[:] = np.nan
+            if self._uplink_state is not None:
+                link.load_state_dict(self._uplink_state, self.host.clock.timeout_at)
+                self._uplink_state = None
         for c in sorted(self._cycles.values(), key=lambda c: c.device):
             self._schedule(c)
 
@@ -287,7 +366,13 @@ class StaleServer(Server):
         """Slot ``t``: its plan and the cycles it starts, then, at ``(t + 1) tau_0``, its end;
         the cycles play out on the clock meanwhile."""
         self._slot_open(k, t)
-        yield self.host.clock.at((t + 1) * self.host.system.deadline_s, Order.SERVER)
+        tau_0 = self.host.system.deadline_s
+        end_s = (t + 1) * tau_0
+        yield self.host.clock.at(end_s, Order.SERVER)
+        if self._uplink is not None:
+            # uploads that end within the timing rule's tolerance after the boundary (or on it:
+            # their completions would come after the clock's events) arrive at it
+            self._uplink.settle(end_s + DEADLINE_REL_TOL * tau_0)
         return self._slot_close(k, t)
 
     # ------------------------------------------------------------------ slots
@@ -486,16 +571,21 @@ class StaleServer(Server):
         upload_full = float(up.upload_full_s[n])
         p = float(up.tx_power_w[n])
         compute_end = now + need_s
-        end = compute_end + upload_full
-        end = on_boundary_s(end, eng.system.deadline_s, now)
-        compute_end = min(compute_end, end)
         off = np.inf if sl.online_until_s is None else float(sl.online_until_s[n])
-        dropped = off < end
-        computed, transmitted = need_s, upload_full
+        if self._uplink is None:  # a dedicated band: the whole cycle is known now
+            end = compute_end + upload_full
+            end = on_boundary_s(end, eng.system.deadline_s, now)
+            compute_end = min(compute_end, end)
+            dropped = off < end
+            computed, transmitted = need_s, upload_full
+        else:  # a shared uplink reports the upload's end; only a drop while computing is known
+            dropped = off <= compute_end
+            end = off if dropped else np.inf
+            computed, transmitted = need_s, 0.0
         if dropped:
             end = off
             computed = min(need_s, off - now)
-            transmitted = max(off - now - need_s, 0.0)
+            transmitted = max(off - now - need_s, 0.0) if self._uplink is None else 0.0
             compute_end = min(compute_end, end)
             if computed < need_s:
                 energy_c = energy_c * (computed / need_s)
@@ -514,6 +604,10 @@ class StaleServer(Server):
             upload_s=transmitted,
             energy_compute_j=energy_c,
             energy_upload_j=float(physics.upload_energy_j(p, transmitted)),
+            channel_gain=float(up.channel_gain[n]),
+            payload_bits=float(up.payload_bits[n]),
+            upload_full_s=upload_full,
+            offline_s=off,
         )
         self._next_key += 1
         if dropped:  # known now: it will never be applied, the learner need not keep anything
@@ -526,11 +620,25 @@ class StaleServer(Server):
         self._schedule(cycle)
 
     def _schedule(self, c: Cycle) -> None:
-        """The cycle's events: its compute's end (unless passed or dropped first), its end."""
+        """The cycle's events: its compute's end (unless passed or dropped first), its end when
+        known (a dedicated band; a drop while computing; an arrival landing on a slot's end),
+        else (a shared uplink reports the end) the drop when its device goes offline."""
         n = c.device
+        clock = self.host.clock
         if not c.uploading and c.compute_end_s < c.end_s:
-            self.host.clock.at(c.compute_end_s, Order.DEVICE, n, lambda _e: self._computed(c))
-        self.host.clock.at(c.end_s, Order.DEVICE, n, lambda _e: self._ended(c))
+            clock.at(c.compute_end_s, Order.DEVICE, n, lambda _e: self._computed(c))
+        if np.isfinite(c.end_s):
+            clock.at(c.end_s, Order.DEVICE, n, lambda _e: self._end_event(c))
+        elif np.isfinite(c.offline_s) and self._drop_timer_s[n] != c.offline_s:
+            # one timer per device and offline time: a later cycle in the same online period
+            # uses the one pending
+            self._drop_timer_s[n] = at = c.offline_s
+            clock.at(at, Order.DEVICE, n, lambda _e: self._offline(n, at))
+
+    def _end_event(self, c: Cycle) -> None:
+        """The cycle's end event: it ends unless it has ended already (a drop came first)."""
+        if self._cycles.get(c.device) is c:
+            self._ended(c)
 
     def _frame_now(self) -> int:
         """The frame in progress (between frames: the next one)."""
@@ -538,7 +646,29 @@ class StaleServer(Server):
         return fr.frame if fr is not None else self.host.next_frame
 
     def _computed(self, c: Cycle) -> None:
+        if self._cycles.get(c.device) is not c:
+            return  # ended before (never on a dedicated band: its compute ends before its end)
         c.uploading = True
+        link = self._uplink
+        if link is not None:  # the upload joins the shared uplink, which logs its start
+            self._log(
+                "compute_end",
+                c.compute_end_s,
+                self._frame_now(),
+                self._slot_index(c.compute_end_s),
+                c.device,
+                compute_s=c.compute_s,
+                model_version=c.version,
+            )
+            link.upload(
+                c.device,
+                tx_power_w=c.tx_power_w,
+                channel_gain=c.channel_gain,
+                payload_bits=c.payload_bits,
+                upload_full_s=c.upload_full_s,
+                target_s=c.start_s + self.host.system.deadline_s,
+            )
+            return
         if not self.host.record_events:
             return
         self.host.buffer.add(
@@ -551,6 +681,69 @@ class StaleServer(Server):
             tx_power_w=np.ma.MaskedArray([0.0, c.tx_power_w], mask=[True, False]),
             model_version=c.version,
         )
+
+    # ------------------------------------------------------------------ a shared uplink
+
+    def _uplink_log(self, entry: tuple[float, int, int]) -> None:
+        """The shared uplink's log: an ``upload_start`` row when an upload takes its share of
+        the band (under TDMA when its turn comes); its end is the cycle's (:meth:`_arrived`)."""
+        time_s, n, code = entry
+        if code != _U_START:
+            return
+        c = self._cycles[n]
+        self._log(
+            "upload_start",
+            time_s,
+            self._frame_now(),
+            self._slot_index(time_s),
+            n,
+            tx_power_w=c.tx_power_w,
+            model_version=c.version,
+        )
+
+    def _arrived(self, n: int) -> None:
+        """The shared uplink has ended device ``n``'s upload now: the cycle ends, or, a
+        rounding step before a slot's end, lands on it (:func:`on_boundary_s`)."""
+        c = self._cycles[n]
+        link = self._uplink
+        assert link is not None
+        now = float(self.host.clock.now)
+        c.upload_s = float(link.transmitted_s[n])
+        c.energy_upload_j = float(physics.upload_energy_j(c.tx_power_w, c.upload_s))
+        end = on_boundary_s(now, self.host.system.deadline_s, c.start_s)
+        if end > now:
+            c.landing = True
+            c.end_s = end
+            self.host.clock.at(end, Order.DEVICE, n, lambda _e: self._end_event(c))
+            return
+        c.end_s = now
+        self._ended(c)
+
+    def _offline(self, n: int, at_s: float) -> None:
+        """Device ``n`` goes offline now (``at_s``): the cycle it has in flight is dropped, the
+        time computed and transmitted until now charged (an upload that ends now has arrived)."""
+        if self._drop_timer_s[n] == at_s:
+            self._drop_timer_s[n] = np.nan
+        c = self._cycles.get(n)
+        if c is None or c.dropped or not c.uploading or c.offline_s != at_s:
+            # idle; or its drop is known (one while computing is known when the cycle starts:
+            # its end event drops it); or a cycle of a later online period
+            return
+        link = self._uplink
+        assert link is not None
+        if c.landing:
+            if not at_s < c.end_s:
+                return  # it arrives at the slot's end, when its device goes offline
+        elif link.withdraw(n, at_s):  # waiting or in flight: it leaves the band
+            c.upload_s = float(link.transmitted_s[n])
+            c.energy_upload_j = float(physics.upload_energy_j(c.tx_power_w, c.upload_s))
+        else:
+            return  # its upload ends now: it has arrived (or its completion is due now)
+        c.dropped = True
+        c.end_s = at_s
+        self._ended(c)
+
+    # ------------------------------------------------------------------ ends
 
     def _ended(self, c: Cycle) -> None:
         n = c.device
@@ -688,15 +881,21 @@ class StaleServer(Server):
     # ------------------------------------------------------------------ state
 
     def state_dict(self) -> dict[str, Any]:
-        """The server's version, buffer and the cycles in flight (at a frame boundary)."""
+        """The server's version, buffer and the cycles in flight (at a frame boundary); with a
+        shared uplink, the uploads in it (:meth:`SharedUplink.state_dict`)."""
         cycles = sorted(self._cycles.values(), key=lambda c: c.device)
-        return {
+        out = {
             "version": self.version,
             "next_key": self._next_key,
             "cycles_started": self._cycles_started.copy(),
             "cycles": _records(cycles),
             "buffer": _records(self._buffer),
         }
+        link = self._uplink
+        if link is not None:
+            pending = self._uplink_state
+            out["uplink"] = pending if pending is not None else link.state_dict()
+        return out
 
     def load_state_dict(self, state: dict[str, Any] | None) -> None:
         """Continue from :meth:`state_dict` (a server of the same scenario)."""
@@ -710,6 +909,10 @@ class StaleServer(Server):
         self._cycles_started = started
         self._cycles = {c.device: c for c in _from_records(state["cycles"])}
         self._buffer = _from_records(state["buffer"])
+        uplink = state.get("uplink")
+        if (uplink is None) != (self._uplink is None):
+            raise ValueError("checkpoint and run differ in [uplink] (one shares the band)")
+        self._uplink_state = uplink
 
 
 def on_boundary_s(time_s: float, deadline_s: float, after_s: float) -> float:
@@ -739,17 +942,17 @@ def _records(cycles: list[Cycle]) -> dict[str, np.ndarray]:
 
 def _from_records(rec: dict[str, Any]) -> list[Cycle]:
     """The cycles of :func:`_records`."""
-    cols = {name: np.asarray(rec[name]) for name in _CYCLE_FIELDS}
+    cols = {name: np.asarray(rec[name]) for name in _CYCLE_FIELDS if name in rec}
     count = cols["device"].shape[0]
     out = []
-    for i in range(count):
-        kw = {name: _PY_TYPES[_FIELD_DTYPES[name]](cols[name][i]) for name in _CYCLE_FIELDS}
+    for i in range(count):  # a field a checkpoint lacks (saved before it existed): its default
+        kw = {name: _PY_TYPES[_FIELD_DTYPES[name]](col[i]) for name, col in cols.items()}
         out.append(Cycle(**kw))
     return out
 
 
 _INT_FIELDS = ("device", "key", "version", "sample_key", "slot")
-_BOOL_FIELDS = ("dropped", "uploading", "discarded")
+_BOOL_FIELDS = ("dropped", "uploading", "discarded", "landing")
 _FIELD_DTYPES: dict[str, type] = {
     name: np.int64 if name in _INT_FIELDS else np.bool_ if name in _BOOL_FIELDS else np.float64
     for name in _CYCLE_FIELDS

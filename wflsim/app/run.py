@@ -631,7 +631,7 @@ def _manifest(prep: Prepared, system: SystemConstants) -> dict[str, Any]:
         "num_params": system.num_params,
         "payload_bits": system.full_payload_bits,
         "channel": channel_description(prep),
-        "uplink": uplink_of(sc).describe(system),
+        "uplink": uplink_of(sc).describe(system, sc.server.mode),
         "availability": {"model": "always"}
         if prep.availability is None
         else prep.availability.describe(),
