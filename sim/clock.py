@@ -75,16 +75,7 @@ class Clock(simpy.Environment):
         Raises:
             RuntimeError: ``time_s`` is in the past.
         """
-        if time_s < self._now:
-            raise RuntimeError(f"event at {time_s} s scheduled at {self._now} s")
-        ev = simpy.Event(self)
-        ev._ok = True  # a triggered event, as simpy.Timeout makes it
-        ev._value = None
-        if callback is not None:
-            ev.callbacks.append(callback)
-        queue: list[Any] = self._queue
-        heapq.heappush(queue, (time_s, priority(order, rank), next(self._eid), ev))
-        return ev
+        return self._push(time_s, priority(order, rank), callback)
 
     def timeout_at(
         self, time_s: float, callback: Callable[[simpy.Event], None] | None = None
@@ -97,13 +88,19 @@ class Clock(simpy.Environment):
         Raises:
             RuntimeError: ``time_s`` is in the past.
         """
+        return self._push(time_s, simpy.events.NORMAL, callback)
+
+    def _push(
+        self, time_s: float, prio: int, callback: Callable[[simpy.Event], None] | None
+    ) -> simpy.Event:
+        """A triggered event on SimPy's queue at ``time_s`` with priority ``prio``."""
         if time_s < self._now:
             raise RuntimeError(f"event at {time_s} s scheduled at {self._now} s")
         ev = simpy.Event(self)
-        ev._ok = True
+        ev._ok = True  # a triggered event, as simpy.Timeout makes it
         ev._value = None
         if callback is not None:
             ev.callbacks.append(callback)
         queue: list[Any] = self._queue
-        heapq.heappush(queue, (time_s, simpy.events.NORMAL, next(self._eid), ev))
+        heapq.heappush(queue, (time_s, prio, next(self._eid), ev))
         return ev
