@@ -49,12 +49,16 @@ class Order(IntEnum):
     RESTART = 3  #: a device whose upload ended starts its next cycle
 
 
+#: each order's first priority (negative: before SimPy's own events at one instant)
+_BASE = {order: (int(order) - len(Order)) * _RANKS for order in Order}
+
+
 def priority(order: Order, rank: int = 0) -> int:
     """The SimPy priority of an event of ``order`` and ``rank`` (``0 <= rank < 2**32``): negative,
     so before SimPy's ``URGENT`` (0) and ``NORMAL`` (1) at the same instant."""
     if not 0 <= rank < _RANKS:
         raise ValueError(f"rank {rank} outside [0, 2**32)")
-    return (int(order) - len(Order)) * _RANKS + rank
+    return _BASE[order] + rank
 
 
 class Clock(simpy.Environment):

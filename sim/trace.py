@@ -260,21 +260,6 @@ class TraceBuffer:
     ) -> None:
         """Add a block of rows. ``event`` is one event name, or an ``int8`` array of event codes
         (:func:`event_code`) for a block that mixes events (columns may then be masked arrays)."""
-        self.insert(len(self._blocks), event, time_s, frame, slot, device, **cols)
-
-    def insert(
-        self,
-        position: int,
-        event: str | np.ndarray,
-        time_s: Any,
-        frame: Any,
-        slot: Any,
-        device: Any = None,
-        **cols: Any,
-    ) -> None:
-        """:meth:`add`, with the block put at ``position`` (a :attr:`position` taken earlier)
-        instead of after the others: rows logged later but timed earlier, e.g. a stale server's
-        ``device_slot`` rows at their slot's start."""
         if isinstance(event, str) and event not in EVENTS:
             raise KeyError(f"unknown event {event!r}")
         n = 1
@@ -298,8 +283,26 @@ class TraceBuffer:
         for name, v in block.items():
             if isinstance(v, np.ndarray) and v.ndim > 0:
                 _check_column(name, v, n)
-        self._blocks.insert(position, (n, block))
+        self._blocks.append((n, block))
         self.num_rows += n
+
+    def insert(
+        self,
+        position: int,
+        event: str | np.ndarray,
+        time_s: Any,
+        frame: Any,
+        slot: Any,
+        device: Any = None,
+        **cols: Any,
+    ) -> None:
+        """:meth:`add`, with the block put at ``position`` (a :attr:`position` taken earlier)
+        instead of after the others: rows logged later but timed earlier, e.g. a stale server's
+        ``device_slot`` rows at their slot's start."""
+        before = len(self._blocks)
+        self.add(event, time_s, frame, slot, device, **cols)
+        if len(self._blocks) > before:
+            self._blocks.insert(position, self._blocks.pop())
 
     @property
     def position(self) -> int:

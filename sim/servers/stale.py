@@ -79,6 +79,7 @@ never applied (dropped, too stale, in flight or in the buffer at the run's end) 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from typing import Any
@@ -303,6 +304,7 @@ class StaleServer(Server):
                 "(start_update, drop_update, apply_updates, versions_kept)"
             )
         super().bind(engine)
+        self._record = engine.record_events  # the trace level: fixed for the run
         self.versioned: VersionedLearner = engine.learner
         n = engine.num_devices
         self._cycles_started = np.zeros(n, dtype=np.int64)
@@ -627,9 +629,9 @@ class StaleServer(Server):
         clock = self.host.clock
         if not c.uploading and c.compute_end_s < c.end_s:
             clock.at(c.compute_end_s, Order.DEVICE, n, lambda _e: self._computed(c))
-        if np.isfinite(c.end_s):
+        if math.isfinite(c.end_s):
             clock.at(c.end_s, Order.DEVICE, n, lambda _e: self._end_event(c))
-        elif np.isfinite(c.offline_s) and self._drop_timer_s[n] != c.offline_s:
+        elif math.isfinite(c.offline_s) and self._drop_timer_s[n] != c.offline_s:
             # one timer per device and offline time: a later cycle in the same online period
             # uses the one pending
             self._drop_timer_s[n] = at = c.offline_s
@@ -797,7 +799,7 @@ class StaleServer(Server):
 
     def _log(self, event: str, *args: Any, **cols: Any) -> None:
         """A device event's row (at trace level ``events``; ``device_slots`` folds it)."""
-        if self.host.record_events:
+        if self._record:
             self.host.buffer.add(event, *args, **cols)
 
     def _buffer_full(self) -> bool:
