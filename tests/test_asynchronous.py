@@ -694,3 +694,17 @@ def test_cli_refuses_a_rule_that_cannot_be_stale_in_one_line_and_writes_nothing(
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 2 and not out.exists()
     assert len(err) == 1 and err[0].startswith("wflsim: error: server.mode:")
+
+
+@given(
+    s=st.integers(0, 10_000),
+    function=st.sampled_from(["constant", "polynomial", "hinge"]),
+    a=st.floats(0.0, 1e3, allow_nan=False),
+    b=st.integers(0, 50),
+)
+def test_one_updates_weight_is_the_vectorised_weight_to_the_bit(s, function, a, b):
+    """ServerConfig.weight_of (one arrival, Python floats) equals staleness_weight bit for bit."""
+    from wflsim.sim.servers import ServerConfig
+
+    cfg = ServerConfig(mode="async", staleness={"function": function, "a": a, "b": b})
+    assert cfg.weight_of(s) == float(cfg.weight(s))

@@ -119,6 +119,19 @@ class ServerConfig(Strict):
         s = self.staleness
         return staleness_weight(staleness, s.function, s.a, s.b)
 
+    def weight_of(self, staleness: int) -> float:
+        """:meth:`weight` of one update, bit for bit (it runs once per arrival: the constant and
+        the hinge in Python floats, the same IEEE operations without NumPy's per-call cost; the
+        polynomial through NumPy, whose power may round differently from the C library's)."""
+        if staleness < 0:
+            raise ValueError("staleness must be finite and >= 0")
+        s = self.staleness
+        if s.function == "constant":
+            return 1.0
+        if s.function == "hinge":
+            return 1.0 / (float(s.a) * max(float(staleness) - s.b, 0.0) + 1.0)
+        return float(self.weight(staleness))
+
 
 def staleness_weight(
     staleness: ArrayLike, function: StalenessFunction, a: float = 0.5, b: int = 4

@@ -782,14 +782,15 @@ class StaleServer(Server):
                 "staleness": staleness,
             }
             if ok:
-                row["staleness_weight"] = float(self.config.weight(staleness))
+                row["staleness_weight"] = self.config.weight_of(staleness)
                 self._buffer.append(c)
             else:
                 if not c.discarded:
                     self.versioned.drop_update(c.key)
                 self.stats.stale_discarded += 1
             self._tally.add(c, ok)
-            self._log("upload_end", now, k, t, n, **row)
+            if self._record:
+                buffer.add("upload_end", now, k, t, n, **row)
             if not ok:
                 buffer.add("stale", now, k, t, n, model_version=c.version, staleness=staleness)
             if self._async and self._buffer_full():
