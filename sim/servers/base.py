@@ -70,6 +70,30 @@ class SlotPlanning:
     plan: SlotPlan  #: the scheme's slot decision
 
 
+def decision_columns(
+    frame: FrameState, sp: SlotPlanning, uploads: SlotUploads, compute_s: np.ndarray
+) -> dict[str, Any]:
+    """A slot's ``decision`` columns for every device, ``(N,)`` each: the frame's distances,
+    gains, ``gamma`` and payload, the slot's channel draw, ``p_min``, the uploads' power and
+    full upload time, the availability at the slot's start, the planned ``compute_s`` and the
+    scheme's own columns."""
+    return {
+        "distance_m": frame.large.distance_m,
+        "large_scale_gain": frame.large.gain,
+        "channel_gain": sp.gains.gain,
+        "seen_channel_gain": sp.gains.seen_gain,
+        "gamma": frame.plan.gamma,
+        "payload_bits": frame.costs.payload_bits,
+        "min_tx_power_w": sp.p_min,
+        "tx_power_w": uploads.tx_power_w,
+        "participating": uploads.participating,
+        "available": sp.available,
+        "compute_s": compute_s,
+        "upload_s": uploads.upload_full_s,
+        **sp.plan.columns,
+    }
+
+
 @dataclass(frozen=True)
 class SlotInProgress:
     """The slot in progress: what its start decided for every device."""

@@ -97,7 +97,15 @@ from ..trace import event_code
 from ..world import physics
 from ..world.availability import Changes
 from ..world.uplink import SharedUplink, build_uplink
-from .base import Host, Server, SlotEnd, SlotInProgress, SlotPlanning, SlotPlay
+from .base import (
+    Host,
+    Server,
+    SlotEnd,
+    SlotInProgress,
+    SlotPlanning,
+    SlotPlay,
+    decision_columns,
+)
 from .config import ServerConfig
 
 _ONLINE, _OFFLINE = event_code("online"), event_code("offline")
@@ -389,8 +397,8 @@ class StaleServer(Server):
         slowdown = self._next_slowdowns() if self._plans_cycles else None
         sp = eng.plan_slot(k, t, slot_jitter=not self._async, slowdown=slowdown)
         self._planning = None if slowdown is None else (sp, slowdown)
-        gains, costs, planned, p_min = sp.gains, sp.costs, sp.planned, sp.p_min
-        available, online_until, plan = sp.available, sp.online_until_s, sp.plan
+        costs, planned = sp.costs, sp.planned
+        available, online_until = sp.available, sp.online_until_s
         end_s = (t + 1) * eng.system.deadline_s
         if eng.availability is not None:
             # the slot's changes, each logged at its time (the device state the slot's cycles
@@ -417,20 +425,8 @@ class StaleServer(Server):
             online_until_s=online_until,
         )
         decision = {
-            "distance_m": fr.large.distance_m,
-            "large_scale_gain": fr.large.gain,
-            "channel_gain": gains.gain,
-            "seen_channel_gain": gains.seen_gain,
-            "gamma": fr.plan.gamma,
-            "payload_bits": fr.costs.payload_bits,
-            "min_tx_power_w": p_min,
-            "tx_power_w": up.tx_power_w,
-            "participating": up.participating,
-            "available": available,
-            "compute_s": np.where(up.participating, planned.compute_s, 0.0),
-            "upload_s": up.upload_full_s,
+            **decision_columns(fr, sp, up, np.where(up.participating, planned.compute_s, 0.0)),
             "model_version": np.full(eng.num_devices, self.version, dtype=np.int64),
-            **{name: np.asarray(v) for name, v in plan.columns.items()},
         }
         eng.buffer.add("slot_start", now, k, t)
         if eng.record_events:  # the idle devices' decisions
@@ -440,7 +436,9 @@ class StaleServer(Server):
                 k,
                 t,
                 idle,
-                **{name: None if v is None else v[idle] for name, v in decision.items()},
+                **{
+                    name: None if v is None else np.asarray(v)[idle] for name, v in decision.items()
+                },
             )
         else:  # folded into the slot's device_slot rows, which go here at the slot's end
             busy = np.ones(eng.num_devices, dtype=bool)
@@ -448,7 +446,7 @@ class StaleServer(Server):
             self._fold = (
                 eng.buffer.position,
                 {
-                    name: None if v is None else np.ma.MaskedArray(v, mask=busy)
+                    name: None if v is None else np.ma.MaskedArray(np.asarray(v), mask=busy)
                     for name, v in decision.items()
                 },
             )

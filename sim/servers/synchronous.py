@@ -23,7 +23,7 @@ from ..kernels import C_END, DROPPED, U_END, U_START, SlotActivity, SlotKernel
 from ..slot import SlotOutcome
 from ..trace import event_code
 from ..world.availability import Changes
-from .base import Server, SlotEnd, SlotInProgress, SlotPlay
+from .base import Server, SlotEnd, SlotInProgress, SlotPlay, decision_columns
 from .config import ServerConfig
 
 _ONLINE, _OFFLINE = event_code("online"), event_code("offline")
@@ -79,30 +79,19 @@ class SyncServer(Server):
         fr = eng.frame
         assert fr is not None
         sp = eng.plan_slot(k, t)
-        gains, costs, planned, p_min = sp.gains, sp.costs, sp.planned, sp.p_min
+        gains, costs, planned = sp.gains, sp.costs, sp.planned
         available, online_until, plan = sp.available, sp.online_until_s, sp.plan
         participate = plan.participate if available is None else plan.participate & available
         up = slots.slot_uploads(
             participate, plan.tx_power_w, costs, gains.gain, eng.system, eng.rules.closes_at
         )
         who = np.flatnonzero(up.participating)
-        decision = {
-            "distance_m": fr.large.distance_m,
-            "large_scale_gain": fr.large.gain,
-            "channel_gain": gains.gain,
-            "seen_channel_gain": gains.seen_gain,
-            "gamma": fr.plan.gamma,
-            "payload_bits": fr.costs.payload_bits,
-            "min_tx_power_w": p_min,
-            "tx_power_w": up.tx_power_w,
-            "participating": up.participating,
-            "available": available,
-            "compute_s": up.compute_s
+        planned_compute_s = (
+            up.compute_s
             if eng.jitter is None
-            else np.where(up.participating, planned.compute_s, 0.0),
-            "upload_s": up.upload_full_s,
-            **plan.columns,
-        }
+            else np.where(up.participating, planned.compute_s, 0.0)
+        )
+        decision = decision_columns(fr, sp, up, planned_compute_s)
         eng.buffer.add("slot_start", now, k, t)
         if eng.record_events:
             eng.buffer.add("decision", now, k, t, eng.ids, **decision)
