@@ -32,6 +32,8 @@ from wflsim._version import __version__
 if TYPE_CHECKING:
     from wflsim.api import (
         Callbacks,
+        Diagnostic,
+        DiagnosticsError,
         FrameView,
         Hooks,
         RunResult,
@@ -56,6 +58,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Callbacks",
+    "Diagnostic",
+    "DiagnosticsError",
     "FrameView",
     "Hooks",
     "RunResult",

@@ -39,6 +39,8 @@ from wflsim.app.extensions import unregister as unregister
 from wflsim.sim.config.limits import MAX_WORKERS, out_path_problem, shorten
 from wflsim.sim.config.loading import plain_value, toml_value
 from wflsim.sim.config.schema import Scenario
+from wflsim.sim.diagnostic import Diagnostic as Diagnostic
+from wflsim.sim.diagnostic import DiagnosticsError as DiagnosticsError
 from wflsim.sim.engine import Hooks, ProgressFn
 from wflsim.sim.errors import ScenarioError
 
@@ -240,6 +242,15 @@ class RunResult:
 
         return updates_from_events(plain_dtypes(self.events))
 
+    @cached_property
+    def diagnostics(self) -> list[Diagnostic]:
+        """What went wrong in the run, computed from its trace, each with the field to change
+        (every upload lost, accuracy back at its start, ...; ``wflsim.analysis.diagnostics``;
+        empty for a run without findings)."""
+        from wflsim.analysis.diagnostics import diagnose
+
+        return diagnose(self.events, self.scenario, self.summary)
+
 
 def run(
     scenario: ScenarioLike,
@@ -273,10 +284,13 @@ def run(
         callbacks: ``on_slot_end``, ``on_frame_end``, ``on_run_end`` with read-only views of
             the outcome, the model and the summary (:class:`wflsim.Callbacks`; a view's
             ``stop()`` ends the run early, after its frame).
-        strict: implausible values are errors, not warnings (:func:`prepare`).
+        strict: implausible values are errors, not warnings (:func:`prepare`), and a run
+            that completes with diagnostics (:attr:`RunResult.diagnostics`) raises
+            :class:`DiagnosticsError` (its ``result`` holds the run; its folder is complete).
 
     Raises:
         ScenarioError: bad input (nothing written); a folder in use or not a run's.
+        DiagnosticsError: with ``strict``, the run completed with diagnostics.
     """
     if callbacks is not None:
         hooks = callbacks.hooks(hooks)
@@ -300,14 +314,18 @@ def run(
     if callbacks is not None:
         callbacks.run_ended()
     if folder is not None:
-        return load_run(folder)
-    from wflsim.analysis.io import events_frame
+        result = load_run(folder)
+    else:
+        from wflsim.analysis.io import events_frame
 
-    return RunResult(
-        scenario=prep.scenario.model_dump(mode="json"),
-        summary=stats.as_dict(),
-        _events=events_frame(engine.table()),
-    )
+        result = RunResult(
+            scenario=prep.scenario.model_dump(mode="json"),
+            summary=stats.as_dict(),
+            _events=events_frame(engine.table()),
+        )
+    if strict and result.diagnostics:
+        raise DiagnosticsError(result.diagnostics, result)
+    return result
 
 
 def resume(

@@ -20,6 +20,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from ..world.system import DeviceArrays
 from .distributions import Choice, LogUniform, Normal, Uniform
 from .schema import Scenario
 
@@ -310,6 +311,68 @@ def findings(scenario: Scenario) -> list[Finding]:
     for rule in RULES:
         for where, values in _places(_lookup(scenario, rule.field), rule.field):
             out.extend(_check(rule, where, values))
+    return out
+
+
+#: A stale server whose step per applied update exceeds the synchronous server's by more than
+#: this factor (:meth:`~wflsim.sim.servers.config.ServerConfig.step_ratio`) is flagged: "a few
+#: times" the step the learning rate was tuned for. Measured on the quick start (async,
+#: ``buffer_size = 5``, 30 devices): ratio 6 (``server_lr = 1``) ends at accuracy 0.12, ratio 1
+#: reaches 0.93 (docs/decisions.md, "Warnings across fields").
+MAX_STEP_RATIO = 3.0
+
+
+def cross_findings(
+    scenario: Scenario, devices: DeviceArrays
+) -> list[Finding]:
+    """Findings that no field shows alone, only the fields together (``docs/scenario.md``,
+    "Warnings across fields"), on the resolved devices and channel:
+
+    * a shared uplink (``ofdma``, ``tdma``) with ``planned_concurrent_uploads = 1`` and more
+      than one device: the controller plans every upload alone on the whole band W that up to
+      N uploads share, so uploads planned to end at the deadline end after it;
+    * a stale server (``semi_sync``, ``async``) whose step per applied update is more than
+      :data:`MAX_STEP_RATIO` times the synchronous one (``server_lr`` against
+      ``buffer_size / N``).
+
+    A deadline shorter than a device's full computation is an error, not a finding
+    (:func:`wflsim.sim.config.resolve.check_deadline`). The scenario's channel and model size
+    are not read: a deadline too short for an upload from the cell edge on the median channel
+    is the paper's own setting (the scheme waits for a good fade), not a slip.
+
+    Args:
+        devices: the resolved devices, ``(N,)`` per field.
+    """
+    out: list[Finding] = []
+    n = devices.num_devices
+    up, server = scenario.uplink, scenario.server
+    if up.mode != "dedicated" and up.planned_concurrent_uploads == 1 and n > 1:
+        out.append(
+            Finding(
+                "uplink.planned_concurrent_uploads",
+                1.0,
+                f"1 with uplink.mode = {up.mode!r} and {n} devices: the controller plans each "
+                "upload alone on the whole band W, which up to "
+                f"{n} uploads share, so uploads planned to end at the deadline arrive late",
+                f"set it to the expected number of concurrent uploads, at most {n} "
+                "(docs/scenario.md, [uplink])",
+            )
+        )
+    ratio = server.step_ratio(n)
+    if ratio > MAX_STEP_RATIO:
+        same = 1.0 if server.mode == "semi_sync" else server.buffer_size / n
+        out.append(
+            Finding(
+                "server.server_lr",
+                float(server.server_lr),
+                f"{_num(server.server_lr)} under mode = {server.mode!r}"
+                + (f" with buffer_size = {server.buffer_size} and {n} devices" if server.mode == "async" else "")
+                + f": each applied update moves the model {_num(ratio)} times as far as under "
+                "the synchronous server, with the learning rate tuned for it",
+                f"server_lr = {_num(same)} gives the synchronous step per update; or lower "
+                "learning.lr",
+            )
+        )
     return out
 
 

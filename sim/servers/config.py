@@ -114,6 +114,26 @@ class ServerConfig(Strict):
         """Whether updates may be stale (``semi_sync`` or ``async``)."""
         return self.mode != "sync"
 
+    def step_ratio(self, devices_cycling: float) -> float:
+        """The server's step per applied update over the synchronous server's (dimensionless).
+
+        The synchronous server moves the model by ``eta_t`` per round of ``N`` updates (their
+        weighted mean), i.e. ``eta_t / N`` per update. ``semi_sync`` applies one step of
+        ``eta_t eta_g`` per slot (a weighted mean too): ``eta_g`` times the synchronous step.
+        ``async`` applies a step of ``eta_t eta_g`` every ``buffer_size`` arrivals while
+        ``devices_cycling`` devices keep arriving: ``eta_g N / buffer_size`` times the
+        synchronous step per update (FedBuff with ``eta_g = buffer_size / N`` matches it).
+
+        Args:
+            devices_cycling: ``N``, the devices taking part (the scenario's number, or the
+                mean number online).
+        """
+        if self.mode == "sync":
+            return 1.0
+        if self.mode == "semi_sync":
+            return float(self.server_lr)
+        return float(self.server_lr) * float(devices_cycling) / float(self.buffer_size)
+
     def weight(self, staleness: ArrayLike) -> F64:
         """:func:`staleness_weight` with this server's function."""
         s = self.staleness

@@ -1,6 +1,7 @@
 """The ``wflsim`` command.
 
-Exit codes: 0 success; 2 bad input (scenario, data directory, output directory, a run folder in
+Exit codes: 0 success; 3 a run that completed with diagnostics under ``--strict``
+(``docs/diagnostics.md``); 2 bad input (scenario, data directory, output directory, a run folder in
 use or made by another scenario, a mobility trace to convert), reported on one line without a traceback; 1 the run failed
 after it started (the manifest records the error; ``--resume`` continues it); 130 interrupted
 (Ctrl-C or SIGTERM; the frames completed stay readable and ``--resume`` continues the run).
@@ -19,7 +20,7 @@ import signal
 import sys
 import warnings
 from pathlib import Path
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from wflsim._version import __version__
 from wflsim.sim.config.limits import (
@@ -40,6 +41,7 @@ from .progress import PointBar, SlotBar
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
 
+    from wflsim.sim.diagnostic import Diagnostic
     from wflsim.sim.engine import Hooks, ProgressFn, RunStats
 
     from .run import Prepared
@@ -47,7 +49,8 @@ if TYPE_CHECKING:
 EXIT_BAD_INPUT = 2
 _STRICT_HELP = (
     "refuse a value that is implausible for its unit (e.g. a deadline of 100 s, likely ms) "
-    "instead of warning: exit 2, nothing written (docs/scenario.md, Plausibility warnings)"
+    "instead of warning: exit 2, nothing written (docs/scenario.md, Plausibility warnings); "
+    "a run or sweep that completes with diagnostics exits with 3 (docs/diagnostics.md)"
 )
 
 
@@ -327,6 +330,22 @@ def _execute(
         print(f"wflsim: {out} is already completed; nothing to resume")
         return 0
     print("\n".join(summary_lines(prep, stats, out)))
+    return _diagnostics(out, args.strict)
+
+
+def _diagnostics(out: Path, strict: bool) -> int:
+    """Print the run's diagnostics after its summary (``  diagnostic: ...``, one line each);
+    with ``strict`` a run with any ends in exit code 3."""
+    from wflsim.analysis.diagnostics import diagnose_folder
+
+    found = diagnose_folder(out)
+    for d in found:
+        print(f"  diagnostic: {d.one_line()}")
+    if found and strict:
+        return _fail(
+            f"--strict: the run completed with {len(found)} diagnostic(s); its trace is in {out}",
+            3,
+        )
     return 0
 
 
@@ -481,7 +500,30 @@ def _sweep(args: argparse.Namespace) -> int:
     for name in failed:
         err = _one_line(str(manifest["points"][name].get("error")))
         print(f"  failed: {name}: {err}", file=sys.stderr)
-    return 1 if failed else 0
+    if failed:
+        return 1
+    return _sweep_diagnostics(out, own, args.strict)
+
+
+def _sweep_diagnostics(out: Path, own: dict[str, dict[str, Any]], strict: bool) -> int:
+    """Print the diagnostics of a sweep's completed runs, one line per kind (how many runs,
+    and the first run's finding); with ``strict`` any ends in exit code 3."""
+    from wflsim.analysis.diagnostics import diagnose_folder
+
+    kinds: dict[str, list[tuple[str, Diagnostic]]] = {}
+    for name, point in own.items():
+        folder = out / str(point.get("dir", name))
+        if not (folder / "manifest.json").is_file():
+            continue
+        for d in diagnose_folder(folder):
+            kinds.setdefault(d.code, []).append((name, d))
+    for code, found in kinds.items():
+        name, first = found[0]
+        runs = f"{len(found)} of {len(own)} runs"
+        print(f"  diagnostic: {code} in {runs} (first: {name}: {first.one_line()})")
+    if kinds and strict:
+        return _fail(f"--strict: runs of the sweep completed with diagnostics -> {out}", 3)
+    return 0
 
 
 def _report(args: argparse.Namespace) -> int:

@@ -36,6 +36,7 @@ from wflsim.sim.config.loading import (
     read_scenario_file,
     scenario_text,
 )
+from wflsim.sim.config.plausibility import cross_findings
 from wflsim.sim.config.resolve import (
     check_data_dir,
     check_deadline,
@@ -66,7 +67,7 @@ from wflsim.sim.world.uplink import UplinkSpec
 from . import folders
 from .folders import check_out_dir
 from .recorder import RunRecorder
-from .scenario import check_scheme, report_implausible, validate_scenario
+from .scenario import check_scheme, report_findings, report_implausible, validate_scenario
 
 log = logging.getLogger(__name__)
 
@@ -242,7 +243,10 @@ def prepare_scenario(
         base_dir=base_dir,
         deadline_s=scenario.run.deadline_s,
     )
-    check_derived(scenario, devices, channel, payload_num_params(scenario.learning))
+    num_params = payload_num_params(scenario.learning)
+    check_derived(scenario, devices, channel, num_params)
+    if strict or warn:
+        report_findings(cross_findings(scenario, devices), strict=strict)
     ddir = resolve_data_dir(data_dir, scenario, base_dir)
     if scenario.learning.enabled:
         check_data_dir(scenario.learning.dataset, ddir)

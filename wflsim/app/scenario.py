@@ -21,7 +21,7 @@ from pydantic import ValidationError
 
 from wflsim.sim.config import loading
 from wflsim.sim.config.limits import shorten
-from wflsim.sim.config.plausibility import findings
+from wflsim.sim.config.plausibility import Finding, findings
 from wflsim.sim.config.schema import Scenario
 from wflsim.sim.errors import PlausibilityWarning, ScenarioError
 from wflsim.sim.schemes import SCHEMES
@@ -109,7 +109,15 @@ def report_implausible(
     Raises:
         ScenarioError: with ``strict``, on the first finding's field, with its problem and fix.
     """
-    for finding in findings(scenario):
+    report_findings(findings(scenario), strict=strict, reported=reported)
+
+
+def report_findings(
+    found: list[Finding], *, strict: bool = False, reported: set[str] | None = None
+) -> None:
+    """Report ``found`` as :func:`report_implausible` does (warnings; with ``strict`` the first
+    is an error; ``reported``: findings already reported, skipped)."""
+    for finding in found:
         if strict:
             raise ScenarioError(finding.field, finding.problem, finding.fix)
         line = finding.one_line()
@@ -118,5 +126,5 @@ def report_implausible(
                 continue
             reported.add(line)
         warnings.warn(
-            PlausibilityWarning(finding.field, finding.problem, finding.fix), stacklevel=2
+            PlausibilityWarning(finding.field, finding.problem, finding.fix), stacklevel=3
         )

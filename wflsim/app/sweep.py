@@ -328,8 +328,10 @@ def plan_points(
         ScenarioError: a point whose scenario is invalid (the message names the point), or with
             ``strict`` implausible.
     """
+    from wflsim.sim.config.plausibility import cross_findings
+
     from .run import fingerprint, prepare_source
-    from .scenario import report_implausible
+    from .scenario import report_findings, report_implausible
 
     reported: set[str] = set()
     applied = (
@@ -349,6 +351,10 @@ def plan_points(
                 err.field, f"{err.problem} [grid point {point.name}]", err.fix
             ) from None
         report_implausible(prep.scenario, reported=reported)
+        report_findings(
+            cross_findings(prep.scenario, prep.devices),
+            reported=reported,
+        )
         fingerprints[point.name] = fingerprint(prep)
         identities[point.name] = run_identity(prep, fingerprints[point.name])
     return SweepPlan(source, grid, seeds, points, fingerprints, applied, identities, dedup)

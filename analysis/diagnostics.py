@@ -1,0 +1,472 @@
+"""Diagnostics of a finished run: what went wrong, computed from its trace, each with the field
+to change (``docs/diagnostics.md``).
+
+A run can complete and still have failed: every upload lost, the model never updated, accuracy
+back at its start. :func:`diagnose` reads the run's events and its scenario and returns one
+:class:`Diagnostic` per such finding, in the order of :data:`CHECKS`. ``wflsim run`` prints them
+after its summary (``--strict``: exit code 3), :func:`wflsim.run` returns them
+(``RunResult.diagnostics``; ``strict=True`` raises :class:`DiagnosticsError`), and the report
+lists them per run and per sweep point.
+
+The thresholds are stated with their constants; a diagnostic is a finding, not a verdict: a
+study of outage may want every upload lost.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from wflsim.sim.config.plausibility import MAX_STEP_RATIO
+from wflsim.sim.diagnostic import Diagnostic as Diagnostic
+from wflsim.sim.diagnostic import DiagnosticsError as DiagnosticsError
+from wflsim.sim.servers.config import ServerConfig
+
+from .io import load_events, load_manifest
+from .tidy import device_slots_from_events, plain_dtypes
+
+#: A shared uplink whose uploads shared the band with more than this factor times (or fewer
+#: than 1 / this factor times) the planned ``planned_concurrent_uploads`` is flagged.
+CONCURRENCY_FACTOR = 2.0
+#: Training diverged: a non-finite test loss, or a final loss above this factor times the
+#: initial one (the initial cross-entropy of C classes is about ln C; twice it is no model).
+DIVERGED_LOSS_FACTOR = 2.0
+#: The accuracy fell: the final accuracy lies more than :data:`FELL_MIN` below the best one
+#: reached and has lost more than this share of the gain from the initial accuracy to the best.
+FELL_SHARE = 0.5
+#: The smallest fall of the accuracy that is flagged (a fraction: 0.05 is 5 points).
+FELL_MIN = 0.05
+#: A device is flagged for never taking part only in runs of at least this many slots.
+MIN_SLOTS_FOR_ABSENCE = 20
+#: At most this many devices are named in one diagnostic (the rest are counted).
+NAMED_DEVICES = 5
+
+
+@dataclass
+class _Run:
+    """What the checks read: the run's events, device-slot table, scenario and summary."""
+
+    events: pd.DataFrame
+    device_slots: pd.DataFrame
+    scenario: Mapping[str, Any]
+    summary: Mapping[str, Any]
+
+    def get(self, dotted: str, default: Any = None) -> Any:
+        """The scenario's value at ``dotted`` (``default`` if absent)."""
+        value: Any = self.scenario
+        for part in dotted.split("."):
+            if not isinstance(value, Mapping) or part not in value:
+                return default
+            value = value[part]
+        return value
+
+    @property
+    def server(self) -> ServerConfig:
+        return ServerConfig.model_validate(self.get("server", {}) or {})
+
+    @property
+    def num_devices(self) -> int:
+        return int(self.get("network.num_devices", 0) or 0)
+
+    def rows(self, *names: str) -> pd.DataFrame:
+        ev = self.events
+        return ev[ev["event"].isin(names).to_numpy()]
+
+    @property
+    def learning(self) -> bool:
+        return bool(self.get("learning.enabled", True))
+
+
+def _uploads(run: _Run) -> tuple[int, int]:
+    """``(uploads, arrived)``: participations not lost to a drop, and those that succeeded."""
+    ds = run.device_slots
+    tried = ds["participating"] & ~ds["dropped"]
+    return int(tried.sum()), int((tried & ds["success"]).sum())
+
+
+def _uploads_lost(run: _Run) -> list[Diagnostic]:
+    uploads, arrived = _uploads(run)
+    if uploads == 0 or arrived > 0:
+        return []
+    up = run.get("uplink", {}) or {}
+    n = run.num_devices
+    if run.server.mode != "sync":
+        field, fix = (
+            "server.max_staleness",
+            "raise it or remove it (every update arrived too stale and was discarded)",
+        )
+    elif up.get("mode", "dedicated") != "dedicated" and int(
+        up.get("planned_concurrent_uploads", 1)
+    ) < max(2, n // 2):
+        field = "uplink.planned_concurrent_uploads"
+        fix = (
+            f"the controller planned on W / {up.get('planned_concurrent_uploads', 1)} while up to "
+            f"{n} uploads shared the band: set it to the number of concurrent uploads"
+        )
+    else:
+        field = "run.deadline_s"
+        fix = (
+            "raise it, or devices.peak_power_w: the uploads the scheme planned never fit the "
+            "slot"
+        )
+    return [
+        Diagnostic(
+            "all_uploads_lost",
+            f"every upload was lost: 0 of {uploads} arrived in time (outage rate 1)",
+            field,
+            fix,
+        )
+    ]
+
+
+def _nobody_took_part(run: _Run) -> list[Diagnostic]:
+    ds = run.device_slots
+    if len(ds) == 0 or bool(ds["participating"].any()):
+        return []
+    online = bool(ds["available"].any())
+    return [
+        Diagnostic(
+            "no_participation",
+            f"no device took part in any of {ds['slot'].nunique()} slots"
+            + ("" if online else " (no device was ever online)"),
+            "devices.energy_budget_j" if online else "availability",
+            "raise the budgets (the controller keeps a device out whose budget cannot pay a "
+            "slot), or use a scheme without budgets"
+            if online
+            else "check the availability model or trace",
+        )
+    ]
+
+
+def _never_updated(run: _Run) -> list[Diagnostic]:
+    uploads, arrived = _uploads(run)
+    if arrived == 0:  # said by all_uploads_lost / no_participation
+        return []
+    steps = run.rows("aggregate", "flush")
+    applied = pd.to_numeric(steps["n_success"], errors="coerce").fillna(0)
+    if len(steps) and float(applied.sum()) > 0:
+        return []
+    server = run.server
+    return [
+        Diagnostic(
+            "model_never_updated",
+            f"{arrived} updates arrived but the server never applied one",
+            "server.buffer_size" if server.mode == "async" else "run.frames",
+            f"lower it below the {arrived} arrivals"
+            if server.mode == "async"
+            else "run longer",
+        )
+    ]
+
+
+def _evals(run: _Run) -> pd.DataFrame:
+    ev = run.rows("eval")
+    cols = [c for c in ("slot", "time_s", "loss", "accuracy") if c in ev.columns]
+    out = plain_dtypes(ev[cols].reset_index(drop=True))
+    return out.sort_values(["slot", "time_s"], kind="stable").reset_index(drop=True)
+
+
+def _lr_field(run: _Run) -> tuple[str, str]:
+    server = run.server
+    ratio = server.step_ratio(run.num_devices * _online_fraction(run))
+    if server.mode != "sync" and ratio > 1.0:
+        return "server.server_lr", "lower it (the step per update is larger than the synchronous one)"
+    return "learning.lr", "lower it"
+
+
+def _diverged(run: _Run) -> list[Diagnostic]:
+    if not run.learning:
+        return []
+    ev = _evals(run)
+    loss = ev["loss"].to_numpy(dtype=np.float64) if "loss" in ev else np.array([])
+    if loss.size < 2:
+        return []
+    field, fix = _lr_field(run)
+    bad = ~np.isfinite(loss)
+    if bad.any():
+        first = int(np.argmax(bad))
+        return [
+            Diagnostic(
+                "training_diverged",
+                f"the test loss became {loss[first]} at slot {int(ev['slot'].iloc[first])}",
+                field,
+                fix,
+            )
+        ]
+    if loss[-1] > DIVERGED_LOSS_FACTOR * loss[0]:
+        return [
+            Diagnostic(
+                "training_diverged",
+                f"the test loss grew from {loss[0]:.4g} to {loss[-1]:.4g} "
+                f"(more than {DIVERGED_LOSS_FACTOR:g} times)",
+                field,
+                fix,
+            )
+        ]
+    return []
+
+
+def _no_progress(run: _Run) -> list[Diagnostic]:
+    if not run.learning:
+        return []
+    uploads, arrived = _uploads(run)
+    if arrived == 0:
+        return []
+    ev = _evals(run)
+    if len(ev) < 2 or "accuracy" not in ev:
+        return []
+    acc = ev["accuracy"].to_numpy(dtype=np.float64)
+    if not (np.isfinite(acc[0]) and np.isfinite(acc[-1])):
+        return []
+    best = float(np.nanmax(acc))
+    field, fix = _lr_field(run)
+    if acc[-1] > acc[0]:
+        at = int(np.nanargmax(acc))
+        lost = best - acc[-1]
+        if lost <= FELL_MIN or lost <= FELL_SHARE * (best - acc[0]):
+            return []
+        return [
+            Diagnostic(
+                "accuracy_fell",
+                f"the accuracy fell from its best {best:.4f} (slot {int(ev['slot'].iloc[at])}) "
+                f"to {acc[-1]:.4f} at the end (initial {acc[0]:.4f})",
+                field,
+                fix,
+            )
+        ]
+    return [
+        Diagnostic(
+            "accuracy_not_improved",
+            f"the final accuracy {acc[-1]:.4f} is at or below the initial {acc[0]:.4f}"
+            + (f" (it reached {best:.4f} on the way)" if best > acc[0] else ""),
+            field,
+            fix + ", or run longer (run.frames)" if best <= acc[0] else fix,
+        )
+    ]
+
+
+def _online_fraction(run: _Run) -> float:
+    value = run.summary.get("available_fraction") if run.summary else None
+    try:
+        return float(value) if value is not None else 1.0
+    except (TypeError, ValueError):
+        return 1.0
+
+
+def upload_concurrency(events: pd.DataFrame, mode: str) -> np.ndarray:
+    """For each upload that ended, the mean number of uploads sharing the band over its
+    lifetime, itself included (time-weighted; dimensionless, ``(U,)``).
+
+    An upload lives from its ``upload_start`` (``ofdma``; under ``tdma`` from its
+    ``compute_end``: the wait in the queue is its share of the band) to its ``upload_end`` row
+    of the same device; the number in flight ``n(t)`` is counted from all of them and averaged
+    over each life, ``(1 / (e - s)) integral_s^e n(t) dt``, in the order of the uploads' ends.
+    Uploads of zero length are left out. Empty without event-level rows (``[trace] level = "device_slots"``).
+    """
+    start_event = "compute_end" if mode == "tdma" else "upload_start"
+    ev = events[["event", "device", "time_s"]]
+    starts = plain_dtypes(ev[(ev["event"] == start_event).to_numpy()])
+    ends = plain_dtypes(ev[(ev["event"] == "upload_end").to_numpy()])
+    if len(starts) == 0 or len(ends) == 0:
+        return np.array([], dtype=np.float64)
+    starts = starts.rename(columns={"time_s": "start_s"}).astype({"device": "int64"})
+    ends = ends.rename(columns={"time_s": "end_s"}).astype({"device": "int64"})
+    starts = starts.sort_values("start_s", kind="stable")
+    ends = ends.sort_values("end_s", kind="stable")
+    pairs = pd.merge_asof(
+        ends, starts, left_on="end_s", right_on="start_s", by="device", direction="backward"
+    ).dropna(subset=["start_s"])
+    s = pairs["start_s"].to_numpy(dtype=np.float64)
+    e = pairs["end_s"].to_numpy(dtype=np.float64)
+    keep = e > s
+    s, e = s[keep], e[keep]
+    if s.size == 0:
+        return np.array([], dtype=np.float64)
+    times = np.concatenate([s, e])
+    steps = np.concatenate([np.ones_like(s), -np.ones_like(e)])
+    order = np.argsort(times, kind="stable")
+    times, steps = times[order], steps[order]
+    grid, first = np.unique(times, return_index=True)
+    n_after = np.cumsum(steps)[np.r_[first[1:] - 1, times.size - 1]]  # in flight after each time
+    area = np.r_[0.0, np.cumsum(n_after[:-1] * np.diff(grid))]
+    return (np.interp(e, grid, area) - np.interp(s, grid, area)) / (e - s)
+
+
+def _concurrency(run: _Run) -> list[Diagnostic]:
+    up = run.get("uplink", {}) or {}
+    mode = up.get("mode", "dedicated")
+    if mode == "dedicated":
+        return []
+    k = int(up.get("planned_concurrent_uploads", 1))
+    seen = upload_concurrency(run.events, mode)
+    if seen.size == 0:
+        return []
+    mean = float(seen.mean())
+    if k / CONCURRENCY_FACTOR <= mean <= k * CONCURRENCY_FACTOR:
+        return []
+    what = "queued for" if mode == "tdma" else "shared"
+    towards = max(1, round(mean))
+    if mean > k:
+        fix = (
+            f"raise it towards {towards}: uploads planned to end at the deadline on W / {k} "
+            "end later on a smaller share"
+        )
+    else:
+        fix = (
+            f"lower it towards {towards}: the controller over-provisions power and keeps "
+            "devices out (more then take part: check the concurrency again)"
+        )
+    return [
+        Diagnostic(
+            "planned_concurrency_mismatch",
+            f"the controller planned each upload on W / {k}, but an upload {what} the band with "
+            f"{mean:.3g} uploads on average (itself included; time-weighted over "
+            f"{seen.size} uploads)",
+            "uplink.planned_concurrent_uploads",
+            fix,
+        )
+    ]
+
+
+def _absent_devices(run: _Run) -> list[Diagnostic]:
+    ds = run.device_slots
+    slots = int(ds["slot"].nunique()) if len(ds) else 0
+    if slots < MIN_SLOTS_FOR_ABSENCE or not bool(ds["participating"].any()):
+        return []
+    per = ds.groupby("device", sort=True).agg(
+        took_part=("participating", "any"), online=("available", "any")
+    )
+    absent = per.index[~per["took_part"].to_numpy()].to_numpy()
+    if absent.size == 0:
+        return []
+    offline = per.loc[absent, "online"].to_numpy()
+    named = ", ".join(str(int(d)) for d in absent[:NAMED_DEVICES])
+    more = f" (and {absent.size - NAMED_DEVICES} more)" if absent.size > NAMED_DEVICES else ""
+    word = "device" if absent.size == 1 else "devices"
+    if not offline.any():
+        return [
+            Diagnostic(
+                "device_never_online",
+                f"{word} {named}{more} never came online in {slots} slots",
+                "availability",
+                "check the availability model or trace for these devices",
+            )
+        ]
+    return [
+        Diagnostic(
+            "device_never_took_part",
+            f"{word} {named}{more} never took part in {slots} slots",
+            "devices.energy_budget_j",
+            "the scheme kept them out: raise their budgets, or check their distance "
+            "(network.cell_radius_m) and power (devices.peak_power_w)",
+        )
+    ]
+
+
+def _server_step(run: _Run) -> list[Diagnostic]:
+    server = run.server
+    if server.mode == "sync":
+        return []
+    cycling = run.num_devices * _online_fraction(run)
+    ratio = server.step_ratio(cycling)
+    if ratio <= MAX_STEP_RATIO:
+        return []
+    same = 1.0 if server.mode == "semi_sync" else server.buffer_size / max(cycling, 1.0)
+    return [
+        Diagnostic(
+            "server_step_too_large",
+            f"each applied update moved the model {ratio:.3g} times as far as under the "
+            f"synchronous server (server_lr = {server.server_lr:g}, mode = {server.mode!r}"
+            + (
+                f", buffer_size = {server.buffer_size}, {cycling:.3g} devices online on average"
+                if server.mode == "async"
+                else ""
+            )
+            + ")",
+            "server.server_lr",
+            f"server_lr = {same:.3g} gives the synchronous step per update",
+        )
+    ]
+
+
+#: The checks, in the order their findings are listed.
+CHECKS = (
+    _nobody_took_part,
+    _uploads_lost,
+    _never_updated,
+    _diverged,
+    _no_progress,
+    _concurrency,
+    _absent_devices,
+    _server_step,
+)
+
+#: Every diagnostic's code (``docs/diagnostics.md``).
+CODES = (
+    "no_participation",
+    "all_uploads_lost",
+    "model_never_updated",
+    "training_diverged",
+    "accuracy_not_improved",
+    "accuracy_fell",
+    "planned_concurrency_mismatch",
+    "device_never_online",
+    "device_never_took_part",
+    "server_step_too_large",
+)
+
+
+#: The events the checks read (a run folder is read filtered to them).
+DIAGNOSED_EVENTS = (
+    "device_config",
+    "decision",
+    "energy",
+    "device_slot",
+    "aggregate",
+    "flush",
+    "eval",
+    "compute_end",
+    "upload_start",
+    "upload_end",
+)
+
+
+def diagnose_folder(folder: str | os.PathLike[str]) -> list[Diagnostic]:
+    """The diagnostics of a run folder (its trace, filtered to :data:`DIAGNOSED_EVENTS`, and
+    its manifest's resolved scenario and summary).
+
+    Raises:
+        FileNotFoundError: no ``manifest.json`` or no completed frame in ``folder``.
+    """
+    path = Path(folder)
+    manifest = load_manifest(path)
+    events = load_events(path, events=list(DIAGNOSED_EVENTS))
+    return diagnose(events, manifest.get("scenario_resolved") or {}, manifest.get("summary"))
+
+
+def diagnose(
+    events: pd.DataFrame,
+    scenario: Mapping[str, Any],
+    summary: Mapping[str, Any] | None = None,
+) -> list[Diagnostic]:
+    """The diagnostics of one finished run (:data:`CHECKS`, in order).
+
+    Args:
+        events: the run's trace (``docs/trace.md``; either trace level).
+        scenario: the resolved scenario (the manifest's ``scenario_resolved``, or
+            ``Scenario.model_dump(mode="json")``).
+        summary: the run's summary (``available_fraction`` is read; None: every device online).
+    """
+    if len(events) == 0:
+        return []
+    run = _Run(events, device_slots_from_events(events), scenario, summary or {})
+    out: list[Diagnostic] = []
+    for check in CHECKS:
+        out.extend(check(run))
+    return out
