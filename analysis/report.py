@@ -406,11 +406,14 @@ def write_report(
         ]
     )
 
+    diagnostics = diagnostics_table(dirs)
+
     fig_dir = out / "figures"
     _check_no_links(
         source,
         out,
         [out / f"{name}.{ext}" for name in tables for ext in ("csv", "md")]
+        + [out / "diagnostics.csv"]
         + [fig_dir / f"{spec.slug}.{fmt}" for spec in FIGURES for fmt in formats]
         + [out / "report.html", out / "report.md"],
     )
@@ -421,6 +424,7 @@ def write_report(
         if name != "claims":
             md = stats.format_over_seeds(df) if name == "by_config" else df
             _write(out / f"{name}.md", to_markdown(md) + "\n")
+    _write(out / "diagnostics.csv", diagnostics.to_csv(index=False))
 
     sources = _sources(data, summary, tables["energy_per_device"], dirs)
     figures, skipped = draw_figures(sources)
@@ -442,10 +446,43 @@ def write_report(
         skipped=skipped,
         tables=_narrow_tables(tables, by_config),
         notes=notes,
+        diagnostics=diagnostics,
     )
     _write(out / "report.html", _html(page))
     _write(out / "report.md", _markdown(page))
     return out / "report.html"
+
+
+#: The columns of ``diagnostics.csv``: the run (its folder's label), then the finding.
+DIAGNOSTIC_COLUMNS = ["run", "code", "field", "problem", "fix"]
+
+
+def diagnostics_table(dirs: Sequence[Path]) -> pd.DataFrame:
+    """The diagnostics of every run (``docs/diagnostics.md``), one row per finding
+    (:data:`DIAGNOSTIC_COLUMNS`); a run without a manifest (a trace of an older wflsim) is
+    left out."""
+    from .diagnostics import diagnose_folder
+
+    labels = tidy.run_labels(dirs)
+    rows = []
+    for label, folder in zip(labels, dirs, strict=True):
+        if not (folder / "manifest.json").is_file():
+            continue
+        rows += [{"run": label, **d.as_dict()} for d in diagnose_folder(folder)]
+    return pd.DataFrame(rows, columns=DIAGNOSTIC_COLUMNS)
+
+
+def _diagnostics_sentence(page: Page) -> str:
+    d = page.diagnostics
+    if len(d) == 0:
+        return (
+            f"No run has a diagnostic (every upload lost, no learning progress, ...: "
+            f"docs/diagnostics.md lists what is checked) among {len(page.runs)} run(s)."
+        )
+    return (
+        f"{d['run'].nunique()} of {len(page.runs)} run(s) have diagnostics, computed from "
+        "their traces (docs/diagnostics.md), each with the field to change. All rows: "
+    )
 
 
 def _sources(
@@ -583,6 +620,9 @@ class Page:
     skipped: dict[str, str]
     tables: list[tuple[str, str, pd.DataFrame | None]]
     notes: list[str]
+    diagnostics: pd.DataFrame = field(
+        default_factory=lambda: pd.DataFrame(columns=DIAGNOSTIC_COLUMNS)
+    )
 
     def sections(self) -> list[tuple[str, str, list[tuple[claims.Claim, claims.Verdict]]]]:
         """``(section, figure slug, its claims)`` in the paper's order."""
@@ -692,6 +732,14 @@ def _html(page: Page) -> str:
         parts.append('<h2>Notes</h2><ul class="notes">')
         parts += [f"<li>{esc(n)}</li>" for n in page.notes]
         parts.append("</ul>")
+    parts.append(f'<h2 id="{ids("diagnostics", "run diagnostics")}">Run diagnostics</h2>')
+    sentence = _diagnostics_sentence(page)
+    if len(page.diagnostics):
+        sentence_html = f'{esc(sentence)}<a href="diagnostics.csv">diagnostics.csv</a>.'
+        shown = page.diagnostics.head(_HTML_MAX_ROWS)
+        parts += [f"<p>{sentence_html}</p>", _html_table(shown)]
+    else:
+        parts.append(f"<p>{esc(sentence)}</p>")
     for section, slug, items in sections:
         parts.append(f'<h2 id="{section_id[section]}">{esc(section)}</h2>')
         parts.append(_html_figure(page, slug, ids))
@@ -773,6 +821,12 @@ def _markdown(page: Page) -> str:
     lines.append("")
     if page.notes:
         lines += ["## Notes", ""] + [f"- {n}" for n in page.notes] + [""]
+    lines += ["## Run diagnostics", ""]
+    if len(page.diagnostics):
+        lines += [f"{_diagnostics_sentence(page)}`diagnostics.csv`.", ""]
+        lines += [to_markdown(page.diagnostics.head(_HTML_MAX_ROWS)), ""]
+    else:
+        lines += [_diagnostics_sentence(page), ""]
     drawn: set[str] = set()
     for section, slug, items in page.sections():
         lines += [f"## {section}", ""]

@@ -268,7 +268,7 @@ def point_scenario(scenario: dict[str, Any], entry: dict[str, Any] | None) -> di
     return _with_point(scenario, _scheme_values(entry))
 
 
-def _run_labels(dirs: Sequence[Path]) -> list[str]:
+def run_labels(dirs: Sequence[Path]) -> list[str]:
     """Directory names if unique, else paths relative to the runs' common folder."""
     names = [d.name for d in dirs]
     if len(set(names)) == len(names):
@@ -437,7 +437,7 @@ def runs_table(runs: RunsArg) -> pd.DataFrame:
 def _runs_info(runs: RunsArg) -> tuple[pd.DataFrame, list[_Run]]:
     """:func:`runs_table` and the runs of its rows, in its order."""
     found = _runs(runs)
-    labels = _run_labels([r.path for r in found])
+    labels = run_labels([r.path for r in found])
     label_of = {r.path: label for r, label in zip(found, labels, strict=True)}
     rows, flats = [], []
     for r, label in zip(found, labels, strict=True):

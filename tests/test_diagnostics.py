@@ -364,3 +364,33 @@ def test_cross_warnings_reach_the_command_line(
     err = capsys.readouterr().err
     assert err.startswith("warning: uplink.planned_concurrent_uploads: 1 with uplink.mode")
     assert main(["validate", str(path), "--strict"]) == 2
+
+
+# ---- the report ----------------------------------------------------------------------------
+
+
+def test_report_lists_each_runs_diagnostics(tmp_path: Path) -> None:
+    """wflsim report of a sweep writes diagnostics.csv and a section naming each run's findings."""
+    from wflsim.analysis.report import write_report
+
+    path = _toml(tmp_path, **SHARED)
+    argv = ["sweep", str(path), "--seeds", "1,2", "--out", str(tmp_path / "sw"), "--quiet"]
+    assert main(argv) == 0
+    write_report(tmp_path / "sw", tmp_path / "rep", formats="png")
+    table = pd.read_csv(tmp_path / "rep" / "diagnostics.csv")
+    assert sorted(table.loc[table["code"] == "all_uploads_lost", "run"]) == ["seed=1", "seed=2"]
+    md = (tmp_path / "rep" / "report.md").read_text(encoding="utf-8")
+    assert "## Run diagnostics" in md and "2 of 2 run(s) have diagnostics" in md
+
+
+def test_report_of_a_healthy_run_says_none(tmp_path: Path) -> None:
+    """A run without findings: the report's section says no run has a diagnostic."""
+    from wflsim.analysis.report import write_report
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PlausibilityWarning)
+        wflsim.run(base_scenario(), out=tmp_path / "r", progress=False)
+    write_report(tmp_path / "r", tmp_path / "rep", formats="png")
+    md = (tmp_path / "rep" / "report.md").read_text(encoding="utf-8")
+    assert "No run has a diagnostic" in md
+    assert len(pd.read_csv(tmp_path / "rep" / "diagnostics.csv")) == 0
