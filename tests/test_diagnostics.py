@@ -394,3 +394,34 @@ def test_report_of_a_healthy_run_says_none(tmp_path: Path) -> None:
     md = (tmp_path / "rep" / "report.md").read_text(encoding="utf-8")
     assert "No run has a diagnostic" in md
     assert len(pd.read_csv(tmp_path / "rep" / "diagnostics.csv")) == 0
+
+
+# ---- the quick start's two silent failures -------------------------------------------------
+
+QUICKSTART = str(REPO / "scenarios" / "quickstart.toml")
+
+
+def test_quickstart_on_ofdma_warns_and_diagnoses(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The quick start on one OFDMA band planned on W: a warning before, a diagnostic after."""
+    sets = ['scheme.name="two_timescale"', 'uplink.mode="ofdma"', "run.frames=1"]
+    argv = ["run", QUICKSTART, "--out", str(tmp_path / "r"), "--quiet"]
+    assert main(argv + [a for s in sets for a in ("--set", s)]) == 0
+    out, err = capsys.readouterr()
+    assert err.startswith("warning: uplink.planned_concurrent_uploads: 1 with uplink.mode")
+    assert "  diagnostic: every upload was lost" in out
+    assert "(uplink.planned_concurrent_uploads: " in out
+
+
+def test_quickstart_async_default_server_lr_warns_and_diagnoses(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The quick start under async with buffer 5 and server_lr 1: warned and diagnosed."""
+    sets = ['server.mode="async"', "server.buffer_size=5", "run.frames=1"]
+    argv = ["run", QUICKSTART, "--out", str(tmp_path / "r"), "--quiet"]
+    assert main(argv + [a for s in sets for a in ("--set", s)]) == 0
+    out, err = capsys.readouterr()
+    assert err.startswith("warning: server.server_lr: 1 under mode = 'async'")
+    assert "each applied update moved the model 6 times" in out
+    assert "(server.server_lr: server_lr = 0.167" in out
