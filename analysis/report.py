@@ -47,7 +47,9 @@ DPI_RANGE: tuple[int, int] = (50, 600)
 BAND = (
     "Lines: the mean over seeds in the axis' scale (the geometric mean on a log axis); band: "
     "its 95 % Student-t interval over the seeds, computed in that scale and cut to the range of "
-    "the seeds' values at each point (with 2 or 3 seeds it is mostly that range)."
+    "the seeds' values at each point (with 2 or 3 seeds it is mostly that range). A dashed line "
+    "is an outlier seed, named (it alone makes most of the seeds' spread; it stays in the mean "
+    "and the band)."
 )
 BARS = (
     "Points: the mean over seeds in the axis' scale; bars: its 95 % Student-t interval, "
@@ -82,8 +84,8 @@ FIGURES: list[FigureSpec] = [
         "summary",
         F.impact_of_v,
         "Average convergence error, energy and queue length against the Lyapunov weight V "
-        "(paper, Impact of V); a scheme that ignores V is a thick horizontal line (and band). "
-        + BARS,
+        "(paper, Impact of V); a scheme that ignores V is a thick horizontal line (and band), and "
+        "an outlier seed of it a dashed one, named. " + BARS,
     ),
     FigureSpec(
         "time_evolution",
@@ -142,8 +144,8 @@ FIGURES: list[FigureSpec] = [
         "energy_per_device",
         F.energy_budget_per_device,
         "Each device's average energy and queue length against its own budget E_bar_n, one point "
-        "per device and run, one column per scheme (the impact of the energy budget within a "
-        "configuration); each row has one y axis for all schemes.",
+        "per device and run, one row per scheme and V (the impact of the energy budget within a "
+        "configuration); each column has one y axis for all rows.",
     ),
     FigureSpec(
         "gamma_evolution",
@@ -622,7 +624,7 @@ VERDICT_RULE = (
     "spread would need to exclude zero). A claim of several comparisons does not hold when one "
     "does not, is inconclusive when one is and none fails. With one seed the direction alone "
     "decides, with a warning. An outlier seed (left out, the other seeds' standard deviation "
-    "falls below a third of all seeds') is named next to the verdict, and "
+    "falls below a third of all seeds') is named next to the verdict and in the figures, and "
     "kept in the mean and the interval."
 )
 _SPECS = {f.slug: f for f in FIGURES}
