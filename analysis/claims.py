@@ -1,22 +1,30 @@
 """The paper's claims (Section VI), each checked against a set of runs.
 
 A :class:`Claim` names the figure it is read from, says in one line what the paper claims, and
-measures a :class:`Verdict` on the runs given:
+measures a :class:`Verdict` on the runs given. The verdicts and their rule are stated once, in
+``docs/decisions.md`` ("Verdicts and outlier seeds"); in short, with the 95 % Student-t interval
+of the paired difference over seeds (the schemes of one seed see the same channels and data, so
+runs are paired by seed):
 
-* ``holds``: the claimed direction is measured and, with two seeds or more, significant: the
-  95 % Student-t interval of the paired difference over seeds (the schemes of one seed see the
-  same channels and data, so runs are paired by seed) lies on the claimed side of zero;
-* ``does not hold``: the measured direction is the opposite, or the interval contains zero (the
-  difference is within the seed noise), or a trend with a step between neighbouring values
-  that goes significantly the other way (a plateau is allowed);
+* ``holds``: the interval lies on the claimed side of zero;
+* ``does not hold``: the interval lies on the other side, or a trend has a step between
+  neighbouring values that goes significantly the other way (a plateau is allowed);
+* ``inconclusive``: the interval straddles zero; the evidence says how many seeds point each
+  way and how many seeds the observed spread would need for the interval to exclude zero
+  (:meth:`Paired.seeds_needed`);
 * ``not measurable here``: the runs do not carry what the claim needs (a scheme, two values of
   V, evaluations, ...), with the reason.
 
-With one seed the direction alone decides and the evidence says so. A verdict drawn from runs
-shorter than the paper's (:data:`PAPER_SLOTS`) carries a :attr:`Verdict.warning` that says so
-(:func:`length_warning`). Accuracy is compared "at
-the same total energy" (or latency) as the paper does: per seed, each run's accuracy is
-interpolated at the largest total energy that every compared run reached.
+With one seed there is no interval: the direction alone decides (``holds`` or ``does not
+hold``), the evidence says "1 seed (no interval)" and the verdict carries a
+:attr:`Verdict.warning`. A claim made of several comparisons (against each benchmark, in each
+context) does not hold when one of them does not, is inconclusive when none fails and one is
+inconclusive, and holds when all hold. Outlier seeds
+(:func:`wflsim.analysis.stats.outlier_mask`) are named in the evidence and in
+:attr:`Verdict.outliers`, never left out. A verdict drawn from runs shorter than the paper's
+(:data:`PAPER_SLOTS`) carries a warning that says so (:func:`length_warning`). Accuracy is
+compared "at the same total energy" (or latency) as the paper does: per seed, each run's
+accuracy is interpolated at the largest total energy that every compared run reached.
 
 ``check_all(summary, slots, evaluations)`` returns every claim with its verdict;
 :mod:`wflsim.analysis.report` lays them out section by section.
@@ -30,12 +38,17 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pandas as pd
 
-from .stats import CONFIG_COLUMNS, t_interval
+from .stats import CONFIG_COLUMNS, SEEDS_NEEDED_CAP, outlier_mask, seeds_needed, t_interval
 from .tidy import SCHEME_LABELS
 
 HOLDS = "holds"
 FAILS = "does not hold"
+INCONCLUSIVE = "inconclusive"
 NOT_MEASURABLE = "not measurable here"
+#: Every verdict, in the order the report counts them.
+VERDICTS: tuple[str, ...] = (HOLDS, INCONCLUSIVE, FAILS, NOT_MEASURABLE)
+#: The warning of a verdict drawn from one seed (no interval: the direction alone decides).
+ONE_SEED_WARNING = "drawn from 1 seed: the direction alone decides (no interval)"
 
 PROPOSED = "two_timescale"
 HEURISTIC = ("only_pc", "only_pf", "ideal")
@@ -53,14 +66,16 @@ PAPER_SLOTS = PAPER_FRAMES * PAPER_SLOTS_PER_FRAME
 
 @dataclass(frozen=True)
 class Verdict:
-    """A claim's measured outcome: ``status`` (:data:`HOLDS`, :data:`FAILS` or
-    :data:`NOT_MEASURABLE`), the numbers behind it in one or a few sentences, the ``runs`` it
-    is drawn from and a ``warning`` (e.g. runs shorter than the paper's; "" for none)."""
+    """A claim's measured outcome: ``status`` (:data:`HOLDS`, :data:`FAILS`,
+    :data:`INCONCLUSIVE` or :data:`NOT_MEASURABLE`), the numbers behind it in one or a few
+    sentences, the ``runs`` it is drawn from, a ``warning`` (one seed, runs shorter than the
+    paper's; "" for none) and the ``outliers`` the evidence names ("seed 1", ...)."""
 
     status: str
     evidence: str
     runs: tuple[str, ...] = ()
     warning: str = ""
+    outliers: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -109,7 +124,10 @@ def _interval(lo: float, hi: float) -> str:
 
 @dataclass(frozen=True)
 class Paired:
-    """A paired difference over seeds: ``mean`` (of ``a - b``), its 95 % interval and ``n``."""
+    """A paired difference over seeds: ``mean`` (of ``a - b``), its 95 % interval, ``n``, the
+    seeds on each side of zero, the standard deviation ``sd`` and the outlier seeds
+    (:func:`wflsim.analysis.stats.outlier_mask`) as ``(name, value)``; ``unit`` names what
+    is paired ("seed", or "run")."""
 
     mean: float
     low: float
@@ -117,32 +135,126 @@ class Paired:
     n: int
     positive: int = 0
     negative: int = 0
+    sd: float = float("nan")
+    outliers: tuple[tuple[str, float], ...] = ()
+    sd_without: float = float("nan")
+    unit: str = "seed"
 
     def side(self) -> int:
         """+1 / -1 when the difference is positive / negative (significantly, for ``n >= 2``),
-        0 when the interval contains zero."""
+        0 when the interval contains zero (or nothing is measured)."""
         if self.n >= 2:
             return 1 if self.low > 0 else (-1 if self.high < 0 else 0)
+        if self.n == 0 or not np.isfinite(self.mean):
+            return 0
         return int(np.sign(self.mean))
+
+    def verdict(self, want: int) -> str:
+        """:data:`HOLDS` when the interval lies on the side ``want`` (+1 or -1) of zero,
+        :data:`FAILS` on the other side, :data:`INCONCLUSIVE` when it straddles zero (with one
+        seed: its sign decides)."""
+        side = self.side()
+        return HOLDS if side == want else (FAILS if side == -want else INCONCLUSIVE)
+
+    def seeds_needed(self) -> int | None:
+        """The smallest number of seeds whose interval would exclude zero with this mean and
+        standard deviation (:func:`wflsim.analysis.stats.seeds_needed`; ``None``: none)."""
+        return seeds_needed(self.mean, self.sd)
 
     def text(self) -> str:
         """The mean, its interval, and on how many seeds the difference is positive."""
         if self.n >= 2:
             return (
-                f"{_num(self.mean)} {_interval(self.low, self.high)}, {self.n} seeds "
+                f"{_num(self.mean)} {_interval(self.low, self.high)}, {self.n} {self.unit}s "
                 f"({self.positive} positive, {self.negative} negative)"
             )
-        return f"{_num(self.mean)}, 1 seed (no interval)"
+        return f"{_num(self.mean)}, 1 {self.unit} (no interval)"
+
+    def outlier_text(self) -> str:
+        """The outlier seeds with their difference and the spread with and without them
+        ("" for none)."""
+        return "".join(
+            f"; outlier: {name} ({_num(value)}; standard deviation {_num(self.sd)}, "
+            f"{_num(self.sd_without)} without it)"
+            for name, value in self.outliers
+        )
+
+    def describe(self, want: int) -> str:
+        """:meth:`text`, :meth:`why` the verdict on the side ``want`` is not :data:`HOLDS`
+        and :meth:`outlier_text`."""
+        return self.text() + self.why(want) + self.outlier_text()
+
+    def why(self, want: int) -> str:
+        """Why the verdict on the side ``want`` is not :data:`HOLDS` ("" when it is): the
+        opposite direction, or an interval that straddles zero with the seeds on each side and
+        the seeds this spread would need."""
+        status = self.verdict(want)
+        if status == HOLDS:
+            return ""
+        if status == FAILS:
+            return ": the opposite direction"
+        units = f"{self.unit}s"
+        if self.n < 2:
+            return f": no difference (1 {self.unit})"
+        claimed = self.positive if want > 0 else self.negative
+        need = self.seeds_needed()
+        if need is None and (self.mean == 0 or not np.isfinite(self.mean)):
+            more = f"no number of {units} would exclude zero: the mean difference is 0"
+        elif need is None:
+            more = f"more than {SEEDS_NEEDED_CAP:,} {units} would be needed to exclude zero"
+        else:
+            more = f"{need} {units} with this mean and spread would exclude zero"
+        return (
+            f": inconclusive, the interval straddles zero, {claimed} of {self.n} {units} point "
+            f"the claimed way; {more}"
+        )
 
 
-def paired(diffs: Sequence[float] | np.ndarray) -> Paired:
-    """The mean of per-seed differences with its 95 % Student-t interval (:func:`t_interval`)."""
+def paired(
+    diffs: Sequence[float] | np.ndarray,
+    labels: Sequence[object] | None = None,
+    unit: str = "seed",
+) -> Paired:
+    """The mean of per-seed differences with its 95 % Student-t interval (:func:`t_interval`);
+    ``labels`` name the seeds (their ``seed`` values; by default their positions), so that an
+    outlier (:func:`wflsim.analysis.stats.outlier_mask`) is named ("seed 1")."""
     mean, _, low, high, n = t_interval(diffs)
     d = np.asarray(diffs, dtype=float)
-    d = d[np.isfinite(d)]
-    return Paired(
-        float(mean), float(low), float(high), int(n), int((d > 0).sum()), int((d < 0).sum())
+    names = [str(x) for x in (labels if labels is not None else range(len(d)))]
+    ok = np.isfinite(d)
+    names = [name for name, good in zip(names, ok, strict=True) if good]
+    d = d[ok]
+    sd = float(d.std(ddof=1)) if len(d) >= 2 else float("nan")
+    mask = outlier_mask(d)
+    outliers = tuple(
+        (f"{unit} {name}", float(v)) for name, v, m in zip(names, d, mask, strict=True) if m
     )
+    sd_without = float(np.delete(d, np.flatnonzero(mask)).std(ddof=1)) if mask.any() else sd
+    return Paired(
+        float(mean),
+        float(low),
+        float(high),
+        int(n),
+        int((d > 0).sum()),
+        int((d < 0).sum()),
+        sd,
+        outliers,
+        sd_without,
+        unit,
+    )
+
+
+def conjunction(statuses: Iterable[str]) -> str:
+    """The verdict on a claim made of several comparisons, from theirs (those not measurable
+    left out): :data:`FAILS` when one does not hold, else :data:`INCONCLUSIVE` when one is
+    inconclusive, else :data:`HOLDS` (:data:`NOT_MEASURABLE` when none is measured)."""
+    measured = [s for s in statuses if s != NOT_MEASURABLE]
+    if not measured:
+        return NOT_MEASURABLE
+    for status in (FAILS, INCONCLUSIVE):
+        if status in measured:
+            return status
+    return HOLDS
 
 
 def _context_columns(summary: pd.DataFrame, free: Sequence[str]) -> list[str]:
@@ -171,8 +283,17 @@ def _prefix(label: str) -> str:
     return f"{label}: " if label else ""
 
 
-#: A context's result: (context label, status, evidence, the runs it is drawn from).
-_Result = tuple[str, str, str, Sequence[str]]
+@dataclass(frozen=True)
+class _Result:
+    """A context's result: its label, status and evidence, the runs it is drawn from, the
+    outlier seeds it names and whether a comparison in it had one seed only."""
+
+    label: str
+    status: str
+    evidence: str
+    runs: Sequence[str] = ()
+    outliers: tuple[str, ...] = ()
+    one_seed: bool = False
 
 
 def _runs(*tables: pd.DataFrame) -> tuple[str, ...]:
@@ -185,18 +306,29 @@ def _sorted_runs(runs: Iterable[object]) -> tuple[str, ...]:
 
 
 def _combine(results: list[_Result]) -> Verdict:
-    """One verdict from per-context results: it holds when it holds in every measurable
-    context; it is drawn from the runs of the measured contexts."""
-    measured = [r for r in results if r[1] != NOT_MEASURABLE]
+    """One verdict from per-context results (:func:`conjunction` of the measurable contexts);
+    it is drawn from the runs of the measured contexts and names their outliers."""
+    measured = [r for r in results if r.status != NOT_MEASURABLE]
     if not measured:
-        reasons = sorted({r[2] for r in results})
+        reasons = sorted({r.evidence for r in results})
         return Verdict(NOT_MEASURABLE, "; ".join(reasons))
-    status = HOLDS if all(r[1] == HOLDS for r in measured) else FAILS
     return Verdict(
-        status,
-        " ".join(f"{_prefix(lab)}{ev}" for lab, _, ev, _ in measured),
-        _sorted_runs(run for r in measured for run in r[3]),
+        conjunction(r.status for r in measured),
+        " ".join(f"{_prefix(r.label)}{r.evidence}" for r in measured),
+        _sorted_runs(run for r in measured for run in r.runs),
+        ONE_SEED_WARNING if any(r.one_seed for r in measured) else "",
+        _names(name for r in measured for name in r.outliers),
     )
+
+
+def _names(names: Iterable[str]) -> tuple[str, ...]:
+    """Outlier names once each, in natural order ("seed 2" before "seed 10")."""
+
+    def key(name: str) -> tuple:
+        unit, _, label = name.partition(" ")
+        return (unit, 0, int(label), "") if label.isdigit() else (unit, 1, 0, label)
+
+    return tuple(sorted(set(names), key=key))
 
 
 # ----------------------------------------------------------------------------- scheme vs scheme
@@ -218,35 +350,33 @@ def compare(
         mine = _by_seed(df, better, metric)
         if mine.empty or not present:
             missing = [_label(s) for s in [better, *others] if not (df["scheme"] == s).any()]
-            results.append((label, NOT_MEASURABLE, f"no run of {', '.join(missing)}", ()))
+            results.append(_Result(label, NOT_MEASURABLE, f"no run of {', '.join(missing)}"))
             continue
-        parts, ok = [], True
+        parts, statuses, outliers, one_seed = [], [], [], False
+        want = -1 if lower else 1
         for other in present:
             theirs = _by_seed(df, other, metric)
             common = mine.index.intersection(theirs.index)
             if common.empty:
-                ok = False
+                statuses.append(NOT_MEASURABLE)
                 parts.append(f"{_label(other)}: no common seed")
                 continue
-            d = paired((mine[common] - theirs[common]).to_numpy())
-            want = -1 if lower else 1
-            ok &= d.side() == want
+            d = paired((mine[common] - theirs[common]).to_numpy(), labels=list(common))
+            statuses.append(d.verdict(want))
+            outliers += [name for name, _ in d.outliers]
+            one_seed |= d.n == 1
             parts.append(
                 f"{_label(other)} {_num(float(theirs[common].mean()))} "
-                f"({_label(better)} - {_label(other)}: {d.text()}"
-                f"{'' if d.side() == want else _why(d, want)})"
+                f"({_label(better)} - {_label(other)}: {d.describe(want)})"
             )
         name = METRIC_NAMES.get(metric, metric)
         ev = f"{name}: {_label(better)} {_num(float(mine.mean()))}; " + "; ".join(parts) + "."
         used = df[df["scheme"].isin([better, *present])]
-        results.append((label, HOLDS if ok else FAILS, ev, _runs(used)))
+        status = conjunction(statuses)
+        if status == NOT_MEASURABLE:
+            ev = f"no seed common to {_label(better)} and " + ", ".join(map(_label, present))
+        results.append(_Result(label, status, ev, _runs(used), tuple(outliers), one_seed))
     return _combine(results)
-
-
-def _why(d: Paired, want: int) -> str:
-    if d.n >= 2 and d.side() == 0:
-        return ": not significant"
-    return ": the opposite direction"
 
 
 def _ignores_v(summary: pd.DataFrame) -> bool:
@@ -282,18 +412,17 @@ def trend(
         means = df.groupby(axis)[metric].mean().dropna().sort_index()
         if len(means) < 2:
             results.append(
-                (
+                _Result(
                     label,
                     NOT_MEASURABLE,
                     f"{_label(scheme)} was run at one {_axis_name(axis)} only",
-                    (),
                 )
             )
             continue
         lo_x, hi_x = means.index[0], means.index[-1]
         at = df.pivot_table(index="seed", columns=axis, values=metric, aggfunc="mean")
         pairs = at[[lo_x, hi_x]].dropna()
-        d = paired((pairs[hi_x] - pairs[lo_x]).to_numpy())
+        d = paired((pairs[hi_x] - pairs[lo_x]).to_numpy(), labels=list(pairs.index))
         want = 1 if increasing else -1
         # monotone: no step between neighbouring values goes significantly the other way (a
         # plateau is allowed: the paper's trends saturate)
@@ -302,7 +431,7 @@ def trend(
             paired((at[b] - at[a]).dropna().to_numpy()).side() != -want
             for a, b in zip(xs[:-1], xs[1:], strict=True)
         )
-        ok = monotone and d.side() == want
+        status = d.verdict(want) if monotone else FAILS
         series = ", ".join(f"{float(x):g}: {_num(float(v))}" for x, v in means.items())
         ev = (
             f"{_label(scheme)} {METRIC_NAMES.get(metric, metric)} by {_axis_name(axis)} "
@@ -313,9 +442,11 @@ def trend(
             ev += f"; x{_num(float(per_decade))} per decade"
         if not monotone:
             ev += "; a step between neighbouring values goes significantly the other way"
-        elif d.side() != want:
-            ev += _why(d, want)
-        results.append((label, HOLDS if ok else FAILS, ev + ".", _runs(df)))
+        else:
+            ev += d.why(want)
+        ev += d.outlier_text()
+        outliers = tuple(name for name, _ in d.outliers)
+        results.append(_Result(label, status, ev + ".", _runs(df), outliers, d.n == 1))
     return _combine(results)
 
 
@@ -334,9 +465,12 @@ def trends(
     measured = [v for v in verdicts if v.status != NOT_MEASURABLE]
     if not measured:
         return Verdict(NOT_MEASURABLE, verdicts[0].evidence)
-    status = HOLDS if all(v.status == HOLDS for v in measured) else FAILS
-    runs = _sorted_runs(r for v in measured for r in v.runs)
-    return Verdict(status, " ".join(v.evidence for v in measured), runs)
+    return _combine([_from_verdict(v) for v in measured])
+
+
+def _from_verdict(v: Verdict, label: str = "") -> _Result:
+    """A verdict as one context's result of a larger claim."""
+    return _Result(label, v.status, v.evidence, v.runs, v.outliers, v.warning == ONE_SEED_WARNING)
 
 
 # ----------------------------------------------------------------------------------- accuracy
@@ -392,7 +526,7 @@ def accuracy_claim(x: str, schemes: Sequence[str]) -> Callable[[Evidence], Verdi
                 lo, hi = _num(float(levels.min())), _num(float(levels.max()))
                 name = f"{METRIC_NAMES['accuracy_at_same']}: "
                 v = replace(v, evidence=v.evidence.replace(name, f"accuracy at {lo}-{hi} {unit}: "))
-            results.append(("", v.status, v.evidence, v.runs))
+            results.append(_from_verdict(v))
         return _combine(results)
 
     return check
@@ -404,8 +538,9 @@ def stable_fraction_grows(ev: Evidence) -> Verdict:
     sl = ev.slots.dropna(subset=["stable_fraction"]) if "stable_fraction" in ev.slots else None
     if sl is None or sl.empty:
         return Verdict(NOT_MEASURABLE, "no run logged stable_fraction (it needs training runs)")
-    diffs, first, last = [], [], []
-    for _, r in sl.sort_values(["run", "slot"]).groupby("run"):
+    diffs, first, last, names = [], [], [], []
+    for run, r in sl.sort_values(["run", "slot"]).groupby("run"):
+        names.append(run)
         q = max(1, len(r) // 4)
         a, b = (
             float(r["stable_fraction"].iloc[:q].mean()),
@@ -414,14 +549,15 @@ def stable_fraction_grows(ev: Evidence) -> Verdict:
         first.append(a)
         last.append(b)
         diffs.append(b - a)
-    d = paired(diffs)
-    ok = d.side() == 1
+    d = paired(diffs, labels=names, unit="run")
     ev_text = (
         f"stable fraction {_num(float(np.mean(first)))} in the first quarter of the slots, "
         f"{_num(float(np.mean(last)))} in the last (mean of {len(diffs)} runs; change "
-        f"{d.text().replace('seeds', 'runs')}{'' if ok else _why(d, 1)})."
+        f"{d.describe(1)})."
     )
-    return Verdict(HOLDS if ok else FAILS, ev_text, _runs(sl))
+    outliers = tuple(name for name, _ in d.outliers)
+    warning = "drawn from 1 run: the direction alone decides (no interval)" if d.n == 1 else ""
+    return Verdict(d.verdict(1), ev_text, _runs(sl), warning, outliers)
 
 
 # ------------------------------------------------------------------------------------- claims
@@ -569,7 +705,8 @@ def check_all(
     for claim in CLAIMS:
         try:
             verdict = claim.check(ev)
-            verdict = replace(verdict, warning=length_warning(verdict, summary))
+            warnings = [w for w in (verdict.warning, length_warning(verdict, summary)) if w]
+            verdict = replace(verdict, warning="; ".join(warnings))
         except Exception as err:  # a report never dies on one claim
             verdict = Verdict(NOT_MEASURABLE, f"could not be checked ({type(err).__name__}: {err})")
         out.append((claim, verdict))

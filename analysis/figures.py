@@ -3,8 +3,9 @@
 Every function takes DataFrames (from :mod:`wflsim.analysis.tidy` / :mod:`wflsim.analysis.stats`,
 never paths) and returns a :class:`DataFigure`, a :class:`matplotlib.figure.Figure` built without
 pyplot (no global state, no backend needed: ``fig.savefig("x.png")`` renders with Agg) that keeps
-what it plots: ``fig.intervals`` (every band and set of error bars with the seeds' values behind it)
-and ``fig.notes`` (the lines that coincide). Lines are *series*: runs with the same scheme and,
+what it plots: ``fig.intervals`` (every band and set of error bars with the seeds' values behind it),
+``fig.outliers`` (the outlier seeds it marks) and ``fig.notes`` (the lines that coincide, the
+outlier seeds, the panels left out). Lines are *series*: runs with the same scheme and,
 where they differ between the runs given, the same ``V``, dataset, partition, energy budget and
 ``variant``; runs of one series that differ only in their seed are averaged.
 
@@ -28,9 +29,14 @@ Conventions (the same in every figure):
   and its 95 % Student-t band or error bars, computed in that scale and cut to the range of the
   seeds' values (:func:`wflsim.analysis.stats.seed_intervals`): a band never reaches beyond the
   seeds, so the y range shows it whole; one seed: the line alone;
+* an outlier seed (:func:`outlier_runs`, the rule of the claims' verdicts) whose line lies
+  visibly apart from the other seeds' (:data:`OUTLIER_VISIBLE`) is drawn as its own thin dashed
+  line, named at its end and in the legend ("Ideal FL: seed 1 (outlier)"); the mean and the band
+  keep it, and :attr:`DataFigure.outliers` and the notes list it;
 * no offset or scientific-offset tick notation; every axis says its unit (those of
   ``docs/trace.md``; ``V`` and the cost in J^2);
-* a panel with nothing to draw (no outage at all, no cost logged) says so in words.
+* a metric with nothing to draw (no outage at all, no cost logged) gets no panel: the title
+  and the notes say why.
 
 A function raises :class:`InsufficientData` when the tables cannot make its figure (e.g. a single
 ``V`` for the impact of ``V``); :func:`wflsim.analysis.report.write_report` turns that into a note.
@@ -49,12 +55,13 @@ import pandas as pd
 from matplotlib.artist import Artist
 from matplotlib.axes import Axes
 from matplotlib.collections import PolyCollection
+from matplotlib.colors import to_hex, to_rgb
 from matplotlib.container import Container
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import MaxNLocator, ScalarFormatter
 
-from .stats import seed_intervals
+from .stats import outlier_mask, seed_intervals
 from .tidy import SCHEME_LABELS
 
 _F = TypeVar("_F", bound=Figure)
@@ -302,13 +309,16 @@ class Interval:
 
 class DataFigure(Figure):
     """A :class:`~matplotlib.figure.Figure` that keeps what it plots: :attr:`intervals`, every
-    band and set of error bars with the seeds' values behind it, and :attr:`notes`, what the
-    figure says about coinciding lines."""
+    band and set of error bars with the seeds' values behind it, :attr:`outliers`, the outlier
+    seeds it marks, and :attr:`notes`, what the figure says about coinciding lines, outlier
+    seeds and panels left out."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.intervals: list[Interval] = []
         self.notes: list[str] = []
+        self.outliers: list[Outlier] = []
+        self.pending: list[_Pending] = []
 
 
 def _figure(
@@ -327,7 +337,15 @@ def _figure(
 def _legend(fig: Figure, axes: Sequence[Axes], order: Sequence[str] = ()) -> None:
     """One legend for the figure (labels of all panels, once each, those in ``order`` first and
     in that order): inside a single panel when there are few lines, else outside, to the right
-    (or below, when there are many)."""
+    (or below, when there are many). The outlier seeds found while drawing are marked first
+    (:func:`_mark_outliers`), each right after its series in the legend."""
+    _mark_outliers(fig)
+    marked: dict[str, list[str]] = {}
+    for o in getattr(fig, "outliers", []):
+        text = _outlier_label(o.label, o.name)
+        if text not in marked.setdefault(o.label, []):
+            marked[o.label].append(text)
+    order = [t for lab in order for t in [lab, *marked.get(lab, [])]]
     seen: dict[str, Artist] = {}
     for ax in axes:
         for h, lab in zip(*ax.get_legend_handles_labels(), strict=True):
@@ -393,13 +411,183 @@ def _mean_by(rows: pd.DataFrame, x: str, ys: Sequence[str]) -> pd.DataFrame:
 
 def _per_run(rows: pd.DataFrame, x: str, y: str, scale: float = 1.0) -> pd.DataFrame:
     """``scale * y`` per run and value of ``x`` (a run's rows at one ``x`` averaged), NaN left
-    out: columns ``run``, ``x``, ``y``."""
+    out: columns ``run``, ``x``, ``y`` and, where ``rows`` has it, the run's ``seed``."""
     rows = rows.dropna(subset=[y])
     if "run" in rows.columns:
         out = rows.groupby(["run", x], sort=True)[y].mean().reset_index()
+        if "seed" in rows.columns:
+            seeds = rows.drop_duplicates("run").set_index("run")["seed"]
+            out["seed"] = out["run"].map(seeds)
     else:
         out = rows[[x, y]].assign(run="")
     return out.assign(**{y: scale * out[y].astype(float)})
+
+
+def _run_name(per_run: pd.DataFrame, run: object) -> str:
+    """How a figure names one run of a series: "seed 1" (its seed), else "run <name>"."""
+    if "seed" in per_run.columns:
+        seeds = per_run.loc[per_run["run"] == run, "seed"].dropna().unique()
+        if len(seeds) == 1:
+            seed = seeds[0]
+            return f"seed {int(seed) if float(seed).is_integer() else seed}"
+    return f"run {run}"
+
+
+def outlier_runs(per_run: pd.DataFrame, x: str, y: str) -> list[object]:
+    """The runs of a series (a :func:`_per_run` table) that are outlier seeds by the rule of
+    :func:`wflsim.analysis.stats.outlier_mask`, applied to each run's mean of ``y`` over its
+    ``x`` values (the values as measured, not in the axis' scale): the same rule the claims'
+    verdicts name outliers by (docs/decisions.md, "Verdicts and outlier seeds")."""
+    if "run" not in per_run.columns or per_run["run"].nunique() < 3:
+        return []
+    means = per_run.groupby("run", sort=True)[y].mean()
+    return [
+        run for run, out in zip(means.index, outlier_mask(means.to_numpy()), strict=True) if out
+    ]
+
+
+#: How an outlier seed's own line is drawn: thin, dashed, in its scheme's colour.
+_OUTLIER_STYLE: dict[str, Any] = {"linewidth": 0.9, "linestyle": (0, (4, 2)), "alpha": 0.95}
+#: An outlier seed is marked in a panel where its line lies somewhere at least this share of the
+#: panel's height (in the axis' scale) from the mean of the other seeds: visibly apart (a seed
+#: that makes most of a spread too small to see, or that differs only in the first noisy slots
+#: where every seed does, is not marked).
+OUTLIER_VISIBLE = 0.10
+
+
+@dataclass(frozen=True)
+class Outlier:
+    """An outlier seed a figure marks: its panel, the series' label, its name ("seed 1"), its
+    line and where the line moves most (``step_at``: the ``x`` of its largest step, NaN for a
+    level)."""
+
+    axes: Axes
+    label: str
+    name: str
+    line: Line2D
+    step_at: float
+
+
+@dataclass(frozen=True)
+class _Pending:
+    """An outlier seed found while drawing a series, marked once the panel's range is known
+    (:func:`_mark_outliers`): the series' runs, the outlier's run, where its line goes."""
+
+    ax: Axes
+    per_run: pd.DataFrame
+    run: object
+    x: str
+    y: str
+    label: str
+    style: dict
+    xs: np.ndarray
+    ys: np.ndarray
+
+
+def _find_outliers(
+    ax: Axes,
+    per_run: pd.DataFrame,
+    x: str,
+    y: str,
+    label: str,
+    style: dict,
+    x_values: pd.Series | None = None,
+    lines: pd.DataFrame | None = None,
+) -> None:
+    """Keep the outlier seeds of a series (:func:`outlier_runs` of ``per_run``) for
+    :func:`_mark_outliers`. ``x_values``: where to draw each ``x`` (as :func:`_draw_band`);
+    ``lines``: what to draw for each run instead of its rows of ``per_run`` (a level)."""
+    fig = ax.get_figure(root=True)
+    if not isinstance(fig, DataFigure):
+        return
+    drawn = per_run if lines is None else lines
+    for run in outlier_runs(per_run, x, y):
+        own = drawn[drawn["run"] == run].sort_values(x)
+        xs = own[x] if x_values is None else x_values.reindex(own[x])
+        fig.pending.append(
+            _Pending(
+                ax,
+                per_run,
+                run,
+                x,
+                y,
+                label,
+                style,
+                np.asarray(xs, dtype=float),
+                own[y].to_numpy(dtype=float),
+            )
+        )
+
+
+def _apart(p: _Pending) -> bool:
+    """Whether the outlier's line lies somewhere at least :data:`OUTLIER_VISIBLE` of the
+    panel's height from the mean of the other seeds (both in the axis' scale)."""
+    fwd = p.ax.yaxis.get_transform().transform
+    mine = p.per_run[p.per_run["run"] == p.run].groupby(p.x)[p.y].mean()
+    others = p.per_run[p.per_run["run"] != p.run]
+    if mine.empty or others.empty:
+        return False
+    with np.errstate(divide="ignore", invalid="ignore"):
+        lo, hi = np.asarray(fwd(np.asarray(p.ax.get_ylim(), dtype=float)), dtype=float)
+        t = np.asarray(fwd(others[p.y].to_numpy(dtype=float)), dtype=float)
+        centre = pd.Series(t).groupby(others[p.x].to_numpy()).mean()
+        own = pd.Series(np.asarray(fwd(mine.to_numpy(dtype=float)), dtype=float), mine.index)
+    gap = (own - centre.reindex(own.index)).abs().to_numpy(dtype=float)
+    gap = gap[np.isfinite(gap)]
+    span = abs(float(hi - lo))
+    return bool(len(gap) and np.isfinite(span) and span > 0 and gap.max() >= OUTLIER_VISIBLE * span)
+
+
+def _mark_outliers(fig: Figure) -> None:
+    """Draw the outlier seeds found while drawing ``fig`` (:func:`_find_outliers`) that lie
+    visibly apart (:func:`_apart`): each as its own thin dashed line in its series' colour,
+    named at its end ("seed 1") and in the legend ("Ideal FL: seed 1 (outlier)"); the notes
+    say where its line moves most. The series' mean and band keep every seed. Called by
+    :func:`_legend`, once the panels' ranges are known."""
+    if not isinstance(fig, DataFigure):
+        return
+    pending, fig.pending = fig.pending, []
+    for p in [p for p in pending if _apart(p)]:
+        name = _run_name(p.per_run, p.run)
+        (line,) = p.ax.plot(
+            p.xs,
+            p.ys,
+            color=p.style["color"],
+            label=_outlier_label(p.label, name),
+            zorder=p.style["zorder"] - 0.5,
+            **_OUTLIER_STYLE,
+        )
+        p.ax.annotate(
+            name,
+            (p.xs[-1], p.ys[-1]),
+            xytext=(-2, 3),
+            textcoords="offset points",
+            ha="right",
+            va="bottom",
+            fontsize="x-small",
+            color=p.style["color"],
+        )
+        step_at, where = float("nan"), ""
+        own = p.per_run[p.per_run["run"] == p.run].sort_values(p.x)
+        ys = own[p.y].to_numpy(dtype=float)
+        if len(ys) > 2 and np.isfinite(ys).sum() > 2:
+            k = int(np.nanargmax(np.abs(np.diff(ys)))) + 1
+            step_at = float(own[p.x].iloc[k])
+            where = f"; its largest step is at {p.x} {step_at:g}"
+        fig.outliers.append(Outlier(p.ax, p.label, name, line, step_at))
+        title = p.ax.get_title().splitlines()[0] if p.ax.get_title() else ""
+        panel = title.split(", V = ")[0]
+        note = (
+            f"{panel + ': ' if panel else ''}{p.label}, {name} is an outlier seed (dashed "
+            f"line{where}); the line and band are the mean and interval over all "
+            f"{p.per_run['run'].nunique()} seeds"
+        )
+        if note not in fig.notes:
+            fig.notes.append(note)
+
+
+def _outlier_label(label: str, name: str) -> str:
+    return f"{label}: {name} (outlier)"
 
 
 def _peak(per_run: pd.DataFrame, x: str, y: str) -> float:
@@ -468,6 +656,7 @@ def _draw_band(
             linewidth=0,
         )
         _record(ax, poly, label, np.asarray(xs, dtype=float), m, y)
+    _find_outliers(ax, per_run, x, y, label, st, x_values)
     return line
 
 
@@ -722,6 +911,13 @@ class _Panel:
     nothing: str = "nan"  # "zero": all values 0 also count as nothing to draw
 
 
+def _nothing_to_draw(data: pd.DataFrame, p: _Panel) -> bool:
+    """Whether the metric of panel ``p`` has nothing to draw in ``data``: no value, or (for a
+    panel whose :attr:`_Panel.nothing` is "zero") only zeros."""
+    values = pd.to_numeric(data[p.col], errors="coerce") if p.col in data else pd.Series([])
+    return bool(values.isna().all() or (p.nothing == "zero" and (values.fillna(0) == 0).all()))
+
+
 def _time_figure(
     data: pd.DataFrame,
     x: str,
@@ -738,8 +934,21 @@ def _time_figure(
 
     ``keep_v``: the schemes of :data:`V_FREE_SCHEMES` keep their ``V`` (a metric that depends on
     ``V`` even when the decisions do not, e.g. the cost ``V X + Q E``), so a facet shows the run at
-    its own ``V``. ``only``: draw only these series labels."""
+    its own ``V``. ``only``: draw only these series labels.
+
+    A metric with nothing to draw (:attr:`_Panel.empty`: not logged, or no outage at all) gets
+    no panel: the figure's title and notes say why; with nothing to draw at all it raises
+    :class:`InsufficientData`."""
     facets = _facet_values(data)
+    shown = [p for p in panels if not _nothing_to_draw(data, p)]
+    left_out = [f"{p.title}: not drawn, {p.empty}" for p in panels if p not in shown]
+    if not shown:
+        raise InsufficientData("; ".join(left_out))
+    panels = shown
+    if left_out:
+        width = (len(panels) if len(facets) == 1 else len(facets)) * _PANEL
+        said = textwrap.fill("(" + "; ".join(left_out) + ")", max(40, int(11 * width)))
+        title = f"{title}\n{said}"
     if not keep_v:
         data = _one_v(data)
     exclude = ["V"] if facets != [None] else []
@@ -754,6 +963,7 @@ def _time_figure(
     else:
         fig, flat = _figure(nf, title, height=2.9, rows=len(panels), sharey="row")
         grid = [flat[i * nf : (i + 1) * nf] for i in range(len(panels))]
+    fig.notes += left_out
     for p, row in zip(panels, grid, strict=True):
         row[0].set_ylabel(p.ylabel)
         for v, ax in zip(facets, row, strict=True):
@@ -761,11 +971,6 @@ def _time_figure(
             ax.set_xlabel(xlabel)
             ax.xaxis.set_major_locator(MaxNLocator(nbins=6, integer=True))  # slots, frames
             ax.grid(alpha=0.3)
-        values = pd.to_numeric(data[p.col], errors="coerce") if p.col in data else pd.Series([])
-        if values.isna().all() or (p.nothing == "zero" and (values.fillna(0) == 0).all()):
-            for ax in row:
-                say_empty(ax, p.empty)
-            continue
         # what each facet draws, per run: the scale is chosen on all of it before drawing
         cells: list[tuple[Axes, _Series, pd.DataFrame]] = []
         for v, ax in zip(facets, row, strict=True):
@@ -908,6 +1113,11 @@ def _draw_level(
             linewidth=0,
         )
         _record(ax, poly, label, np.array(xs, dtype=float), two, y)
+    means = per_run.groupby("run", sort=True)[y].mean()
+    level = pd.DataFrame(
+        {"run": np.repeat(means.index.to_numpy(), 2), "V": list(xs) * len(means)}
+    ).assign(**{y: np.repeat(means.to_numpy(), 2)})
+    _find_outliers(ax, per_run, "V", y, label, style, lines=level)
     return line
 
 
@@ -1206,13 +1416,27 @@ def impact_of_energy_budget(summary: pd.DataFrame, title: str | None = None) -> 
     return _no_offset(fig)
 
 
+def shade(color: str, k: int, n: int) -> str:
+    """The ``k``-th of ``n`` shades of ``color`` (hex): the colour itself for ``k = 0``, then
+    lighter, up to halfway to white for ``k = n - 1``: series of one scheme told apart by
+    shade, keeping the scheme's hue."""
+    if n <= 1 or k <= 0:
+        return to_hex(color)
+    t = 0.5 * min(k, n - 1) / (n - 1)
+    rgb = np.asarray(to_rgb(color))
+    return to_hex(tuple(rgb + t * (1.0 - rgb)))
+
+
 def energy_budget_per_device(per_device: pd.DataFrame, title: str | None = None) -> Figure:
-    """Each device's average energy per slot and average queue length against its own budget E_bar_n
-    (``wflsim.analysis.stats.energy_per_device``: one point per device and run): one column of
-    panels per scheme (so that no scheme hides another), the other series columns as markers; the
-    dashed line in the energy panels is E_av = E_bar. This is the impact of the energy
-    budget inside one configuration whose devices have different budgets (the paper's budgets
-    are drawn per device from a range)."""
+    """Each device's average energy per slot and average queue length against its own budget
+    E_bar_n (``wflsim.analysis.stats.energy_per_device``: one point per device and run): one
+    row of two panels (energy, queue) per scheme and, where it takes several values, per ``V``
+    (a scheme that ignores ``V`` once), so that neither schemes nor ``V`` values pile up on each
+    other; within a panel the other series columns (partition, variant, ...) are shades of the
+    scheme's colour and markers. Each column has one y axis for every row; the dashed line in
+    the energy panels is E_av = E_bar. This is the impact of the energy budget inside one
+    configuration whose devices have different budgets (the paper's budgets are drawn per
+    device from a range)."""
     cols = ["energy_budget_j", "mean_energy_j", "mean_queue_j"]
     _need(per_device, cols, "energy against each device's budget")
     data = _one_v(per_device.dropna(subset=["energy_budget_j"]))
@@ -1220,49 +1444,65 @@ def energy_budget_per_device(per_device: pd.DataFrame, title: str | None = None)
         raise InsufficientData(
             "energy against each device's budget: every device has the same budget"
         )
-    series = _series(data, exclude=["energy_budget", "energy_budget_mean_j"])
+    by_v = _facet_values(data) != [None] if "V" in data.columns else False
+    exclude = ["energy_budget", "energy_budget_mean_j"] + (["V"] if by_v else [])
+    series = _series(data, exclude)
     schemes = list(dict.fromkeys(s.scheme for s in series))
-    ranks = _ranks(series)
-    n = len(schemes)
-    fig = DataFigure(figsize=(3.4 * n + 0.8, 5.6), layout="constrained")
-    # one y axis per row: the schemes' columns compare on one scale (a log one when one
+    # the rows: (scheme, V) in the paper's order, V ascending; V = None for one row per scheme
+    facets: list[tuple[str, float | None]] = []
+    for scheme in schemes:
+        rows = data[data["scheme"] == scheme] if "scheme" in data.columns else data
+        vs = sorted(rows["V"].dropna().unique().tolist()) if by_v else []
+        facets += [(scheme, float(v)) for v in vs] or [(scheme, None)]
+    fig = DataFigure(figsize=(8.4, 0.6 + 2.5 * len(facets)), layout="constrained")
+    # one y axis per column: the schemes' rows compare on one scale (a log one when one
     # scheme's values reach 10 times another's)
-    grid = fig.subplots(2, n, squeeze=False, sharex=True, sharey="row")
+    grid = fig.subplots(len(facets), 2, squeeze=False, sharex=True, sharey="col")
     fig.suptitle(title or "Energy and queue against each device's budget E_bar_n")
     panels = [
-        ("mean_energy_j", "average energy E_av,n (J per slot)", "Energy"),
-        ("mean_queue_j", "average queue length Q_av,n (J)", "Queue length"),
+        ("mean_energy_j", "average energy E_av,n\n(J per slot)", "energy"),
+        ("mean_queue_j", "average queue length Q_av,n\n(J)", "queue"),
     ]
-    for i, (col, ylabel, _) in enumerate(panels):
-        grid[i][0].set_ylabel(ylabel)
+    for j, (col, ylabel, _) in enumerate(panels):
+        for i in range(len(facets)):
+            grid[i][j].set_ylabel(ylabel)  # before the scale, which adds its note
         values = pd.to_numeric(data[col], errors="coerce")
         peaks = values.abs().groupby(data["scheme"]).max() if "scheme" in data else values.abs()
-        _set_scale(grid[i], _scale_for(peaks.tolist(), values.to_numpy(dtype=float)))
+        _set_scale(
+            [grid[i][j] for i in range(len(facets))],
+            _scale_for(peaks.tolist(), values.to_numpy(dtype=float)),
+        )
     lo, hi = float(data["energy_budget_j"].min()), float(data["energy_budget_j"].max())
-    for j, scheme in enumerate(schemes):
-        for i, (col, _, _) in enumerate(panels):
+    for i, (scheme, v) in enumerate(facets):
+        mine = [s for s in series if s.scheme == scheme]
+        ranks = _ranks(mine)
+        name = SCHEME_LABELS.get(scheme, scheme or "all runs")
+        row_title = name if v is None else f"{name}, V = {v:g}"
+        for j, (col, _, what) in enumerate(panels):
             ax = grid[i][j]
-            for s in series:
-                if s.scheme != scheme:
+            for s in mine:
+                rows = s.rows if v is None else s.rows[s.rows["V"] == v]
+                if rows.empty:
                     continue
-                style = _style(ranks[s.rest], s.scheme)
-                style.pop("markevery")
-                style.pop("linestyle")
-                # a column per scheme: the marker tells the other series columns (V, ...) apart
-                style["marker"] = _MARKERS[ranks[s.rest] % len(_MARKERS)]
+                k = ranks[s.rest]
+                style = _style(k, s.scheme)
+                for key in ("markevery", "linestyle", "color", "marker"):
+                    style.pop(key)
                 ax.plot(
-                    s.rows["energy_budget_j"],
-                    s.rows[col],
+                    rows["energy_budget_j"],
+                    rows[col],
                     linestyle="none",
-                    alpha=0.55,
+                    alpha=0.6,
                     label=s.label,
+                    color=shade(scheme_color(scheme), k, len(ranks)),
+                    marker=scheme_marker(scheme) if k == 0 else _MARKERS[k % len(_MARKERS)],
                     **style,
                 )
-            if i == 0:
+            if j == 0:
                 ax.plot([lo, hi], [lo, hi], "k--", linewidth=1, label="E_av = E_bar")
-                ax.set_title(SCHEME_LABELS.get(scheme, scheme or "all runs"), fontsize="medium")
-            else:
-                ax.set_xlabel("device's budget E_bar_n (J per slot)")
+            ax.set_title(f"{row_title}: {what}", fontsize="medium")
+            ax.set_xlabel("device's budget E_bar_n (J per slot)")
+            ax.tick_params(labelbottom=True)
             ax.grid(alpha=0.3)
     axes = [ax for row in grid for ax in row]
     _legend(fig, axes, order=[s.label for s in series])
@@ -1309,8 +1549,8 @@ def queue_evolution(slots: pd.DataFrame, title: str | None = None) -> Figure:
 
 def participation_and_latency(slots: pd.DataFrame, title: str | None = None) -> Figure:
     """Per frame (mean over its slots): slot latency, participation and outage rate, one line
-    per series (mean over seeds, 95 % band; facets by ``V``). An outage panel with no outage in
-    any run says so instead of drawing zeros."""
+    per series (mean over seeds, 95 % band; facets by ``V``). Without a single outage in any run
+    the outage row is left out and the title and notes say so, instead of drawing zeros."""
     cols = ["run", "frame", "slot_duration_s", "participation", "outage_rate"]
     _need(slots, cols, "participation and latency")
     panels = [
@@ -1327,7 +1567,7 @@ def participation_and_latency(slots: pd.DataFrame, title: str | None = None) -> 
             100.0,
             "outages (% of participants)",
             "Outage rate",
-            "no outages: every upload met the deadline\n(or the server waited for it)",
+            "no outage in any run (every upload met the deadline, or the server waited for it)",
             nothing="zero",
         ),
     ]

@@ -47,7 +47,9 @@ DPI_RANGE: tuple[int, int] = (50, 600)
 BAND = (
     "Lines: the mean over seeds in the axis' scale (the geometric mean on a log axis); band: "
     "its 95 % Student-t interval over the seeds, computed in that scale and cut to the range of "
-    "the seeds' values at each point (with 2 or 3 seeds it is mostly that range)."
+    "the seeds' values at each point (with 2 or 3 seeds it is mostly that range). A dashed line "
+    "is an outlier seed, named (it alone makes most of the seeds' spread; it stays in the mean "
+    "and the band)."
 )
 BARS = (
     "Points: the mean over seeds in the axis' scale; bars: its 95 % Student-t interval, "
@@ -82,8 +84,8 @@ FIGURES: list[FigureSpec] = [
         "summary",
         F.impact_of_v,
         "Average convergence error, energy and queue length against the Lyapunov weight V "
-        "(paper, Impact of V); a scheme that ignores V is a thick horizontal line (and band). "
-        + BARS,
+        "(paper, Impact of V); a scheme that ignores V is a thick horizontal line (and band), and "
+        "an outlier seed of it a dashed one, named. " + BARS,
     ),
     FigureSpec(
         "time_evolution",
@@ -142,8 +144,8 @@ FIGURES: list[FigureSpec] = [
         "energy_per_device",
         F.energy_budget_per_device,
         "Each device's average energy and queue length against its own budget E_bar_n, one point "
-        "per device and run, one column per scheme (the impact of the energy budget within a "
-        "configuration); each row has one y axis for all schemes.",
+        "per device and run, one row per scheme and V (the impact of the energy budget within a "
+        "configuration); each column has one y axis for all rows.",
     ),
     FigureSpec(
         "gamma_evolution",
@@ -199,6 +201,7 @@ pre { background: #f6f6f6; padding: 0.6em; white-space: pre-wrap; font-size: 0.8
 table.claims td { text-align: left; max-width: 40em; }
 ul.claims li { margin: 0.5em 0; }
 .ok { color: #1b6e20; font-weight: bold; } .no { color: #a31515; font-weight: bold; }
+.maybe { color: #8a5300; font-weight: bold; }
 .na { color: #666; font-weight: bold; }
 .warn { color: #8a5300; background: #fff4db; padding: 0 0.3em; font-weight: normal; }
 """
@@ -339,8 +342,8 @@ def write_report(
 
     The report is a reproduction document: a section per claim of the paper's Section VI (Fig. 1
     to the state-of-the-art comparison), each with its figure, the paper's claim in one line, the
-    verdict measured on these runs (holds / does not hold / not measurable here, with the
-    numbers: :mod:`wflsim.analysis.claims`) and the commands that made the runs and the report; then
+    verdict measured on these runs (holds / inconclusive / does not hold / not measurable here,
+    with the numbers and the outlier seeds: :mod:`wflsim.analysis.claims`) and the commands that made the runs and the report; then
     the figures no claim uses, and narrow tables (the full tables as CSV).
 
     ``run_or_sweep_dir`` is a run directory (``events/`` or ``events.parquet`` inside), a sweep
@@ -399,6 +402,7 @@ def write_report(
                 "section": c.section,
                 "claim": c.text,
                 "verdict": v.status,
+                "outliers": ", ".join(v.outliers),
                 "warning": v.warning,
                 "evidence": v.evidence,
             }
@@ -643,8 +647,26 @@ class Page:
         return ", ".join(f"{k}: {n[k]}" for k in _VERDICT_ORDER)
 
 
-_VERDICT_ORDER = [claims.HOLDS, claims.FAILS, claims.NOT_MEASURABLE]
-_VERDICT_CLASS = {claims.HOLDS: "ok", claims.FAILS: "no", claims.NOT_MEASURABLE: "na"}
+_VERDICT_ORDER = list(claims.VERDICTS)
+_VERDICT_CLASS = {
+    claims.HOLDS: "ok",
+    claims.INCONCLUSIVE: "maybe",
+    claims.FAILS: "no",
+    claims.NOT_MEASURABLE: "na",
+}
+#: The verdicts' rule in a few sentences (the page and report.md; the rule in full:
+#: docs/decisions.md, "Verdicts and outlier seeds").
+VERDICT_RULE = (
+    "Each verdict reads the 95 % Student-t interval of the difference paired by seed: holds "
+    "when it lies on the claimed side of zero, does not hold when it lies on the other side (or "
+    "a trend has a step that goes significantly the other way), inconclusive when it straddles "
+    "zero (the evidence says how many seeds point each way and how many seeds the observed "
+    "spread would need to exclude zero). A claim of several comparisons does not hold when one "
+    "does not, is inconclusive when one is and none fails. With one seed the direction alone "
+    "decides, with a warning. An outlier seed (left out, the other seeds' standard deviation "
+    "falls below a third of all seeds') is named next to the verdict and in the figures, and "
+    "kept in the mean and the interval."
+)
 _SPECS = {f.slug: f for f in FIGURES}
 _TABLE_TITLES = {
     "runs": "Runs",
@@ -684,6 +706,13 @@ class _Ids:
         return self._by_key[key]
 
 
+def _outliers_text(v: claims.Verdict) -> str:
+    """The outlier seeds next to a verdict (" (outlier: seed 1)"; "" for none)."""
+    if not v.outliers:
+        return ""
+    return f" ({'outliers' if len(v.outliers) > 1 else 'outlier'}: {', '.join(v.outliers)})"
+
+
 def _warning_html(v: claims.Verdict) -> str:
     esc = html.escape
     return f' <span class="warn">&#9888; {esc(v.warning)}</span>' if v.warning else ""
@@ -709,15 +738,21 @@ def _html(page: Page) -> str:
         "<h2>How these runs were made</h2>",
         f"<pre>{esc(commands)}</pre>",
         "<h2>The paper's claims at a glance</h2>",
-        f"<p>{esc(page.counts())}. A claim holds when its direction is measured and, with two "
-        "seeds or more, the 95 % interval of the difference paired by seed excludes zero.</p>",
+        f"<p>{esc(page.counts())}. {esc(VERDICT_RULE)}</p>",
     ]
-    short = sorted({v.warning for _, v in page.verdicts if v.warning})
+    said = " ".join(v.warning for _, v in page.verdicts)
+    short = sorted(set(re.findall(r"drawn from [^;]+; the paper's are [^)]+\)", said)))
     if short:
         parts.append(
             '<p class="warn">&#9888; Verdicts marked so are drawn from runs shorter than the '
             f"paper's ({esc('; '.join(short))}): a trend that needs the paper's length to show "
             "may not show here.</p>"
+        )
+    if claims.ONE_SEED_WARNING in said:
+        parts.append(
+            '<p class="warn">&#9888; Verdicts marked so are drawn from one seed: there is no '
+            "interval, the direction alone decides; run more seeds to see whether it is "
+            "within the seed noise.</p>"
         )
     parts.append('<table class="tbl claims"><tr><th>figure</th><th>claim</th><th>verdict</th></tr>')
     for c, v in page.verdicts:
@@ -725,7 +760,7 @@ def _html(page: Page) -> str:
             f'<tr><td><a href="#{section_id[c.section]}">{esc(c.section)}</a></td>'
             f"<td>{esc(c.text)}</td>"
             f'<td><span class="{_VERDICT_CLASS[v.status]}">{esc(v.status)}</span>'
-            f"{_warning_html(v)}</td></tr>"
+            f"{esc(_outliers_text(v))}{_warning_html(v)}</td></tr>"
         )
     parts.append("</table>")
     if page.notes:
@@ -747,7 +782,8 @@ def _html(page: Page) -> str:
         for c, v in items:
             parts.append(
                 f'<li><b>Claim:</b> {esc(c.text)}<br><span class="{_VERDICT_CLASS[v.status]}">'
-                f"{esc(v.status)}</span>{_warning_html(v)}: {esc(v.evidence)}</li>"
+                f"{esc(v.status)}</span>{esc(_outliers_text(v))}{_warning_html(v)}: "
+                f"{esc(v.evidence)}</li>"
             )
         parts.append("</ul>")
         parts.append(f'<p class="meta">Made by:</p><pre>{esc(commands)}</pre>')
@@ -812,12 +848,15 @@ def _markdown(page: Page) -> str:
         "",
         "## The paper's claims at a glance",
         "",
-        f"{page.counts()}.",
+        f"{page.counts()}. {VERDICT_RULE}",
         "",
         "| figure | claim | verdict |",
         "|---|---|---|",
     ]
-    lines += [f"| {c.section} | {c.text} | {v.status}{_warning_md(v)} |" for c, v in page.verdicts]
+    lines += [
+        f"| {c.section} | {c.text} | {v.status}{_outliers_text(v)}{_warning_md(v)} |"
+        for c, v in page.verdicts
+    ]
     lines.append("")
     if page.notes:
         lines += ["## Notes", ""] + [f"- {n}" for n in page.notes] + [""]
@@ -837,7 +876,10 @@ def _markdown(page: Page) -> str:
             why = page.skipped.get(slug, "not made")
             lines += [f"Figure {_SPECS[slug].title}: {why}.", ""]
         for c, v in items:
-            lines += [f"- **Claim:** {c.text} **{v.status}**{_warning_md(v)}: {v.evidence}"]
+            lines += [
+                f"- **Claim:** {c.text} **{v.status}**{_outliers_text(v)}{_warning_md(v)}: "
+                f"{v.evidence}"
+            ]
         lines.append("")
     others = page.other_figures()
     if others:

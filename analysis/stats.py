@@ -302,6 +302,77 @@ def t_interval(values: Sequence[float] | np.ndarray, level: float = 0.95) -> tup
     return (mean, se, mean - half, mean + half, n)
 
 
+#: The outlier rule's threshold (docs/decisions.md, "Verdicts and outlier seeds"): a seed is an
+#: outlier when, left out, the standard deviation of the other seeds falls below this share of
+#: the standard deviation of all of them.
+OUTLIER_SPREAD_SHARE = 1.0 / 3.0
+
+
+def outlier_mask(
+    values: Sequence[float] | np.ndarray, share: float = OUTLIER_SPREAD_SHARE
+) -> np.ndarray:
+    """Which of ``values`` (one per seed) are outliers: with three finite values or more, a
+    value whose leaving out makes the sample standard deviation of the others smaller than
+    ``share`` times that of all of them (it alone makes most of the spread). With
+    ``share <= 1/2`` at most one value is an outlier; NaN and inf never are; fewer than three
+    finite values, or all equal: none.
+
+    With three seeds the rule is a description, not a test: it names a seed whose gap to the
+    nearest other is about three times the others' range, which three draws of one normal
+    distribution show in about 45 % of samples (15 % with four seeds, 5 % with five, 0.2 % with
+    eight); docs/decisions.md, "Verdicts and outlier seeds"."""
+    x = np.asarray(values, dtype=float)
+    out = np.zeros(len(x), dtype=bool)
+    ok = np.flatnonzero(np.isfinite(x))
+    n = len(ok)
+    if n < 3:
+        return out
+    v = x[ok]
+    dev = v - v.mean()
+    ss = float(np.sum(dev**2))
+    if not ss > 0.0:
+        return out
+    # the sum of squares of the others about their own mean: ss - n/(n-1) dev_i^2
+    ss_without = ss - n / (n - 1) * dev**2
+    var_all, var_without = ss / (n - 1), np.maximum(ss_without, 0.0) / (n - 2)
+    out[ok] = var_without < share**2 * var_all
+    return out
+
+
+#: The most seeds :func:`seeds_needed` counts up to (beyond it: "more than").
+SEEDS_NEEDED_CAP = 1_000_000
+
+
+def seeds_needed(mean: float, sd: float, level: float = 0.95) -> int | None:
+    """The smallest number of seeds ``n >= 2`` whose ``level`` Student-t interval of the mean
+    would exclude zero if the mean and the standard deviation stayed as measured: the smallest
+    ``n`` with ``t_{(1+level)/2, n-1} sd / sqrt(n) < |mean|``. ``None`` when no number does (a
+    mean of 0, or NaN) or more than :data:`SEEDS_NEEDED_CAP` would be needed; 2 when ``sd``
+    is 0 and the mean is not."""
+    if not (np.isfinite(mean) and np.isfinite(sd)) or mean == 0.0:
+        return None
+    if sd <= 0.0:
+        return 2
+
+    def excludes(n: int) -> bool:
+        return bool(_st.t.ppf(0.5 + level / 2.0, n - 1) * sd / np.sqrt(n) < abs(mean))
+
+    # t_{n-1} / sqrt(n) falls with n: double up to a bracket, then bisect
+    hi = 2
+    while not excludes(hi):
+        if hi >= SEEDS_NEEDED_CAP:
+            return None
+        hi = min(2 * hi, SEEDS_NEEDED_CAP)
+    lo = hi // 2  # excludes(lo) is false (or lo < 2)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if excludes(mid):
+            hi = mid
+        else:
+            lo = mid
+    return max(hi, 2)
+
+
 def over_seeds(
     table: pd.DataFrame,
     by: Sequence[str] | None = None,

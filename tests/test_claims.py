@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from scipy import stats as sst
 
 from wflsim.analysis import claims
-from wflsim.analysis.claims import FAILS, HOLDS, NOT_MEASURABLE, Evidence
+from wflsim.analysis.claims import FAILS, HOLDS, INCONCLUSIVE, NOT_MEASURABLE, Evidence
 
 
 def summary_rows(values: dict[tuple[str, float, int], dict[str, float]]) -> pd.DataFrame:
@@ -70,13 +70,85 @@ def test_compare_holds_when_the_proposed_scheme_is_lower_on_every_seed():
     assert "-0.5" in v.evidence and "5 seeds" in v.evidence
 
 
-def test_compare_within_the_noise_does_not_hold():
-    """A difference far inside the seed noise is not significant: does not hold, saying so."""
+def test_compare_within_the_noise_is_inconclusive():
+    """A difference far inside the seed noise straddles zero: inconclusive, saying so."""
     v = claims.compare(
         two_schemes(0.0, noise=1.0), "mean_cost", "two_timescale", ["only_pc"], lower=True
     )
+    assert v.status == INCONCLUSIVE
+    assert "inconclusive, the interval straddles zero" in v.evidence
+
+
+def ideal_against_proposed(diffs: list[float], base: float = 0.3) -> pd.DataFrame:
+    """Ideal FL's energy = the proposed scheme's (``base``) + ``diffs[k]`` on seed k."""
+    values = {}
+    for k, d in enumerate(diffs):
+        values[("two_timescale", 100.0, k)] = {"energy_per_device_slot_j": base}
+        values[("ideal", 100.0, k)] = {"energy_per_device_slot_j": base + d}
+    return summary_rows(values)
+
+
+def seeds_needed_by_search(d: np.ndarray) -> int:
+    """The smallest n >= 2 with t_{0.975, n-1} s / sqrt(n) < |mean|, by counting up."""
+    n = 2
+    while sst.t.ppf(0.975, n - 1) * d.std(ddof=1) / np.sqrt(n) >= abs(d.mean()):
+        n += 1
+    return n
+
+
+def test_all_seeds_on_the_claimed_side_with_a_wide_interval_is_inconclusive():
+    """Ideal FL above on all 3 seeds, one of them far above (1, 1.2, 10 J): the interval
+    straddles zero, so inconclusive, with the seeds on each side, the seeds needed and the
+    outlier seed named."""
+    diffs = np.array([1.0, 1.2, 10.0])
+    lo = diffs.mean() - sst.t.ppf(0.975, 2) * diffs.std(ddof=1) / np.sqrt(3)
+    assert lo < 0 < diffs.min()  # the construction: a wide interval, every seed above
+    v = claims.highest(ideal_against_proposed(list(diffs)), "energy_per_device_slot_j", "ideal")
+    assert v.status == INCONCLUSIVE
+    assert "3 seeds (3 positive, 0 negative)" in v.evidence
+    assert "3 of 3 seeds point the claimed way" in v.evidence
+    need = seeds_needed_by_search(diffs)
+    assert need == 9
+    assert f"{need} seeds with this mean and spread would exclude zero" in v.evidence
+    assert "outlier: seed 2 (10;" in v.evidence
+    assert v.outliers == ("seed 2",)
+
+
+def test_tight_interval_on_the_other_side_does_not_hold():
+    """Ideal FL below the proposed scheme on every seed, with little spread: does not hold."""
+    v = claims.highest(
+        ideal_against_proposed([-0.10, -0.11, -0.12]), "energy_per_device_slot_j", "ideal"
+    )
     assert v.status == FAILS
-    assert "not significant" in v.evidence
+    assert "the opposite direction" in v.evidence
+    assert v.outliers == ()
+
+
+def test_tight_interval_on_the_claimed_side_holds():
+    """Ideal FL above the proposed scheme on every seed, with little spread: holds, and the
+    evidence gives no reason why not."""
+    v = claims.highest(
+        ideal_against_proposed([1.0, 1.1, 1.2, 1.05]), "energy_per_device_slot_j", "ideal"
+    )
+    assert v.status == HOLDS
+    assert "inconclusive" not in v.evidence and "opposite" not in v.evidence
+
+
+def test_a_zero_mean_difference_needs_no_number_of_seeds():
+    """Differences of -1 and +1 average to 0: inconclusive, and no number of seeds would do."""
+    v = claims.highest(ideal_against_proposed([-1.0, 1.0]), "energy_per_device_slot_j", "ideal")
+    assert v.status == INCONCLUSIVE
+    assert "1 of 2 seeds point the claimed way" in v.evidence
+    assert "no number of seeds would exclude zero: the mean difference is 0" in v.evidence
+
+
+def test_one_failing_comparison_decides_over_an_inconclusive_one():
+    """Against two benchmarks: inconclusive against one and the opposite against the other
+    is "does not hold"; inconclusive and holds is "inconclusive"."""
+    assert claims.conjunction([HOLDS, INCONCLUSIVE, FAILS]) == FAILS
+    assert claims.conjunction([HOLDS, INCONCLUSIVE]) == INCONCLUSIVE
+    assert claims.conjunction([HOLDS, NOT_MEASURABLE, HOLDS]) == HOLDS
+    assert claims.conjunction([NOT_MEASURABLE]) == NOT_MEASURABLE
 
 
 def test_compare_in_the_opposite_direction_does_not_hold():
@@ -105,12 +177,14 @@ def test_compare_pairs_runs_by_seed():
 
 
 def test_one_seed_decides_by_direction_and_says_so():
-    """With a single seed the direction decides and the evidence says there is no interval."""
+    """With a single seed the direction decides; the evidence says there is no interval and
+    the verdict carries the one-seed warning."""
     v = claims.compare(
         two_schemes(-0.5, seeds=1), "mean_cost", "two_timescale", ["only_pc"], lower=True
     )
     assert v.status == HOLDS
     assert "1 seed (no interval)" in v.evidence
+    assert v.warning == claims.ONE_SEED_WARNING
 
 
 def v_sweep(queue_by_v: dict[float, float], seeds: int = 3) -> pd.DataFrame:
@@ -145,6 +219,19 @@ def test_trend_that_is_not_monotone_does_not_hold():
     v = queue_trend({10.0: 1.0, 100.0: 5.0, 1000.0: 3.0})
     assert v.status == FAILS
     assert "significantly the other way" in v.evidence
+
+
+def test_trend_within_the_noise_is_inconclusive():
+    """The same queue at every V (seed noise only): the change straddles zero, inconclusive."""
+    v = queue_trend({10.0: 1.0, 100.0: 1.0, 1000.0: 1.0})
+    assert v.status == INCONCLUSIVE
+    assert "inconclusive, the interval straddles zero" in v.evidence
+
+
+def test_trend_the_other_way_does_not_hold():
+    """Q = 3, 2, 1 at V = 10, 100, 1000, claimed to rise: does not hold."""
+    v = queue_trend({10.0: 3.0, 100.0: 2.0, 1000.0: 1.0})
+    assert v.status == FAILS
 
 
 def test_trend_with_a_plateau_holds():
@@ -234,7 +321,7 @@ def test_every_claim_has_a_verdict_even_on_odd_data():
     s = summary_rows({("two_timescale", 100.0, 0): {}})
     out = claims.check_all(s, pd.DataFrame({"run": []}), pd.DataFrame())
     assert len(out) == len(claims.CLAIMS)
-    assert {v.status for _, v in out} <= {HOLDS, FAILS, NOT_MEASURABLE}
+    assert {v.status for _, v in out} <= set(claims.VERDICTS)
 
 
 # ------------------------------------------------------------------- runs shorter than the paper's

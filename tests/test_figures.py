@@ -230,22 +230,42 @@ def test_single_run_single_series(data):
     assert isinstance(one, pd.DataFrame)
 
 
-def test_energy_budget_per_device_points_and_reference(data):
-    """Per-device budgets: two panels, one marker series per configuration, E_av = E_bar line."""
+def test_energy_budget_per_device_one_row_per_scheme_and_v(data):
+    """Per-device budgets: a row (energy, queue) per scheme and V (Ideal FL, which ignores V,
+    once), every device and run drawn once, the E_av = E_bar line in each energy panel."""
     d, _ = data
     per_device = stats.energy_per_device(d.device_slots)
     fig = F.energy_budget_per_device(per_device)
-    assert len(fig.axes) == 4  # energy and queue rows, one column per scheme
-    assert [ax.get_title() for ax in fig.axes[:2]] == ["Proposed", "Ideal FL"]
-    assert "device's budget E_bar_n (J" in fig.axes[2].get_xlabel()
-    n_series = len(
-        list(F.iter_series(per_device, exclude=["energy_budget", "energy_budget_mean_j"]))
-    )
-    queue_lines = fig.axes[2].get_lines() + fig.axes[3].get_lines()
-    assert len(queue_lines) == n_series
-    assert len(fig.axes[0].get_lines()) + len(fig.axes[1].get_lines()) == n_series + 2
-    assert sum(len(line.get_xdata()) for line in queue_lines) == len(per_device)
+    titles = [ax.get_title() for ax in fig.axes]
+    assert titles == [
+        "Proposed, V = 10: energy",
+        "Proposed, V = 10: queue",
+        "Proposed, V = 100: energy",
+        "Proposed, V = 100: queue",
+        "Ideal FL: energy",
+        "Ideal FL: queue",
+    ]
+    queue_axes, energy_axes = fig.axes[1::2], fig.axes[0::2]
+    points = [ln for ax in queue_axes for ln in ax.get_lines()]
+    assert sum(len(line.get_xdata()) for line in points) == len(per_device)
+    for ax in energy_axes:
+        assert [ln.get_label() for ln in ax.get_lines()][-1] == "E_av = E_bar"
+    assert all("device's budget E_bar_n (J" in ax.get_xlabel() for ax in fig.axes)
     assert "E_av = E_bar" in _legend_texts(fig)
+
+
+def test_energy_budget_per_device_tells_other_series_apart_by_shade(data):
+    """Within a scheme's panel the other series (here the partition) are shades of the
+    scheme's colour, the first the colour itself, the next lighter."""
+    d, _ = data
+    per_device = stats.energy_per_device(d.device_slots)
+    fig = F.energy_budget_per_device(per_device)
+    v100 = next(ax for ax in fig.axes if ax.get_title() == "Proposed, V = 100: queue")
+    colours = [to_hex(ln.get_color()) for ln in v100.get_lines()]
+    assert len(colours) == 2  # IID, non-IID (the budget is the x axis)
+    assert colours[0] == F.SCHEME_COLORS["two_timescale"]
+    assert colours[1] == F.shade(F.SCHEME_COLORS["two_timescale"], 1, 2) != colours[0]
+    assert F.shade("#000000", 1, 2) == "#808080"  # halfway to white for the last of two
 
 
 def test_energy_budget_per_device_needs_two_budgets(data):
@@ -329,15 +349,70 @@ def test_no_axis_uses_an_offset_text(data):
             assert ax.yaxis.get_offset_text().get_text() == ""
 
 
-def test_empty_outage_panel_says_why(data):
-    """Without a single outage the outage panels hold no line and say so in words."""
+def test_outage_row_without_outages_is_left_out_and_said(data):
+    """Without a single outage there is no outage panel (two rows per V, not three); the
+    title and the notes say why."""
     d, _ = data
     fig = F.participation_and_latency(d.slots.assign(outage_rate=0.0))
-    outage_axes = [ax for ax in fig.axes if ax.get_title().startswith("Outage rate")]
-    assert outage_axes
-    for ax in outage_axes:
-        assert not ax.get_lines()
-        assert any("no outages" in t.get_text() for t in ax.texts)
+    assert not [ax for ax in fig.axes if ax.get_title().startswith("Outage rate")]
+    assert len(fig.axes) == 2 * 2  # latency and participation, V = 10 and 100
+    assert all(ax.get_lines() for ax in fig.axes)
+    said = "Outage rate: not drawn, no outage in any run"
+    assert said in fig.get_suptitle().replace("\n", " ")
+    assert any(n.startswith(said) for n in fig.notes)
+    with_outages = F.participation_and_latency(d.slots.assign(outage_rate=0.25))
+    assert len(with_outages.axes) == 3 * 2
+
+
+def test_a_figure_with_nothing_to_draw_raises():
+    """A queue figure whose runs logged no queue has no panel to draw: InsufficientData."""
+    slots = _seed_slots([1.0, 1.1, 1.05]).assign(mean_queue_j=np.nan)
+    with pytest.raises(F.InsufficientData, match="no queue logged"):
+        F.queue_evolution(slots)
+
+
+def _seed_slots(levels: list[float], jump: float = 0.0, at: int = 30) -> pd.DataFrame:
+    """Ideal FL's queue over 40 slots, one run per seed: ``level * (1 + t / 10)``, plus
+    ``jump`` from slot ``at`` on for the last seed."""
+    rows = []
+    for seed, level in enumerate(levels):
+        for t in range(40):
+            q = level * (1 + t / 10) + (jump if seed == len(levels) - 1 and t >= at else 0.0)
+            rows.append(
+                {"run": f"ideal_s{seed}", "scheme": "ideal", "V": 100.0, "seed": seed}
+                | {"slot": t, "mean_queue_j": q}
+            )
+    return pd.DataFrame(rows)
+
+
+def test_outlier_seed_is_drawn_dashed_and_named():
+    """Seed 2's queue jumps by 30 J at slot 30: it is drawn on its own (dashed, named "seed 2"
+    at its end and in the legend), the notes say where it jumps, and the line is still the
+    mean over all three seeds."""
+    slots = _seed_slots([1.0, 1.1, 1.05], jump=30.0)
+    fig = F.queue_evolution(slots)
+    (out,) = fig.outliers
+    assert (out.label, out.name, out.step_at) == ("Ideal FL", "seed 2", 30.0)
+    assert out.line.get_linestyle() == "--"
+    assert "Ideal FL: seed 2 (outlier)" in _legend_texts(fig)
+    assert any(t.get_text() == "seed 2" for t in fig.axes[0].texts)
+    assert any("seed 2 is an outlier seed" in n and "slot 30" in n for n in fig.notes)
+    mean = next(ln for ln in fig.axes[0].get_lines() if ln.get_label() == "Ideal FL")
+    last = slots[slots["slot"] == 39]["mean_queue_j"].mean()
+    assert mean.get_ydata()[-1] == pytest.approx(last)
+
+
+def test_outlier_too_close_to_see_is_not_marked():
+    """Seeds 1.0, 1.001 and 1.01 times one queue: by the rule the last is an outlier, but its
+    line stays within a tenth of the panel's height of the others: not marked."""
+    from wflsim.analysis.stats import outlier_mask
+
+    slots = _seed_slots([1.0, 1.001, 1.01])
+    means = slots.groupby("run")["mean_queue_j"].mean().to_numpy()
+    assert outlier_mask(means).tolist() == [False, False, True]
+    fig = F.queue_evolution(slots)
+    assert fig.outliers == []
+    assert [ln.get_label() for ln in fig.axes[0].get_lines()] == ["Ideal FL"]
 
 
 def test_v_free_scheme_is_drawn_once(data):
@@ -490,23 +565,23 @@ def test_band_on_a_log_axis_is_geometric_and_within_the_seeds():
 
 
 def test_per_device_panels_share_y_and_go_log_when_a_scheme_is_ten_times_another(data):
-    """Energy per device: the columns (schemes) of a row share one y axis; Ideal FL's energy
-    100 times the proposed scheme's makes the energy row logarithmic, the queue row stays
-    linear."""
+    """Energy per device: the rows (schemes and V) of a column share one y axis; Ideal FL's
+    energy 100 times the proposed scheme's makes the energy column logarithmic, the queue
+    column stays linear."""
     d, _ = data
     per_device = stats.energy_per_device(d.device_slots)
     linear = F.energy_budget_per_device(per_device)
-    assert len({ax.get_ylim() for ax in linear.axes[:2]}) == 1
+    assert len({ax.get_ylim() for ax in linear.axes[0::2]}) == 1
     assert {ax.get_yscale() for ax in linear.axes} == {"linear"}
     big = per_device.assign(
         mean_energy_j=np.where(per_device["scheme"] == "ideal", 100.0, 1.0)
         * per_device["mean_energy_j"]
     )
     fig = F.energy_budget_per_device(big)
-    energy, queue = fig.axes[:2], fig.axes[2:]
+    energy, queue = fig.axes[0::2], fig.axes[1::2]
     assert {ax.get_yscale() for ax in energy} == {"log"}
     assert {ax.get_yscale() for ax in queue} == {"linear"}
-    assert energy[0].get_ylim() == energy[1].get_ylim()
+    assert len({ax.get_ylim() for ax in energy}) == 1
     assert "(log scale)" in energy[0].get_ylabel()
 
 

@@ -354,6 +354,32 @@ def test_verdicts_from_short_runs_carry_the_warning(paper_report):
     assert md.count(f"(warning: {warning})") == 2 * len(drawn)
 
 
+def test_claims_csv_page_and_markdown_give_the_same_verdicts(paper_report):
+    """Each claim's verdict word and outlier seeds read the same in claims.csv, in the page's
+    claims table and in report.md's; the words are the four of claims.VERDICTS, and the page
+    states the rule."""
+    table = pd.read_csv(paper_report.parent / "claims.csv").fillna("")
+    assert list(table.columns[:4]) == ["section", "claim", "verdict", "outliers"]
+    assert set(table["verdict"]) <= set(claims.VERDICTS)
+    page = paper_report.read_text(encoding="utf-8")
+    md = (paper_report.parent / "report.md").read_text(encoding="utf-8")
+    for _, row in table.iterrows():
+        seeds = row["outliers"]
+        named = f" (outlier{'s' if ',' in seeds else ''}: {seeds})" if seeds else ""
+        assert f"| {row['claim']} | {row['verdict']}{named}" in md
+        cell = re.search(
+            re.escape(f"<td>{html.escape(row['claim'])}</td>") + r'<td><span class="\w+">([^<]+)'
+            r"</span>([^<]*)",
+            page,
+        )
+        assert cell and cell.group(1) == row["verdict"]
+        assert html.unescape(cell.group(2)).startswith(named)
+    assert (
+        "inconclusive when it straddles zero" in page
+        and "inconclusive when it straddles zero" in md
+    )
+
+
 def test_report_defaults_to_png_at_200_dpi(report):
     """By default the figures are PNG files of 200 dots per inch, and only PNG."""
     from PIL import Image

@@ -9,7 +9,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st_h
 from scipy import stats as st
 
-from wflsim.analysis.stats import over_seeds, seed_intervals, t_interval
+from wflsim.analysis.stats import (
+    outlier_mask,
+    over_seeds,
+    seed_intervals,
+    seeds_needed,
+    t_interval,
+)
 
 
 def _table() -> pd.DataFrame:
@@ -136,3 +142,62 @@ def test_seed_interval_never_leaves_the_seeds_range(values, scale):
     if len(values) > 1:
         assert lo - eps <= out["q_ci_low"] <= out["q"] + eps
         assert out["q"] - eps <= out["q_ci_high"] <= hi + eps
+
+
+# ------------------------------------------------------------------------------ outlier seeds
+
+
+def _spread_ratio(x: np.ndarray, i: int) -> float:
+    """The standard deviation of ``x`` without value ``i`` over that of all of ``x``."""
+    return float(np.delete(x, i).std(ddof=1) / x.std(ddof=1))
+
+
+def test_outlier_is_the_seed_that_makes_most_of_the_spread():
+    """Ideal FL's energies 2.17, 5.07, 1.40 J: without 5.07 the spread falls to 28 % of all
+    (under a third), so it is the outlier; 1, 2, 3 has none (the smallest share is 71 %)."""
+    ideal = np.array([2.173, 5.066, 1.399])
+    assert _spread_ratio(ideal, 1) == pytest.approx(0.283, abs=1e-3)
+    assert outlier_mask(ideal).tolist() == [False, True, False]
+    steady = np.array([1.0, 2.0, 3.0])
+    assert min(_spread_ratio(steady, i) for i in range(3)) == pytest.approx(np.sqrt(0.5))
+    assert not outlier_mask(steady).any()
+
+
+def test_outlier_rule_needs_three_finite_values():
+    """Two seeds, or three with one NaN, have no outlier; NaN itself never is one."""
+    assert not outlier_mask([1.0, 100.0]).any()
+    assert not outlier_mask([1.0, np.nan, 100.0]).any()
+    assert outlier_mask([1.0, 1.1, np.nan, 100.0]).tolist() == [False, False, False, True]
+    assert not outlier_mask([2.0, 2.0, 2.0]).any()
+
+
+@settings(max_examples=200, deadline=None)
+@given(st_h.lists(st_h.floats(-1e6, 1e6, allow_nan=False), min_size=3, max_size=12))
+def test_outlier_rule_agrees_with_leaving_each_seed_out(values):
+    """The rule equals its definition computed by leaving each value out in turn, and names
+    one value at most."""
+    x = np.asarray(values)
+    if x.std(ddof=1) < 1e-6 * max(1.0, float(np.abs(x).max())):
+        return  # (nearly) equal values: the ratio is rounding noise
+    mask = outlier_mask(x)
+    by_hand = np.array([_spread_ratio(x, i) < 1.0 / 3.0 for i in range(len(x))])
+    near = np.array([abs(_spread_ratio(x, i) - 1.0 / 3.0) < 1e-9 for i in range(len(x))])
+    assert (mask == by_hand)[~near].all()
+    assert mask.sum() <= 1
+
+
+def test_seeds_needed_is_the_smallest_n_whose_interval_excludes_zero():
+    """Mean 1, standard deviation 2: the first n with t_{0.975, n-1} 2 / sqrt(n) < 1, found by
+    counting up; a zero spread needs 2; a zero mean, none."""
+    n = 2
+    while st.t.ppf(0.975, n - 1) * 2.0 / np.sqrt(n) >= 1.0:
+        n += 1
+    assert seeds_needed(1.0, 2.0) == n == 18
+    assert seeds_needed(-1.0, 2.0) == n
+    assert seeds_needed(0.5, 0.0) == 2
+    assert seeds_needed(0.0, 1.0) is None
+
+
+def test_seeds_needed_beyond_the_cap_is_none():
+    """A mean a billionth of its spread would need more seeds than counted: None."""
+    assert seeds_needed(1e-9, 1.0) is None
