@@ -23,14 +23,16 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from wflsim.sim.config.plausibility import MAX_STEP_RATIO
-from wflsim.sim.diagnostic import Diagnostic as Diagnostic
-from wflsim.sim.diagnostic import DiagnosticsError as DiagnosticsError
-from wflsim.sim.servers.config import ServerConfig
+from wflsim.sim.errors import Diagnostic as Diagnostic
+from wflsim.sim.errors import DiagnosticsError as DiagnosticsError
 
 from .io import load_events, load_manifest
 from .tidy import device_slots_from_events, plain_dtypes
 
+#: A stale server's step per applied update above this many times the synchronous one is
+#: flagged (the warning before the run uses the same limit,
+#: ``wflsim.sim.config.plausibility.MAX_STEP_RATIO``; a test keeps the two equal).
+MAX_STEP_RATIO = 3.0
 #: A shared uplink whose uploads shared the band with more than this factor times (or fewer
 #: than 1 / this factor times) the planned ``planned_concurrent_uploads`` is flagged.
 CONCURRENCY_FACTOR = 2.0
@@ -46,6 +48,34 @@ FELL_MIN = 0.05
 MIN_SLOTS_FOR_ABSENCE = 20
 #: At most this many devices are named in one diagnostic (the rest are counted).
 NAMED_DEVICES = 5
+
+
+@dataclass(frozen=True)
+class _Server:
+    """The ``[server]`` fields the checks read, from the trace's resolved scenario (defaults as
+    ``docs/scenario.md`` gives them)."""
+
+    mode: str = "sync"
+    buffer_size: int = 1
+    server_lr: float = 1.0
+
+    @classmethod
+    def of(cls, table: Mapping[str, Any]) -> _Server:
+        return cls(
+            str(table.get("mode", "sync")),
+            int(table.get("buffer_size", 1)),
+            float(table.get("server_lr", 1.0)),
+        )
+
+    def step_ratio(self, devices_cycling: float) -> float:
+        """The step per applied update over the synchronous server's: 1 (``sync``),
+        ``server_lr`` (``semi_sync``), ``server_lr N / buffer_size`` (``async``); the closed form
+        ``ServerConfig.step_ratio`` derives (a test checks the two agree)."""
+        if self.mode == "sync":
+            return 1.0
+        if self.mode == "semi_sync":
+            return self.server_lr
+        return self.server_lr * float(devices_cycling) / float(self.buffer_size)
 
 
 @dataclass
@@ -67,8 +97,8 @@ class _Run:
         return value
 
     @property
-    def server(self) -> ServerConfig:
-        return ServerConfig.model_validate(self.get("server", {}) or {})
+    def server(self) -> _Server:
+        return _Server.of(self.get("server", {}) or {})
 
     @property
     def num_devices(self) -> int:
@@ -111,10 +141,7 @@ def _uploads_lost(run: _Run) -> list[Diagnostic]:
         )
     else:
         field = "run.deadline_s"
-        fix = (
-            "raise it, or devices.peak_power_w: the uploads the scheme planned never fit the "
-            "slot"
-        )
+        fix = "raise it, or devices.peak_power_w: the uploads the scheme planned never fit the slot"
     return [
         Diagnostic(
             "all_uploads_lost",
@@ -158,9 +185,7 @@ def _never_updated(run: _Run) -> list[Diagnostic]:
             "model_never_updated",
             f"{arrived} updates arrived but the server never applied one",
             "server.buffer_size" if server.mode == "async" else "run.frames",
-            f"lower it below the {arrived} arrivals"
-            if server.mode == "async"
-            else "run longer",
+            f"lower it below the {arrived} arrivals" if server.mode == "async" else "run longer",
         )
     ]
 
@@ -176,7 +201,10 @@ def _lr_field(run: _Run) -> tuple[str, str]:
     server = run.server
     ratio = server.step_ratio(run.num_devices * _online_fraction(run))
     if server.mode != "sync" and ratio > 1.0:
-        return "server.server_lr", "lower it (the step per update is larger than the synchronous one)"
+        return (
+            "server.server_lr",
+            "lower it (the step per update is larger than the synchronous one)",
+        )
     return "learning.lr", "lower it"
 
 

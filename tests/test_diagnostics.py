@@ -231,6 +231,21 @@ def test_step_ratio_closed_forms() -> None:
     assert ServerConfig(mode="async", buffer_size=5).step_ratio(30) == 6.0
 
 
+def test_trace_side_step_ratio_and_limit_equal_the_scenario_sides() -> None:
+    """The diagnostics' step ratio and limit equal ServerConfig.step_ratio and the warning's."""
+    from wflsim.analysis import diagnostics
+
+    assert diagnostics.MAX_STEP_RATIO == MAX_STEP_RATIO
+    for mode in ("sync", "semi_sync", "async"):
+        for b in (1, 5) if mode == "async" else (1,):
+            for lr in (1.0,) if mode == "sync" else (0.1, 1.0, 7.5):
+                config = ServerConfig(mode=mode, buffer_size=b, server_lr=lr)
+                table = config.model_dump(mode="json")
+                for n in (1.0, 12.5, 30.0):
+                    want = config.step_ratio(n)
+                    assert diagnostics._Server.of(table).step_ratio(n) == want
+
+
 def test_every_code_is_documented() -> None:
     """Every diagnostic code is in docs/diagnostics.md's table."""
     text = (REPO / "docs" / "diagnostics.md").read_text(encoding="utf-8")

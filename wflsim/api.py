@@ -39,9 +39,9 @@ from wflsim.app.extensions import unregister as unregister
 from wflsim.sim.config.limits import MAX_WORKERS, out_path_problem, shorten
 from wflsim.sim.config.loading import plain_value, toml_value
 from wflsim.sim.config.schema import Scenario
-from wflsim.sim.diagnostic import Diagnostic as Diagnostic
-from wflsim.sim.diagnostic import DiagnosticsError as DiagnosticsError
 from wflsim.sim.engine import Hooks, ProgressFn
+from wflsim.sim.errors import Diagnostic as Diagnostic
+from wflsim.sim.errors import DiagnosticsError as DiagnosticsError
 from wflsim.sim.errors import ScenarioError
 
 if TYPE_CHECKING:  # analysis (pandas) is imported when a result's tables are first used

@@ -322,9 +322,7 @@ def findings(scenario: Scenario) -> list[Finding]:
 MAX_STEP_RATIO = 3.0
 
 
-def cross_findings(
-    scenario: Scenario, devices: DeviceArrays
-) -> list[Finding]:
+def cross_findings(scenario: Scenario, devices: DeviceArrays) -> list[Finding]:
     """Findings that no field shows alone, only the fields together (``docs/scenario.md``,
     "Warnings across fields"), on the resolved devices and channel:
 
@@ -366,7 +364,11 @@ def cross_findings(
                 "server.server_lr",
                 float(server.server_lr),
                 f"{_num(server.server_lr)} under mode = {server.mode!r}"
-                + (f" with buffer_size = {server.buffer_size} and {n} devices" if server.mode == "async" else "")
+                + (
+                    f" with buffer_size = {server.buffer_size} and {n} devices"
+                    if server.mode == "async"
+                    else ""
+                )
                 + f": each applied update moves the model {_num(ratio)} times as far as under "
                 "the synchronous server, with the learning rate tuned for it",
                 f"server_lr = {_num(same)} gives the synchronous step per update; or lower "

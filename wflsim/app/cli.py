@@ -41,8 +41,8 @@ from .progress import PointBar, SlotBar
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
 
-    from wflsim.sim.diagnostic import Diagnostic
     from wflsim.sim.engine import Hooks, ProgressFn, RunStats
+    from wflsim.sim.errors import Diagnostic
 
     from .run import Prepared
 
