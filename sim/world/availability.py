@@ -599,8 +599,8 @@ class TraceAvailability(Availability):
             what="availability trace",
             rows_are="interval",
             may_be_inf=("end_s",),
-            renumber_fix="renumber the trace's devices 0..N-1 (scenarios/churn/"
-            "convert_availability.py --devices N) or change the number of devices",
+            renumber_fix="renumber the trace's devices 0..N-1 (wflsim convert-availability "
+            "--devices N) or change the number of devices",
         )
         start, end = cols["start_s"], cols["end_s"]
         empty = np.flatnonzero(~(end > start))

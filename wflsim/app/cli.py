@@ -2,7 +2,7 @@
 
 Exit codes: 0 success; 3 a run that completed with diagnostics under ``--strict``
 (``docs/diagnostics.md``); 2 bad input (scenario, data directory, output directory, a run folder in
-use or made by another scenario, a mobility trace to convert), reported on one line without a traceback; 1 the run failed
+use or made by another scenario, a mobility or availability trace to convert), reported on one line without a traceback; 1 the run failed
 after it started (the manifest records the error; ``--resume`` continues it); 130 interrupted
 (Ctrl-C or SIGTERM; the frames completed stay readable and ``--resume`` continues the run).
 
@@ -33,8 +33,8 @@ from wflsim.sim.config.limits import (
 from wflsim.sim.errors import PlausibilityWarning, ScenarioError
 from wflsim.sim.world.availability import AlwaysConfig
 
+from .convert import add_availability_parser, convert_availability_command, convert_command
 from .convert import add_parser as add_convert_parser
-from .convert import convert_command
 from .log import configure_logging
 from .progress import PointBar, SlotBar
 
@@ -188,6 +188,7 @@ def _parser() -> argparse.ArgumentParser:
     )
 
     add_convert_parser(sub)
+    add_availability_parser(sub)
     return parser
 
 
@@ -561,6 +562,8 @@ def _command(args: argparse.Namespace) -> int:
         return _report(args)
     if args.command == "convert-mobility":
         return convert_command(args)
+    if args.command == "convert-availability":
+        return convert_availability_command(args)
     return _run(args)
 
 
