@@ -665,6 +665,53 @@ def test_the_old_converter_script_is_gone_and_no_doc_names_it():
         assert "convert_availability.py" not in path.read_text(), path
 
 
+# ------------------------------------------------------------------------------ trace caps
+
+
+def test_an_availability_trace_with_too_many_changes_in_a_slot_is_refused(tmp_path):
+    """2,000 intervals of a device inside one 0.8 s slot (4,000 changes, more than 100): the
+    scenario is refused on availability.file, naming the device and the cap, before a run."""
+    k = 2000
+    starts = np.arange(k) * 1e-4
+    rows = [(0, a, a + 5e-5) for a in starts] + [(1, 0.0, math.inf)]
+    path = _write_trace(tmp_path / "dense.csv", rows)
+    data = base_scenario(network={"num_devices": 2}, availability={"model": "trace", "file": path})
+    code, err = _cli_validate(tmp_path, data)
+    assert code == 2 and len(err.splitlines()) == 1, err
+    assert "availability.file" in err and "device 0" in err and "at most 100" in err, err
+
+
+def test_an_availability_trace_of_dates_is_refused_not_read_as_numbers(tmp_path):
+    """A Parquet trace whose start_s holds datetime64 values is refused, naming the column and
+    asking for seconds (not read as the nanoseconds it stores)."""
+    path = tmp_path / "dates.parquet"
+    pd.DataFrame(
+        {
+            "device": [0, 1],
+            "start_s": pd.to_datetime(["2024-01-01", "2024-01-01"]),
+            "end_s": [math.inf, math.inf],
+        }
+    ).to_parquet(path)
+    data = base_scenario(
+        network={"num_devices": 2}, availability={"model": "trace", "file": str(path)}
+    )
+    code, err = _cli_validate(tmp_path, data)
+    assert code == 2 and len(err.splitlines()) == 1, err
+    assert "availability.file" in err and "start_s holds dates" in err and "seconds" in err, err
+
+
+def _cli_validate(tmp_path, data) -> tuple[int, str]:
+    """``wflsim validate`` of the scenario table ``data``: (exit code, stderr)."""
+    from wflsim.sim.config.loading import scenario_text
+
+    path = tmp_path / "s.toml"
+    path.write_text(scenario_text(data))
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        code = main(["validate", str(path)])
+    return code, err.getvalue().strip()
+
+
 # ------------------------------------------------------------------------------ review fixes
 
 
