@@ -404,6 +404,19 @@ def test_a_slot_that_still_waits_too_long_stops_the_run_naming_it(tmp_path):
     assert manifest["status"] == "failed" and "slot 1" in manifest["error"]
 
 
+def test_a_bad_seed_option_is_one_line_exit_2():
+    """`--seed abc` (or -1, 3.5, 2^64) is the command's one-line error with exit 2, not
+    argparse's usage block."""
+    for seed in ("abc", "-1", "3.5", str(2**64)):
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err), pytest.raises(SystemExit) as stop:
+            main(["validate", str(S), "--seed", seed])
+        assert stop.value.code == 2
+        text = err.getvalue().strip()
+        assert len(text.splitlines()) == 1 and text.startswith("wflsim: error:"), text
+        assert "--seed" in text and "usage" not in text, text
+
+
 def test_an_overflowing_compute_time_blames_its_own_field():
     """`cycles_per_sample = 1e308` names that field (not `run.deadline_s` 'above inf s')."""
     err = _validate_refuses("devices.cycles_per_sample=1e308", "devices.cycles_per_sample")
