@@ -151,7 +151,56 @@ def build(name: str, dataset_name: str) -> nn.Module:
             "parameters",
             "return a torch.nn.Module with parameters",
         )
+    _probe(net, name, dataset_name, shape, classes)
     return net
+
+
+#: Samples in the batch a registered model is checked on when it is built.
+PROBE_BATCH = 2
+
+
+def _probe(
+    net: nn.Module, name: str, dataset_name: str, shape: tuple[int, ...], classes: int
+) -> None:
+    """Check once, when the model is built, that it maps a batch ``(B, *shape)`` of zeros to
+    logits ``(B, classes)``: a wrong output shape would otherwise fail inside training with
+    torch's own error, which does not name the model. The module runs in eval mode without
+    gradients (no BatchNorm statistics or dropout draws change) and gets its modes back; a
+    model built on the meta device (only counted) is not run.
+
+    Raises:
+        DatasetError: on ``learning.model``, naming the model, the shapes and the dataset.
+    """
+    params = list(net.parameters())
+    if any(p.is_meta for p in params):
+        return
+    batch = (PROBE_BATCH, *shape)
+    x = torch.zeros(batch, dtype=torch.float32, device=params[0].device)
+    fix = "make the module map a batch (B, *input_shape) to logits (B, num_classes)"
+    modes = [(m, m.training) for m in net.modules()]
+    net.eval()
+    try:
+        with torch.no_grad():
+            out = net(x)
+    except Exception as err:
+        raise DatasetError(
+            "learning.model",
+            f"model {name!r} fails on a batch of shape {batch} of dataset {dataset_name!r}: "
+            f"{type(err).__name__}: {' '.join(str(err).split())[:200]}",
+            fix,
+        ) from err
+    finally:
+        for module, training in modes:
+            module.training = training
+    want = (PROBE_BATCH, classes)
+    got = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
+    if got != want:
+        raise DatasetError(
+            "learning.model",
+            f"model {name!r} maps a batch of shape {batch} to {got}; dataset "
+            f"{dataset_name!r} needs {want}: one logit per class for each sample",
+            fix,
+        )
 
 
 def add_partition(name: str, fn: PartitionFn, *, replace: bool = False) -> None:

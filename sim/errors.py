@@ -108,3 +108,24 @@ class DiagnosticsError(Exception):
         first = diagnostics[0].one_line() if diagnostics else ""
         more = f" (and {len(diagnostics) - 1} more)" if len(diagnostics) > 1 else ""
         super().__init__(f"the run completed with diagnostics: {first}{more}")
+
+
+class SlotTooLong(RuntimeError):
+    """A slot that waits for its last upload (a scheme that promises no outage) lasted longer
+    than :data:`wflsim.sim.config.limits.MAX_SLOT_WAIT_S`: a fade so deep that the upload would
+    take longer than the run can follow in simulated time. The run stops (status ``failed``,
+    exit code 1); the frames before stay in the trace.
+
+    Built from one message (SimPy re-creates exceptions from their ``args``): use :meth:`at`.
+    """
+
+    @classmethod
+    def at(cls, slot: int, waited_s: float, limit_s: float, what: str) -> SlotTooLong:
+        """The error for slot ``slot``, which waited ``waited_s`` seconds (more than
+        ``limit_s``) for ``what`` (the slowest upload)."""
+        return cls(
+            f"slot {slot} waited {waited_s:.3g} s for its last upload ({what}); a slot may wait "
+            f"at most {limit_s:g} s (fix: raise devices.peak_power_w, lower network.noise_dbm "
+            "or network.cell_radius_m, or use a scheme that closes the slot at the deadline, "
+            'e.g. scheme.name = "only_pc"; docs/scenario.md, "Slots that wait")'
+        )

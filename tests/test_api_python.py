@@ -162,3 +162,159 @@ def test_a_repeated_sweep_reports_every_point_to_its_progress(tmp_path):
         seen: list[str] = []
         run_sweep(plan, tmp_path / "sw", progress=lambda name, result, seen=seen: seen.append(name))
         assert sorted(seen) == sorted(p.name for p in plan.points)
+
+
+# ------------------------------------------------------------------ hostile input (issue 33)
+
+
+def test_a_registered_model_with_the_wrong_output_shape_is_named_before_training(tmp_path):
+    """A registered model that maps digits to 5 logits (10 classes): a ScenarioError on
+    learning.model naming the model and the shape it needs, before anything is written (it
+    was torch's IndexError from inside training)."""
+    from torch import nn
+
+    wflsim.register_model("five", lambda shape, k: nn.Sequential(nn.Flatten(), nn.Linear(64, 5)))
+    try:
+        table = {**TINY, "learning": {"dataset": "digits", "model": "five"}}
+        with pytest.raises(ScenarioError) as err:
+            wflsim.run(table, out=tmp_path / "r", progress=False)
+    finally:
+        wflsim.unregister("model", "five")
+    assert err.value.field == "learning.model" and "'five'" in err.value.problem
+    assert "(2, 5)" in err.value.problem and "(2, 10)" in err.value.problem
+    assert not (tmp_path / "r").exists()
+
+
+def test_the_output_shape_check_leaves_the_model_as_the_factory_built_it():
+    """The probe batch runs in eval mode without gradients: training mode, BatchNorm
+    statistics and the parameters are as the factory left them."""
+    import torch
+    from torch import nn
+
+    from wflsim.models import extensions as ext
+
+    built = []
+
+    def factory(shape, k):
+        net = nn.Sequential(nn.Flatten(), nn.Linear(64, 8), nn.BatchNorm1d(8), nn.Linear(8, k))
+        built.append(net)
+        return net
+
+    wflsim.register_model("bn", factory)
+    try:
+        net = ext.build("bn", "digits")
+    finally:
+        wflsim.unregister("model", "bn")
+    fresh = factory((1, 8, 8), 10)
+    assert net.training and all(m.training for m in net.modules())
+    assert torch.equal(net[2].running_mean, fresh[2].running_mean)
+    assert int(net[2].num_batches_tracked) == 0
+
+
+def test_a_sweep_over_a_trillion_seeds_is_refused_without_listing_them():
+    """seeds=range(10**12) is refused from its length (it built a trillion-item list first);
+    an iterator is read only up to the cap."""
+    with pytest.raises(ScenarioError) as err:
+        wflsim.sweep(TINY, seeds=range(10**12), out="never")
+    assert err.value.field == "seeds" and "10,000" in err.value.problem
+
+    def endless():
+        n = 0
+        while True:
+            yield n
+            n += 1
+
+    with pytest.raises(ScenarioError) as err:
+        wflsim.sweep(TINY, seeds=endless(), out="never")
+    assert err.value.field == "seeds"
+
+
+def test_a_grid_over_a_trillion_values_is_refused_without_listing_them():
+    """A grid entry of range(10**30) (longer than len() can count) is refused on its field."""
+    with pytest.raises(ScenarioError) as err:
+        wflsim.sweep(TINY, grid={"scheme.V": range(1, 10**30)}, out="never")
+    assert err.value.field == "grid scheme.V"
+
+
+@pytest.mark.parametrize("out", [None, 5, ["runs"]])
+def test_a_sweep_without_a_folder_is_a_scenario_error(out, tmp_path, monkeypatch):
+    """sweep(out=None) (or a number, a list) names `out` (it was a raw TypeError)."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ScenarioError) as err:
+        wflsim.sweep(TINY, seeds=[0], out=out)
+    assert err.value.field == "out"
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_overrides_that_set_one_field_twice_are_refused_naming_both_keys():
+    """{"run": {"frames": 1}, "run.frames": 2} kept the later value silently: refused, naming
+    both keys."""
+    with pytest.raises(ScenarioError) as err:
+        wflsim.prepare(TINY, overrides={"run": {"frames": 1}, "run.frames": 2})
+    assert err.value.field == "overrides"
+    assert "'run'" in err.value.problem and "'run.frames'" in err.value.problem
+
+
+def test_a_scenario_table_with_a_section_and_its_dotted_key_is_refused_naming_both():
+    """{"run": {...}, "run.frames": 2} in a scenario table names the dotted key and its
+    section."""
+    table = {**TINY, "run.frames": 2}
+    with pytest.raises(ScenarioError) as err:
+        wflsim.prepare(table)
+    assert err.value.field == "run.frames" and "'run'" in err.value.problem
+
+
+def test_none_in_a_scenario_table_is_refused_not_read_as_the_default():
+    """run.frames = None ran 20 frames (the default): refused, naming the field, with the fix
+    of leaving the key out."""
+    table = {**TINY, "run": {**TINY["run"], "frames": None}}
+    with pytest.raises(ScenarioError) as err:
+        wflsim.run(table, progress=False)
+    assert err.value.field == "run.frames" and "leave the key out" in (err.value.fix or "")
+
+
+def test_none_where_it_is_the_default_is_taken_as_the_default():
+    """channel.shadowing = None (no shadowing, its default), as a run's resolved scenario holds
+    it, prepares as if the key were left out; scheme.V = None (a parameter left out) does not."""
+    table = {**TINY, "channel": {"shadowing": None}}
+    assert wflsim.prepare(table).scenario.channel.shadowing is None
+    with pytest.raises(ScenarioError) as err:
+        wflsim.prepare({**TINY, "scheme": {**TINY["scheme"], "V": None}})
+    assert err.value.field == "scheme.V"
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    key=st.integers() | st.floats(allow_nan=False) | st.tuples(st.integers()) | st.none(),
+    where=st.sampled_from(["", "run", "scheme"]),
+)
+def test_a_key_that_is_not_text_is_a_scenario_error(key, where):
+    """{5: 1} at any level of a scenario table is a ScenarioError naming where (it was a raw
+    TypeError)."""
+    table = {k: dict(v) if isinstance(v, dict) else v for k, v in TINY.items()}
+    (table[where] if where else table)[key] = 1
+    with pytest.raises(ScenarioError) as err:
+        wflsim.prepare(table)
+    assert err.value.field == (where or "(top level)") and "text" in err.value.problem
+
+
+class _Huge(list):
+    """A list that says it holds ten million items and fails if any is read."""
+
+    def __len__(self) -> int:
+        return 10_000_000
+
+    def __iter__(self):
+        raise AssertionError("an item was read")
+
+    def __getitem__(self, i):
+        raise AssertionError("an item was read")
+
+
+def test_a_ten_million_item_list_is_refused_from_its_length():
+    """A per-device list of 10,000,000 items is refused from len() before any item is read (it
+    took 46 s and 1.2 GB before the 1,000,000-item cap refused it)."""
+    table = {**TINY, "devices": {"cpu_hz": _Huge()}}
+    with pytest.raises(ScenarioError) as err:
+        wflsim.prepare(table)
+    assert err.value.field == "devices.cpu_hz" and "1,000,000" in err.value.problem

@@ -509,34 +509,44 @@ def test_pa_tables_carry_the_new_columns():
 # ------------------------------------------------------------------------------ the converter
 
 
-def _converter():
-    import importlib.util
-    from pathlib import Path
+def _convert(*args: str) -> tuple[int, str]:
+    """Run ``wflsim convert-availability ARGS`` in this process: (exit code, stderr)."""
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        code = main(["convert-availability", *args])
+    return code, err.getvalue().strip()
 
-    path = Path(__file__).resolve().parents[1] / "scenarios" / "churn" / "convert_availability.py"
-    spec = importlib.util.spec_from_file_location("convert_availability", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+
+def _convert_refused(args: list[str], words: str, out) -> None:
+    """Exit 2 with one line naming ``words``, no traceback, nothing written at ``out``."""
+    code, err = _convert(*args)
+    assert code == 2, err
+    assert len(err.splitlines()) == 1 and "Traceback" not in err, err
+    assert words in err, err
+    assert not out.exists()
+
+
+def _fedscale(tmp_path, trace) -> str:
+    import json
+
+    src = tmp_path / "trace.json"
+    src.write_text(trace if isinstance(trace, str) else json.dumps(trace))
+    return str(src)
 
 
 def test_fedscale_json_becomes_a_valid_availability_file(tmp_path):
     """FedScale's active/inactive lists, repeated every finish_time up to --until-s, renumbered
     in id order and skipping clients never online, give intervals wflsim reads back."""
-    import json
-
     trace = {
         "10": {"active": [0, 50], "inactive": [20, 80], "finish_time": 100},
         "2": {"active": [5], "inactive": [10], "finish_time": 100},
         "7": {"active": [], "inactive": [], "finish_time": 100},
     }
-    src, out = tmp_path / "trace.json", tmp_path / "avail.csv"
-    src.write_text(json.dumps(trace))
-    code = _converter().main(
-        ["fedscale-json", str(src), str(out), "--devices", "2", "--until-s", "150"]
+    src, out = _fedscale(tmp_path, trace), tmp_path / "avail.csv"
+    code, err = _convert(
+        src, "--format", "fedscale-json", "--out", str(out), "--devices", "2", "--until-s", "150"
     )
-    assert code == 0
+    assert code == 0, err
     table = pd.read_csv(out)
     assert table.values.tolist() == [
         [0, 5.0, 10.0],
@@ -554,13 +564,152 @@ def test_state_changes_become_intervals_and_bad_input_exits_2(tmp_path, capsys):
     online = 2 exits 2 and writes nothing."""
     src, out = tmp_path / "states.csv", tmp_path / "avail.parquet"
     src.write_text("device,time_s,online\na,0,1\na,4,0\na,6,1\nb,1,0\nb,2,1\nb,3,1\n")
-    assert _converter().main(["state-changes", str(src), str(out), "--devices", "2"]) == 0
+    code, err = _convert(str(src), "--format", "state-changes", "--out", str(out), "--devices", "2")
+    assert code == 0, err
     table = pd.read_parquet(out)
     assert table.values.tolist() == [[0, 0.0, 4.0], [0, 6.0, math.inf], [1, 2.0, math.inf]]
     src.write_text("device,time_s,online\na,0,2\n")
     bad = tmp_path / "bad.csv"
-    assert _converter().main(["state-changes", str(src), str(bad), "--devices", "1"]) == 2
-    assert "online 0 or 1" in capsys.readouterr().err and not bad.exists()
+    args = [str(src), "--format", "state-changes", "--out", str(bad), "--devices", "1"]
+    _convert_refused(args, "online is not 0 or 1", bad)
+
+
+def test_the_converter_refuses_to_overwrite_its_output(tmp_path):
+    """An existing output is kept (exit 2, naming --out and --overwrite); --overwrite replaces
+    it."""
+    src, out = _fedscale(tmp_path, {"1": {"active": [0], "inactive": [5]}}), tmp_path / "a.csv"
+    out.write_text("keep me\n")
+    code, err = _convert(src, "--format", "fedscale-json", "--out", str(out), "--devices", "1")
+    assert code == 2 and "--out" in err and "--overwrite" in err, err
+    assert out.read_text() == "keep me\n"
+    args = [src, "--format", "fedscale-json", "--out", str(out), "--devices", "1", "--overwrite"]
+    assert _convert(*args)[0] == 0
+    assert pd.read_csv(out).values.tolist() == [[0, 0.0, 5.0]]
+
+
+def test_deeply_nested_json_is_one_line_not_a_recursion_error(tmp_path):
+    """JSON nested deeper than the parser goes: exit 2, one line naming the file."""
+    src = _fedscale(tmp_path, '{"a": ' + "[" * 200_000 + "]" * 200_000 + "}")
+    out = tmp_path / "a.csv"
+    args = [src, "--format", "fedscale-json", "--out", str(out), "--devices", "1"]
+    _convert_refused(args, "nested too deeply", out)
+
+
+@pytest.mark.parametrize(
+    "number",
+    ["1" + "0" * 400, "-1" + "0" * 400, "1e400", "NaN", "Infinity"],
+    ids=["10**400", "-10**400", "1e400", "NaN", "Infinity"],
+)
+def test_a_time_beyond_a_float_is_refused_in_one_line(tmp_path, number):
+    """10**400, 1e400, NaN and Infinity as a time: exit 2, one line, no OverflowError."""
+    src = _fedscale(tmp_path, '{"1": {"active": [0], "inactive": [' + number + "]}}")
+    out = tmp_path / "a.csv"
+    code, err = _convert(src, "--format", "fedscale-json", "--out", str(out), "--devices", "1")
+    assert code == 2 and len(err.splitlines()) == 1 and "Error:" not in err, err
+    assert src in err and not out.exists()
+
+
+def test_a_tiny_finish_time_with_a_long_until_is_refused_before_repeating(tmp_path):
+    """finish_time 1e-300 repeated up to 1e10 s would make 1e310 intervals: refused at once on
+    --until-s, naming the cap."""
+    trace = {"1": {"active": [0], "inactive": [5e-301], "finish_time": 1e-300}}
+    src, out = _fedscale(tmp_path, trace), tmp_path / "a.csv"
+    args = [src, "--format", "fedscale-json", "--out", str(out), "--devices", "1"]
+    _convert_refused([*args, "--until-s", "1e10"], "--until-s", out)
+
+
+def test_more_active_than_inactive_times_is_refused(tmp_path):
+    """A client with an active time that has no inactive one is refused, naming the client."""
+    trace = {"7": {"active": [0, 5], "inactive": [1], "finish_time": 10}}
+    src, out = _fedscale(tmp_path, trace), tmp_path / "a.csv"
+    args = [src, "--format", "fedscale-json", "--out", str(out), "--devices", "1"]
+    _convert_refused(args, "client '7' has 2 active times but 1 inactive", out)
+
+
+@given(
+    st.recursive(
+        st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=5),
+        lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=3), inner),
+        max_leaves=12,
+    )
+)
+@settings(max_examples=60, deadline=None)
+def test_any_json_converts_or_exits_2_in_one_line(data):
+    """Whatever JSON the input holds, the converter writes a readable trace or exits 2 with
+    one line; never a traceback."""
+    import json
+    import tempfile
+    from pathlib import Path
+
+    with tempfile.TemporaryDirectory() as tmp:
+        src, out = Path(tmp) / "t.json", Path(tmp) / "a.csv"
+        src.write_text(json.dumps(data))
+        code, err = _convert(
+            str(src), "--format", "fedscale-json", "--out", str(out), "--devices", "1"
+        )
+        assert code in (0, 2), err
+        if code == 2:
+            assert len(err.splitlines()) == 1 and not out.exists(), err
+        else:
+            TraceAvailability.from_file(out, num_devices=1)
+
+
+def test_the_old_converter_script_is_gone_and_no_doc_names_it():
+    """The conversion is the command wflsim convert-availability: the script is gone and no
+    document tells to run it (docs/decisions.md records what it was)."""
+    from conftest import REPO
+
+    assert not (REPO / "scenarios" / "churn" / "convert_availability.py").exists()
+    docs = [p for p in sorted((REPO / "docs").glob("*.md")) if p.name != "decisions.md"]
+    for path in [REPO / "README.md", *docs]:
+        assert "convert_availability.py" not in path.read_text(), path
+
+
+# ------------------------------------------------------------------------------ trace caps
+
+
+def test_an_availability_trace_with_too_many_changes_in_a_slot_is_refused(tmp_path):
+    """2,000 intervals of a device inside one 0.8 s slot (4,000 changes, more than 100): the
+    scenario is refused on availability.file, naming the device and the cap, before a run."""
+    k = 2000
+    starts = np.arange(k) * 1e-4
+    rows = [(0, a, a + 5e-5) for a in starts] + [(1, 0.0, math.inf)]
+    path = _write_trace(tmp_path / "dense.csv", rows)
+    data = base_scenario(network={"num_devices": 2}, availability={"model": "trace", "file": path})
+    code, err = _cli_validate(tmp_path, data)
+    assert code == 2 and len(err.splitlines()) == 1, err
+    assert "availability.file" in err and "device 0" in err and "at most 100" in err, err
+
+
+def test_an_availability_trace_of_dates_is_refused_not_read_as_numbers(tmp_path):
+    """A Parquet trace whose start_s holds datetime64 values is refused, naming the column and
+    asking for seconds (not read as the nanoseconds it stores)."""
+    path = tmp_path / "dates.parquet"
+    pd.DataFrame(
+        {
+            "device": [0, 1],
+            "start_s": pd.to_datetime(["2024-01-01", "2024-01-01"]),
+            "end_s": [math.inf, math.inf],
+        }
+    ).to_parquet(path)
+    data = base_scenario(
+        network={"num_devices": 2}, availability={"model": "trace", "file": str(path)}
+    )
+    code, err = _cli_validate(tmp_path, data)
+    assert code == 2 and len(err.splitlines()) == 1, err
+    assert "availability.file" in err and "start_s holds dates" in err and "seconds" in err, err
+
+
+def _cli_validate(tmp_path, data) -> tuple[int, str]:
+    """``wflsim validate`` of the scenario table ``data``: (exit code, stderr)."""
+    from wflsim.sim.config.loading import scenario_text
+
+    path = tmp_path / "s.toml"
+    path.write_text(scenario_text(data))
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        code = main(["validate", str(path)])
+    return code, err.getvalue().strip()
 
 
 # ------------------------------------------------------------------------------ review fixes

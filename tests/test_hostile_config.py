@@ -306,6 +306,117 @@ def test_walkers_that_cross_a_tiny_cell_every_instant_are_refused():
     )
 
 
+#: The hang of issue 33: in-range values with which Ideal's slots would wait 4.6e34 s.
+HANG = [
+    "--set",
+    'scheme.name="ideal"',
+    "--set",
+    "devices.peak_power_w=1e-9",
+    "--set",
+    "network.noise_dbm=100",
+    "--set",
+    "network.cell_radius_m=1e5",
+    "--set",
+    'mobility={ model = "random_waypoint", clock = "simulated" }',
+]
+
+
+def test_a_slot_that_would_wait_for_ever_is_refused_by_validate():
+    """Ideal at 1e-9 W over 100 dBm of noise in a 100 km cell (frame 0 ended at 5.5e37 s and
+    frame 1 never started): `validate` refuses it in one line naming the fields."""
+    err = _refused(["validate", str(S), *N, *HANG], "network.noise_dbm")
+    for name in ("devices.peak_power_w", "network.cell_radius_m", "network.bandwidth_hz"):
+        assert name in err, err
+    assert "at most 1e+09 s" in err, err
+
+
+def test_a_slot_that_would_wait_for_ever_is_refused_before_a_run_writes(tmp_path):
+    """`wflsim run` of the same scenario: exit 2, nothing written."""
+    out = tmp_path / "run"
+    _refused(["run", str(S), *N, *HANG, "--out", str(out), "--quiet"], "network.noise_dbm", out)
+
+
+@given(
+    power=st.floats(1e-9, 1e4),
+    noise=st.floats(-250.0, 100.0),
+    radius=st.floats(20.0, 1e5),
+    scheme=st.sampled_from(["ideal", "only_pf", "fixed_power"]),
+)
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_validate_refuses_exactly_the_waits_over_the_cap(power, noise, radius, scheme):
+    """For any power, noise and cell: `validate` refuses iff the scheme waits for the last
+    upload and the cell-edge device would take longer than the cap, naming a field."""
+    import wflsim
+    from wflsim.sim.config.derived import edge_wait_s
+    from wflsim.sim.config.limits import MAX_SLOT_WAIT_S
+
+    table = {
+        "run": {"frames": 1, "slots_per_frame": 2, "deadline_s": 1.0},
+        "network": {"num_devices": 2, "cell_radius_m": radius, "noise_dbm": noise},
+        "devices": {"peak_power_w": power},
+        "learning": {"enabled": False, "num_params": 10_000},
+        "scheme": {"name": scheme},
+    }
+    try:
+        prep = wflsim.prepare(table)
+    except ScenarioError as err:
+        assert scheme != "fixed_power" and "a slot may wait at most" in err.problem, err
+        return
+    edge = float(prep.channel.median_gain(np.array([radius]))[0])
+    assert scheme == "fixed_power" or edge_wait_s(prep.system, edge)[0] <= MAX_SLOT_WAIT_S
+
+
+def test_a_slot_that_still_waits_too_long_stops_the_run_naming_it(tmp_path):
+    """A deep fade the pre-run check cannot see (a replayed gain of 1e-40 in slot 1): the run
+    stops at that slot with one line naming it and the device (exit 1, status failed), and
+    never goes on to slots that start 8.8e25 s later."""
+    import json
+
+    import pandas as pd
+
+    rows = [(s, d, 1e-40 if (s, d) == (1, 0) else 1e-9) for s in range(4) for d in range(2)]
+    table = pd.DataFrame(rows, columns=["slot", "device", "gain"])
+    table.astype({"slot": "int64", "device": "int32"}).to_parquet(tmp_path / "fade.parquet")
+    out = tmp_path / "run"
+    code, err = _cli(
+        [
+            "run",
+            str(S),
+            *N,
+            "--set",
+            "run.slots_per_frame=2",
+            "--set",
+            "run.frames=2",
+            "--set",
+            "network.num_devices=2",
+            "--set",
+            'scheme.name="ideal"',
+            "--set",
+            f'channel.replay="{tmp_path / "fade.parquet"}"',
+            "--out",
+            str(out),
+            "--quiet",
+        ]
+    )
+    assert code == 1 and len(err.splitlines()) == 1, err
+    assert "SlotTooLong: slot 1 waited" in err and "device 0" in err, err
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["status"] == "failed" and "slot 1" in manifest["error"]
+
+
+def test_a_bad_seed_option_is_one_line_exit_2():
+    """`--seed abc` (or -1, 3.5, 2^64) is the command's one-line error with exit 2, not
+    argparse's usage block."""
+    for seed in ("abc", "-1", "3.5", str(2**64)):
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err), pytest.raises(SystemExit) as stop:
+            main(["validate", str(S), "--seed", seed])
+        assert stop.value.code == 2
+        text = err.getvalue().strip()
+        assert len(text.splitlines()) == 1 and text.startswith("wflsim: error:"), text
+        assert "--seed" in text and "usage" not in text, text
+
+
 def test_an_overflowing_compute_time_blames_its_own_field():
     """`cycles_per_sample = 1e308` names that field (not `run.deadline_s` 'above inf s')."""
     err = _validate_refuses("devices.cycles_per_sample=1e308", "devices.cycles_per_sample")

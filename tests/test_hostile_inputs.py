@@ -143,6 +143,33 @@ def test_scenario_file_that_is_not_text_is_exit_2(tmp_path, capsys):
     assert "UTF-8" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("kind", ["datetime", "timedelta"])
+def test_a_mobility_trace_of_dates_or_durations_is_refused(tmp_path, capsys, kind):
+    """A Parquet mobility trace whose time_s holds datetime64 or timedelta64 values is exit 2
+    naming the column and asking for seconds (it was read as the nanoseconds it stores)."""
+    import pandas as pd
+
+    times = (
+        pd.to_datetime(["2024-01-01 00:00", "2024-01-01 00:01"])
+        if kind == "datetime"
+        else pd.to_timedelta([0, 60], unit="s")
+    )
+    trace = tmp_path / "mobility.parquet"
+    pd.DataFrame(
+        {"time_s": times, "device": [0, 0], "x_m": [0.0, 10.0], "y_m": [5.0, 5.0]}
+    ).to_parquet(trace)
+    args = [
+        "--set",
+        "network.num_devices=1",
+        "--set",
+        f'mobility={{ model = "trace", file = "{trace}" }}',
+    ]
+    code = main(["validate", str(QUICK), *args])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1, err
+    assert "error: mobility.file:" in err and "column time_s holds" in err and "seconds" in err
+
+
 # ------------------------------------------------------------------ fuzzing scenario values
 
 #: Fields of a network-only scenario and the kinds of values thrown at them.

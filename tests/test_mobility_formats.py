@@ -565,6 +565,21 @@ def test_step_resamples_each_device_on_the_grid(tmp_path):
     ]
 
 
+@pytest.mark.parametrize("step", ["1e-320", "5e-324", "1e-300"])
+def test_a_step_too_short_to_count_is_refused_without_a_numpy_warning(tmp_path, capsys, step):
+    """--step-s 1e-320 overflows the grid's count: exit 2, one line that says how many rows
+    briefly, and no RuntimeWarning printed before it."""
+    import warnings
+
+    src = write(tmp_path / "s.movements", "0 0 0 10 100 0\n1 7 7\n")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        rc, _ = convert(src, "bonnmotion", "--step-s", step)
+    err = capsys.readouterr().err
+    assert rc == 2 and err.count("\n") == 1, err
+    assert "--step-s" in err and "more than 1e15 rows" in err, err
+
+
 def test_devices_keeps_the_first_n(tmp_path):
     """--devices N keeps devices 0..N-1 and their presence."""
     src = write(tmp_path / "s.movements", "0 0 0\n0 1 1\n0 2 2\n")

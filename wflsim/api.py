@@ -11,9 +11,10 @@ command line prints) before anything is written.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -36,7 +37,8 @@ from wflsim.app.extensions import register_scheme as register_scheme
 from wflsim.app.extensions import register_update_rule as register_update_rule
 from wflsim.app.extensions import registered as registered
 from wflsim.app.extensions import unregister as unregister
-from wflsim.sim.config.limits import MAX_WORKERS, out_path_problem, shorten
+from wflsim.app.scenario import check_nones
+from wflsim.sim.config.limits import MAX_SWEEP_POINTS, MAX_WORKERS, out_path_problem, shorten
 from wflsim.sim.config.loading import plain_value, toml_value
 from wflsim.sim.config.schema import Scenario
 from wflsim.sim.engine import Hooks, ProgressFn
@@ -93,6 +95,7 @@ def _source(scenario: ScenarioLike) -> _run.ScenarioSource:
     if isinstance(scenario, Scenario):
         return _run.ScenarioSource.from_table(scenario.model_dump(mode="json", exclude_none=True))
     if isinstance(scenario, Mapping):
+        check_nones(scenario)
         return _run.ScenarioSource.from_table(scenario)
     raise ScenarioError(
         "scenario",
@@ -125,8 +128,14 @@ def _overrides(overrides: Overrides) -> list[str]:
 
 def _dotted(overrides: Mapping[Any, Any], section: str = "") -> list[tuple[str, Any]]:
     """A mapping of overrides as ``(dotted path, value)`` pairs: a top-level key without a dot
-    whose value is a mapping is a section (its keys are its fields; their values are set whole)."""
+    whose value is a mapping is a section (its keys are its fields; their values are set whole).
+
+    Raises:
+        ScenarioError: a key that is not text, or two keys that set the same field (or a
+            field and a part of it: ``{"run": {"frames": 2}, "run.frames": 3}``), naming both.
+    """
     pairs = []
+    origins = []  # the top-level key each pair comes from
     for key, value in overrides.items():
         if not isinstance(key, str) or not key.strip():
             raise ScenarioError(
@@ -137,10 +146,33 @@ def _dotted(overrides: Mapping[Any, Any], section: str = "") -> list[tuple[str, 
         if section:
             pairs.append((f"{section}.{key}", value))
         elif "." not in key and isinstance(value, Mapping):
-            pairs += _dotted(value, key)
+            inner = _dotted(value, key)
+            pairs += inner
+            origins += [key] * len(inner)
         else:
             pairs.append((key, value))
+            origins.append(key)
+    if not section:
+        _check_distinct([path for path, _ in pairs], origins)
     return pairs
+
+
+def _check_distinct(paths: list[str], origins: list[str]) -> None:
+    """Refuse two overrides of one field, or of a field and a part of it (the later would
+    silently win), naming the keys (``origins``, one per path) that give them."""
+    parts = [tuple(k.strip() for k in path.split(".")) for path in paths]
+    # sorted, a path is followed by the paths it is a prefix of: neighbours suffice
+    order = sorted(range(len(parts)), key=lambda i: parts[i])
+    for a, b in itertools.pairwise(order):
+        common = parts[a]
+        if parts[b][: len(common)] == common:
+            i, j = sorted((a, b))
+            raise ScenarioError(
+                "overrides",
+                f"the keys {shorten(origins[i])!r} and {shorten(origins[j])!r} both set "
+                f"{shorten('.'.join(common))}; the later would silently win",
+                "give each field once",
+            )
 
 
 def _toml_value(value: Any, key: str) -> str:
@@ -167,6 +199,61 @@ def _check_out(out: Path, field: str, room: int = 64) -> None:
     problem = out_path_problem(out, room=room)
     if problem is not None:
         raise ScenarioError(field, f"{shorten(str(out))!r} {problem}", f"choose another {field}")
+
+
+def _folder(out: Any, field: str = "out") -> Path:
+    """A folder argument given from Python: a path (text or ``os.PathLike``)."""
+    if isinstance(out, str | os.PathLike):
+        return Path(out)
+    raise ScenarioError(
+        field,
+        f"is {shorten(repr(out))}, not a folder path",
+        f'give the folder to write, e.g. {field}="runs/my-study"',
+    )
+
+
+def _seed_text(seeds: Any, field: str = "seeds") -> str | None:
+    """Seeds given from Python (``"0-2"``, ``[0, 1, 2]``, ``range(3)``, any iterable of whole
+    numbers) as ``--seeds`` text; at most :data:`MAX_SWEEP_POINTS` of them, counted with
+    ``len()`` where the object has one, and never read past the cap.
+
+    Raises:
+        ScenarioError: not seeds, or more than the cap.
+    """
+    if seeds is None or isinstance(seeds, str):
+        return seeds
+    items = _capped(seeds, field, "seeds", 'e.g. seeds=[0, 1, 2] or seeds="0-2"')
+    return ",".join(str(_seed(s)) for s in items)
+
+
+def _capped(values: Any, field: str, what: str, example: str) -> list[Any]:
+    """The items of ``values`` (an iterable that is not text), at most
+    :data:`MAX_SWEEP_POINTS`: ``len()`` is checked first where there is one, and an iterator
+    is read only up to one item past the cap.
+
+    Raises:
+        ScenarioError: not iterable, or more items than the cap.
+    """
+    too_many = ScenarioError(
+        field,
+        f"names more than {MAX_SWEEP_POINTS:,} {what}; a sweep may have at most "
+        f"{MAX_SWEEP_POINTS:,} runs",
+        "give fewer, or split the sweep into several",
+    )
+    try:
+        count = len(values)
+    except OverflowError:  # a range longer than sys.maxsize
+        raise too_many from None
+    except TypeError:
+        count = None
+    if count is not None and count > MAX_SWEEP_POINTS:
+        raise too_many
+    if not isinstance(values, Iterable):
+        raise ScenarioError(field, f"is {shorten(repr(values))}, not a list of {what}", example)
+    items = list(itertools.islice(values, MAX_SWEEP_POINTS + 1))
+    if len(items) > MAX_SWEEP_POINTS:
+        raise too_many
+    return items
 
 
 @dataclass
@@ -295,7 +382,7 @@ def run(
     if callbacks is not None:
         hooks = callbacks.hooks(hooks)
     prep = prepare(scenario, overrides=overrides, seed=seed, data_dir=data_dir, strict=strict)
-    folder = None if out is None else Path(out)
+    folder = None if out is None else _folder(out)
     if folder is not None:
         _check_out(folder, "out")
     learner = _run.make_learner(prep)
@@ -449,10 +536,11 @@ def _grid_specs(grid: Mapping[str, Sequence[Any]] | Sequence[str] | None) -> lis
 
 
 def _grid_values(key: str, values: Any) -> list[Any]:
-    """A grid entry's values (a single number or text is one value)."""
+    """A grid entry's values (a single number or text is one value), at most
+    :data:`MAX_SWEEP_POINTS` (counted before they are listed)."""
     if isinstance(values, str) or not isinstance(values, Sequence | np.ndarray):
         return [values]
-    return list(values)
+    return _capped(values, f"grid {key}", "values", f'e.g. grid={{"{key}": [1, 2]}}')
 
 
 def _grid_value(key: str, value: Any) -> str:
@@ -514,10 +602,8 @@ def sweep(
     from wflsim.app.sweep import plan_sweep
 
     _check_workers(workers)
-    if seeds is None or isinstance(seeds, str):
-        seed_text = seeds
-    else:
-        seed_text = ",".join(str(_seed(s)) for s in seeds)
+    folder = _folder(out)
+    seed_text = _seed_text(seeds)
     ddir = None if data_dir is None else str(data_dir)
     extra = _overrides(overrides)
     plan = plan_sweep(
@@ -529,7 +615,6 @@ def sweep(
         strict=strict,
         dedup=dedup,
     )
-    folder = Path(out)
     _run_plan(plan, folder, workers, executor, ddir, extra, overwrite, hooks, progress)
     return load_sweep(folder)
 
@@ -668,9 +753,11 @@ def compare(
         raise ScenarioError("reference", f"{reference!r} is not a variant", f"one of {labels}")
     if not 0 < float(level) < 1:
         raise ScenarioError("level", f"must be in (0, 1) (got {level})", "e.g. level=0.95")
-    seed_list = parse_seeds(
-        seeds if isinstance(seeds, str) else ",".join(str(_seed(s)) for s in seeds)
-    )
+    seed_text = _seed_text(seeds)
+    if seed_text is None:
+        raise ScenarioError("seeds", "is None", "give the seeds, e.g. seeds=[0, 1, 2]")
+    seed_list = parse_seeds(seed_text)
+    given_out = None if out is None else _folder(out)
     extra = _overrides(overrides)
     points = [
         GridPoint(tuple(_overrides(given[label])), s, label=label)
@@ -696,7 +783,7 @@ def compare(
         as_written=True,
     )
     with tempfile.TemporaryDirectory(prefix="wflsim-compare-") as tmp:
-        folder = Path(out) if out is not None else Path(tmp) / "compare"
+        folder = given_out if given_out is not None else Path(tmp) / "compare"
         _run_plan(plan, folder, workers, executor, ddir, extra, False, None, progress)
         records = load_sweep(folder).points
     rows = []

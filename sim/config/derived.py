@@ -7,6 +7,9 @@ compute from the resolved scenario, per device where it differs per device, and 
 is not finite (or not positive where it must be), naming the field most likely at fault. It runs
 in ``wflsim validate`` and before every run, so such a scenario fails with exit code 2 and writes
 nothing, instead of failing (or silently producing NaN) in the middle of a run.
+:func:`check_slot_wait`, run once the scheme is built, refuses a scheme that waits for the last
+upload where a device at the cell edge would make a slot wait longer than
+:data:`~wflsim.sim.config.limits.MAX_SLOT_WAIT_S`.
 """
 
 from __future__ import annotations
@@ -18,7 +21,8 @@ import numpy as np
 from ..errors import ScenarioError
 from ..world import physics
 from ..world.channel import Channel
-from ..world.system import DeviceArrays
+from ..world.system import DeviceArrays, SystemConstants
+from .limits import MAX_SLOT_WAIT_S
 from .schema import Scenario
 
 #: Largest value a trace column of type int32 holds (frame, device, batch_size, iterations).
@@ -177,3 +181,92 @@ def check_derived(
             "the controller's weight V x lam x B (or its energy term) is not finite",
             "lower scheme.V or scheme.lam (only their product matters)",
         )
+
+
+def edge_wait_s(
+    system: SystemConstants, edge_gain: float, uplink_mode: str = "dedicated"
+) -> tuple[float, int]:
+    """How long a slot that waits for its last upload lasts when every device is at the cell
+    edge, with the large-scale gain ``edge_gain`` (linear) and fading power 1, and sends its
+    full payload ``S`` at its peak power ``P_bar``: ``(wait, device)``, s, with the device
+    that sets it.
+
+    A device's time is its full compute time ``c B E / f`` plus its upload time; on dedicated
+    bands ``S / (W log2(1 + P_bar H / N0))`` (eq. 10), the wait the slowest device's. Under
+    ``uplink_mode = "tdma"`` the uploads go one after another: the longest compute time plus
+    the sum of the upload times. Under ``"ofdma"`` all ``N`` share the band at once: each its
+    ``W / N`` with noise ``N0 / N``, ``S N / (W log2(1 + N P_bar H / N0))``. ``inf``: an upload
+    that never ends (its rate is 0 in float64).
+    """
+    dev = system.devices
+    n = dev.num_devices
+    share = n if uplink_mode == "ofdma" else 1
+    with np.errstate(all="ignore"):
+        rate = physics.rate_bps(
+            dev.peak_power_w, edge_gain, system.bandwidth_hz / share, system.noise_w / share
+        )
+        upload = physics.upload_time_s(np.full(n, system.full_payload_bits), rate)
+        compute = dev.full_compute_time_s()
+        if uplink_mode == "tdma":
+            worst = int(np.argmax(upload))
+            return float(np.max(compute) + np.sum(upload)), worst
+        total = compute + upload
+    worst = int(np.argmax(total))
+    return float(total[worst]), worst
+
+
+def check_slot_wait(
+    scenario: Scenario, system: SystemConstants, channel: Channel, closes_at: str
+) -> None:
+    """Refuse a scenario whose slots would wait longer than :data:`MAX_SLOT_WAIT_S` for their
+    last upload: with a scheme that closes the slot at the last upload (``closes_at =
+    "last_upload"``: ``ideal``, ``only_pf``) and the synchronous server, when a device at the
+    cell edge needs longer than that (:func:`edge_wait_s`, on the path loss alone at
+    ``network.cell_radius_m``). A deeper fade during the run stops it instead
+    (:class:`wflsim.sim.errors.SlotTooLong`).
+
+    Raises:
+        ScenarioError: naming the field farthest (in decades, in the direction that slows the
+            upload) from its default, with the values of the others.
+    """
+    if closes_at != "last_upload" or scenario.server.mode != "sync":
+        return
+    net, learning = scenario.network, scenario.learning
+    with np.errstate(all="ignore"):
+        edge = float(np.asarray(channel.median_gain(np.array([net.cell_radius_m])))[0])
+    wait, n = edge_wait_s(system, edge, scenario.uplink.mode)
+    if wait <= MAX_SLOT_WAIT_S:
+        return
+    dev = system.devices
+    noise_dbm = scenario.uplink.noise_dbm(net)
+    noise_field = (
+        "network.noise_dbm"
+        if scenario.uplink.noise_psd_dbm_hz is None
+        else "uplink.noise_psd_dbm_hz"
+    )
+    compute = float(dev.full_compute_time_s()[n])
+    if compute > MAX_SLOT_WAIT_S:
+        field = _culprit(dev, ("cycles_per_sample", "batch_size", "cpu_hz"), n)
+    else:  # the upload: how many decades each factor slows it, against its default
+        slower = {
+            "devices.peak_power_w": -math.log10(float(dev.peak_power_w[n])),
+            noise_field: (noise_dbm + 104.0) / 10.0,
+            "network.cell_radius_m": -math.log10(max(edge, 1e-300)) - 12.81,
+            "network.bandwidth_hz": -math.log10(system.bandwidth_hz / 1e7),
+        }
+        if not learning.enabled:
+            slower["learning.num_params"] = math.log10(system.num_params / 440_812)
+        field = max(slower, key=lambda k: slower[k])
+    took = "never ends" if not math.isfinite(wait) else f"takes {wait:.3g} s"
+    raise ScenarioError(
+        field,
+        f"scheme {scenario.scheme.name!r} waits for the last upload, and at the cell edge "
+        f"(network.cell_radius_m = {net.cell_radius_m:g} m) device {n}'s slot {took} "
+        f"(compute {compute:.3g} s, then {system.full_payload_bits:,.0f} bits at "
+        f"devices.peak_power_w = {float(dev.peak_power_w[n]):g} W over "
+        f"{noise_field} = {noise_dbm:g} dBm and network.bandwidth_hz = "
+        f"{system.bandwidth_hz:g} Hz); a slot may wait at most {MAX_SLOT_WAIT_S:g} s",
+        "raise devices.peak_power_w or network.bandwidth_hz, lower the noise or "
+        "network.cell_radius_m, or use a scheme that closes the slot at the deadline (e.g. "
+        'scheme.name = "only_pc"); docs/scenario.md, "Slots that wait"',
+    )

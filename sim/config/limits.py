@@ -28,6 +28,14 @@ MAX_NAME_BYTES = 255
 MAX_POINT_NAME_BYTES = 160
 #: Most parallel runs of a sweep.
 MAX_WORKERS = 1024
+#: Longest a slot may wait for its last upload, s (about 31.7 years of simulated time), under a
+#: scheme that closes the slot when the last upload arrives (``ideal``, ``only_pf``): a scenario
+#: whose device at the cell edge would need longer is refused before the run
+#: (:func:`wflsim.sim.config.derived.check_slot_wait`), and a slot that still would (a deep
+#: fade) stops the run (:class:`wflsim.sim.errors.SlotTooLong`). Far above any slot of a
+#: plausible scenario (the paper's deepest fades make slots of hours), it keeps what follows the
+#: slot in simulated time (random-waypoint legs walked, availability changes) bounded.
+MAX_SLOT_WAIT_S = 1e9
 
 
 def shorten(text: str, limit: int = 60) -> str:

@@ -33,7 +33,7 @@ from ..world.availability import (
     MarkovConfig,
     expected_changes_per_slot,
 )
-from .limits import path_problem, shorten
+from .limits import MAX_DEVICES, path_problem, shorten
 from .schema import Scenario, Seed, Strict, SweepConfig
 
 #: Largest scenario file read (explicit positions of 1,000,000 devices take about 40 MB).
@@ -124,13 +124,19 @@ def parse_override(text: str) -> tuple[list[str], Any]:
 _FIX_DIGITS = "write numbers with at most a few dozen digits (docs/scenario.md gives each range)"
 
 
+#: Most items a list in a scenario may hold (a per-device list or positions: one per device).
+MAX_LIST_ITEMS = MAX_DEVICES
+
+
 def plain_value(value: Any, where: str = "", depth: int = 0) -> Any:
     """A copy of a scenario table (or a value in it) made of plain Python values: NumPy scalars
     become the Python value they hold (``np.bool_`` a bool), tuples lists, mappings dicts;
     anything else is kept (the schema refuses what it cannot take).
 
     Raises:
-        ScenarioError: nested more than :data:`MAX_DEPTH` levels deep (names where).
+        ScenarioError: nested more than :data:`MAX_DEPTH` levels deep, a list longer than
+            :data:`MAX_LIST_ITEMS` (its length is checked before any item is read), or a
+            table key that is not text (names where).
     """
     if depth > MAX_DEPTH:
         raise ScenarioError(
@@ -138,6 +144,22 @@ def plain_value(value: Any, where: str = "", depth: int = 0) -> Any:
             f"is nested more than {MAX_DEPTH} levels deep",
             "give a value as the field takes it (docs/scenario.md)",
         )
+    if isinstance(value, list | tuple) and len(value) > MAX_LIST_ITEMS:
+        raise ScenarioError(
+            where or "(top level)",
+            f"is a list of {len(value):,} items; a scenario's lists hold at most "
+            f"{MAX_LIST_ITEMS:,} (one per device)",
+            "give per-device values as a distribution, or positions as a mobility trace file",
+        )
+    if isinstance(value, Mapping):
+        for key in value:
+            if not isinstance(key, str):
+                raise ScenarioError(
+                    where or "(top level)",
+                    f"has the key {shorten(repr(key))} of type {type(key).__name__}; field "
+                    "names are text",
+                    'write each field name as a string, e.g. {"run": {"frames": 3}}',
+                )
     if isinstance(value, np.generic):
         if isinstance(value, np.bool_):
             return bool(value)
@@ -154,6 +176,50 @@ def plain_value(value: Any, where: str = "", depth: int = 0) -> Any:
     if isinstance(value, list | tuple):
         return [plain_value(v, f"{where}[{i}]", depth + 1) for i, v in enumerate(value)]
     return value
+
+
+def check_table(table: Mapping[str, Any]) -> list[tuple[str, ...]]:
+    """Check what a scenario table given from Python can hold but a scenario file cannot,
+    before it is copied or written as TOML: a dotted top-level key (``"run.frames"``; a table
+    nests its sections, and one beside its section, ``{"run": {...}, "run.frames": 3}``, would
+    set a field twice) is refused; the paths of the ``None`` values in its tables are returned
+    (a file leaves such a field out: whether that is what ``None`` meant is for the caller to
+    decide, :func:`wflsim.app.scenario.check_nones`). Keys that are not text and lists too long
+    are refused by :func:`plain_value`.
+
+    Raises:
+        ScenarioError: naming the key (and its section).
+    """
+    for key in table:
+        if not isinstance(key, str) or "." not in key:
+            continue
+        section = key.split(".", 1)[0]
+        if section in table:
+            raise ScenarioError(
+                shorten(key),
+                f"sets a field of {section!r}, which the key {shorten(section)!r} sets too",
+                f"give each field once, inside {section!r}",
+            )
+        raise ScenarioError(
+            shorten(key),
+            "is a dotted key; a scenario table nests its sections",
+            f'write {{"{shorten(section, 20)}": {{...}}}}, or give the value in overrides',
+        )
+    found: list[tuple[str, ...]] = []
+    _none_paths(table, (), found)
+    return found
+
+
+def _none_paths(value: Any, path: tuple[str, ...], found: list[tuple[str, ...]]) -> None:
+    """Append to ``found`` the path of every ``None`` value of a table in ``value``."""
+    if len(path) > MAX_DEPTH or not isinstance(value, Mapping):
+        return  # plain_value names a nesting too deep; None in a list is no TOML value
+    for key, item in value.items():
+        where = (*path, str(key))
+        if item is None:
+            found.append(where)
+        else:
+            _none_paths(item, where, found)
 
 
 def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any]:

@@ -18,7 +18,8 @@ from typing import Any, ClassVar
 import numpy as np
 
 from .. import slot as slots
-from ..errors import RunDiverged
+from ..config.limits import MAX_SLOT_WAIT_S
+from ..errors import RunDiverged, SlotTooLong
 from ..kernels import C_END, DROPPED, U_END, U_START, SlotActivity, SlotKernel
 from ..slot import SlotOutcome
 from ..trace import event_code
@@ -71,7 +72,32 @@ class SyncServer(Server):
             record=eng.record_events,
             online_until_s=sl.online_until_s,
         )
+        self._check_wait(t, eng.clock.now - sl.start_s)
         return self._slot_end(k, t, result)
+
+    def _check_wait(self, t: int, waited_s: float) -> None:
+        """Stop the run if slot ``t`` waited more than :data:`MAX_SLOT_WAIT_S` for its last
+        upload, before anything that follows the slot in simulated time (availability changes,
+        the next frame's positions) is computed over that span.
+
+        Raises:
+            SlotTooLong: naming the slot and its slowest upload.
+        """
+        if not waited_s > MAX_SLOT_WAIT_S:
+            return
+        sl = self._slot
+        assert sl is not None
+        up = sl.uploads
+        ends = up.compute_s + up.upload_full_s
+        ends = np.where(up.participating & np.isfinite(ends), ends, -np.inf)
+        n = int(np.argmax(ends))
+        raise SlotTooLong.at(
+            t,
+            waited_s,
+            MAX_SLOT_WAIT_S,
+            f"device {n} at {up.tx_power_w[n]:.3g} W over a channel gain of "
+            f"{up.channel_gain[n]:.3g} needs {ends[n]:.3g} s to compute and upload",
+        )
 
     def _slot_start(self, k: int, t: int) -> None:
         eng = self.host

@@ -64,7 +64,8 @@ AVAILABILITY_COLUMNS: tuple[str, ...] = ("device", "start_s", "end_s")
 _DRAW_LENGTH, _DRAW_INITIAL = 0, 1
 #: Longest period length a law may give on average, s (about 317 years).
 MAX_PERIOD_S = 1e10
-#: Most state changes a device may make per slot on average (keeps absurd input bounded).
+#: Most state changes a device may make per slot: on average for ``markov``; in any slot-long
+#: window ``[k tau_0, (k + 1) tau_0)`` of a ``trace`` file (keeps absurd input bounded).
 MAX_CHANGES_PER_SLOT = 100.0
 #: The range of a device's period scale (``online_scale``, ``offline_scale``).
 SCALE_BOUNDS = Bounds(0.0, 1e6, "", open_low=True)
@@ -558,11 +559,18 @@ class TraceAvailability(Availability):
 
     @classmethod
     def from_file(
-        cls, path: str | Path, *, num_devices: int, field: str = "availability.file"
+        cls,
+        path: str | Path,
+        *,
+        num_devices: int,
+        field: str = "availability.file",
+        deadline_s: float | None = None,
     ) -> TraceAvailability:
         """Read and validate an availability trace (:meth:`from_frame`)."""
         frame = read_trace(path, field=field, columns=AVAILABILITY_COLUMNS)
-        return cls.from_frame(frame, num_devices=num_devices, field=field, source=str(path))
+        return cls.from_frame(
+            frame, num_devices=num_devices, field=field, source=str(path), deadline_s=deadline_s
+        )
 
     @classmethod
     def from_frame(
@@ -572,6 +580,7 @@ class TraceAvailability(Availability):
         num_devices: int,
         field: str = "availability.file",
         source: str = "trace",
+        deadline_s: float | None = None,
     ) -> TraceAvailability:
         """Validate an availability table and build the model.
 
@@ -583,12 +592,15 @@ class TraceAvailability(Availability):
                 other id may appear.
             field: dotted scenario field named in errors.
             source: how errors name the trace (its path).
+            deadline_s: the slot length ``tau_0``, s: given, a device may change state at most
+                :data:`MAX_CHANGES_PER_SLOT` times in any window ``[k tau_0, (k + 1) tau_0)``
+                (checked before the model is built).
 
         Raises:
-            ScenarioError: missing columns, an empty table, non-numeric or NaN values, an
-                infinite start, non-integer or unknown device ids, devices without intervals,
-                an interval that does not end after it starts, or two intervals of a device
-                that overlap.
+            ScenarioError: missing columns, an empty table, dates or durations, non-numeric or
+                NaN values, an infinite start, non-integer or unknown device ids, devices
+                without intervals, an interval that does not end after it starts, two intervals
+                of a device that overlap, or more changes in a slot than the cap.
         """
         cols, dev = device_table(
             frame,
@@ -599,8 +611,8 @@ class TraceAvailability(Availability):
             what="availability trace",
             rows_are="interval",
             may_be_inf=("end_s",),
-            renumber_fix="renumber the trace's devices 0..N-1 (scenarios/churn/"
-            "convert_availability.py --devices N) or change the number of devices",
+            renumber_fix="renumber the trace's devices 0..N-1 (wflsim convert-availability "
+            "--devices N) or change the number of devices",
         )
         start, end = cols["start_s"], cols["end_s"]
         empty = np.flatnonzero(~(end > start))
@@ -623,6 +635,8 @@ class TraceAvailability(Availability):
                 f"give device {int(dev[i])} overlapping intervals ({overlap.size} such pair(s))",
                 "merge overlapping intervals of a device into one",
             )
+        if deadline_s is not None:
+            _check_change_rate(dev, start, end, deadline_s, field, source)
         bounds = np.searchsorted(dev, np.arange(num_devices + 1))
         return cls(
             [start[bounds[d] : bounds[d + 1]] for d in range(num_devices)],
@@ -633,6 +647,46 @@ class TraceAvailability(Availability):
     def describe(self) -> dict[str, Any]:
         """``{"model": "trace", "file": ..., "intervals": ...}``."""
         return {"model": self.name, "file": self.source, "intervals": self.intervals}
+
+
+def _check_change_rate(
+    dev: I64, start_s: F64, end_s: F64, deadline_s: float, field: str, source: str
+) -> None:
+    """Refuse a trace in which a device changes state more than :data:`MAX_CHANGES_PER_SLOT`
+    times within one slot-long window ``[k tau_0, (k + 1) tau_0)``: each change is a trace row
+    and a step of the run, and that many in one slot are no longer a model of availability.
+    ``dev``, ``start_s``, ``end_s``: the intervals sorted by device and start, not overlapping
+    (intervals that touch are one: their shared end and start are no change)."""
+    n = dev.shape[0]
+    touching = (dev[1:] == dev[:-1]) & (end_s[:-1] == start_s[1:])
+    keep_start = np.ones(n, dtype=bool)
+    keep_start[1:] &= ~touching
+    keep_end = np.ones(n, dtype=bool)
+    keep_end[:-1] &= ~touching
+    times = np.concatenate([start_s[keep_start], end_s[keep_end]])
+    devices = np.concatenate([dev[keep_start], dev[keep_end]])
+    finite = np.isfinite(times)
+    window = np.floor(times[finite] / deadline_s)  # beyond 2^53 slots, windows merge: stricter
+    devices = devices[finite]
+    order = np.lexsort((window, devices))
+    window, devices = window[order], devices[order]
+    first = np.ones(window.shape[0], dtype=bool)
+    first[1:] = (window[1:] != window[:-1]) | (devices[1:] != devices[:-1])
+    begins = np.flatnonzero(first)
+    counts = np.diff(np.append(begins, window.shape[0]))
+    if counts.size == 0 or counts.max() <= MAX_CHANGES_PER_SLOT:
+        return
+    i = int(np.argmax(counts))
+    j = int(begins[i])
+    raise ScenarioError(
+        field,
+        f"availability trace {source}: device {int(devices[j])} changes state "
+        f"{int(counts[i]):,} times within one slot (run.deadline_s = {deadline_s:g} s, from "
+        f"{window[j] * deadline_s:g} s); at most {MAX_CHANGES_PER_SLOT:g} changes per device "
+        "and slot are simulated",
+        "join or drop the short intervals, or stretch the trace's times with wflsim "
+        "convert-availability --time-scale",
+    )
 
 
 def build_availability(
@@ -690,7 +744,7 @@ def build_availability(
     path = Path(config.file).expanduser()
     if not path.is_absolute() and base_dir is not None:
         path = base_dir / path
-    return TraceAvailability.from_file(path, num_devices=num_devices)
+    return TraceAvailability.from_file(path, num_devices=num_devices, deadline_s=deadline_s)
 
 
 def expected_changes_per_slot(config: MarkovConfig, deadline_s: float) -> float:

@@ -145,7 +145,7 @@ def upload_time_s(payload_bits: ArrayLike, rate_bps: ArrayLike) -> F64:
     """
     bits = np.asarray(payload_bits, dtype=np.float64)
     r = np.asarray(rate_bps, dtype=np.float64)
-    with np.errstate(divide="ignore", invalid="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # a rate ~ 0: inf
         t = bits / r
     return np.where(bits <= 0.0, 0.0, t)
 

@@ -2,7 +2,7 @@
 
 Exit codes: 0 success; 3 a run that completed with diagnostics under ``--strict``
 (``docs/diagnostics.md``); 2 bad input (scenario, data directory, output directory, a run folder in
-use or made by another scenario, a mobility trace to convert), reported on one line without a traceback; 1 the run failed
+use or made by another scenario, a mobility or availability trace to convert), reported on one line without a traceback; 1 the run failed
 after it started (the manifest records the error; ``--resume`` continues it); 130 interrupted
 (Ctrl-C or SIGTERM; the frames completed stay readable and ``--resume`` continues the run).
 
@@ -20,11 +20,12 @@ import signal
 import sys
 import warnings
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
 from wflsim._version import __version__
 from wflsim.sim.config.limits import (
     MAX_POINT_NAME_BYTES,
+    MAX_SEED,
     MAX_WORKERS,
     out_path_problem,
     path_problem,
@@ -33,8 +34,8 @@ from wflsim.sim.config.limits import (
 from wflsim.sim.errors import PlausibilityWarning, ScenarioError
 from wflsim.sim.world.availability import AlwaysConfig
 
+from .convert import add_availability_parser, convert_availability_command, convert_command
 from .convert import add_parser as add_convert_parser
-from .convert import convert_command
 from .log import configure_logging
 from .progress import PointBar, SlotBar
 
@@ -54,6 +55,26 @@ _STRICT_HELP = (
 )
 
 
+class _Parser(argparse.ArgumentParser):
+    """An argument parser whose errors are the command's one line (``wflsim: error: ...``,
+    exit code 2), not argparse's usage block."""
+
+    def error(self, message: str) -> NoReturn:
+        """Print ``message`` as one line and exit with code 2."""
+        line = _one_line(f"{message} (fix: see {self.prog} --help)")
+        self.exit(EXIT_BAD_INPUT, f"wflsim: error: {line}\n")
+
+
+def _seed_arg(text: str) -> int:
+    """``--seed``: a whole number in ``[0, 2^63 - 1]``."""
+    value = text.strip()
+    if value.isascii() and value.isdigit() and len(value) <= 20 and int(value) <= MAX_SEED:
+        return int(value)
+    raise argparse.ArgumentTypeError(
+        f"must be a whole number from 0 to 2^63 - 1 (got {shorten(text, 30)!r})"
+    )
+
+
 def _add_common(p: argparse.ArgumentParser, optional: bool = False) -> None:
     if optional:
         p.add_argument(
@@ -69,7 +90,7 @@ def _add_common(p: argparse.ArgumentParser, optional: bool = False) -> None:
         metavar="KEY=VALUE",
         help="override a field, e.g. --set learning.lr=0.01 (repeatable)",
     )
-    p.add_argument("--seed", type=int, default=None, help="override the scenario's seed")
+    p.add_argument("--seed", type=_seed_arg, default=None, help="override the scenario's seed")
     p.add_argument(
         "--data-dir",
         default=None,
@@ -79,7 +100,7 @@ def _add_common(p: argparse.ArgumentParser, optional: bool = False) -> None:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="wflsim", description="Discrete-event co-simulator for wireless federated learning."
     )
     parser.add_argument("--version", action="version", version=f"wflsim {__version__}")
@@ -188,6 +209,7 @@ def _parser() -> argparse.ArgumentParser:
     )
 
     add_convert_parser(sub)
+    add_availability_parser(sub)
     return parser
 
 
@@ -561,6 +583,8 @@ def _command(args: argparse.Namespace) -> int:
         return _report(args)
     if args.command == "convert-mobility":
         return convert_command(args)
+    if args.command == "convert-availability":
+        return convert_availability_command(args)
     return _run(args)
 
 

@@ -1,23 +1,31 @@
 """``wflsim convert-mobility``: a SUMO, ns-2 or BonnMotion mobility trace as wflsim's trace
-files (``docs/mobility.md``).
+files (``docs/mobility.md``); ``wflsim convert-availability``: FedScale's client behaviour trace
+(JSON) or device state changes (CSV) as an availability trace (``docs/scenario.md``,
+"[availability]").
 
-The input is read and converted completely (``wflsim.sim.world.mobility.formats``) before anything
-is written; each output is then written atomically (a hidden temporary file in its folder, fsync,
-rename), so bad input writes nothing and an interrupted write leaves no half file.
+The input is read and converted completely (``wflsim.sim.world.mobility.formats``,
+``wflsim.sim.world.availability_formats``) before anything is written; each output is then
+written atomically (a hidden temporary file in its folder, fsync, rename), so bad input writes
+nothing and an interrupted write leaves no half file. An existing output is replaced only with
+``--overwrite``.
 """
 
 from __future__ import annotations
 
 import argparse
 import io
+import math
 import sys
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from wflsim.sim.config.limits import MAX_DEVICES, path_problem, shorten
 from wflsim.sim.errors import ScenarioError
 from wflsim.sim.trace import write_atomic
+from wflsim.sim.world.availability_formats import FORMATS as AVAILABILITY_FORMATS
+from wflsim.sim.world.availability_formats import TIME_SCALE_RANGE, convert_availability
 from wflsim.sim.world.mobility.formats import (
     FORMATS,
     MAX_COORDINATE_M,
@@ -90,6 +98,50 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--overwrite", action="store_true", help="replace existing output files")
 
 
+def add_availability_parser(sub: argparse._SubParsersAction) -> None:
+    """Add the ``convert-availability`` command to the ``wflsim`` parser's subcommands."""
+    lo, hi = TIME_SCALE_RANGE
+    p = sub.add_parser(
+        "convert-availability",
+        help="convert FedScale's client behaviour trace or device state changes into an "
+        "availability trace",
+        description="Convert FedScale's client behaviour trace (exported to JSON) or a CSV of "
+        "device state changes (device, time_s, online) into an availability trace "
+        '([availability] model = "trace"); docs/scenario.md, [availability].',
+    )
+    p.add_argument("input", metavar="IN", help="the trace to read")
+    p.add_argument(
+        "--format", required=True, choices=AVAILABILITY_FORMATS, help="the input's format"
+    )
+    p.add_argument(
+        "--out", required=True, help="the availability trace to write (.csv or .parquet)"
+    )
+    p.add_argument(
+        "--devices",
+        required=True,
+        metavar="N",
+        help="keep N clients that are ever online (in id order, numeric ids numerically), "
+        "renumbered 0..N-1",
+    )
+    p.add_argument(
+        "--first", default=None, metavar="K", help="skip the first K such clients (default 0)"
+    )
+    p.add_argument(
+        "--time-scale",
+        default=None,
+        metavar="S",
+        help=f"multiply every time by S, in [{lo:g}, {hi:g}] (e.g. 0.0417 puts a day into an hour)",
+    )
+    p.add_argument(
+        "--until-s",
+        default=None,
+        metavar="T",
+        help="fedscale-json: repeat each client's pattern every finish_time up to T seconds "
+        "(default: one period)",
+    )
+    p.add_argument("--overwrite", action="store_true", help="replace an existing output file")
+
+
 def _check_path(text: str, flag: str) -> Path:
     problem = path_problem(text)
     if problem is not None:
@@ -97,10 +149,14 @@ def _check_path(text: str, flag: str) -> Path:
     return Path(text)
 
 
-def _outputs(args: argparse.Namespace, source: Path) -> list[tuple[str, Path]]:
-    """The output files as ``(flag, path)``, checked: a known suffix, distinct, not the input,
-    in an existing folder, and absent unless ``--overwrite``."""
-    named = [("--out", args.out), ("--availability", args.availability), ("--ids", args.ids)]
+def _outputs(
+    args: argparse.Namespace, source: Path, named: list[tuple[str, str | None]] | None = None
+) -> list[tuple[str, Path]]:
+    """The output files as ``(flag, path)`` (default: those of ``convert-mobility``), checked:
+    a known suffix, distinct, not the input, in an existing folder, and absent unless
+    ``--overwrite``."""
+    if named is None:
+        named = [("--out", args.out), ("--availability", args.availability), ("--ids", args.ids)]
     outputs = [(flag, _check_path(text, flag)) for flag, text in named if text is not None]
     seen = {source.resolve(): "IN"}
     for flag, path in outputs:
@@ -143,6 +199,30 @@ def _origin(text: str | None) -> tuple[float, float] | None:
             "e.g. --origin 500,250 (or --origin=-500,250)",
         )
     return x, y
+
+
+def _whole(text: str | None, flag: str, default: int) -> int:
+    """A whole number ``>= 0`` given as text (``default`` when not given)."""
+    if text is None:
+        return default
+    value = text.strip()
+    if not (value.isascii() and value.isdigit() and len(value) <= 12):
+        raise ScenarioError(flag, f"must be a whole number >= 0 (got {shorten(text, 30)!r})")
+    return int(value)
+
+
+def _number(text: str | None, flag: str) -> float | None:
+    """A finite number given as text (None when not given; its range is checked by the
+    converter)."""
+    if text is None:
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value):
+        raise ScenarioError(flag, f"must be a finite number (got {shorten(text, 30)!r})")
+    return value
 
 
 def _positive(text: str | None, flag: str, kind: type[int] | type[float]) -> float | None:
@@ -218,4 +298,31 @@ def convert_command(args: argparse.Namespace) -> int:
             "OUT_AV.csv writes when each is present, so that a run treats it as offline outside",
             file=sys.stderr,
         )
+    return 0
+
+
+def convert_availability_command(args: argparse.Namespace) -> int:
+    """Run ``wflsim convert-availability`` (see the module docstring)."""
+    source = _check_path(args.input, "IN")
+    outputs = _outputs(args, source, [("--out", args.out)])
+    devices = _whole(args.devices, "--devices", 0)
+    scale = _number(args.time_scale, "--time-scale")
+    table = convert_availability(
+        source,
+        args.format,
+        devices=devices,
+        first=_whole(args.first, "--first", 0),
+        time_scale=1.0 if scale is None else scale,
+        until_s=_number(args.until_s, "--until-s"),
+    )
+    for _, path in outputs:
+        write_atomic(path, _encoded(table, path))
+    end = table["end_s"].to_numpy()
+    finite = end[np.isfinite(end)]
+    last = f", the last ending at {float(finite.max()):g} s" if finite.size else ""
+    print(
+        f"wflsim: {args.format} {args.input} -> {args.out}: {devices} device"
+        f"{'s' if devices > 1 else ''}, {len(table):,} interval{'s' if len(table) != 1 else ''}"
+        f"{last}"
+    )
     return 0

@@ -28,7 +28,7 @@ from wflsim._version import __version__
 from wflsim.sim import rundir
 from wflsim.sim import state as checkpoints
 from wflsim.sim.config.catalogue import MODELS, DatasetError
-from wflsim.sim.config.derived import check_derived
+from wflsim.sim.config.derived import check_derived, check_slot_wait
 from wflsim.sim.config.loading import (
     apply_overrides,
     parse_scenario_text,
@@ -265,6 +265,7 @@ def prepare_scenario(
                 "use a built-in model with this scheme (docs/scenario.md, [learning])",
             ) from None
         raise
+    check_slot_wait(scenario, system, channel, scheme.closes_at)
     if scenario.learning.enabled:
         check_stale_rule(scenario, scheme.update_rule.name)
     return Prepared(

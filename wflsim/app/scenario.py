@@ -80,6 +80,45 @@ def check_csi_margin(scenario: Scenario) -> None:
         )
 
 
+def check_nones(table: Mapping[str, Any]) -> None:
+    """Refuse a ``None`` in a scenario table given from Python unless it is what the field is
+    when left out. TOML has no ``None``: a table is written as a file without its ``None``
+    values, so a ``None`` means "the default". That is right for a field whose default is
+    ``None`` (``channel.shadowing``: no shadowing; a run's resolved scenario holds such
+    ``None``s and runs again as it is), and silently wrong for any other (``run.frames =
+    None`` ran the default 20 frames).
+
+    Raises:
+        ScenarioError: naming the first such field (and its value when left out).
+    """
+    paths = loading.check_table(table)
+    if not paths:
+        return
+    try:
+        resolved = validate_scenario(
+            loading.parse_scenario_text(loading.scenario_text(loading.plain_value(table)))
+        ).model_dump(mode="json")
+    except ScenarioError:
+        resolved = {}  # the table has another problem, which its validation reports
+    for path in paths:
+        node: Any = resolved
+        for key in path:
+            node = node.get(key, _ABSENT) if isinstance(node, dict) else _ABSENT
+        if node is None:
+            continue
+        field = ".".join(shorten(k, 40) for k in path)
+        left_out = "" if node is _ABSENT else f"; left out, it is {shorten(repr(node), 40)}"
+        raise ScenarioError(
+            field,
+            f"is None, which a scenario cannot hold{left_out}",
+            "leave the key out to use the default, or give a value",
+        )
+
+
+#: A path the resolved scenario does not have.
+_ABSENT = object()
+
+
 def validate_scenario(data: Mapping[str, Any]) -> Scenario:
     """Validate a raw scenario table fully: :func:`wflsim.sim.config.loading.validate_scenario`,
     then :func:`check_scheme`."""

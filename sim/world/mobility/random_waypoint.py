@@ -120,7 +120,8 @@ class RandomWaypoint(Mobility):
         speed = lo + (hi - lo) * u[:, 2]
         frm = np.vstack((np.asarray(start_m, dtype=np.float64)[None, :], to[:-1]))
         length = np.hypot(to[:, 0] - frm[:, 0], to[:, 1] - frm[:, 1])
-        t_move = length / speed
+        with np.errstate(over="ignore"):  # a speed so low that the leg never ends: inf
+            t_move = length / speed
         # Sequential accumulation (np.cumsum is a running sum), so block boundaries do not
         # change the end times (nor the odometer).
         t_end = np.cumsum(np.concatenate(([start_time_s], t_move + self.pause_s)))

@@ -228,7 +228,8 @@ def device_table(
 ) -> tuple[dict[str, F64], NDArray[np.int64]]:
     """The checks every per-device trace file gets (mobility and availability traces): the
     columns are there, there are rows, every value of ``columns`` is a number (finite, except
-    ``inf`` in ``may_be_inf``), ``device`` holds integer ids in ``0..num_devices - 1`` and every
+    ``inf`` in ``may_be_inf``; a column of dates or durations is refused, not read as the
+    nanoseconds it stores), ``device`` holds integer ids in ``0..num_devices - 1`` and every
     device has a row.
 
     Args:
@@ -259,6 +260,15 @@ def device_table(
         raise ScenarioError(field, f"{what} {source} has no rows")
     cols: dict[str, F64] = {}
     for c in columns:
+        kind = frame[c].dtype
+        if pd.api.types.is_datetime64_any_dtype(kind) or pd.api.types.is_timedelta64_dtype(kind):
+            held = "durations" if pd.api.types.is_timedelta64_dtype(kind) else "dates"
+            unit = ", e.g. seconds since the trace starts" if c.endswith("_s") else ""
+            raise ScenarioError(
+                field,
+                f"{what} {source}: column {c} holds {held} ({kind}), not numbers",
+                f"write {c} as plain numbers{unit}",
+            )
         values = pd.to_numeric(frame[c], errors="coerce").to_numpy(
             dtype=np.float64, na_value=np.nan
         )

@@ -153,11 +153,19 @@ def decimal(text: str, what: str, where: str, source: str, bound: float, unit: s
             f"{where}: {what} is not a decimal number (got {shorten(text, 20)!r})",
             f"write {what} as a decimal number of {unit}",
         )
-    number = float(value)
+    return within(float(value), f"{where}: {what}", source, bound, unit)
+
+
+def within(number: float, what: str, source: str, bound: float, unit: str) -> float:
+    """``number`` if it is at most ``bound`` in magnitude (so not NaN or infinite).
+
+    Raises:
+        ScenarioError: ``what is ... unit; at most bound ...`` otherwise.
+    """
     if not abs(number) <= bound:
         raise ScenarioError(
             source,
-            f"{where}: {what} is {number:g} {unit}; at most {bound:g} in magnitude is read",
+            f"{what} is {number:g} {unit}; at most {bound:g} in magnitude is read",
             "check the file (a unit or a column mixed up?)",
         )
     return number

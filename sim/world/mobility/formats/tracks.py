@@ -165,12 +165,14 @@ def resampled(tracks: Tracks, step_s: float) -> Tracks:
         )
     bounds = np.searchsorted(tracks.device, np.arange(tracks.num_devices + 1))
     lo, hi = tracks.time_s[bounds[:-1]], tracks.time_s[bounds[1:] - 1]
-    k_lo, k_hi = np.ceil(lo / step_s), np.floor(hi / step_s)
-    rows = float(np.maximum(k_hi - k_lo + 1, 0).sum()) + 2 * tracks.num_devices
+    with np.errstate(over="ignore", invalid="ignore"):  # a step so short is refused below
+        k_lo, k_hi = np.ceil(lo / step_s), np.floor(hi / step_s)
+        rows = float(np.maximum(k_hi - k_lo + 1, 0).sum()) + 2 * tracks.num_devices
     if not rows <= MAX_SAMPLES:  # NaN too: a step so short that the grid overflows
+        many = f"{rows:,.0f}" if rows < 1e15 else "more than 1e15"
         raise ScenarioError(
             "--step-s",
-            f"{step_s:g} s makes {rows:,.0f} rows; at most {MAX_SAMPLES:,} are written",
+            f"{step_s:g} s makes {many} rows; at most {MAX_SAMPLES:,} are written",
             "give a longer step",
         )
     columns: tuple[list[F64], list[I64], list[F64], list[F64]] = ([], [], [], [])
