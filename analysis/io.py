@@ -65,12 +65,10 @@ def _check_regular(path: Path) -> None:
         raise TraceFileError(f"{path} is {what}; a run's trace files must be regular files")
 
 
-def events_glob(run: str | Path) -> str:
-    """A path or glob naming the run's trace files, for DuckDB's ``read_parquet``."""
+def trace_path(run: str | Path) -> Path:
+    """Where a run folder's trace is: its ``events/`` folder, or ``events.parquet`` (before 0.3)."""
     p = Path(run)
-    if (p / EVENTS_DIR).is_dir():
-        return (p / EVENTS_DIR / "*.parquet").as_posix()
-    return (p / LEGACY_EVENTS).as_posix()
+    return p / EVENTS_DIR if (p / EVENTS_DIR).is_dir() else p / LEGACY_EVENTS
 
 
 def has_trace(run: str | Path) -> bool:

@@ -11,15 +11,18 @@ from wflsim.app.run import execute, make_learner, prepare_scenario
 from wflsim.sim.config.loading import validate_scenario
 
 
+def write_run(out, seed: int = 1):
+    """A small network-only run of seed ``seed`` written to ``out``."""
+    scenario = base_scenario(seed=seed, run={"frames": 3, "slots_per_frame": 4, "deadline_s": 0.8})
+    prep = prepare_scenario(validate_scenario(scenario))
+    execute(prep, make_learner(prep), out)
+    return out
+
+
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory):
     """A small network-only run written to disk."""
-    out = tmp_path_factory.mktemp("runs") / "r"
-    prep = prepare_scenario(
-        validate_scenario(base_scenario(run={"frames": 3, "slots_per_frame": 4, "deadline_s": 0.8}))
-    )
-    execute(prep, make_learner(prep), out)
-    return out
+    return write_run(tmp_path_factory.mktemp("runs") / "r")
 
 
 def test_duckdb_and_pandas_give_the_same_energy_total(run_dir):
@@ -153,3 +156,17 @@ def test_a_linked_or_irregular_trace_part_is_refused(run_dir, tmp_path, capsys):
     parts[-1].mkdir()
     with pytest.raises(ValueError, match="not a regular file"):
         events_files(copy)
+
+
+def test_duckdb_view_of_a_folder_named_like_a_glob_reads_that_folder(tmp_path):
+    """The DuckDB view of run folder exp[1] reads exp[1]'s trace, not that of its neighbour exp1
+    (which the name matches as a glob pattern)."""
+    from wflsim.analysis import tidy
+
+    literal = write_run(tmp_path / "exp[1]", seed=2)
+    write_run(tmp_path / "exp1", seed=3)
+    con = duckdb.connect()
+    info = tidy.duckdb_view(con, str(literal))
+    assert info["seed"].tolist() == [2]
+    assert con.sql("select distinct seed from events").fetchall() == [(2,)]
+    assert con.sql("select count(*) from events").fetchall()[0][0] == len(load_events(literal))
