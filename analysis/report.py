@@ -28,7 +28,7 @@ from matplotlib import rc_context
 from matplotlib.figure import Figure
 
 from wflsim.sim.errors import ScenarioError
-from wflsim.sim.rundir import link_error, read_manifest
+from wflsim.sim.rundir import RunFolderError, link_error, read_manifest
 
 from . import claims, stats, tidy
 from . import figures as F
@@ -318,12 +318,17 @@ def _check_no_links(source: Path, out: Path, targets: list[Path]) -> None:
 
 
 def _readable(dirs: list[Path]) -> tuple[list[Path], list[str]]:
+    """The runs whose trace can be read, and a note for each that cannot (skipped). A run whose
+    files disagree with its manifest (:class:`RunFolderError`) is not skipped but refused: a
+    report without it, or with a damaged trace, would mislead."""
     ok, notes = [], []
     for d in dirs:
         try:
             read_metadata(d)
             ok.append(d)
-        except Exception as err:  # any unreadable trace is skipped with a note
+        except RunFolderError:
+            raise
+        except Exception as err:  # any other unreadable trace is skipped with a note
             status = tidy.run_status(d)
             why = "still running" if status == "running" else f"manifest status: {status}"
             notes.append(f"run {d}: skipped, its trace is not readable ({why}; {err})")
@@ -358,6 +363,8 @@ def write_report(
 
     Raises:
         FileNotFoundError: ``run_or_sweep_dir`` does not exist or holds no readable run.
+        RunFolderError: a run's trace disagrees with its manifest (a part missing, damaged,
+            replaced or not listed: :func:`wflsim.analysis.io.events_files`; nothing written).
         ScenarioError: a symbolic link where the report writes, an unknown format or a ``dpi``
             out of :data:`DPI_RANGE` (nothing written).
     """

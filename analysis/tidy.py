@@ -1043,7 +1043,7 @@ _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 def duckdb_view(
-    con: duckdb.DuckDBPyConnection, runs: RunsArg, name: str = "events"
+    con: duckdb.DuckDBPyConnection, runs: RunsArg, name: str = "events", *, verify: bool = True
 ) -> pd.DataFrame:
     """Create (or replace) a DuckDB view ``name`` over the runs' trace files.
 
@@ -1057,22 +1057,27 @@ def duckdb_view(
         con: a ``duckdb.DuckDBPyConnection``.
         runs: run or sweep directories or a glob (see the module docstring).
         name: the view's name (an SQL identifier).
+        verify: check each listed part's SHA-256 before the view is made (False: its row count;
+            :func:`wflsim.analysis.io.events_files`).
 
     Returns:
         The runs table.
+
+    Raises:
+        RunFolderError: a run's parts and its manifest disagree (nothing is created).
     """
     if not _IDENT.match(name):
         raise ValueError(f"view name {name!r} is not a plain SQL identifier")
     info, found = _runs_info(runs)
     if info.empty:
         raise FileNotFoundError(f"no runs (events.parquet) found in {runs!r}")
+    paths = _parquet_paths(con, info["run_dir"], verify)  # literal paths, a shared run's once
     tmp = f"__{name}_runs_df"
     con.register(tmp, info)
     try:
         con.execute(f"create or replace table {name}_runs as select * from {tmp}")
     finally:
         con.unregister(tmp)
-    paths = _parquet_paths(con, info["run_dir"])  # literal paths, a shared run's once
     files = _sql_list(p for d in paths for p in paths[d])
     ids = ", ".join(f'r."{c}"' for c in ID_COLUMNS)
     # a part events/part-N.parquet or a file events.parquet belongs to the folder above it
@@ -1112,7 +1117,9 @@ def duckdb_literal(path: str | os.PathLike[str]) -> str:
     return _GLOB_CHARS.sub(lambda m: f"[{m.group()}]", Path(path).as_posix())
 
 
-def _parquet_paths(con: duckdb.DuckDBPyConnection, run_dirs: Iterable[str]) -> dict[str, list[str]]:
+def _parquet_paths(
+    con: duckdb.DuckDBPyConnection, run_dirs: Iterable[str], verify: bool = True
+) -> dict[str, list[str]]:
     """Each run folder's trace files as literal DuckDB paths (:func:`duckdb_literal`), each
     checked to name exactly its file (DuckDB's ``glob``), never a pattern built from a folder.
 
@@ -1123,7 +1130,7 @@ def _parquet_paths(con: duckdb.DuckDBPyConnection, run_dirs: Iterable[str]) -> d
     out: dict[str, list[str]] = {}
     for d in dict.fromkeys(run_dirs):
         out[d] = []
-        for f in events_files(d):
+        for f in events_files(d, verify=verify):
             literal = duckdb_literal(f)
             if literal != f.as_posix():
                 matched = [

@@ -348,6 +348,60 @@ def test_resume_after_a_kill_while_the_checkpoint_is_replaced(tmp_path):
     assert table(out).equals(reference(tmp_path, path))
 
 
+def test_report_refuses_a_completed_run_missing_a_part(tmp_path):
+    """`wflsim report` of a completed run whose part of frame 5 was deleted: exit 2 naming the
+    part and the fix, and no report is written."""
+    out = tmp_path / "d"
+    assert wflsim("run", str(scenario(tmp_path)), "--out", str(out), "--quiet").returncode == 0
+    (out / "events" / "part-000005.parquet").unlink()
+    res = wflsim("report", str(out))
+    assert refused(res, "part-000005.parquet", "missing", "--overwrite"), res.stderr
+    assert not (out / "report").exists()
+
+
+def copy_part(out: Path, frame: int, as_frame: int) -> str:
+    """Copy the part of ``frame`` in run folder ``out`` as the part of ``as_frame``; its name."""
+    name = f"part-{as_frame:06d}.parquet"
+    (out / "events" / name).write_bytes((out / "events" / f"part-{frame:06d}.parquet").read_bytes())
+    return name
+
+
+def resume_refuses_a_copy_of_frame_0(out: Path, as_frame: int) -> bool:
+    """With frame 0's part copied in as frame ``as_frame``'s, --resume exits 2 naming the copy
+    as not listed, and changes nothing."""
+    name = copy_part(out, 0, as_frame)
+    before = snapshot(out)
+    res = wflsim("run", "--resume", str(out), "--quiet")
+    assert refused(res, name, "not listed"), res.stderr
+    return snapshot(out) == before
+
+
+def test_resume_refuses_a_copied_part_in_a_completed_run(tmp_path):
+    """--resume of a completed run holding a copied part-000030.parquet that its manifest does
+    not list: exit 2 naming it, instead of 'already completed' with frame 0 counted twice."""
+    out = tmp_path / "d"
+    assert wflsim("run", str(scenario(tmp_path)), "--out", str(out), "--quiet").returncode == 0
+    assert resume_refuses_a_copy_of_frame_0(out, 30)
+
+
+def test_resume_refuses_a_copied_part_beyond_the_frame_in_flight(tmp_path):
+    """--resume of a failed run (frames 0-3 listed) holding a copied part of frame 9: exit 2
+    naming it; only the part of the frame in flight (4) may lie there unlisted."""
+    failed_run(scenario(tmp_path), tmp_path / "d")
+    assert resume_refuses_a_copy_of_frame_0(tmp_path / "d", 9)
+
+
+def test_resume_recomputes_the_unlisted_part_of_the_frame_in_flight(tmp_path):
+    """A failed run with an unlisted part of frame 4 (what a kill between the part and the
+    manifest leaves): --resume replaces it and the events equal the uninterrupted run's."""
+    path, out = scenario(tmp_path), tmp_path / "d"
+    failed_run(path, out)
+    copy_part(out, 0, 4)
+    res = wflsim("run", "--resume", str(out), "--quiet")
+    assert res.returncode == 0, res.stderr
+    assert table(out).equals(reference(tmp_path, path))
+
+
 # ---------------------------------------------------------------------- one sweep per folder
 
 SWEEP = ["--grid", "scheme=two_timescale,only_pc", "--seeds", "0", "--quiet"]

@@ -849,12 +849,15 @@ def resume(
         checkpoint = _load_verified_checkpoint(engine, manifest, out)
         start = engine.next_frame
         events_dir = out / EVENTS_DIR
-        parts = _verified_parts(events_dir, start, engine.stats.rows, out, manifest.get("parts"))
+        completed = manifest.get("status") == "completed"
+        parts = _verified_parts(
+            events_dir, start, engine.stats.rows, out, manifest.get("parts"), completed
+        )
         channel_parts = None
         if prep.scenario.channel.record:
             rows = start * prep.scenario.run.slots_per_frame * prep.channel.num_devices
             channel_parts = _verified_parts(
-                out / rundir.CHANNEL_DIR, start, rows, out, manifest.get("channel_parts")
+                out / rundir.CHANNEL_DIR, start, rows, out, manifest.get("channel_parts"), completed
             )
         frames = prep.scenario.run.frames
         if start >= frames and manifest.get("status") == "completed":
@@ -952,16 +955,28 @@ def _recorded_hashes(entries: Any) -> dict[int, str]:
 
 
 def _verified_parts(
-    events_dir: Path, frames: int, rows: int, out: Path, recorded: Any = None
+    events_dir: Path,
+    frames: int,
+    rows: int,
+    out: Path,
+    recorded: Any = None,
+    completed: bool = False,
 ) -> list[dict[str, Any]]:
     """The manifest entries of the parts ``0 .. frames-1`` in ``events_dir`` (the events or the
     channel table), checked complete against the checkpoint's row count ``rows`` and each
-    against the SHA-256 the manifest lists for it (``recorded``: its ``parts`` entries)."""
+    against the SHA-256 the manifest lists for it (``recorded``: its ``parts`` entries), after
+    refusing a part the manifest does not list (copied in), except the frame in flight of a run
+    that did not complete (``completed``: its manifest says it did), which resume recomputes
+    (:func:`wflsim.sim.rundir.unlisted_parts`)."""
     import pyarrow.parquet as pq
 
     found = dict(list_parts(events_dir))
     missing = [f for f in range(frames) if f not in found]
     hashes = _recorded_hashes(recorded)
+    in_flight = None if completed else next(f for f in range(len(hashes) + 1) if f not in hashes)
+    foreign = [p for f, p in sorted(found.items()) if f not in hashes and f != in_flight]
+    if foreign:
+        raise rundir.foreign_part_error(foreign[0])
     entries, total = [], 0
     if not missing:
         for f in range(frames):
