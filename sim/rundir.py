@@ -80,6 +80,17 @@ def process_start_ticks(pid: int) -> int | None:
         return None
 
 
+def process_name(pid: int) -> str | None:
+    """The program name of process ``pid`` (Linux ``/proc/PID/comm``: at most 15 characters, no
+    arguments), to name it in a message; None where unknown."""
+    try:
+        raw = Path(f"/proc/{pid}/comm").read_bytes()
+    except OSError:
+        return None
+    name = "".join(c if c.isprintable() else "?" for c in raw.decode("utf-8", "replace").strip())
+    return name or None
+
+
 def pid_alive(pid: int, start_ticks: int | None = None) -> bool:
     """Whether process ``pid`` of this host runs (and, if given, started at ``start_ticks``)."""
     if pid <= 0:

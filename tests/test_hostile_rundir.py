@@ -402,6 +402,23 @@ def test_resume_recomputes_the_unlisted_part_of_the_frame_in_flight(tmp_path):
     assert table(out).equals(reference(tmp_path, path))
 
 
+def test_resume_takes_over_a_lock_naming_a_pid_another_process_now_has(tmp_path):
+    """A failed run whose lock names the pid of a live process that is no wflsim writer (the
+    pid was reused): --resume completes the run instead of 'in use ... wait' for ever."""
+    path, out = scenario(tmp_path), tmp_path / "d"
+    failed_run(path, out)
+    other = subprocess.Popen(["sleep", "60"])
+    try:
+        lock = {"pid": other.pid, "host": socket.gethostname(), "kind": "run", "since": "x"}
+        (out / "wflsim.lock").write_text(json.dumps(lock))
+        res = wflsim("run", "--resume", str(out), "--quiet")
+    finally:
+        other.kill()
+        other.wait()
+    assert res.returncode == 0, res.stderr
+    assert table(out).equals(reference(tmp_path, path))
+
+
 # ---------------------------------------------------------------------- one sweep per folder
 
 SWEEP = ["--grid", "scheme=two_timescale,only_pc", "--seeds", "0", "--quiet"]
