@@ -273,6 +273,64 @@ def test_resume_alone_of_a_folder_without_a_frame_says_to_run_again(tmp_path):
     assert snapshot(out) == before
 
 
+def test_full_disk_before_the_first_manifest_says_nothing_was_recorded(tmp_path):
+    """A disk full at the first manifest: the error says no manifest.json was written rather
+    than pointing at one."""
+    res = child(FULL_DISK_CHILD, str(scenario(tmp_path)), str(tmp_path / "d"))
+    assert res.returncode == 1, res.stderr
+    assert "no manifest.json was written" in res.stderr and "see" not in res.stderr
+
+
+# ---------------------------------------------------------------------- edited manifests
+
+
+def edited_manifest(tmp_path: Path, drop: str) -> Path:
+    """A completed run whose manifest lost its field ``drop`` and says it failed."""
+    out = tmp_path / "d"
+    assert wflsim("run", str(scenario(tmp_path)), "--out", str(out), "--quiet").returncode == 0
+    manifest = json.loads((out / "manifest.json").read_text())
+    del manifest[drop]
+    manifest["status"] = "failed"
+    (out / "manifest.json").write_text(json.dumps(manifest))
+    return out
+
+
+def test_resume_of_a_truncated_manifest_names_it_and_the_overwrite_that_repairs_it(tmp_path):
+    """A manifest.json cut in half: --resume exits 2 saying it is not readable and that
+    --overwrite computes the run again (not 'give the --out folder of a run')."""
+    out = tmp_path / "d"
+    assert wflsim("run", str(scenario(tmp_path)), "--out", str(out), "--quiet").returncode == 0
+    text = (out / "manifest.json").read_text()
+    (out / "manifest.json").write_text(text[: len(text) // 2])
+    res = wflsim("run", "--resume", str(out), "--quiet")
+    assert refused(res, "manifest.json", "not readable", "truncated", "--overwrite"), res.stderr
+
+
+def test_resume_of_a_manifest_without_its_scenario_says_it_was_edited(tmp_path):
+    """--resume DIR of a manifest without scenario_text: exit 2 naming the field as edited or
+    damaged and --overwrite, not 'holds no scenario (start a new run instead)'."""
+    out = edited_manifest(tmp_path, "scenario_text")
+    res = wflsim("run", "--resume", str(out), "--quiet")
+    assert refused(res, "'scenario_text'", "edited or damaged", "--overwrite"), res.stderr
+
+
+def test_resume_of_a_manifest_without_its_fingerprint_says_it_was_edited(tmp_path):
+    """A manifest without its fingerprint: exit 2 saying it was edited or damaged, not that
+    an older wflsim made the run."""
+    out = edited_manifest(tmp_path, "fingerprint")
+    res = wflsim("run", "--resume", str(out), "--quiet")
+    assert refused(res, "'fingerprint'", "edited or damaged", "--overwrite"), res.stderr
+    assert "older" not in res.stderr
+
+
+def test_resume_with_the_scenario_of_a_manifest_missing_a_field_is_refused(tmp_path):
+    """wflsim run SCENARIO --resume DIR of a manifest without 'versions': exit 2 naming the
+    field, not a failed run with a KeyError."""
+    out = edited_manifest(tmp_path, "versions")
+    res = wflsim("run", str(scenario(tmp_path)), "--resume", str(out), "--quiet")
+    assert refused(res, "'versions'", "edited or damaged", "--overwrite"), res.stderr
+
+
 # ---------------------------------------------------------------------- the manifest's hashes
 
 
