@@ -186,7 +186,7 @@ COLUMNS: dict[str, tuple[pa.DataType, str, str]] = {
     "conv_error": (
         pa.float64(),
         "-",
-        "per-slot convergence-error term X = lam * 1{success} * B * (gamma - 1)",
+        "per-slot convergence-error term X = lam * 1{success} * B * (gamma - 1) (+0.0, never -0.0, without a success)",
     ),
     # Q E is J x J and X is dimensionless, so V and the cost are in J^2 (the drift is Q^2 / 2)
     "cost": (pa.float64(), "J^2", "per-slot drift-plus-penalty cost z = V X + Q E (V in J^2)"),
