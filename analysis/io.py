@@ -1,15 +1,18 @@
 """Load a run's trace and manifest.
 
 A run folder written by wflsim 0.3 or later holds its trace as one Parquet file per completed
-frame in ``events/`` (``events/part-000000.parquet``, ...); earlier versions wrote one file,
-``events.parquet``. Both read as one table here, rows in frame order:
-``pd.read_parquet(run / "events")`` and DuckDB's ``read_parquet('run/events/*.parquet')`` do
-the same for the new layout.
+frame in ``events/`` (``events/part-000000.parquet``, ...), and ``manifest.json`` lists them with
+the row count and SHA-256 of each, recorded as it was written. The readers here read exactly
+the parts the manifest lists, each checked against its SHA-256 (or, with ``verify=False``, its
+row count), and refuse a part that is missing, damaged, replaced or not listed
+(:class:`wflsim.sim.rundir.RunFolderError`, one line naming the file and the fix).
+``pd.read_parquet(run / "events")`` and DuckDB's ``read_parquet('run/events/*.parquet')`` read
+the same table from an intact folder, without these checks. Earlier versions wrote one file,
+``events.parquet``, read as it is (nothing recorded to check it against).
 """
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -17,41 +20,89 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from wflsim.sim.rundir import (
+    MANIFEST,
+    RunFolderError,
+    checked_parts,
+    is_run_folder,
+    read_manifest,
+    recompute_fix,
+    unreadable_manifest,
+)
+
 #: The trace inside a run folder: a folder of parts (current) or one file (before 0.3).
 EVENTS_DIR = "events"
 LEGACY_EVENTS = "events.parquet"
 
 
-def events_files(run: str | Path) -> list[Path]:
+def events_files(run: str | Path, *, verify: bool = True) -> list[Path]:
     """The Parquet files of a run's trace, in frame order.
 
-    ``run`` is a run folder, its ``events/`` folder, or a single Parquet file. A run killed
-    before its first frame completed has none. ``run`` itself may be a link (the user names
-    it); a trace file inside it must be a regular file, not a link: a copied or hostile folder
-    could otherwise make the reader open anything on the machine (a device that never ends, a
-    file elsewhere).
+    ``run`` is a run folder, its ``events/`` folder, or a single Parquet file (read as it is).
+    Of a run folder, exactly the parts its ``manifest.json`` lists, each checked against the
+    SHA-256 recorded when it was written (``verify=False``: against its row count only, which
+    reads only the file's footer); a part on disk that the manifest does not list is refused,
+    except the part of the frame in flight when an unfinished run stopped (or, while the run
+    writes, any newer one), which is not read. A run killed before its first frame completed
+    has none. Read as they are, with nothing to check them against: ``events.parquet`` of
+    wflsim before 0.3, and a folder of parts with neither a manifest nor the run marker (parts
+    written by hand). ``run`` itself may be a link (the user names it); a trace file inside it
+    must be a regular file, not a link: a copied or hostile folder could otherwise make the
+    reader open anything on the machine (a device that never ends, a file elsewhere).
 
     Raises:
         FileNotFoundError: ``run`` holds no trace.
         TraceFileError: a trace file of ``run`` is a link or not a regular file.
+        RunFolderError: the parts and the manifest disagree (a part missing, damaged, replaced
+            or not listed), or the manifest of a run folder is missing, truncated or edited.
     """
     p = Path(run)
     if p.is_file():
         return [p]
-    folder = p if p.name == EVENTS_DIR and not (p / EVENTS_DIR).exists() else p / EVENTS_DIR
+    if p.name == EVENTS_DIR and not (p / EVENTS_DIR).exists():
+        folder, run_dir = p, p.parent
+    else:
+        folder, run_dir = p / EVENTS_DIR, p
     if folder.is_dir():
         parts = sorted(
             q for q in folder.iterdir() if q.name.startswith("part-") and q.suffix == ".parquet"
         )
         for q in parts:
             _check_regular(q)
-        return parts
+        manifest = _manifest_of(run_dir, bool(parts))
+        if manifest is None:
+            return parts  # not a wflsim run folder: nothing to check the parts against
+        return checked_parts(run_dir, manifest, digest=verify)
     legacy = p / LEGACY_EVENTS
     if legacy.is_symlink():
         _check_regular(legacy)
     if legacy.is_file():
         return [legacy]
     raise FileNotFoundError(f"no trace in {p} (neither {EVENTS_DIR}/ nor {LEGACY_EVENTS})")
+
+
+def _manifest_of(run_dir: Path, has_parts: bool) -> dict[str, Any] | None:
+    """The manifest that vouches for the parts of ``run_dir`` (None: a folder of parts that is no
+    wflsim run folder, read as it is).
+
+    Raises:
+        RunFolderError: a run folder's manifest is missing (with parts to vouch for), unreadable
+            (truncated, edited, a link) or lists no parts.
+    """
+    path = run_dir / MANIFEST
+    marked = is_run_folder(run_dir)
+    if not path.exists() and not path.is_symlink():
+        if marked and has_parts:
+            raise RunFolderError(
+                path, "is missing, so the trace's parts cannot be checked", recompute_fix(run_dir)
+            )
+        return None
+    manifest = read_manifest(run_dir)
+    if manifest is None:
+        raise unreadable_manifest(run_dir)
+    if "parts" not in manifest and not (marked and has_parts):
+        return None  # a folder of parts written by hand beside some other manifest
+    return manifest
 
 
 class TraceFileError(ValueError):
@@ -65,12 +116,10 @@ def _check_regular(path: Path) -> None:
         raise TraceFileError(f"{path} is {what}; a run's trace files must be regular files")
 
 
-def events_glob(run: str | Path) -> str:
-    """A path or glob naming the run's trace files, for DuckDB's ``read_parquet``."""
+def trace_path(run: str | Path) -> Path:
+    """Where a run folder's trace is: its ``events/`` folder, or ``events.parquet`` (before 0.3)."""
     p = Path(run)
-    if (p / EVENTS_DIR).is_dir():
-        return (p / EVENTS_DIR / "*.parquet").as_posix()
-    return (p / LEGACY_EVENTS).as_posix()
+    return p / EVENTS_DIR if (p / EVENTS_DIR).is_dir() else p / LEGACY_EVENTS
 
 
 def has_trace(run: str | Path) -> bool:
@@ -95,7 +144,11 @@ def events_frame(table: pa.Table) -> pd.DataFrame:
 
 
 def load_events(
-    run: str | Path, events: list[str] | None = None, columns: list[str] | None = None
+    run: str | Path,
+    events: list[str] | None = None,
+    columns: list[str] | None = None,
+    *,
+    verify: bool = True,
 ) -> pd.DataFrame:
     """The events of a run as a DataFrame with nullable dtypes (nulls stay nulls).
 
@@ -104,8 +157,13 @@ def load_events(
         events: keep only these event names (filtered while reading).
         columns: read only these columns (``event`` is always read). A column the file does not
             have (a trace written by an older wflsim) comes back as all-null ``float64``.
+        verify: check every part's SHA-256 against the manifest (False: its row count only;
+            :func:`events_files`).
+
+    Raises:
+        RunFolderError: the parts and the manifest disagree (:func:`events_files`).
     """
-    files = events_files(run)
+    files = events_files(run, verify=verify)
     if not files:
         raise FileNotFoundError(f"the trace of {run} has no completed frame yet")
     missing: list[str] = []
@@ -125,8 +183,19 @@ def load_events(
 
 
 def load_manifest(run: str | Path) -> dict[str, Any]:
-    """The run's ``manifest.json``."""
-    return json.loads((Path(run) / "manifest.json").read_text(encoding="utf-8"))
+    """The run's ``manifest.json``.
+
+    Raises:
+        FileNotFoundError: ``run`` holds no ``manifest.json``.
+        RunFolderError: it is not readable as a JSON object (truncated, edited, a link).
+    """
+    path = Path(run) / MANIFEST
+    if not path.exists() and not path.is_symlink():
+        raise FileNotFoundError(f"no {MANIFEST} in {run}")
+    manifest = read_manifest(Path(run))
+    if manifest is None:
+        raise unreadable_manifest(Path(run))
+    return manifest
 
 
 def read_metadata(run: str | Path) -> dict[str, str]:

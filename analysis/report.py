@@ -28,12 +28,12 @@ from matplotlib import rc_context
 from matplotlib.figure import Figure
 
 from wflsim.sim.errors import ScenarioError
-from wflsim.sim.rundir import link_error, read_manifest
+from wflsim.sim.rundir import RunFolderError, link_error, read_manifest
 
 from . import claims, stats, tidy
 from . import figures as F
 from .io import read_metadata
-from .stats import to_markdown
+from .stats import md_escape, to_markdown
 
 #: Figure file formats ``write_report`` can write (``--format``), and the default.
 FORMATS: tuple[str, ...] = ("png", "pdf", "svg")
@@ -318,12 +318,17 @@ def _check_no_links(source: Path, out: Path, targets: list[Path]) -> None:
 
 
 def _readable(dirs: list[Path]) -> tuple[list[Path], list[str]]:
+    """The runs whose trace can be read, and a note for each that cannot (skipped). A run whose
+    files disagree with its manifest (:class:`RunFolderError`) is not skipped but refused: a
+    report without it, or with a damaged trace, would mislead."""
     ok, notes = [], []
     for d in dirs:
         try:
             read_metadata(d)
             ok.append(d)
-        except Exception as err:  # any unreadable trace is skipped with a note
+        except RunFolderError:
+            raise
+        except Exception as err:  # any other unreadable trace is skipped with a note
             status = tidy.run_status(d)
             why = "still running" if status == "running" else f"manifest status: {status}"
             notes.append(f"run {d}: skipped, its trace is not readable ({why}; {err})")
@@ -358,6 +363,8 @@ def write_report(
 
     Raises:
         FileNotFoundError: ``run_or_sweep_dir`` does not exist or holds no readable run.
+        RunFolderError: a run's trace disagrees with its manifest (a part missing, damaged,
+            replaced or not listed: :func:`wflsim.analysis.io.events_files`; nothing written).
         ScenarioError: a symbolic link where the report writes, an unknown format or a ``dpi``
             out of :data:`DPI_RANGE` (nothing written).
     """
@@ -835,16 +842,22 @@ def _html_figure(page: Page, slug: str, ids: _Ids, heading: bool = False) -> str
 
 
 def _markdown(page: Page) -> str:
+    """The report as Markdown: every text that comes from the runs (names, paths, notes,
+    evidence) escaped (:func:`md_escape`), the commands in a fence no command can close."""
+    esc = md_escape
+    fence = "`" * max(
+        3, 1 + max((len(r) for c in page.commands for r in re.findall("`+", c)), default=0)
+    )
     lines = [
-        f"# {page.title}",
+        f"# {esc(page.title)}",
         "",
-        f"Source: `{page.source}`, {len(page.runs)} run(s), generated {page.stamp}.",
+        f"Source: {esc(page.source)}, {len(page.runs)} run(s), generated {page.stamp}.",
         "",
         "## How these runs were made",
         "",
-        "```bash",
-        *page.commands,
-        "```",
+        f"{fence}bash",
+        *(" ".join(c.splitlines()) for c in page.commands),
+        fence,
         "",
         "## The paper's claims at a glance",
         "",
@@ -854,12 +867,12 @@ def _markdown(page: Page) -> str:
         "|---|---|---|",
     ]
     lines += [
-        f"| {c.section} | {c.text} | {v.status}{_outliers_text(v)}{_warning_md(v)} |"
+        f"| {esc(c.section)} | {esc(c.text)} | {v.status}{esc(_outliers_text(v))}{_warning_md(v)} |"
         for c, v in page.verdicts
     ]
     lines.append("")
     if page.notes:
-        lines += ["## Notes", ""] + [f"- {n}" for n in page.notes] + [""]
+        lines += ["## Notes", ""] + [f"- {esc(n)}" for n in page.notes] + [""]
     lines += ["## Run diagnostics", ""]
     if len(page.diagnostics):
         lines += [f"{_diagnostics_sentence(page)}`diagnostics.csv`.", ""]
@@ -868,30 +881,30 @@ def _markdown(page: Page) -> str:
         lines += [_diagnostics_sentence(page), ""]
     drawn: set[str] = set()
     for section, slug, items in page.sections():
-        lines += [f"## {section}", ""]
+        lines += [f"## {esc(section)}", ""]
         if slug in page.made and slug not in drawn:
             drawn.add(slug)
             lines += _markdown_figure(page, slug)
         elif slug not in page.made:
             why = page.skipped.get(slug, "not made")
-            lines += [f"Figure {_SPECS[slug].title}: {why}.", ""]
+            lines += [f"Figure {esc(_SPECS[slug].title)}: {esc(why)}.", ""]
         for c, v in items:
             lines += [
-                f"- **Claim:** {c.text} **{v.status}**{_outliers_text(v)}{_warning_md(v)}: "
-                f"{v.evidence}"
+                f"- **Claim:** {esc(c.text)} **{v.status}**{esc(_outliers_text(v))}"
+                f"{_warning_md(v)}: {esc(v.evidence)}"
             ]
         lines.append("")
     others = page.other_figures()
     if others:
         lines += ["## Other figures", ""]
         for spec in others:
-            lines += [f"### {spec.title}", "", *_markdown_figure(page, spec.slug)]
+            lines += [f"### {esc(spec.title)}", "", *_markdown_figure(page, spec.slug)]
     lines += ["## Tables", ""]
     for name, sentence, df in page.tables:
         lines += [
-            f"### {_TABLE_TITLES.get(name, name)}",
+            f"### {esc(_TABLE_TITLES.get(name, name))}",
             "",
-            f"{sentence}All columns: `{name}.csv`.",
+            f"{esc(sentence)}All columns: `{name}.csv`.",
             "",
         ]
         if df is not None and len(df) <= _HTML_MAX_ROWS:
@@ -900,17 +913,18 @@ def _markdown(page: Page) -> str:
 
 
 def _warning_md(v: claims.Verdict) -> str:
-    return f" (warning: {v.warning})" if v.warning else ""
+    return f" (warning: {md_escape(v.warning)})" if v.warning else ""
 
 
 def _markdown_figure(page: Page, slug: str) -> list[str]:
     """The figure as an image (its PNG or SVG file) or, with PDF only, a link; its caption."""
     spec, drawn = _SPECS[slug], page.made[slug]
     images = [f for f in drawn.files if f.endswith((".png", ".svg"))]
-    shown = f"![{spec.title}]({images[0]})" if images else ""
+    shown = f"![{md_escape(spec.title)}]({images[0]})" if images else ""
     shown = shown or ", ".join(f"[{f}]({f})" for f in drawn.files)
     notes = f" In this figure: {'; '.join(drawn.notes)}." if drawn.notes else ""
-    return [shown, "", spec.caption + notes, ""] if shown else [spec.caption + notes, ""]
+    caption = md_escape(spec.caption + notes)
+    return [shown, "", caption, ""] if shown else [caption, ""]
 
 
 def main(argv: list[str] | None = None) -> int:

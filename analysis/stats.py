@@ -500,15 +500,26 @@ def format_over_seeds(table: pd.DataFrame, digits: int = 4) -> pd.DataFrame:
     return out
 
 
+def md_escape(text: object) -> str:
+    """``text`` as Markdown shows it literally, on one line: ``&``, ``<`` and ``>`` as HTML
+    entities (a run named ``<script>`` is text, not markup, where a renderer passes HTML
+    through), ``|`` and backticks escaped (a table cell stays one cell, no code span opens), a
+    link's ``](`` broken, line breaks as spaces."""
+    s = str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    s = s.replace("\\", "\\\\").replace("|", "\\|").replace("`", "\\`").replace("](", "]\\(")
+    return " ".join(s.splitlines())
+
+
 def to_markdown(df: pd.DataFrame, digits: int = 4) -> str:
-    """``df`` as a Markdown table; floats to ``digits`` significant digits, NaN as ``nan``."""
+    """``df`` as a Markdown table; floats to ``digits`` significant digits, NaN as ``nan``;
+    every header and cell escaped (:func:`md_escape`)."""
 
     def fmt(v: object) -> str:
         if isinstance(v, float | np.floating):
             return f"{v:.{digits}g}"
-        return str(v)
+        return md_escape(v)
 
-    lines = ["| " + " | ".join(map(str, df.columns)) + " |", "|" + "---|" * len(df.columns)]
+    lines = ["| " + " | ".join(map(md_escape, df.columns)) + " |", "|" + "---|" * len(df.columns)]
     lines += ["| " + " | ".join(fmt(v) for v in row) + " |" for row in df.itertuples(index=False)]
     return "\n".join(lines)
 

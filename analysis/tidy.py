@@ -8,7 +8,9 @@ budget.
 
 ``runs`` arguments everywhere accept a run directory (holding ``events/``, or ``events.parquet``
 for runs of wflsim before 0.3), a sweep directory (run directories anywhere below it), a glob
-pattern (``"runs/sweep/*"``), an ``events.parquet`` path, or a list of any of these.
+pattern (``"runs/sweep/*"``), an ``events.parquet`` path, or a list of any of these. A path
+that exists is always that path, even when its name holds glob characters (``runs/exp[1]``);
+only a name that does not exist is expanded as a pattern.
 
 A sweep's points whose runs were identical share one run folder (``sweep.json``: ``same_as``):
 every table presents such a run once per point that shares it (also when only its folder is
@@ -40,7 +42,7 @@ import pandas as pd
 
 from wflsim.sim.rundir import liveness, read_json
 
-from .io import events_glob, has_trace, load_events, read_metadata
+from .io import events_files, has_trace, load_events, read_metadata, trace_path
 
 if TYPE_CHECKING:
     import duckdb
@@ -98,11 +100,16 @@ _DEFAULT_V = 100.0  # sim.schemes.CostParams.V
 
 
 def _is_glob(s: str) -> bool:
-    return any(c in s for c in "*?[")
+    """Whether ``s`` is a glob pattern: it holds ``*``, ``?`` or ``[`` and names no existing path
+    (a folder named ``exp[1]`` is that folder, never the pattern that matches ``exp1``)."""
+    return any(c in s for c in "*?[") and not os.path.lexists(s)
 
 
 def find_runs(runs: RunsArg) -> list[Path]:
     """The run directories named by ``runs`` (see the module docstring), sorted, without repeats.
+
+    A path that exists is taken as it is, whatever characters it holds; only a name that does
+    not exist and holds ``*``, ``?`` or ``[`` is expanded as a glob.
 
     Raises:
         FileNotFoundError: a named path does not exist.
@@ -420,7 +427,8 @@ def server_label(server: dict[str, Any]) -> str:
 
 
 def runs_table(runs: RunsArg) -> pd.DataFrame:
-    """One row per run: :data:`ID_COLUMNS` plus ``run_dir``, ``events_path``, ``name``, ``status``
+    """One row per run: :data:`ID_COLUMNS` plus ``run_dir``, ``events_path`` (its ``events/``
+    folder, or ``events.parquet``), ``name``, ``status``
     (from ``manifest.json``), ``wall_time_s`` (:func:`run_wall_time_s`), ``learning`` (False: network-only), ``num_devices``, ``frames``,
     ``slots_per_frame``, ``deadline_s``, ``model``, ``lam``, ``server_mode`` (``[server] mode``),
     ``server`` (:func:`server_label`), ``scheme_label`` and ``same_as`` (for a sweep point
@@ -468,7 +476,7 @@ def _runs_info(runs: RunsArg) -> tuple[pd.DataFrame, list[_Run]]:
                 "energy_budget_mean_j": nominal_budget_j(budget),
                 "run_dir": str(d),
                 "run_dir_posix": d.as_posix(),
-                "events_path": events_glob(d),
+                "events_path": str(trace_path(d)),
                 "name": sc.get("name", d.name),
                 "status": run_status(d),
                 "wall_time_s": run_wall_time_s(d),
@@ -1035,34 +1043,42 @@ _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 def duckdb_view(
-    con: duckdb.DuckDBPyConnection, runs: RunsArg, name: str = "events"
+    con: duckdb.DuckDBPyConnection, runs: RunsArg, name: str = "events", *, verify: bool = True
 ) -> pd.DataFrame:
     """Create (or replace) a DuckDB view ``name`` over the runs' trace files.
 
     The view has every trace column plus :data:`ID_COLUMNS` (``run``, ``scheme``, ``V``, ...),
     read lazily with ``read_parquet([...], filename = true)``: queries stream over the files and
     need not fit in memory. A table ``{name}_runs`` holds :func:`runs_table` (one row per run).
+    The view names each trace file literally (:func:`duckdb_literal`), never by a pattern built
+    from a folder's name, so a run folder named ``exp[1]`` is read, not ``exp1``.
 
     Args:
         con: a ``duckdb.DuckDBPyConnection``.
         runs: run or sweep directories or a glob (see the module docstring).
         name: the view's name (an SQL identifier).
+        verify: check each listed part's SHA-256 before the view is made (False: its row count;
+            :func:`wflsim.analysis.io.events_files`).
 
     Returns:
         The runs table.
+
+    Raises:
+        RunFolderError: a run's parts and its manifest disagree (nothing is created).
     """
     if not _IDENT.match(name):
         raise ValueError(f"view name {name!r} is not a plain SQL identifier")
     info, found = _runs_info(runs)
     if info.empty:
         raise FileNotFoundError(f"no runs (events.parquet) found in {runs!r}")
+    paths = _parquet_paths(con, info["run_dir"], verify)  # literal paths, a shared run's once
     tmp = f"__{name}_runs_df"
     con.register(tmp, info)
     try:
         con.execute(f"create or replace table {name}_runs as select * from {tmp}")
     finally:
         con.unregister(tmp)
-    files = _sql_list(dict.fromkeys(info["events_path"]))  # a shared run's files once
+    files = _sql_list(p for d in paths for p in paths[d])
     ids = ", ".join(f'r."{c}"' for c in ID_COLUMNS)
     # a part events/part-N.parquet or a file events.parquet belongs to the folder above it
     run_of = "regexp_replace({}.filename, '/events(/[^/]*|[.]parquet)$', '')"
@@ -1074,9 +1090,10 @@ def duckdb_view(
             f" replace (case when r.run in ({points}) and e.cost is not null then "
             "r.V * e.conv_error + q.queue_j * e.energy_j else e.cost end as cost)"
         )
+        shared = dict.fromkeys(info["run_dir"].iloc[recost])
         queues = (
             f" left join (select {run_of.format('f')} as folder, frame, device, queue_j "
-            f"from read_parquet([{_sql_list(dict.fromkeys(info['events_path'].iloc[recost]))}], "
+            f"from read_parquet([{_sql_list(p for d in shared for p in paths[d])}], "
             "filename = true, union_by_name = true) f where event = 'freeze') q "
             "on q.folder = r.run_dir_posix and q.frame = e.frame and q.device = e.device"
         )
@@ -1087,6 +1104,44 @@ def duckdb_view(
         f"join {name}_runs r on {run_of.format('e')} = r.run_dir_posix{queues}"
     )
     return info
+
+
+#: The characters DuckDB's ``read_parquet`` expands in every path it is given (glob syntax).
+_GLOB_CHARS = re.compile(r"[*?\[]")
+
+
+def duckdb_literal(path: str | os.PathLike[str]) -> str:
+    """A file's path as DuckDB's ``read_parquet`` reads that file and no other: DuckDB expands
+    ``*``, ``?`` and ``[...]`` in every path, also in a list of files, so each of these characters
+    becomes a class that matches only itself (``[*]``, ``[?]``, ``[[]``)."""
+    return _GLOB_CHARS.sub(lambda m: f"[{m.group()}]", Path(path).as_posix())
+
+
+def _parquet_paths(
+    con: duckdb.DuckDBPyConnection, run_dirs: Iterable[str], verify: bool = True
+) -> dict[str, list[str]]:
+    """Each run folder's trace files as literal DuckDB paths (:func:`duckdb_literal`), each
+    checked to name exactly its file (DuckDB's ``glob``), never a pattern built from a folder.
+
+    Raises:
+        FileNotFoundError: none of the runs has a completed frame.
+        ValueError: DuckDB would read another file than the one named.
+    """
+    out: dict[str, list[str]] = {}
+    for d in dict.fromkeys(run_dirs):
+        out[d] = []
+        for f in events_files(d, verify=verify):
+            literal = duckdb_literal(f)
+            if literal != f.as_posix():
+                matched = [
+                    r[0] for r in con.execute("select file from glob(?)", [literal]).fetchall()
+                ]
+                if matched != [f.as_posix()]:
+                    raise ValueError(f"DuckDB cannot name {f} literally (it matches {matched})")
+            out[d].append(literal)
+    if not any(out.values()):
+        raise FileNotFoundError("no completed frame in the runs' traces")
+    return out
 
 
 def _sql_list(texts: Iterable[str]) -> str:

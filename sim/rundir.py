@@ -22,20 +22,27 @@ Nothing is read, written or deleted through a symbolic link inside a run folder:
 of one of the entries above (or of a file in ``events/`` or ``channel/``) is refused with one line
 (:func:`check_no_links`), and the lock and the manifest are opened with ``O_NOFOLLOW``. The run
 folder itself (the ``--out`` a user gives) may be a link to a directory.
+
+The manifest vouches for the trace: readers and ``--resume`` read exactly the parts it lists,
+each checked against the row count and SHA-256 recorded when it was written
+(:func:`checked_parts`); a part missing, damaged, replaced or added is refused with one line
+(:class:`RunFolderError`) naming the file and the fix.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
+import hashlib
 import json
 import os
 import socket
 import stat
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from .errors import ScenarioError
-from .trace import EVENTS_DIR
+from .trace import EVENTS_DIR, list_parts, part_name
 
 MARKER = ".wflsim-run"
 LOCK = "wflsim.lock"
@@ -71,6 +78,17 @@ def process_start_ticks(pid: int) -> int | None:
         return int(text.rsplit(")", 1)[1].split()[19])
     except (IndexError, ValueError):
         return None
+
+
+def process_name(pid: int) -> str | None:
+    """The program name of process ``pid`` (Linux ``/proc/PID/comm``: at most 15 characters, no
+    arguments), to name it in a message; None where unknown."""
+    try:
+        raw = Path(f"/proc/{pid}/comm").read_bytes()
+    except OSError:
+        return None
+    name = "".join(c if c.isprintable() else "?" for c in raw.decode("utf-8", "replace").strip())
+    return name or None
 
 
 def pid_alive(pid: int, start_ticks: int | None = None) -> bool:
@@ -196,3 +214,230 @@ def read_json(path: Path) -> dict[str, Any] | None:
     except (OSError, ValueError, RecursionError):
         return None
     return m if isinstance(m, dict) else None
+
+
+# ---------------------------------------------------------------------- the manifest's parts
+
+
+class RunFolderError(ScenarioError):
+    """A run folder whose files disagree with its manifest: a part missing, damaged, replaced by
+    another run's or added, or a manifest that is missing, truncated or edited. ``field`` is the
+    file; the message says what is wrong and the fix (the CLI prints it as one line, exit 2)."""
+
+    def __init__(self, path: Path, problem: str, fix: str) -> None:
+        self.path = Path(path)
+        super().__init__(str(path), problem, fix)
+
+
+def recompute_fix(folder: Path) -> str:
+    """The fix for a run folder whose files can no longer be trusted: compute the run again."""
+    return f"restore it from a copy of the run, or compute the run again: wflsim run SCENARIO --out {folder} --overwrite"
+
+
+def unreadable_manifest(folder: Path, fix: str | None = None) -> RunFolderError:
+    """The refusal of a run folder's ``manifest.json`` that exists but does not parse as a JSON
+    object (truncated by a copy, edited, or a link); ``fix``: default, compute the run again."""
+    return RunFolderError(
+        Path(folder) / MANIFEST,
+        "is not readable: not a JSON object (truncated, edited, or a link)",
+        fix or recompute_fix(Path(folder)),
+    )
+
+
+@dataclass(frozen=True)
+class Part:
+    """One part a manifest lists: its frame, its file and what was recorded when it was written."""
+
+    frame: int
+    path: Path
+    rows: int
+    sha256: str
+
+
+def listed_parts(
+    folder: Path, manifest: dict[str, Any], sub: str = EVENTS_DIR, key: str = "parts"
+) -> list[Part]:
+    """The parts ``manifest[key]`` lists (in ``folder/sub``), in frame order.
+
+    Raises:
+        RunFolderError: the list is not one entry per frame ``0, 1, ...`` in order, each with its
+            file name (``sub/part-NNNNNN.parquet``), a row count and a SHA-256 (an edited or
+            damaged manifest).
+    """
+    folder = Path(folder)
+    entries = manifest.get(key)
+    where = folder / MANIFEST
+    if not isinstance(entries, list):
+        raise RunFolderError(
+            where, f"has no list of parts ({key!r}): edited or damaged", recompute_fix(folder)
+        )
+    parts = []
+    for i, e in enumerate(entries):
+        ok = (
+            isinstance(e, dict)
+            and e.get("frame") == i
+            and not isinstance(e.get("frame"), bool)
+            and e.get("file") == f"{sub}/{part_name(i)}"
+            and isinstance(e.get("rows"), int)
+            and not isinstance(e.get("rows"), bool)
+            and isinstance(e.get("sha256"), str)
+        )
+        if not ok:
+            raise RunFolderError(
+                where,
+                f"entry {i} of its {key!r} is not frame {i}'s part with its rows and SHA-256 "
+                "(edited or damaged)",
+                recompute_fix(folder),
+            )
+        parts.append(Part(i, folder / sub / part_name(i), e["rows"], e["sha256"]))
+    return parts
+
+
+#: SHA-256 of files already hashed in this process, by what identifies their content on disk:
+#: (device, inode, size, modification and change time in ns); a changed file changes its key.
+_DIGESTS: dict[tuple[int, ...], str] = {}
+_DIGESTS_MAX = 65536
+
+
+def file_sha256(path: Path) -> str:
+    """The SHA-256 of a regular file's bytes (hex), opened without following a link; a file
+    hashed before in this process and unchanged since (same inode, size, mtime and ctime) is not
+    read again.
+
+    Raises:
+        OSError: the file cannot be read, or is a link.
+    """
+    fd = os.open(path, os.O_RDONLY | NOFOLLOW | os.O_NONBLOCK)
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(f.fileno())
+        if not stat.S_ISREG(st.st_mode):
+            raise OSError(f"{path} is not a regular file")
+        key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+        known = _DIGESTS.get(key)
+        if known is not None:
+            return known
+        h = hashlib.sha256()
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    digest = h.hexdigest()
+    if len(_DIGESTS) >= _DIGESTS_MAX:
+        _DIGESTS.clear()
+    _DIGESTS[key] = digest
+    return digest
+
+
+def check_part(part: Part, folder: Path, *, digest: bool = True, fix: str | None = None) -> None:
+    """Refuse (:class:`RunFolderError`) a listed part that is missing, a link or not a regular
+    file, or whose bytes are not those the manifest recorded: their SHA-256 (``digest``), else
+    only the row count of the file's footer (the cheaper check a reader may choose)."""
+    fix = fix or recompute_fix(folder)
+    p = part.path
+    if not p.exists() and not p.is_symlink():
+        raise RunFolderError(p, "is listed in manifest.json but missing", fix)
+    if p.is_symlink() or not p.is_file():
+        raise RunFolderError(p, "is a link or not a regular file; a part must be a file", fix)
+    if digest:
+        try:
+            got = file_sha256(p)
+        except OSError as err:
+            raise RunFolderError(p, f"cannot be read ({err.strerror or err})", fix) from None
+        if got != part.sha256:
+            raise RunFolderError(
+                p,
+                "does not match the SHA-256 that manifest.json records for it (damaged, edited "
+                "or replaced by another run's part)",
+                fix,
+            )
+        return
+    import pyarrow.parquet as pq
+
+    try:
+        rows = pq.ParquetFile(p).metadata.num_rows
+    except Exception:  # a damaged file: its footer does not parse
+        raise RunFolderError(p, "is not a readable Parquet file (damaged)", fix) from None
+    if rows != part.rows:
+        raise RunFolderError(
+            p,
+            f"holds {rows} rows where manifest.json records {part.rows} (damaged or replaced)",
+            fix,
+        )
+
+
+def unlisted_parts(
+    folder: Path, listed: int, status: str, sub: str = EVENTS_DIR
+) -> tuple[list[Path], list[Path]]:
+    """The part files in ``folder/sub`` that the manifest (listing frames ``0 .. listed-1``) does
+    not list, as ``(foreign, in_flight)``. In flight: the part of frame ``listed`` of a run that
+    did not complete (written just before the run stopped, or, while it runs, before its
+    manifest named it) and, while it runs (``status`` ``running``), any later one. Foreign:
+    every other (copied in by hand), which readers and ``--resume`` refuse."""
+    foreign, in_flight = [], []
+    for f, p in list_parts(Path(folder) / sub):
+        if f < listed:
+            continue
+        if status != "completed" and (f == listed or status == "running"):
+            in_flight.append(p)
+        else:
+            foreign.append(p)
+    return foreign, in_flight
+
+
+def foreign_part_error(path: Path) -> RunFolderError:
+    """The refusal of a part file the manifest does not list."""
+    return RunFolderError(
+        path,
+        "is not listed in manifest.json: it is no part of this run (copied in by hand?)",
+        f"move it out of {path.parent}",
+    )
+
+
+def checked_parts(
+    folder: Path,
+    manifest: dict[str, Any],
+    *,
+    digest: bool = True,
+    sub: str = EVENTS_DIR,
+    key: str = "parts",
+) -> list[Path]:
+    """The files of the parts ``manifest`` lists, in frame order, each checked
+    (:func:`check_part`), after refusing a part on disk that it does not list (except one in
+    flight: :func:`unlisted_parts`, which is not read) and, for a completed run, a list that
+    does not cover every frame of its ``frames_completed`` and the rows of its summary.
+
+    Raises:
+        RunFolderError: the files and the manifest disagree (one line: the file and the fix).
+    """
+    folder = Path(folder)
+    parts = listed_parts(folder, manifest, sub, key)
+    status = liveness(manifest)
+    completed = status == "completed"
+    fix = (
+        recompute_fix(folder)
+        if completed
+        else (
+            f"continue the run with wflsim run --resume {folder}, or compute it again with --overwrite"
+        )
+    )
+    foreign, _ = unlisted_parts(folder, len(parts), status, sub)
+    if foreign:
+        raise foreign_part_error(foreign[0])
+    if completed and key == "parts":
+        done = manifest.get("frames_completed")
+        summary = manifest.get("summary")
+        rows = summary.get("trace_rows") if isinstance(summary, dict) else None
+        if isinstance(done, int) and done != len(parts):
+            raise RunFolderError(
+                folder / MANIFEST,
+                f"lists {len(parts)} parts but says {done} frames were completed (edited)",
+                fix,
+            )
+        if isinstance(rows, int) and rows != sum(p.rows for p in parts):
+            raise RunFolderError(
+                folder / MANIFEST,
+                f"lists parts of {sum(p.rows for p in parts)} rows but its summary counts "
+                f"{rows} (edited)",
+                fix,
+            )
+    for part in parts:
+        check_part(part, folder, digest=digest, fix=fix)
+    return [p.path for p in parts]

@@ -388,8 +388,11 @@ def drift_plus_penalty(
         ``lambda``.
 
     Returns:
-        ``(X, z)``, each ``(N,)``.
+        ``(X, z)``, each ``(N,)``. ``X`` of a failed upload is ``+0.0``: the product
+        ``0 (gamma - 1)`` is ``-0.0`` in IEEE arithmetic, and a column holding both zeros breaks
+        pandas' multi-column sort; adding ``0.0`` turns ``-0.0`` into ``+0.0`` and changes no
+        other value (``z`` is unchanged: ``V (-0.0) + Q E`` and ``V (+0.0) + Q E`` are equal).
     """
-    x: F64 = lam * np.asarray(success) * np.asarray(batch_size) * (np.asarray(gamma) - 1.0)
+    x: F64 = lam * np.asarray(success) * np.asarray(batch_size) * (np.asarray(gamma) - 1.0) + 0.0
     z: F64 = v * x + np.asarray(queue_frame_j) * np.asarray(energy_j)
     return x, z

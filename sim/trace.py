@@ -186,7 +186,7 @@ COLUMNS: dict[str, tuple[pa.DataType, str, str]] = {
     "conv_error": (
         pa.float64(),
         "-",
-        "per-slot convergence-error term X = lam * 1{success} * B * (gamma - 1)",
+        "per-slot convergence-error term X = lam * 1{success} * B * (gamma - 1) (+0.0, never -0.0, without a success)",
     ),
     # Q E is J x J and X is dimensionless, so V and the cost are in J^2 (the drift is Q^2 / 2)
     "cost": (pa.float64(), "J^2", "per-slot drift-plus-penalty cost z = V X + Q E (V in J^2)"),
@@ -542,6 +542,14 @@ def markdown_doc() -> str:
         "A run with `[channel] record = true` also writes `channel/part-000000.parquet`, ... the same",
         "way: every device's channel in every slot (its layout is in `docs/scenario.md`, \"The channel",
         'table").',
+        "",
+        "`analysis.load_events(run)` (and every reader of `wflsim.analysis` and `wflsim.load_run`)",
+        "reads exactly the parts the manifest lists, each checked against its SHA-256 (`verify=False`:",
+        "its row count), and refuses with one line naming the file and the fix a part that is",
+        "missing, damaged, replaced by another run's or not listed (copied in); the part of the frame",
+        "in flight when an unfinished run stopped is not listed and not read. Reading the folder with",
+        "pandas or DuckDB directly checks nothing. `events.parquet` of wflsim before 0.3 and a folder",
+        "of parts with neither a manifest nor the run marker are read as they are.",
         "",
         "Rows are written in simulated-time order (up to floating-point rounding: an upload accepted",
         "within the deadline's 1e-9 relative tolerance may end a hair after its `deadline` row). Within",

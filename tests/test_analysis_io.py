@@ -11,15 +11,18 @@ from wflsim.app.run import execute, make_learner, prepare_scenario
 from wflsim.sim.config.loading import validate_scenario
 
 
+def write_run(out, seed: int = 1):
+    """A small network-only run of seed ``seed`` written to ``out``."""
+    scenario = base_scenario(seed=seed, run={"frames": 3, "slots_per_frame": 4, "deadline_s": 0.8})
+    prep = prepare_scenario(validate_scenario(scenario))
+    execute(prep, make_learner(prep), out)
+    return out
+
+
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory):
     """A small network-only run written to disk."""
-    out = tmp_path_factory.mktemp("runs") / "r"
-    prep = prepare_scenario(
-        validate_scenario(base_scenario(run={"frames": 3, "slots_per_frame": 4, "deadline_s": 0.8}))
-    )
-    execute(prep, make_learner(prep), out)
-    return out
+    return write_run(tmp_path_factory.mktemp("runs") / "r")
 
 
 def test_duckdb_and_pandas_give_the_same_energy_total(run_dir):
@@ -153,3 +156,137 @@ def test_a_linked_or_irregular_trace_part_is_refused(run_dir, tmp_path, capsys):
     parts[-1].mkdir()
     with pytest.raises(ValueError, match="not a regular file"):
         events_files(copy)
+
+
+def test_duckdb_view_of_a_folder_named_like_a_glob_reads_that_folder(tmp_path):
+    """The DuckDB view of run folder exp[1] reads exp[1]'s trace, not that of its neighbour exp1
+    (which the name matches as a glob pattern)."""
+    from wflsim.analysis import tidy
+
+    literal = write_run(tmp_path / "exp[1]", seed=2)
+    write_run(tmp_path / "exp1", seed=3)
+    con = duckdb.connect()
+    info = tidy.duckdb_view(con, str(literal))
+    assert info["seed"].tolist() == [2]
+    assert con.sql("select distinct seed from events").fetchall() == [(2,)]
+    assert con.sql("select count(*) from events").fetchall()[0][0] == len(load_events(literal))
+
+
+# ---------------------------------------------------------------------- the manifest vouches
+
+
+def damaged_copy(run_dir, tmp_path, name: str = "copy"):
+    """A copy of ``run_dir`` to damage."""
+    import shutil
+
+    return shutil.copytree(run_dir, tmp_path / name)
+
+
+def test_load_run_refuses_a_completed_run_missing_a_part(run_dir, tmp_path):
+    """A completed run whose part of frame 1 was deleted: its events are refused, naming the
+    part, instead of a trace with a hole under the summary of the full run."""
+    import wflsim
+
+    copy = damaged_copy(run_dir, tmp_path)
+    (copy / "events" / "part-000001.parquet").unlink()
+    with pytest.raises(ValueError, match=r"part-000001\.parquet: is listed .* but missing"):
+        _ = wflsim.load_run(copy).events
+
+
+def test_a_part_swapped_in_from_another_seed_is_refused(run_dir, tmp_path):
+    """Frame 1's part replaced by frame 1's part of a run of another seed: refused by its
+    SHA-256, naming the part and --overwrite."""
+    other = write_run(tmp_path / "other", seed=7)
+    copy = damaged_copy(run_dir, tmp_path)
+    name = "part-000001.parquet"
+    (copy / "events" / name).write_bytes((other / "events" / name).read_bytes())
+    with pytest.raises(ValueError, match="SHA-256") as err:
+        load_events(copy)
+    assert name in str(err.value) and "--overwrite" in str(err.value)
+
+
+def test_a_copied_part_the_manifest_does_not_list_is_refused(run_dir, tmp_path):
+    """A copy of frame 0's part as part-000030.parquet (frame 0 counted twice) is refused."""
+    copy = damaged_copy(run_dir, tmp_path)
+    extra = copy / "events" / "part-000030.parquet"
+    extra.write_bytes((copy / "events" / "part-000000.parquet").read_bytes())
+    with pytest.raises(ValueError, match="not listed in manifest.json"):
+        load_events(copy)
+
+
+def test_without_digests_a_part_of_another_frame_is_refused_by_its_rows(run_dir, tmp_path):
+    """verify=False checks each part's row count (the footer) instead of its SHA-256: frame 0's
+    part (with the device_config rows) in place of frame 2's is refused."""
+    copy = damaged_copy(run_dir, tmp_path)
+    events = copy / "events"
+    (events / "part-000002.parquet").write_bytes((events / "part-000000.parquet").read_bytes())
+    with pytest.raises(ValueError, match="rows where manifest.json records"):
+        load_events(copy, verify=False)
+
+
+def test_a_truncated_manifest_is_refused_by_readers(run_dir, tmp_path):
+    """A manifest.json cut in half: load_run and load_events say it is not readable and how to
+    compute the run again, instead of a JSON parser's error."""
+    import wflsim
+
+    copy = damaged_copy(run_dir, tmp_path)
+    text = (copy / "manifest.json").read_text()
+    (copy / "manifest.json").write_text(text[: len(text) // 2])
+    for read in (wflsim.load_run, load_events):
+        with pytest.raises(ValueError, match="manifest.json: is not readable") as err:
+            read(copy)
+        assert "--overwrite" in str(err.value)
+
+
+def test_a_run_folder_without_its_manifest_is_refused_by_readers(run_dir, tmp_path):
+    """A run folder (marker, parts) whose manifest.json was deleted: nothing vouches for its
+    parts, so they are refused rather than read unchecked."""
+    copy = damaged_copy(run_dir, tmp_path)
+    (copy / "manifest.json").unlink()
+    with pytest.raises(ValueError, match="manifest.json: is missing"):
+        load_events(copy)
+
+
+def test_a_completed_manifest_cut_short_with_its_last_part_is_refused(run_dir, tmp_path):
+    """The last part and its manifest entry both removed from a completed run: the manifest
+    still counts every frame, so the shortened trace is refused."""
+    import json
+
+    copy = damaged_copy(run_dir, tmp_path)
+    manifest = json.loads((copy / "manifest.json").read_text())
+    manifest["parts"].pop()
+    (copy / "manifest.json").write_text(json.dumps(manifest))
+    (copy / "events" / "part-000002.parquet").unlink()
+    with pytest.raises(ValueError, match="lists 2 parts but says 3 frames"):
+        load_events(copy)
+
+
+def test_the_part_in_flight_of_a_stopped_run_is_not_read(run_dir, tmp_path):
+    """A run that stopped (status failed) with frame 2's part on disk but not yet in its
+    manifest (the frame in flight): readers read the listed frames 0 and 1 only."""
+    import json
+
+    copy = damaged_copy(run_dir, tmp_path)
+    manifest = json.loads((copy / "manifest.json").read_text())
+    manifest["parts"].pop()
+    manifest.update(status="failed", frames_completed=2)
+    (copy / "manifest.json").write_text(json.dumps(manifest))
+    ev = load_events(copy)
+    assert sorted(ev["frame"].unique()) == [0, 1]
+    assert len(ev) == sum(p["rows"] for p in manifest["parts"])
+
+
+def test_duckdb_view_refuses_a_part_the_manifest_does_not_list(run_dir, tmp_path):
+    """The DuckDB view of a run holding a copied part-000030.parquet is refused, not made over
+    a trace that counts frame 0 twice."""
+    from wflsim.analysis import tidy
+
+    copy = damaged_copy(run_dir, tmp_path)
+    events = copy / "events"
+    (events / "part-000030.parquet").write_bytes((events / "part-000000.parquet").read_bytes())
+    con = duckdb.connect()
+    with pytest.raises(ValueError, match="part-000030.parquet: is not listed"):
+        tidy.duckdb_view(con, copy)
+    assert con.sql("select count(*) from duckdb_views() where view_name = 'events'").fetchall() == [
+        (0,)
+    ]

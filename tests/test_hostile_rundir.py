@@ -273,6 +273,64 @@ def test_resume_alone_of_a_folder_without_a_frame_says_to_run_again(tmp_path):
     assert snapshot(out) == before
 
 
+def test_full_disk_before_the_first_manifest_says_nothing_was_recorded(tmp_path):
+    """A disk full at the first manifest: the error says no manifest.json was written rather
+    than pointing at one."""
+    res = child(FULL_DISK_CHILD, str(scenario(tmp_path)), str(tmp_path / "d"))
+    assert res.returncode == 1, res.stderr
+    assert "no manifest.json was written" in res.stderr and "see" not in res.stderr
+
+
+# ---------------------------------------------------------------------- edited manifests
+
+
+def edited_manifest(tmp_path: Path, drop: str) -> Path:
+    """A completed run whose manifest lost its field ``drop`` and says it failed."""
+    out = tmp_path / "d"
+    assert wflsim("run", str(scenario(tmp_path)), "--out", str(out), "--quiet").returncode == 0
+    manifest = json.loads((out / "manifest.json").read_text())
+    del manifest[drop]
+    manifest["status"] = "failed"
+    (out / "manifest.json").write_text(json.dumps(manifest))
+    return out
+
+
+def test_resume_of_a_truncated_manifest_names_it_and_the_overwrite_that_repairs_it(tmp_path):
+    """A manifest.json cut in half: --resume exits 2 saying it is not readable and that
+    --overwrite computes the run again (not 'give the --out folder of a run')."""
+    out = tmp_path / "d"
+    assert wflsim("run", str(scenario(tmp_path)), "--out", str(out), "--quiet").returncode == 0
+    text = (out / "manifest.json").read_text()
+    (out / "manifest.json").write_text(text[: len(text) // 2])
+    res = wflsim("run", "--resume", str(out), "--quiet")
+    assert refused(res, "manifest.json", "not readable", "truncated", "--overwrite"), res.stderr
+
+
+def test_resume_of_a_manifest_without_its_scenario_says_it_was_edited(tmp_path):
+    """--resume DIR of a manifest without scenario_text: exit 2 naming the field as edited or
+    damaged and --overwrite, not 'holds no scenario (start a new run instead)'."""
+    out = edited_manifest(tmp_path, "scenario_text")
+    res = wflsim("run", "--resume", str(out), "--quiet")
+    assert refused(res, "'scenario_text'", "edited or damaged", "--overwrite"), res.stderr
+
+
+def test_resume_of_a_manifest_without_its_fingerprint_says_it_was_edited(tmp_path):
+    """A manifest without its fingerprint: exit 2 saying it was edited or damaged, not that
+    an older wflsim made the run."""
+    out = edited_manifest(tmp_path, "fingerprint")
+    res = wflsim("run", "--resume", str(out), "--quiet")
+    assert refused(res, "'fingerprint'", "edited or damaged", "--overwrite"), res.stderr
+    assert "older" not in res.stderr
+
+
+def test_resume_with_the_scenario_of_a_manifest_missing_a_field_is_refused(tmp_path):
+    """wflsim run SCENARIO --resume DIR of a manifest without 'versions': exit 2 naming the
+    field, not a failed run with a KeyError."""
+    out = edited_manifest(tmp_path, "versions")
+    res = wflsim("run", str(scenario(tmp_path)), "--resume", str(out), "--quiet")
+    assert refused(res, "'versions'", "edited or damaged", "--overwrite"), res.stderr
+
+
 # ---------------------------------------------------------------------- the manifest's hashes
 
 
@@ -344,6 +402,77 @@ def test_resume_after_a_kill_while_the_checkpoint_is_replaced(tmp_path):
     path, out = scenario(tmp_path), tmp_path / "d"
     assert child(KILL_AT_CHECKPOINT_CHILD, str(path), str(out)).returncode == 9
     res = wflsim("run", "--resume", str(out), "--quiet")
+    assert res.returncode == 0, res.stderr
+    assert table(out).equals(reference(tmp_path, path))
+
+
+def test_report_refuses_a_completed_run_missing_a_part(tmp_path):
+    """`wflsim report` of a completed run whose part of frame 5 was deleted: exit 2 naming the
+    part and the fix, and no report is written."""
+    out = tmp_path / "d"
+    assert wflsim("run", str(scenario(tmp_path)), "--out", str(out), "--quiet").returncode == 0
+    (out / "events" / "part-000005.parquet").unlink()
+    res = wflsim("report", str(out))
+    assert refused(res, "part-000005.parquet", "missing", "--overwrite"), res.stderr
+    assert not (out / "report").exists()
+
+
+def copy_part(out: Path, frame: int, as_frame: int) -> str:
+    """Copy the part of ``frame`` in run folder ``out`` as the part of ``as_frame``; its name."""
+    name = f"part-{as_frame:06d}.parquet"
+    (out / "events" / name).write_bytes((out / "events" / f"part-{frame:06d}.parquet").read_bytes())
+    return name
+
+
+def resume_refuses_a_copy_of_frame_0(out: Path, as_frame: int) -> bool:
+    """With frame 0's part copied in as frame ``as_frame``'s, --resume exits 2 naming the copy
+    as not listed, and changes nothing."""
+    name = copy_part(out, 0, as_frame)
+    before = snapshot(out)
+    res = wflsim("run", "--resume", str(out), "--quiet")
+    assert refused(res, name, "not listed"), res.stderr
+    return snapshot(out) == before
+
+
+def test_resume_refuses_a_copied_part_in_a_completed_run(tmp_path):
+    """--resume of a completed run holding a copied part-000030.parquet that its manifest does
+    not list: exit 2 naming it, instead of 'already completed' with frame 0 counted twice."""
+    out = tmp_path / "d"
+    assert wflsim("run", str(scenario(tmp_path)), "--out", str(out), "--quiet").returncode == 0
+    assert resume_refuses_a_copy_of_frame_0(out, 30)
+
+
+def test_resume_refuses_a_copied_part_beyond_the_frame_in_flight(tmp_path):
+    """--resume of a failed run (frames 0-3 listed) holding a copied part of frame 9: exit 2
+    naming it; only the part of the frame in flight (4) may lie there unlisted."""
+    failed_run(scenario(tmp_path), tmp_path / "d")
+    assert resume_refuses_a_copy_of_frame_0(tmp_path / "d", 9)
+
+
+def test_resume_recomputes_the_unlisted_part_of_the_frame_in_flight(tmp_path):
+    """A failed run with an unlisted part of frame 4 (what a kill between the part and the
+    manifest leaves): --resume replaces it and the events equal the uninterrupted run's."""
+    path, out = scenario(tmp_path), tmp_path / "d"
+    failed_run(path, out)
+    copy_part(out, 0, 4)
+    res = wflsim("run", "--resume", str(out), "--quiet")
+    assert res.returncode == 0, res.stderr
+    assert table(out).equals(reference(tmp_path, path))
+
+
+def test_resume_takes_over_a_lock_naming_a_pid_another_process_now_has(tmp_path):
+    """A failed run whose lock names the pid of a live process that is no wflsim writer (the
+    pid was reused): --resume completes the run instead of 'in use ... wait' for ever."""
+    path, out = scenario(tmp_path), tmp_path / "d"
+    failed_run(path, out)
+    other = subprocess.Popen(["sleep", "60"])
+    try:
+        lock = {"pid": other.pid, "host": socket.gethostname(), "kind": "run", "since": "x"}
+        (out / "wflsim.lock").write_text(json.dumps(lock))
+        res = wflsim("run", "--resume", str(out), "--quiet")
+    finally:
+        other.kill()
+        other.wait()
     assert res.returncode == 0, res.stderr
     assert table(out).equals(reference(tmp_path, path))
 

@@ -464,3 +464,14 @@ def test_command_of_python_m_wflsim_is_shown_as_wflsim(tmp_path):
         (tmp_path / name / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
     runs = tidy.runs_table(tmp_path)
     assert sorted(run_commands(runs)) == ["__main__.py run b.toml", "wflsim run a.toml"]
+
+
+def test_markdown_report_shows_a_run_named_like_markup_as_text(tmp_path):
+    """A run folder named <script>alert(1)|x: report.md and the tables' .md files show the name
+    as escaped text (no raw tag, no extra table cell)."""
+    write_synthetic_run(tmp_path / "src" / "<script>alert(1)|x")
+    page = write_report(tmp_path / "src", tmp_path / "out")
+    for md in [page.parent / "report.md", *page.parent.glob("*.md")]:
+        text = md.read_text(encoding="utf-8")
+        assert "<script" not in text, md.name
+    assert "&lt;script&gt;alert(1)\\|x" in (page.parent / "report.md").read_text(encoding="utf-8")

@@ -36,16 +36,21 @@ def test_second_lock_on_a_folder_is_refused(tmp_path):
     assert not (tmp_path / rundir.LOCK).exists()
 
 
+def _taken_over(folder) -> bool:
+    """Whether a RunLock of ``folder`` is granted and records this process as its holder."""
+    lock = folders.RunLock(folder)
+    lock.acquire()
+    try:
+        return json.loads((folder / rundir.LOCK).read_text())["pid"] == os.getpid()
+    finally:
+        lock.release()
+
+
 def test_lock_of_a_dead_process_is_taken_over(tmp_path):
     """A lock file left by a dead process of this host is recognised and taken over."""
     stale = {"pid": _dead_pid(), "host": rundir.hostname(), "start_ticks": 1, "since": "x"}
     (tmp_path / rundir.LOCK).write_text(json.dumps(stale))
-    lock = folders.RunLock(tmp_path)
-    lock.acquire()
-    try:
-        assert json.loads((tmp_path / rundir.LOCK).read_text())["pid"] == os.getpid()
-    finally:
-        lock.release()
+    assert _taken_over(tmp_path)
 
 
 def test_lock_of_another_host_is_refused_with_the_fix(tmp_path):
@@ -55,6 +60,73 @@ def test_lock_of_another_host_is_refused_with_the_fix(tmp_path):
     with pytest.raises(ScenarioError) as err:
         folders.RunLock(tmp_path).acquire()
     assert "another host" in err.value.problem and rundir.LOCK in (err.value.fix or "")
+
+
+@pytest.fixture
+def other_process():
+    """A live process that is not wflsim (``sleep``), ended after the test."""
+    proc = subprocess.Popen(["sleep", "60"])
+    yield proc
+    proc.kill()
+    proc.wait()
+
+
+def _lock_naming(folder, pid: int, **more) -> None:
+    """A lock file left in ``folder`` naming ``pid`` on this host (no flock held on it)."""
+    info = {"pid": pid, "host": rundir.hostname(), "since": "x", **more}
+    (folder / rundir.LOCK).write_text(json.dumps(info))
+
+
+def _without_flock(monkeypatch) -> None:
+    """A file system without flock (ENOLCK), where the recorded pid decides."""
+    import errno
+
+    def no_flock(fd, op):
+        raise OSError(errno.ENOLCK, "No locks available")
+
+    monkeypatch.setattr(folders.fcntl, "flock", no_flock)
+
+
+def test_lock_naming_a_pid_another_live_process_now_has_is_taken_over(tmp_path, other_process):
+    """A lock file whose pid now belongs to a live process that is no wflsim writer (its flock is
+    free) is taken over, not refused for ever as 'in use'."""
+    _lock_naming(tmp_path, other_process.pid)
+    assert _taken_over(tmp_path)
+
+
+def test_without_flock_a_live_pid_without_start_time_is_refused_with_how_to_clear_it(
+    tmp_path, other_process, monkeypatch
+):
+    """Without flock, a lock naming a live pid and no start time cannot be told from its
+    writer: refused, naming the process now under that pid and the lock file to delete."""
+    _without_flock(monkeypatch)
+    _lock_naming(tmp_path, other_process.pid)
+    with pytest.raises(ScenarioError) as err:
+        folders.RunLock(tmp_path).acquire()
+    line = err.value.one_line()
+    assert "(sleep)" in line and f"delete {tmp_path / rundir.LOCK}" in line
+
+
+def test_without_flock_a_pid_reused_since_the_lock_was_written_is_taken_over(
+    tmp_path, other_process, monkeypatch
+):
+    """Without flock, a lock whose recorded start time is not that of the live process under
+    its pid (the pid was reused) is taken over."""
+    _without_flock(monkeypatch)
+    start = rundir.process_start_ticks(other_process.pid)
+    assert start is not None
+    _lock_naming(tmp_path, other_process.pid, start_ticks=start - 1)
+    assert _taken_over(tmp_path)
+
+
+def test_without_flock_the_live_writer_of_a_lock_is_refused(tmp_path, other_process, monkeypatch):
+    """Without flock, a lock naming a live process with that process's own start time (its
+    writer) is refused as in use."""
+    _without_flock(monkeypatch)
+    start = rundir.process_start_ticks(other_process.pid)
+    _lock_naming(tmp_path, other_process.pid, start_ticks=start)
+    with pytest.raises(ScenarioError, match="in use"):
+        folders.RunLock(tmp_path).acquire()
 
 
 def test_liveness_tells_a_crashed_run_from_a_live_one():

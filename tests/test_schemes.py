@@ -73,6 +73,27 @@ def test_payload_scales_with_one_minus_gamma(proposed):
     )
 
 
+def test_convergence_error_of_a_failed_upload_is_positive_zero():
+    """X = lam 1{success} B (gamma - 1) of a failed upload is written +0.0, never -0.0."""
+    table = run_in_memory(_paper("fixed_power", frames=2))[0]
+    x = table.column("conv_error").to_numpy(zero_copy_only=False)
+    zeros = x == 0.0
+    assert zeros.any() and not np.signbit(x[zeros]).any()
+
+
+def test_events_of_runs_with_and_without_outages_sort_on_all_columns():
+    """The events of a run with outages (X = 0 for failed uploads) and of one fully frozen at
+    times (X = 0 for gamma = 1), concatenated, sort on every column in pandas."""
+    import pandas as pd
+
+    from wflsim.analysis.io import events_frame
+
+    runs = [run_in_memory(_paper(scheme, frames=2))[0] for scheme in ("fixed_power", "only_pf")]
+    ev = pd.concat([events_frame(t) for t in runs], ignore_index=True)
+    ev["event"] = ev["event"].astype(str)
+    assert len(ev.sort_values(list(ev.columns))) == len(ev)
+
+
 def test_convergence_error_and_cost_are_logged_per_slot(proposed):
     """X = lam 1{success} B (gamma - 1) and z = V X + Q E with Q of the frame start."""
     e, dec, fr = (

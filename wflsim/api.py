@@ -429,14 +429,11 @@ def resume(
     Raises:
         ScenarioError: not a run folder, in use, or damaged (the message says which).
     """
-    from wflsim.sim.rundir import read_manifest, require_run_folder
-
     path = Path(folder)
-    require_run_folder(path)
-    manifest = read_manifest(path)
-    if manifest is None:
-        raise ScenarioError("--resume", f"{str(path)!r} has no readable manifest.json")
-    prep = _run.prepare_from_manifest(manifest, None if data_dir is None else str(data_dir))
+    manifest = _run.resume_manifest(path)
+    prep = _run.prepare_from_manifest(
+        manifest, None if data_dir is None else str(data_dir), folder=path
+    )
     if callbacks is not None:
         hooks = callbacks.hooks(hooks)
     sc = prep.scenario

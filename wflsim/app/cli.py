@@ -266,10 +266,9 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _resume(args: argparse.Namespace) -> int:
-    from wflsim.sim.rundir import read_manifest, require_run_folder
+    from wflsim.sim.rundir import require_run_folder
 
-    from .folders import never_started
-    from .run import make_learner, prepare, prepare_from_manifest, resume
+    from .run import make_learner, prepare, prepare_from_manifest, resume, resume_manifest
 
     check_path_arg(args.resume, "--resume")
     out = Path(args.resume)
@@ -289,20 +288,8 @@ def _resume(args: argparse.Namespace) -> int:
                 "without SCENARIO they would be ignored by --resume",
                 "give the run's scenario file with them, or neither",
             )
-        manifest = read_manifest(out)
-        if manifest is None and never_started(out):
-            raise ScenarioError(
-                "--resume",
-                f"{str(out)!r} holds no completed frame (its run stopped before the first)",
-                f"run it again: wflsim run SCENARIO --out {out} (or --resume with SCENARIO)",
-            )
-        if manifest is None:
-            raise ScenarioError(
-                "--resume",
-                f"{str(out)!r} holds no readable manifest.json of a wflsim run",
-                "give the --out folder of a run",
-            )
-        prep = prepare_from_manifest(manifest, args.data_dir, strict=args.strict)
+        manifest = resume_manifest(out)
+        prep = prepare_from_manifest(manifest, args.data_dir, strict=args.strict, folder=out)
     learner = make_learner(prep)
     return _execute(
         args,
@@ -339,12 +326,9 @@ def _execute(
     except ScenarioError:
         bar.close()
         raise
-    except Exception as err:  # the manifest has the details
+    except Exception as err:  # the manifest has the details, where one was written
         bar.close()
-        return _fail(
-            f"run failed: {type(err).__name__}: {_one_line(str(err))} (see {out / 'manifest.json'})",
-            1,
-        )
+        return _fail(f"run failed: {type(err).__name__}: {_one_line(str(err))} ({_kept(out)})", 1)
     finally:
         signal.signal(signal.SIGTERM, previous)
     bar.close()
@@ -369,6 +353,23 @@ def _diagnostics(out: Path, strict: bool) -> int:
             3,
         )
     return 0
+
+
+def _kept(out: Path) -> str:
+    """What a failed run left in ``out``, for its one-line error: where its manifest records
+    the error, or that its last manifest could not, or that none was written at all."""
+    from wflsim.sim.rundir import MANIFEST, read_manifest
+
+    manifest = read_manifest(out)
+    if manifest is None:
+        return f"no frame was recorded: no {MANIFEST} was written in {out}"
+    done = manifest.get("frames_completed")
+    if manifest.get("status") == "failed" and manifest.get("error"):
+        return f"see {out / MANIFEST}; {done} completed frames are kept"
+    return (
+        f"{out / MANIFEST} could not record the error; it lists {done} completed frames, which "
+        f"are kept (continue with --resume {out})"
+    )
 
 
 def summary_lines(prep: Prepared, stats: RunStats, out: Path) -> list[str]:

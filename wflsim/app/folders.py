@@ -4,9 +4,12 @@ manifest reader, liveness, the refusal of links) is :mod:`wflsim.sim.rundir`.
 
 One writer per folder: :class:`RunLock` holds an exclusive ``flock`` on ``wflsim.lock`` for the
 writer's lifetime (the kernel releases it when the process dies, however it dies) and records
-the writer's pid, host and process start time in it. A lock left behind by a dead process on this
-host is taken over; a live one, or one of another host, is refused with one line. A sweep
-folder has the same lock, held by the sweep.
+the writer's pid, host and process start time in it. A lock whose ``flock`` is free is taken
+over, whatever process now has the pid it names (a pid is reused); one held, or one of another
+host, is refused with one line. Only where the file system has no ``flock`` does the recorded
+pid decide, and then a pid whose process cannot be told from the writer (no start time to
+compare) is refused with the command that clears it. A sweep folder has the same lock, held by
+the sweep.
 """
 
 from __future__ import annotations
@@ -34,8 +37,9 @@ from wflsim.sim.rundir import (
     is_run_folder,
     is_temporary,
     link_error,
+    pid_alive,
+    process_name,
     process_start_ticks,
-    writer_alive,
 )
 from wflsim.sim.trace import EVENTS_DIR, fsync_dir, part_frame, write_json_atomic
 
@@ -109,7 +113,7 @@ class RunLock:
                 locked = self._flock(fd)
                 owner = self._read(fd)
                 holder = str(owner.get("kind") or "run")
-                if not locked:
+                if locked is False:
                     raise self._refuse(
                         owner,
                         f"in use by another {holder}",
@@ -128,14 +132,8 @@ class RunLock:
                         "locked by a run on another host",
                         f"if that run is dead, delete {self.path}",
                     )
-                if owner and writer_alive(owner) and owner.get("pid") != os.getpid():
-                    # flock said free but the recorded writer lives (a file system without
-                    # working flock): trust the pid
-                    raise self._refuse(
-                        owner,
-                        f"in use by another {holder}",
-                        f"wait for it, or choose another {self.option}",
-                    )
+                if locked is None and owner and owner.get("pid") != os.getpid():
+                    self._check_pid(owner, holder)  # no flock here: the recorded pid decides
                 self._write(fd, self.kind)
             except BaseException:
                 if self._fd != fd:
@@ -145,17 +143,46 @@ class RunLock:
             return
         raise ScenarioError(self.option, f"cannot lock {str(self.path)!r}", "try again")
 
+    def _check_pid(self, owner: dict[str, Any], holder: str) -> None:
+        """Without ``flock``: refuse a lock whose recorded writer may still run. A process
+        that started at another time than the recorded one reuses the pid and is not the writer;
+        one whose start cannot be compared (a lock without it, no ``/proc``) is refused with the
+        command that clears the lock, naming what runs under that pid now."""
+        try:
+            pid = int(owner.get("pid", -1))
+        except (TypeError, ValueError):
+            return  # no pid to check: nothing to wait for
+        start = owner.get("start_ticks")
+        if not pid_alive(pid, start if isinstance(start, int) else None):
+            return
+        now = process_start_ticks(pid)
+        if isinstance(start, int) and now is not None:  # the very writer: alive
+            raise self._refuse(
+                owner,
+                f"in use by another {holder}",
+                f"wait for that {holder} to finish, or choose another {self.option}",
+            )
+        raise ScenarioError(
+            self.option,
+            f"{str(self.folder)!r} is locked by pid {pid}, which runs "
+            f"({process_name(pid) or 'program unknown'}) but cannot be told from a wflsim writer "
+            "here (this file system has no flock and the lock records no start time)",
+            f"if no wflsim run or sweep is writing this folder, delete {self.path}",
+        )
+
     @staticmethod
-    def _flock(fd: int) -> bool:
+    def _flock(fd: int) -> bool | None:
+        """Take the ``flock``: True, False (held by a live process), or None where the file
+        system has no ``flock`` (the recorded pid then decides: :meth:`_check_pid`)."""
         if fcntl is None:  # pragma: no cover
-            return True
+            return None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             return False
         except OSError as err:  # no flock on this file system: fall back to the pid check
             if err.errno in (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS):
-                return True
+                return None
             raise
         return True
 

@@ -285,22 +285,26 @@ def prepare_scenario(
 
 
 def prepare_from_manifest(
-    manifest: dict[str, Any], data_dir: str | None = None, *, strict: bool = False
+    manifest: dict[str, Any],
+    data_dir: str | None = None,
+    *,
+    strict: bool = False,
+    folder: Path | None = None,
 ) -> Prepared:
     """The prepared scenario of a run folder's manifest: its scenario text, overrides and the
     folder its scenario file was in (``data_dir``: where the data is now, if it moved);
     implausible values as :func:`prepare_scenario` reports them (``strict``: the first is an
-    error).
+    error). ``folder``: the run folder, to name in a refusal.
 
     Raises:
-        ScenarioError: the manifest lacks the scenario, or it no longer validates.
+        ScenarioError: the manifest lacks the scenario (edited or damaged), or it no longer
+            validates.
     """
     text = manifest.get("scenario_text")
     overrides = manifest.get("overrides")
     if not isinstance(text, str) or not isinstance(overrides, list):
-        raise ScenarioError(
-            "--resume", "the run's manifest.json holds no scenario", "start a new run instead"
-        )
+        lacks = "scenario_text" if not isinstance(text, str) else "overrides"
+        raise _unresumable(Path("DIR") if folder is None else Path(folder), lacks)
     table = parse_scenario_text(text, "manifest.json scenario_text")
     scenario = validate_scenario(apply_overrides(table, [str(o) for o in overrides]))
     base = manifest.get("scenario_dir")
@@ -316,6 +320,26 @@ def prepare_from_manifest(
         base_dir=Path(base) if isinstance(base, str) else None,
         strict=strict,
     )
+
+
+def resume_manifest(out: Path) -> dict[str, Any]:
+    """The manifest of the run folder ``out`` that ``--resume DIR`` (no SCENARIO) continues.
+
+    Raises:
+        ScenarioError: not a run folder; no frame completed (nothing says what to run: run it
+            again); a manifest that does not parse (truncated, edited).
+    """
+    rundir.require_run_folder(out)
+    manifest = rundir.read_manifest(out)
+    if manifest is not None:
+        return manifest
+    if folders.never_started(out):
+        raise ScenarioError(
+            "--resume",
+            f"{str(out)!r} holds no completed frame (its run stopped before the first)",
+            f"run it again: wflsim run SCENARIO --out {out} (or --resume with SCENARIO)",
+        )
+    raise rundir.unreadable_manifest(out)
 
 
 def make_learner(prep: Prepared) -> Learner:
@@ -585,8 +609,8 @@ def fingerprint(prep: Prepared) -> dict[str, Any]:
 def fingerprint_difference(made: Any, now: dict[str, Any]) -> str | None:
     """The first entry in which fingerprint ``made`` (from a manifest) differs from ``now``,
     in words; None when they agree."""
-    if not isinstance(made, dict):
-        return "the run records no fingerprint (made by an older wflsim)"
+    if not isinstance(made, dict):  # every run folder since 0.3 records one
+        return "its manifest.json records no fingerprint (edited or damaged)"
     keys = [*_FINGERPRINT_WORDS, *sorted((now.keys() | made.keys()) - _FINGERPRINT_WORDS.keys())]
     for key in keys:
         if made.get(key) != now.get(key):
@@ -831,13 +855,12 @@ def resume(
         manifest = rundir.read_manifest(out)
         if manifest is None:
             if not folders.never_started(out):
-                raise ScenarioError(
-                    "--resume", f"{str(out)!r} has no readable manifest.json", "start a new run"
-                )
+                raise rundir.unreadable_manifest(out)
             log.info("resume %s: no frame was completed; starting from frame 0", out)
             return _begin(
                 prep, prep.system, build_engine(prep, learner, progress=progress, hooks=hooks), out
             )
+        _check_resumable_manifest(manifest, out)
         diff = fingerprint_difference(manifest.get("fingerprint"), fingerprint(prep))
         if diff:
             raise ScenarioError(
@@ -850,12 +873,15 @@ def resume(
         checkpoint = _load_verified_checkpoint(engine, manifest, out)
         start = engine.next_frame
         events_dir = out / EVENTS_DIR
-        parts = _verified_parts(events_dir, start, engine.stats.rows, out, manifest.get("parts"))
+        completed = manifest.get("status") == "completed"
+        parts = _verified_parts(
+            events_dir, start, engine.stats.rows, out, manifest.get("parts"), completed
+        )
         channel_parts = None
         if prep.scenario.channel.record:
             rows = start * prep.scenario.run.slots_per_frame * prep.channel.num_devices
             channel_parts = _verified_parts(
-                out / rundir.CHANNEL_DIR, start, rows, out, manifest.get("channel_parts")
+                out / rundir.CHANNEL_DIR, start, rows, out, manifest.get("channel_parts"), completed
             )
         frames = prep.scenario.run.frames
         if start >= frames and manifest.get("status") == "completed":
@@ -889,6 +915,38 @@ def resume(
         recorder = _recorder(out, manifest, prep)
         engine.writer = recorder
         return _drive(engine, recorder)
+
+
+#: What the writer of a resumed run takes from its manifest (the trace's metadata) and what
+#: tells which run made it, with the JSON type each must have.
+_RESUMED_KEYS: dict[str, type | tuple[type, ...]] = {
+    "fingerprint": dict,
+    "scenario_text": str,
+    "scenario_resolved": dict,
+    "seed": int,
+    "versions": dict,
+    "num_params": int,
+    "channel": dict,
+}
+
+
+def _check_resumable_manifest(manifest: dict[str, Any], out: Path) -> None:
+    """Refuse a manifest that lacks what resuming needs (edited or damaged; every run since 0.3
+    records it), naming the first missing field instead of failing on it later."""
+    for key, kind in _RESUMED_KEYS.items():
+        value = manifest.get(key)
+        if not isinstance(value, kind) or isinstance(value, bool):
+            raise _unresumable(out, key)
+
+
+def _unresumable(out: Path, key: str) -> ScenarioError:
+    """The refusal of a run folder whose manifest lacks ``key`` that resuming needs."""
+    return ScenarioError(
+        "--resume",
+        f"{str(out / rundir.MANIFEST)!r} has no valid {key!r} (edited or damaged), so the run "
+        "cannot be continued",
+        f"compute the run again: wflsim run SCENARIO --out {out} --overwrite",
+    )
 
 
 def _tampered(path: Path, what: str) -> ScenarioError:
@@ -953,16 +1011,28 @@ def _recorded_hashes(entries: Any) -> dict[int, str]:
 
 
 def _verified_parts(
-    events_dir: Path, frames: int, rows: int, out: Path, recorded: Any = None
+    events_dir: Path,
+    frames: int,
+    rows: int,
+    out: Path,
+    recorded: Any = None,
+    completed: bool = False,
 ) -> list[dict[str, Any]]:
     """The manifest entries of the parts ``0 .. frames-1`` in ``events_dir`` (the events or the
     channel table), checked complete against the checkpoint's row count ``rows`` and each
-    against the SHA-256 the manifest lists for it (``recorded``: its ``parts`` entries)."""
+    against the SHA-256 the manifest lists for it (``recorded``: its ``parts`` entries), after
+    refusing a part the manifest does not list (copied in), except the frame in flight of a run
+    that did not complete (``completed``: its manifest says it did), which resume recomputes
+    (:func:`wflsim.sim.rundir.unlisted_parts`)."""
     import pyarrow.parquet as pq
 
     found = dict(list_parts(events_dir))
     missing = [f for f in range(frames) if f not in found]
     hashes = _recorded_hashes(recorded)
+    in_flight = None if completed else next(f for f in range(len(hashes) + 1) if f not in hashes)
+    foreign = [p for f, p in sorted(found.items()) if f not in hashes and f != in_flight]
+    if foreign:
+        raise rundir.foreign_part_error(foreign[0])
     entries, total = [], 0
     if not missing:
         for f in range(frames):
