@@ -27,7 +27,7 @@ from wflsim.sim.errors import Diagnostic as Diagnostic
 from wflsim.sim.errors import DiagnosticsError as DiagnosticsError
 
 from .io import load_events, load_manifest
-from .tidy import device_slots_from_events, plain_dtypes
+from .tidy import plain_dtypes
 
 #: A stale server's step per applied update above this many times the synchronous one is
 #: flagged (the warning before the run uses the same limit,
@@ -465,6 +465,46 @@ DIAGNOSED_EVENTS = (
 )
 
 
+#: The trace columns the checks read (a run folder is read with only these).
+DIAGNOSED_COLUMNS = (
+    "time_s",
+    "slot",
+    "device",
+    "participating",
+    "success",
+    "dropped",
+    "available",
+    "n_success",
+    "loss",
+    "accuracy",
+)
+
+
+def device_slot_outcomes(events: pd.DataFrame) -> pd.DataFrame:
+    """One row per device and slot: ``slot``, ``device``, ``participating``, ``success``,
+    ``dropped`` (from the ``energy`` rows, or the ``device_slot`` rows of ``[trace] level =
+    "device_slots"``) and ``available`` (from the slot's first ``decision`` row, or its
+    ``device_slot`` row; True where the trace has none: always online). Bools, no nulls."""
+    ev = events
+    name = "device_slot" if bool((ev["event"] == "device_slot").any()) else "energy"
+    cols = ["slot", "device", "participating", "success", "dropped"]
+    out = plain_dtypes(ev.loc[(ev["event"] == name).to_numpy(), cols + ["available"]])
+    if name == "energy":
+        dec = plain_dtypes(
+            ev.loc[(ev["event"] == "decision").to_numpy(), ["slot", "device", "available"]]
+        )
+        dec = dec.drop_duplicates(["slot", "device"], keep="first")
+        out = out[cols].merge(dec, on=["slot", "device"], how="left")
+    for c, default in (
+        ("participating", False),
+        ("success", False),
+        ("dropped", False),
+        ("available", True),
+    ):
+        out[c] = out[c].astype("boolean").fillna(default).astype(bool)
+    return out.reset_index(drop=True)
+
+
 def diagnose_folder(folder: str | os.PathLike[str]) -> list[Diagnostic]:
     """The diagnostics of a run folder (its trace, filtered to :data:`DIAGNOSED_EVENTS`, and
     its manifest's resolved scenario and summary).
@@ -474,7 +514,7 @@ def diagnose_folder(folder: str | os.PathLike[str]) -> list[Diagnostic]:
     """
     path = Path(folder)
     manifest = load_manifest(path)
-    events = load_events(path, events=list(DIAGNOSED_EVENTS))
+    events = load_events(path, events=list(DIAGNOSED_EVENTS), columns=list(DIAGNOSED_COLUMNS))
     return diagnose(events, manifest.get("scenario_resolved") or {}, manifest.get("summary"))
 
 
@@ -493,7 +533,7 @@ def diagnose(
     """
     if len(events) == 0:
         return []
-    run = _Run(events, device_slots_from_events(events), scenario, summary or {})
+    run = _Run(events, device_slot_outcomes(events), scenario, summary or {})
     out: list[Diagnostic] = []
     for check in CHECKS:
         out.extend(check(run))

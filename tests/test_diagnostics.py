@@ -246,6 +246,25 @@ def test_trace_side_step_ratio_and_limit_equal_the_scenario_sides() -> None:
                     assert diagnostics._Server.of(table).step_ratio(n) == want
 
 
+@pytest.mark.parametrize("level", ["events", "device_slots"])
+def test_device_slot_outcomes_equal_the_tidy_tables(level: str) -> None:
+    """The checks' per device-slot outcomes equal analysis.tidy's table, at both trace levels."""
+    from wflsim.analysis.diagnostics import device_slot_outcomes
+    from wflsim.analysis.tidy import device_slots_from_events
+
+    result = _run(
+        availability={"model": "markov", "online_s": 2.0, "offline_s": 1.0},
+        trace={"level": level},
+    )
+    mine = device_slot_outcomes(result.events).sort_values(["slot", "device"])
+    tidy = device_slots_from_events(result.events)
+    cols = ["slot", "device", "participating", "success", "dropped", "available"]
+    assert not tidy["available"].all() and tidy["dropped"].any()
+    pd.testing.assert_frame_equal(
+        mine[cols].reset_index(drop=True), tidy[cols].reset_index(drop=True), check_dtype=False
+    )
+
+
 def test_every_code_is_documented() -> None:
     """Every diagnostic code is in docs/diagnostics.md's table."""
     text = (REPO / "docs" / "diagnostics.md").read_text(encoding="utf-8")
