@@ -24,7 +24,8 @@ name                shape         train/test   source and normalisation
 
 The data directory is the folder that *contains* ``MNIST/raw/``, ``FashionMNIST/raw/`` or
 ``cifar-10-batches-py/`` (torchvision's layout). ``data_dir=None`` means the environment variable
-``WFLSIM_DATA_DIR``, else ``./data``. Nothing is ever downloaded.
+``WFLSIM_DATA_DIR``, else ``./data``. Nothing is downloaded here (``wflsim data fetch`` and
+``--download`` do that: :mod:`wflsim.app.fetch`).
 
 ``partition`` is pure numpy so that it is cheap to test.
 

@@ -120,3 +120,27 @@ def test_docs_name_existing_source_files():
     assert named
     missing = sorted(path for path in named if not (REPO / path).is_file())
     assert not missing, missing
+
+
+def test_docs_name_no_path_outside_the_project():
+    """README.md, docs/, benchmarks/README.md and scenarios/ name no path above the project
+    (``../``) and no machine's shared folder: data comes from ``wflsim data fetch``."""
+    files = [
+        REPO / "README.md",
+        REPO / "benchmarks" / "README.md",
+        *(REPO / "docs").glob("*.md"),
+        *(p for p in (REPO / "scenarios").rglob("*") if p.suffix in (".md", ".toml", ".sh", ".py")),
+    ]
+    found = [
+        f"{path.relative_to(REPO)}:{n}: {line.strip()}"
+        for path in files
+        for n, line in enumerate(path.read_text().splitlines(), 1)
+        if re.search(r"(?<![\w.])\.\./|shared/datasets|DESIGN\.md|/work/", line)
+    ]
+    assert not found, found
+
+
+def test_readme_fetches_mnist_before_its_mnist_commands():
+    """README's first command that reads MNIST is preceded by `wflsim data fetch mnist`."""
+    readme = (REPO / "README.md").read_text()
+    assert readme.index("wflsim data fetch mnist") < readme.index("mnist_ideal.toml")

@@ -68,6 +68,7 @@ def prepare(
     seed: int | None = None,
     data_dir: str | os.PathLike[str] | None = None,
     strict: bool = False,
+    download: bool = False,
 ) -> _run.Prepared:
     """Validate and resolve a scenario fully (devices, positions, channel, data folder) without
     running it or writing anything: ``wflsim validate``.
@@ -76,6 +77,8 @@ def prepare(
     folder) are taken relative to the working directory; in a file, to the file's folder.
     Values valid but implausible for their unit (``run.deadline_s = 100`` meant as ms) are
     :class:`~wflsim.sim.errors.PlausibilityWarning` warnings; ``strict=True`` makes them errors.
+    ``download=True`` downloads a missing MNIST, Fashion-MNIST or CIFAR-10 into the data folder
+    (as ``wflsim data fetch`` does) once the rest of the scenario has been checked.
 
     Raises:
         ScenarioError: any problem, naming the field and the fix (with ``strict``, also an
@@ -85,7 +88,9 @@ def prepare(
     if seed is not None:
         ovr.append(f"seed={_seed(seed)}")
     ddir = None if data_dir is None else str(data_dir)
-    return _run.prepare_source(_source(scenario), ovr, None, ddir, strict=strict)
+    return _run.prepare_source(
+        _source(scenario), ovr, None, ddir, strict=strict, download=bool(download)
+    )
 
 
 def _source(scenario: ScenarioLike) -> _run.ScenarioSource:
@@ -351,6 +356,7 @@ def run(
     hooks: Hooks | None = None,
     callbacks: Callbacks | None = None,
     strict: bool = False,
+    download: bool = False,
 ) -> RunResult:
     """Run a scenario: ``wflsim run``.
 
@@ -374,14 +380,24 @@ def run(
         strict: implausible values are errors, not warnings (:func:`prepare`), and a run
             that completes with diagnostics (:attr:`RunResult.diagnostics`) raises
             :class:`DiagnosticsError` (its ``result`` holds the run; its folder is complete).
+        download: download the scenario's dataset into its data folder first if it is
+            missing (:func:`prepare`).
 
     Raises:
-        ScenarioError: bad input (nothing written); a folder in use or not a run's.
+        ScenarioError: bad input (nothing written); a folder in use or not a run's; with
+            ``download``, a download that fails or does not match its checksum.
         DiagnosticsError: with ``strict``, the run completed with diagnostics.
     """
     if callbacks is not None:
         hooks = callbacks.hooks(hooks)
-    prep = prepare(scenario, overrides=overrides, seed=seed, data_dir=data_dir, strict=strict)
+    prep = prepare(
+        scenario,
+        overrides=overrides,
+        seed=seed,
+        data_dir=data_dir,
+        strict=strict,
+        download=download,
+    )
     folder = None if out is None else _folder(out)
     if folder is not None:
         _check_out(folder, "out")

@@ -5,7 +5,7 @@
 # Two queues of runs in parallel, one torch thread each (faster on 2 cores than one 2-thread run).
 # Run it again after an interruption: finished runs are kept, killed ones resume (--resume).
 set -euo pipefail
-DATA=${1:-../shared/datasets}
+DATA=${1:-data}  # wflsim data fetch mnist puts MNIST in ./data
 OUT=${2:-runs/paper/mnist_noniid}
 mkdir -p "$OUT"
 run() {

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import os
+import shlex
 from pathlib import Path
 
 import numpy as np
@@ -131,11 +132,23 @@ def resolve_data_dir(cli_value: str | None, scenario: Scenario, base_dir: Path |
     current directory.
     """
     if cli_value:
-        _check_path(cli_value, "--data-dir")
-        return Path(cli_value).expanduser()
+        return default_data_dir(cli_value)
     if scenario.learning.data_dir:
         p = Path(scenario.learning.data_dir).expanduser()
         return p if p.is_absolute() or base_dir is None else base_dir / p
+    return default_data_dir(None)
+
+
+def default_data_dir(cli_value: str | None, flag: str = "--data-dir") -> Path:
+    """The data directory without a scenario (``wflsim data fetch``): ``cli_value`` (the option
+    ``flag``) > ``$WFLSIM_DATA_DIR`` > ``./data``, relative to the current directory.
+
+    Raises:
+        ScenarioError: on ``flag`` or ``WFLSIM_DATA_DIR``, a path the system could not use.
+    """
+    if cli_value:
+        _check_path(cli_value, flag)
+        return Path(cli_value).expanduser()
     env = os.environ.get("WFLSIM_DATA_DIR")
     if env:
         _check_path(env, "WFLSIM_DATA_DIR")
@@ -170,8 +183,10 @@ def check_data_dir(dataset: str, data_dir: Path) -> None:
         raise ScenarioError(
             "learning.data_dir",
             f"dataset {dataset!r} not found in {str(data_dir)!r} (missing {missing[0]})",
-            "point --data-dir, learning.data_dir or WFLSIM_DATA_DIR at the folder that holds "
-            f'{needed[0].split("/")[0]}/ (torchvision\'s layout), or use dataset = "digits"',
+            f"download it with wflsim data fetch {dataset} --dir {shlex.quote(str(data_dir))} "
+            "(or add --download to run or validate), or point --data-dir, learning.data_dir or "
+            f"WFLSIM_DATA_DIR at the folder that holds {needed[0].split('/')[0]}/ (torchvision's "
+            'layout), or use dataset = "digits"',
         )
 
 

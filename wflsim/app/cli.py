@@ -36,6 +36,7 @@ from wflsim.sim.world.availability import AlwaysConfig
 
 from .convert import add_availability_parser, convert_availability_command, convert_command
 from .convert import add_parser as add_convert_parser
+from .fetch import FETCHABLE
 from .log import configure_logging
 from .progress import PointBar, SlotBar
 
@@ -97,6 +98,12 @@ def _add_common(p: argparse.ArgumentParser, optional: bool = False) -> None:
         help="dataset folder (overrides learning.data_dir and $WFLSIM_DATA_DIR)",
     )
     p.add_argument("--strict", action="store_true", help=_STRICT_HELP)
+    p.add_argument(
+        "--download",
+        action="store_true",
+        help="download the scenario's dataset into its data folder first if it is missing "
+        "(as wflsim data fetch does)",
+    )
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -208,6 +215,19 @@ def _parser() -> argparse.ArgumentParser:
         "--dpi", default="200", help="resolution of the PNG figures (50 to 600; default 200)"
     )
 
+    data = sub.add_parser("data", help="datasets: download one into the data folder")
+    data_sub = data.add_subparsers(dest="data_command", required=True)
+    fetch = data_sub.add_parser(
+        "fetch",
+        help="download a dataset with torchvision's mirrors and checksums, in torchvision's layout",
+    )
+    fetch.add_argument("dataset", choices=FETCHABLE, help="the dataset")
+    fetch.add_argument(
+        "--dir",
+        default=None,
+        help="data folder (default: $WFLSIM_DATA_DIR, else ./data: where runs look by default)",
+    )
+
     add_convert_parser(sub)
     add_availability_parser(sub)
     return parser
@@ -221,10 +241,25 @@ def _fail(message: str, code: int = EXIT_BAD_INPUT) -> int:
     return code
 
 
-def _validate(args: argparse.Namespace) -> int:
-    from .run import make_learner, prepare
+def _prepare(args: argparse.Namespace) -> Prepared:
+    """The scenario of ``run`` or ``validate`` with its options, prepared (``--download``: its
+    missing dataset fetched first)."""
+    from .run import prepare
 
-    prep = prepare(args.scenario, args.overrides, args.seed, args.data_dir, strict=args.strict)
+    return prepare(
+        args.scenario,
+        args.overrides,
+        args.seed,
+        args.data_dir,
+        strict=args.strict,
+        download=args.download,
+    )
+
+
+def _validate(args: argparse.Namespace) -> int:
+    from .run import make_learner
+
+    prep = _prepare(args)
     # Build the learner as `run` would (data, model, torch device), so that what only the learner
     # can check (e.g. learning.device = "cuda" without a GPU) fails here too, not at run time.
     learner = make_learner(prep)
@@ -244,13 +279,13 @@ def _validate(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from .run import check_out_dir, default_out_dir, execute, make_learner, prepare
+    from .run import check_out_dir, default_out_dir, execute, make_learner
 
     if args.resume is not None:
         return _resume(args)
     if args.scenario is None:
         raise ScenarioError("SCENARIO", "missing", "give a scenario file, or --resume RUN_DIR")
-    prep = prepare(args.scenario, args.overrides, args.seed, args.data_dir, strict=args.strict)
+    prep = _prepare(args)
     out = Path(args.out) if args.out else default_out_dir(prep)
     check_out_path(out, "--out")
     check_out_dir(out, args.overwrite)
@@ -268,7 +303,7 @@ def _run(args: argparse.Namespace) -> int:
 def _resume(args: argparse.Namespace) -> int:
     from wflsim.sim.rundir import require_run_folder
 
-    from .run import make_learner, prepare, prepare_from_manifest, resume, resume_manifest
+    from .run import make_learner, prepare_from_manifest, resume, resume_manifest
 
     check_path_arg(args.resume, "--resume")
     out = Path(args.resume)
@@ -280,7 +315,7 @@ def _resume(args: argparse.Namespace) -> int:
             "--overwrite", "cannot be combined with --resume", "use one or the other"
         )
     if args.scenario is not None:
-        prep = prepare(args.scenario, args.overrides, args.seed, args.data_dir, strict=args.strict)
+        prep = _prepare(args)
     else:
         if args.overrides or args.seed is not None:
             raise ScenarioError(
@@ -575,7 +610,25 @@ def _report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _data_fetch(args: argparse.Namespace) -> int:
+    from wflsim.sim.config.resolve import default_data_dir
+
+    from .fetch import dataset_folder, fetch_dataset
+
+    data_dir = default_data_dir(args.dir, "--dir")
+    if not fetch_dataset(args.dataset, data_dir):
+        print(
+            f"wflsim: {args.dataset} is already in {dataset_folder(args.dataset, data_dir)}; "
+            "nothing downloaded"
+        )
+        return 0
+    print(f"wflsim: {args.dataset} -> {dataset_folder(args.dataset, data_dir)}")
+    return 0
+
+
 def _command(args: argparse.Namespace) -> int:
+    if args.command == "data":
+        return _data_fetch(args)
     if args.command == "validate":
         return _validate(args)
     if args.command == "sweep":

@@ -65,6 +65,7 @@ from wflsim.sim.world.system import DeviceArrays, SystemConstants
 from wflsim.sim.world.uplink import UplinkSpec
 
 from . import folders
+from .fetch import FETCHABLE, fetch_dataset
 from .folders import check_out_dir
 from .recorder import RunRecorder
 from .scenario import check_scheme, report_findings, report_implausible, validate_scenario
@@ -141,16 +142,23 @@ def prepare(
     *,
     strict: bool = False,
     warn: bool = True,
+    download: bool = False,
 ) -> Prepared:
     """Load and validate a scenario file fully (no output is written); values implausible for
     their unit are reported as :class:`~wflsim.sim.errors.PlausibilityWarning` (see
-    :func:`prepare_scenario` for ``strict`` and ``warn``).
+    :func:`prepare_scenario` for ``strict``, ``warn`` and ``download``).
 
     Raises:
         ScenarioError: any problem, naming the field and the fix.
     """
     return prepare_source(
-        ScenarioSource.from_file(path), overrides, seed, data_dir, strict=strict, warn=warn
+        ScenarioSource.from_file(path),
+        overrides,
+        seed,
+        data_dir,
+        strict=strict,
+        warn=warn,
+        download=download,
     )
 
 
@@ -162,9 +170,10 @@ def prepare_source(
     *,
     strict: bool = False,
     warn: bool = True,
+    download: bool = False,
 ) -> Prepared:
     """Validate and resolve a scenario's source with ``--set`` overrides (no output is written);
-    implausible values as in :func:`prepare_scenario` (``strict``, ``warn``).
+    implausible values as in :func:`prepare_scenario` (``strict``, ``warn``, ``download``).
 
     Raises:
         ScenarioError: any problem, naming the field and the fix.
@@ -182,6 +191,7 @@ def prepare_source(
         base_dir=source.base_dir,
         strict=strict,
         warn=warn,
+        download=download,
     )
 
 
@@ -195,6 +205,7 @@ def prepare_scenario(
     base_dir: Path | None = None,
     strict: bool = False,
     warn: bool = True,
+    download: bool = False,
 ) -> Prepared:
     """Resolve an already validated :class:`Scenario` (devices, mobility, data directory; its
     scheme is checked against the registry first, :func:`wflsim.app.scenario.check_scheme`).
@@ -203,7 +214,10 @@ def prepare_scenario(
     reported before the rest is resolved: each as a
     :class:`~wflsim.sim.errors.PlausibilityWarning`; with ``strict`` the first is an error
     instead. ``warn=False`` leaves them to the caller (a sweep reports each distinct finding of
-    its points once, and its points do not report them again).
+    its points once, and its points do not report them again). ``download``: a missing
+    MNIST, Fashion-MNIST or CIFAR-10 is downloaded into the data directory
+    (:func:`wflsim.app.fetch.fetch_dataset`) once everything else has been checked, instead
+    of being refused.
 
     Raises:
         ScenarioError: any problem, naming the field and the fix (with ``strict``, an
@@ -248,7 +262,7 @@ def prepare_scenario(
     if strict or warn:
         report_findings(cross_findings(scenario, devices), strict=strict)
     ddir = resolve_data_dir(data_dir, scenario, base_dir)
-    if scenario.learning.enabled:
+    if scenario.learning.enabled and not download:
         check_data_dir(scenario.learning.dataset, ddir)
     system = resolve_system(scenario, devices)
     # Build the scheme once: what only a scheme can check (e.g. that its cost model knows the
@@ -268,6 +282,10 @@ def prepare_scenario(
     check_slot_wait(scenario, system, channel, scheme.closes_at)
     if scenario.learning.enabled:
         check_stale_rule(scenario, scheme.update_rule.name)
+    if scenario.learning.enabled and download:  # last: nothing is fetched for a bad scenario
+        if scenario.learning.dataset in FETCHABLE:
+            fetch_dataset(scenario.learning.dataset, ddir, "learning.data_dir")
+        check_data_dir(scenario.learning.dataset, ddir)
     return Prepared(
         scenario,
         text,
