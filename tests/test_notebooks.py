@@ -14,6 +14,7 @@ from nbclient import NotebookClient
 from conftest import REPO
 
 EXAMPLES = sorted((REPO / "examples").glob("*.ipynb"))
+TEMPLATE_NOTEBOOK = REPO / "wflsim" / "templates" / "study" / "analysis.ipynb"
 #: The longest a cell may take (s): each notebook runs in seconds on 2 CPU cores.
 CELL_TIMEOUT_S = 120
 #: The modules a notebook may import from wflsim: the public API and the analysis library.
@@ -60,7 +61,7 @@ def test_example_notebook_runs_top_to_bottom(path: Path, tmp_path: Path):
     assert all(c.get("execution_count") for c in book.cells if c.cell_type == "code")
 
 
-@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", [*EXAMPLES, TEMPLATE_NOTEBOOK], ids=lambda p: p.stem)
 def test_notebook_is_committed_without_outputs(path: Path):
     """Every code cell has no outputs and no execution count."""
     book = nbformat.read(path, as_version=4)
@@ -70,7 +71,7 @@ def test_notebook_is_committed_without_outputs(path: Path):
             assert cell.outputs == [] and cell.execution_count is None, cell.source[:60]
 
 
-@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", [*EXAMPLES, TEMPLATE_NOTEBOOK], ids=lambda p: p.stem)
 def test_notebook_imports_only_public_wflsim_modules(path: Path):
     """A notebook imports wflsim and wflsim.analysis only, never an internal module."""
     code = _code(path)
@@ -79,7 +80,7 @@ def test_notebook_imports_only_public_wflsim_modules(path: Path):
     assert set(modules) <= PUBLIC, modules
 
 
-@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", [*EXAMPLES, TEMPLATE_NOTEBOOK], ids=lambda p: p.stem)
 def test_notebook_names_no_path_outside_the_project(path: Path):
     """The only path above examples/ a notebook names is the project's scenarios/."""
     text = path.read_text(encoding="utf-8")
