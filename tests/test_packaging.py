@@ -27,7 +27,8 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     for name in ("pyproject.toml", "README.md"):
         shutil.copy2(REPO / name, src / name)
     skip = shutil.ignore_patterns("__pycache__", "*.pyc")
-    for name in ("wflsim", "sim", "models", "analysis"):  # wflsim/sim etc. stay relative links
+    # wflsim/sim etc. stay relative links; wflsim/scenarios is scenarios/ (its .toml files ship)
+    for name in ("wflsim", "sim", "models", "analysis", "scenarios"):
         shutil.copytree(REPO / name, src / name, symlinks=True, ignore=skip)
     out = tmp_path_factory.mktemp("dist")
     subprocess.run(
@@ -146,3 +147,40 @@ def test_api_runs_from_a_user_folder(unpacked: Path, user_folder: Path):
     )
     res = _python(code, unpacked, user_folder)
     assert res.returncode == 0, res.stderr[-2000:]
+
+
+def test_wheel_ships_the_study_template_and_the_example_scenarios(wheel: Path):
+    """The wheel holds the template of `wflsim init` and every scenarios/ file, but no script."""
+    files = _wheel_files(wheel)
+    template = {
+        f"wflsim/templates/study/{n}" for n in ("scenario.toml", "README.md", "analysis.ipynb")
+    }
+    scenarios = {
+        f"wflsim/scenarios/{p.relative_to(REPO / 'scenarios').as_posix()}"
+        for p in (REPO / "scenarios").rglob("*.toml")
+    }
+    assert template <= files
+    assert "wflsim/scenarios/quickstart.toml" in scenarios and not scenarios - files
+    shipped = [f for f in files if f.startswith("wflsim/scenarios/")]
+    assert all(f.endswith(".toml") for f in shipped), shipped
+
+
+def test_init_works_from_the_wheel(unpacked: Path, user_folder: Path):
+    """`wflsim init` from the wheel writes the study, whose scenario validates as a shipped one does."""
+    code = (
+        "import sys\n"
+        "from wflsim.app.cli import main\n"
+        "assert main(['init', 'study']) == 0\n"
+        "from importlib.resources import files\n"
+        "quickstart = files('wflsim') / 'scenarios' / 'quickstart.toml'\n"
+        "assert main(['validate', str(quickstart)]) == 0\n"
+        "import wflsim\n"
+        "wflsim.prepare('study/scenario.toml')\n"
+    )
+    res = _python(code, unpacked, user_folder)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert sorted(p.name for p in (user_folder / "study").iterdir()) == [
+        "README.md",
+        "analysis.ipynb",
+        "scenario.toml",
+    ]

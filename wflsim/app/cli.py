@@ -2,7 +2,8 @@
 
 Exit codes: 0 success; 3 a run that completed with diagnostics under ``--strict``
 (``docs/diagnostics.md``); 2 bad input (scenario, data directory, output directory, a run folder in
-use or made by another scenario, a mobility or availability trace to convert), reported on one line without a traceback; 1 the run failed
+use or made by another scenario, a mobility or availability trace to convert, a study folder
+to create), reported on one line without a traceback; 1 the run failed
 after it started (the manifest records the error; ``--resume`` continues it); 130 interrupted
 (Ctrl-C or SIGTERM; the frames completed stay readable and ``--resume`` continues the run).
 
@@ -37,6 +38,8 @@ from wflsim.sim.world.availability import AlwaysConfig
 from .convert import add_availability_parser, convert_availability_command, convert_command
 from .convert import add_parser as add_convert_parser
 from .fetch import FETCHABLE
+from .init import add_parser as add_init_parser
+from .init import init_command
 from .log import configure_logging
 from .progress import PointBar, SlotBar
 
@@ -230,6 +233,7 @@ def _parser() -> argparse.ArgumentParser:
 
     add_convert_parser(sub)
     add_availability_parser(sub)
+    add_init_parser(sub)
     return parser
 
 
@@ -639,6 +643,8 @@ def _command(args: argparse.Namespace) -> int:
         return convert_command(args)
     if args.command == "convert-availability":
         return convert_availability_command(args)
+    if args.command == "init":
+        return init_command(args)
     return _run(args)
 
 

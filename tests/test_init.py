@@ -1,0 +1,110 @@
+"""``wflsim init``: a study folder from the shipped template, that runs as written."""
+
+from __future__ import annotations
+
+import re
+import shlex
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO
+from test_notebooks import execute_notebook
+from wflsim.app.cli import main
+
+TEMPLATE = REPO / "wflsim" / "templates" / "study"
+FILES = {"scenario.toml", "README.md", "analysis.ipynb"}
+
+
+def _listing(folder: Path) -> dict[str, bytes]:
+    return {
+        p.relative_to(folder).as_posix(): p.read_bytes() if p.is_file() else b""
+        for p in folder.rglob("*")
+    }
+
+
+def _readme_commands(study: Path) -> list[list[str]]:
+    """The ``wflsim`` commands of the study's README (its bash block), comments cut."""
+    readme = (study / "README.md").read_text(encoding="utf-8")
+    (block,) = re.findall(r"```bash\n(.*?)```", readme, flags=re.S)
+    return [shlex.split(line.split("#")[0]) for line in block.splitlines() if line.strip()]
+
+
+def test_init_creates_the_template_files(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    """`wflsim init NAME` writes scenario.toml, README.md and analysis.ipynb, named after NAME."""
+    assert main(["init", str(tmp_path / "my-study")]) == 0
+    study = tmp_path / "my-study"
+    assert {p.name for p in study.iterdir()} == FILES
+    assert tomllib.loads((study / "scenario.toml").read_text())["name"] == "my-study"
+    assert (study / "README.md").read_text().startswith("# my-study\n")
+    assert (study / "analysis.ipynb").read_bytes() == (TEMPLATE / "analysis.ipynb").read_bytes()
+    assert "wflsim sweep scenario.toml" in capsys.readouterr().out
+
+
+def test_init_fills_an_existing_empty_folder(tmp_path: Path):
+    """An existing empty folder is filled without --force."""
+    assert main(["init", str(tmp_path)]) == 0
+    assert {p.name for p in tmp_path.iterdir()} == FILES
+
+
+def test_init_refuses_a_non_empty_folder(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    """A non-empty folder is refused with one line (exit 2), nothing written."""
+    (tmp_path / "notes.txt").write_text("mine")
+    before = _listing(tmp_path)
+    assert main(["init", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "NAME:" in err and "--force" in err
+    assert _listing(tmp_path) == before
+
+
+def test_init_force_writes_the_template_and_keeps_other_files(tmp_path: Path):
+    """--force replaces the template's files in a non-empty folder and keeps the others."""
+    (tmp_path / "notes.txt").write_text("mine")
+    (tmp_path / "scenario.toml").write_text("old")
+    assert main(["init", str(tmp_path), "--force"]) == 0
+    assert (tmp_path / "notes.txt").read_text() == "mine"
+    assert tomllib.loads((tmp_path / "scenario.toml").read_text())["name"] == tmp_path.name
+
+
+@pytest.mark.parametrize(
+    "name",
+    ['quote"d', "line\nbreak", "x" * 101, "file.txt/study", "."],
+    ids=["quote", "control", "long", "file-in-the-way", "dot"],
+)
+def test_init_refuses_a_bad_name(
+    name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+):
+    """A name that cannot be a study folder is one line naming NAME (exit 2), nothing written."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "file.txt").write_text("x")
+    (tmp_path / "keep").mkdir()
+    (tmp_path / "keep" / "a").write_text("a")
+    if name == ".":
+        monkeypatch.chdir(tmp_path / "keep")
+    before = _listing(tmp_path)
+    assert main(["init", name]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("wflsim: error: NAME: ") and err.count("\n") == 1
+    assert _listing(tmp_path) == before
+
+
+def test_template_scenario_validates_as_written(tmp_path: Path):
+    """The template's scenario passes `wflsim validate` as written (it names no file)."""
+    assert main(["init", str(tmp_path / "s")]) == 0
+    assert main(["validate", str(tmp_path / "s" / "scenario.toml"), "--strict"]) == 0
+
+
+def test_template_study_runs_as_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """The README's sweep command runs in the new folder (one seed, one frame) and the
+    notebook then executes against that sweep, drawing its figure."""
+    assert main(["init", str(tmp_path / "study")]) == 0
+    study = tmp_path / "study"
+    monkeypatch.chdir(study)
+    commands = _readme_commands(study)
+    assert [c[:2] for c in commands] == [["wflsim", "sweep"], ["wflsim", "report"]]
+    tiny = ["--seeds", "0", "--set", "run.frames=1", "--workers", "1", "--quiet"]
+    assert main([*commands[0][1:], *tiny]) == 0
+    assert commands[1][2] == "runs/sweep" and (study / "runs" / "sweep" / "sweep.json").is_file()
+    execute_notebook(study / "analysis.ipynb", study)
+    assert (study / "accuracy_energy.png").stat().st_size > 0
