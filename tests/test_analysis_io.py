@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import re
+
 import duckdb
+import pandas as pd
+import pyarrow as pa
 import pytest
 
-from conftest import base_scenario
+from conftest import REPO, base_scenario
 from wflsim.analysis import load_events, load_manifest, read_metadata
 from wflsim.app.run import execute, make_learner, prepare_scenario
 from wflsim.sim.config.loading import validate_scenario
@@ -33,6 +37,18 @@ def test_duckdb_and_pandas_give_the_same_energy_total(run_dir):
     ).fetchall()[0][0]
     via_pandas = float(load_events(run_dir, events=["energy"])["energy_j"].sum())
     assert via_duckdb == pytest.approx(via_pandas, rel=1e-12)
+
+
+def test_load_events_gives_the_documented_types(run_dir):
+    """load_events gives each column its docs/trace.md type (nullable Arrow), `event` a category
+    of strings."""
+    doc = (REPO / "docs" / "trace.md").read_text()
+    documented = dict(re.findall(r"^\| `([a-z_0-9]+)` \| (\w+) \| .+ \| .+ \|$", doc, flags=re.M))
+    ev = load_events(run_dir)
+    assert isinstance(ev["event"].dtype, pd.CategoricalDtype)
+    assert all(isinstance(c, str) for c in ev["event"].cat.categories)
+    for name in ev.columns.drop("event"):
+        assert ev[name].dtype == pd.ArrowDtype(pa.type_for_alias(documented[name])), name
 
 
 def test_manifest_total_matches_the_trace(run_dir):

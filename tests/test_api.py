@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import importlib.util
 import math
-import os
-import re
 import tomllib
 from pathlib import Path
 
@@ -15,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import wflsim
-from conftest import REPO, base_scenario, failing_at_frame
+from conftest import base_scenario, failing_at_frame
 from wflsim.analysis.io import load_events
 from wflsim.app.cli import main
 from wflsim.sim.config.loading import scenario_text, validate_scenario
@@ -164,27 +161,3 @@ def test_scenario_text_round_trips_through_tomllib(top, sections):
     """tomllib.loads(scenario_text(table)) == table for tables of TOML values."""
     table = {**top, **{k: v for k, v in sections.items() if k not in top}}
     assert tomllib.loads(scenario_text(table)) == table
-
-
-def test_the_docs_example_runs(tmp_path, monkeypatch):
-    """docs/api.md's example runs as written (in a folder with the repository's scenarios)."""
-    text = (REPO / "docs" / "api.md").read_text(encoding="utf-8")
-    blocks = re.findall(r"```python\n(.*?)```", text, flags=re.S)
-    assert blocks, "docs/api.md has no python example"
-    os.symlink(REPO / "scenarios", tmp_path / "scenarios")
-    monkeypatch.chdir(tmp_path)
-    registered_before = wflsim.registered()
-    try:
-        for code in blocks:
-            needs = re.search(r"^# requires: (\w+)", code, flags=re.M)
-            if needs and importlib.util.find_spec(needs.group(1)) is None:
-                continue  # an optional extra that is not installed
-            exec(compile(code, "docs/api.md", "exec"), {"__name__": "docs_api"})
-    finally:  # the examples' registrations must not leak into other tests
-        for kind, names in wflsim.registered().items():
-            for name in set(names) - set(registered_before[kind]):
-                wflsim.unregister(kind, name)
-    assert (tmp_path / "runs" / "api-sweep" / "sweep.json").is_file()
-    own = wflsim.load_sweep(tmp_path / "runs" / "api-own-scheme")  # 2 workers, the user's scheme
-    assert own.manifest["workers"] == 2
-    assert {p["status"] for p in own.points.values()} == {"completed"}

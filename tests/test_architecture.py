@@ -3,7 +3,8 @@ and there is no module-level import cycle.
 
 Layers, bottom to top (docs/architecture.md, "Layers"): ``wflsim.sim`` < ``wflsim.models`` and
 ``wflsim.analysis`` < ``wflsim.app`` < ``wflsim.api`` (and the package root ``wflsim``, which
-re-exports the API). ``wflsim._version`` sits below them all. The layer tests read every import
+re-exports the API). The public faces for extensions (``wflsim.schemes``, ``wflsim.rules``)
+re-export names of sim and models only. ``wflsim._version`` sits below them all. The layer tests read every import
 of every module: at module level, inside functions, under ``if TYPE_CHECKING:`` and as
 ``importlib.import_module("...")`` with a literal name.
 """
@@ -34,7 +35,9 @@ MODELS_USE_OF_SIM = {
 #: format and readers (``read_manifest``, ``liveness``, ``link_error``).
 ANALYSIS_USE_OF_SIM = {"wflsim.sim", "wflsim.sim.errors", "wflsim.sim.rundir"}
 #: Every layer of the package, and the package root's modules that are not a layer's.
-LAYERS = {"version", "sim", "models", "analysis", "app", "api", "root"}
+LAYERS = {"version", "sim", "models", "analysis", "app", "api", "root", "faces"}
+#: The public modules that re-export what a scheme or an update rule of one's own needs.
+FACES = {"wflsim.schemes", "wflsim.rules"}
 
 
 def _module_name(path: Path) -> str:
@@ -53,9 +56,12 @@ def _files() -> list[Path]:
 
 def _layer(module: str) -> str:
     """The layer of a module of the package: ``version``, ``sim``, ``models``, ``analysis``,
-    ``app``, ``api`` or ``root`` (``wflsim`` itself and ``wflsim.__main__``)."""
+    ``app``, ``api``, ``root`` (``wflsim`` itself and ``wflsim.__main__``) or ``faces``
+    (:data:`FACES`)."""
     if module == "wflsim._version":
         return "version"
+    if module in FACES:
+        return "faces"
     if module in ("wflsim", "wflsim.__main__"):
         return "root"
     return module.split(".")[1]
@@ -197,6 +203,15 @@ def test_app_never_imports_the_api():
     }
 
 
+def test_the_public_faces_import_only_sim_and_models():
+    """wflsim.schemes and wflsim.rules import nothing of analysis, app, the API or the root."""
+    found = {
+        name: {d for d in deps if _layer(d) not in ("sim", "models")}
+        for name, deps in _foreign("faces").items()
+    }
+    assert set(found) == FACES and not any(found.values()), found
+
+
 def test_sim_never_names_torch():
     """No sim module imports torch or torchvision, anywhere (not even inside a function)."""
     found = {}
@@ -226,6 +241,12 @@ def test_importing_sim_loads_nothing_above_it():
     modules = sorted(m for m in _graph() if _layer(m) == "sim")
     above = ("wflsim.models", "wflsim.analysis", "wflsim.app", "wflsim.api")
     _loads_none_of(f"[importlib.import_module(m) for m in {modules!r}]", above)
+
+
+def test_importing_the_public_scheme_names_loads_no_torch_or_pandas():
+    """import wflsim.schemes loads no torch, pandas, models, analysis, app or API."""
+    above = ("pandas", "wflsim.models", "wflsim.analysis", "wflsim.app", "wflsim.api")
+    _loads_none_of("import wflsim.schemes", above)
 
 
 def test_a_network_only_run_loads_no_torch_models_or_analysis():

@@ -8,6 +8,8 @@ One import name holds the whole project:
 * :mod:`wflsim.analysis` -- reading and analysing traces (pandas, DuckDB, figures, report);
 * :mod:`wflsim.app` -- the application: running scenarios into run folders, sweeps, the
   ``wflsim`` command;
+* :mod:`wflsim.schemes` and :mod:`wflsim.rules` -- what a scheme or an update rule of one's own
+  is written against (imported on first use);
 * the Python API below (``docs/api.md``)::
 
     import wflsim
@@ -55,6 +57,7 @@ if TYPE_CHECKING:
         sweep,
         unregister,
     )
+    from wflsim.sim.errors import PlausibilityWarning, ScenarioError
 
 __all__ = [
     "Callbacks",
@@ -62,8 +65,10 @@ __all__ = [
     "DiagnosticsError",
     "FrameView",
     "Hooks",
+    "PlausibilityWarning",
     "RunResult",
     "RunView",
+    "ScenarioError",
     "SlotView",
     "SweepResult",
     "__version__",
@@ -83,17 +88,31 @@ __all__ = [
     "sweep",
 ]
 
-_API = frozenset(__all__) - {"__version__"}
+#: The errors and warnings a scenario raises, from the light :mod:`wflsim.sim.errors`.
+_ERRORS = frozenset({"PlausibilityWarning", "ScenarioError"})
+_API = frozenset(__all__) - {"__version__"} - _ERRORS
+#: The public submodules for extensions, imported when first asked for (``wflsim.schemes``
+#: loads no torch, ``wflsim.rules`` does).
+_SUBMODULES = frozenset({"schemes", "rules"})
 
 
 def __getattr__(name: str) -> Any:
-    """The API's names, imported from :mod:`wflsim.api` when first asked for (PEP 562)."""
+    """The API's names, imported from :mod:`wflsim.api` when first asked for, the scenario's
+    error and warning, and the public submodules :mod:`wflsim.schemes` and :mod:`wflsim.rules`
+    (PEP 562)."""
     if name in _API:
         value = getattr(importlib.import_module("wflsim.api"), name)
         globals()[name] = value
         return value
+    if name in _ERRORS:
+        value = getattr(importlib.import_module("wflsim.sim.errors"), name)
+        globals()[name] = value
+        return value
+    if name in _SUBMODULES:
+        return importlib.import_module(f"wflsim.{name}")
     raise AttributeError(f"module 'wflsim' has no attribute {name!r}")
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | _API)
+    """The API's names and the public submodules, imported or not."""
+    return sorted(set(globals()) | _API | _ERRORS | _SUBMODULES)
