@@ -221,6 +221,7 @@ def script_runs(
         yield runs
 
 
+@pytest.mark.slow  # CI runs it (pytest -m slow); seconds of kernel or process start each
 @pytest.mark.parametrize(("where", "code"), EXAMPLES, ids=[w for w, _ in EXAMPLES])
 def test_docs_example_runs_as_a_script(where, code, script_runs):
     """The example runs as `python example.py` in a fresh process; its sweeps complete."""

@@ -95,6 +95,7 @@ def test_template_scenario_validates_as_written(tmp_path: Path):
     assert main(["validate", str(tmp_path / "s" / "scenario.toml"), "--strict"]) == 0
 
 
+@pytest.mark.slow  # CI runs it (pytest -m slow); seconds of kernel or process start each
 def test_template_study_runs_as_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     """The README's sweep command runs in the new folder (one seed, one frame) and the
     notebook then executes against that sweep, drawing its figure."""

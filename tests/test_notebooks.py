@@ -50,6 +50,7 @@ def test_examples_has_a_notebook_per_topic():
     ]
 
 
+@pytest.mark.slow  # CI runs it (pytest -m slow); seconds of kernel or process start each
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.stem)
 def test_example_notebook_runs_top_to_bottom(path: Path, tmp_path: Path):
     """The notebook executes without error from examples/ of a copy with the project's scenarios."""

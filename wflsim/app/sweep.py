@@ -1005,8 +1005,18 @@ def _run_pool(
     )
     futures: dict[Future[dict[str, Any]], str] = {}
     try:
-        for name, a in args.items():
-            futures[pool.submit(run_point, *a, in_worker=True)] = name
+        # The workers are spawned in submit(). Spawned with SIGINT ignored (an ignored signal
+        # stays ignored across exec, and Python then installs no KeyboardInterrupt handler), a
+        # worker still importing when Ctrl-C reaches the process group does not die with a
+        # traceback; _worker_init installs its handler, and this process stops the workers.
+        main = threading.current_thread() is threading.main_thread()
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if main else None
+        try:
+            for name, a in args.items():
+                futures[pool.submit(run_point, *a, in_worker=True)] = name
+        finally:
+            if main:
+                signal.signal(signal.SIGINT, previous if previous is not None else signal.SIG_DFL)
         for fut in as_completed(futures):
             name = futures[fut]
             try:
