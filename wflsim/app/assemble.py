@@ -1,0 +1,187 @@
+"""Assembling a run's parts from a prepared scenario: its learner (PyTorch or network-only), its
+engine settings, uplink and slot kernel, and the engine with its scheme and server."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+
+from wflsim.sim.config.catalogue import DatasetError
+from wflsim.sim.config.derived import check_derived
+from wflsim.sim.config.resolve import (
+    check_deadline,
+    payload_num_params,
+    resolve_local_steps,
+)
+from wflsim.sim.config.schema import Scenario
+from wflsim.sim.engine import Engine, EngineConfig, FrameSink, Hooks, ProgressFn
+from wflsim.sim.errors import ScenarioError
+from wflsim.sim.kernels import KernelName, make_kernel
+from wflsim.sim.learner import Learner, NullLearner
+from wflsim.sim.schemes import build_scheme
+from wflsim.sim.servers import Server, make_server
+from wflsim.sim.world.availability import AlwaysConfig
+from wflsim.sim.world.compute import build_jitter
+from wflsim.sim.world.system import SystemConstants
+from wflsim.sim.world.uplink import UplinkSpec
+
+from .prepare import Prepared, check_stale_rule
+
+
+def make_learner(prep: Prepared) -> Learner:
+    """The learner of a prepared scenario, for the engine: the PyTorch learner of
+    :mod:`wflsim.models.learner` when learning is enabled (torch is imported here, and only
+    then), else a :class:`~wflsim.sim.learner.NullLearner` (network-only runs).
+
+    Raises:
+        ScenarioError: missing data files, a dataset the catalogue does not know, a torch
+            device that is not there, local epochs whose steps on the partition miss the
+            deadline (:func:`partition_system`).
+    """
+    lc = prep.scenario.learning
+    if not lc.enabled:
+        return NullLearner(payload_num_params(lc))
+    from wflsim.models.learner import TorchLearner
+
+    try:
+        learner = TorchLearner.from_config(
+            dataset=lc.dataset,
+            data_dir=str(prep.data_dir),
+            model=lc.model,
+            partition=lc.partition,
+            dirichlet_alpha=lc.dirichlet_alpha,
+            batch_sizes=prep.devices.batch_size,
+            lr=lc.lr,
+            lr_schedule=lc.lr_schedule,
+            total_slots=prep.scenario.run.frames * prep.scenario.run.slots_per_frame,
+            streams=prep.streams,
+            device=lc.device,
+            eval_max_samples=lc.eval_max_samples,
+            unmoved_stability=lc.unmoved_stability,
+            aggregation=lc.aggregation,
+            local_steps=lc.local_steps or 1,
+            local_epochs=lc.local_epochs,
+        )
+    except FileNotFoundError as err:
+        raise ScenarioError(
+            "learning.data_dir", str(err).splitlines()[0], "see docs/scenario.md, [learning]"
+        ) from None
+    except DatasetError as err:
+        raise ScenarioError(err.field, err.problem, err.fix) from None
+    except ValueError as err:
+        if lc.device != "cpu" and "cuda" in str(err).lower():
+            raise ScenarioError(
+                "learning.device", str(err).splitlines()[0], 'use device = "cpu" or "auto"'
+            ) from None
+        raise
+    partition_system(prep, learner)  # local epochs on its partition must fit the deadline
+    return learner
+
+
+def partition_system(prep: Prepared, learner: Learner) -> SystemConstants:
+    """The system of a prepared scenario with the local steps of the learner's partition.
+
+    With ``learning.local_epochs`` a device's ``E_n = k ceil(D_n / B_n)`` depends on its local
+    data size ``D_n``: :func:`prepare_scenario` knows it for an IID partition (the catalogue's
+    sizes), not for a Dirichlet one (the labels decide); here it comes from the partition the
+    learner made (``learner.num_samples``), and the deadline is checked again on it.
+
+    Raises:
+        ScenarioError: a device's ``E_n`` local steps do not fit before the deadline.
+    """
+    sc = prep.scenario
+    if sc.learning.local_epochs is None or learner.num_samples is None:
+        return prep.system
+    dev = prep.system.devices
+    steps = resolve_local_steps(sc.learning, dev.batch_size, np.asarray(learner.num_samples))
+    if np.array_equal(steps, dev.local_steps):
+        return prep.system
+    devices = dev.with_local_steps(steps)
+    check_deadline(sc.run, devices, sc.learning)
+    check_derived(sc, devices, prep.channel, prep.system.num_params)
+    return replace(prep.system, devices=devices)
+
+
+def engine_config(scenario: Scenario) -> EngineConfig:
+    """The engine's timing and logging settings of a scenario."""
+    return EngineConfig(
+        frames=scenario.run.frames,
+        slots_per_frame=scenario.run.slots_per_frame,
+        mobility_clock=scenario.mobility.clock,
+        eval_every_slots=scenario.learning.eval_every_slots,
+        evaluate=scenario.learning.enabled,
+        late_upload_energy=scenario.trace.late_upload_energy,
+        kernel=kernel_of(scenario),
+        trace_level=scenario.trace.level,
+        uplink=uplink_of(scenario),
+    )
+
+
+def uplink_of(scenario: Scenario) -> UplinkSpec:
+    """The uplink of a scenario (its ``[uplink]`` table)."""
+    up = scenario.uplink
+    return UplinkSpec(
+        mode=up.mode, order=up.order, planned_concurrent_uploads=up.planned_concurrent_uploads
+    )
+
+
+def kernel_of(scenario: Scenario) -> KernelName:
+    """The slot kernel a scenario runs on: its ``[run] kernel``, with ``auto`` resolved (the
+    event kernel for a shared uplink, where uploads interact, and for devices that go offline,
+    whose work a drop interrupts; else the closed form)."""
+    kernel = scenario.run.kernel
+    if kernel != "auto":
+        return kernel
+    interacting = uplink_of(scenario).shared or not isinstance(scenario.availability, AlwaysConfig)
+    return "event" if interacting else "closed_form"
+
+
+def build_engine(
+    prep: Prepared,
+    learner: Learner,
+    *,
+    writer: FrameSink | None = None,
+    progress: ProgressFn | None = None,
+    hooks: Hooks | None = None,
+    server: Server | None = None,
+) -> Engine:
+    """The engine of a prepared scenario with a fresh scheme, on ``learner``, with the server
+    of its ``[server]`` table (:func:`wflsim.sim.servers.make_server`) unless ``server`` is
+    given (a server of one's own, docs/architecture.md, "A new server").
+
+    Raises:
+        ValueError: the learner's ``D`` or local steps differ from the scenario's (a custom
+            learner that does not fit the scenario).
+    """
+    system = partition_system(prep, learner)
+    if int(learner.num_params) != system.num_params:
+        raise ValueError(
+            f"the learner has {learner.num_params} parameters but the scenario's D is "
+            f"{system.num_params} (learning.model / learning.num_params)"
+        )
+    steps = getattr(learner, "local_steps", None)
+    if steps is not None and not np.array_equal(steps, system.devices.local_steps):
+        raise ValueError(
+            "the learner's local steps per device differ from the scenario's "
+            "(learning.local_steps / learning.local_epochs), which the compute costs follow"
+        )
+    sc = prep.scenario
+    # the scheme plans on the band it expects ([uplink] planned_concurrent_uploads)
+    scheme = build_scheme(sc.scheme.name, sc.scheme.params, uplink_of(sc).planned_system(system))
+    parts = (engine_config(sc), system, prep.mobility, prep.channel, scheme, learner)
+    options: dict[str, Any] = {
+        "writer": writer,
+        "progress": progress,
+        "hooks": hooks,
+        "jitter": build_jitter(sc.compute, system.num_devices, prep.streams),
+        "availability": prep.availability,
+    }
+    if not isinstance(learner, NullLearner):
+        check_stale_rule(sc, scheme.update_rule.name)
+    config = parts[0]
+    kernel = make_kernel(config.kernel, config.uplink, system)
+    if server is None:
+        server = make_server(sc.server, kernel)
+    return Engine(*parts, server=server, **options)

@@ -1,0 +1,310 @@
+"""Preparing a run: a scenario (a file, a table, a manifest's text) validated and resolved in full
+(devices, mobility, channel, availability, data folder, the scheme built once) before anything is
+written, so a bad input leaves no output behind. :class:`Prepared` is what the rest of a run
+is built from (:mod:`wflsim.app.assemble`, :mod:`wflsim.app.runner`)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from wflsim.sim.config.catalogue import MODELS
+from wflsim.sim.config.derived import check_derived, check_slot_wait
+from wflsim.sim.config.loading import (
+    apply_overrides,
+    parse_scenario_text,
+    plain_value,
+    read_scenario_file,
+    scenario_text,
+)
+from wflsim.sim.config.plausibility import cross_findings
+from wflsim.sim.config.resolve import (
+    check_data_dir,
+    check_deadline,
+    payload_num_params,
+    resolve_data_dir,
+    resolve_devices,
+    resolve_local_steps,
+)
+from wflsim.sim.config.schema import Scenario
+from wflsim.sim.errors import ScenarioError
+from wflsim.sim.rng import Streams
+from wflsim.sim.schemes import build_scheme
+from wflsim.sim.updates import UPDATE_RULES
+from wflsim.sim.world import physics
+from wflsim.sim.world.availability import Availability, build_availability
+from wflsim.sim.world.channel import Channel, build_channel
+from wflsim.sim.world.mobility import Mobility, build_mobility
+from wflsim.sim.world.system import DeviceArrays, SystemConstants
+
+from .fetch import FETCHABLE, fetch_dataset
+from .scenario import check_scheme, report_findings, report_implausible, validate_scenario
+
+
+@dataclass
+class Prepared:
+    """A validated scenario with everything resolved that needs no learner."""
+
+    scenario: Scenario
+    text: str
+    path: Path | None
+    overrides: list[str]
+    streams: Streams
+    devices: DeviceArrays
+    mobility: Mobility
+    channel: Channel
+    data_dir: Path
+    system: SystemConstants
+    #: the folder relative paths of the scenario are resolved against (its file's folder)
+    base_dir: Path | None = field(default=None)
+    #: when devices are online (``[availability]``; None: always)
+    availability: Availability | None = field(default=None)
+
+
+@dataclass(frozen=True)
+class ScenarioSource:
+    """A scenario as the text it is read from, with the folder its relative paths (a mobility
+    trace, a channel table, the data folder) are resolved against: a file's text and folder, or a
+    table written as TOML with the working directory. A sweep's points are prepared from their
+    sweep's source, so every point runs the same text even if the file changes meanwhile."""
+
+    text: str
+    base_dir: Path
+    path: Path | None = None
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> ScenarioSource:
+        """A scenario file (read now).
+
+        Raises:
+            ScenarioError: missing, unreadable or not TOML.
+        """
+        text, _ = read_scenario_file(path)
+        return cls(text, Path(path).resolve().parent, Path(path))
+
+    @classmethod
+    def from_table(cls, table: Mapping[str, Any], base_dir: Path | None = None) -> ScenarioSource:
+        """A table shaped like a scenario file (relative paths: to ``base_dir``, default the
+        working directory).
+
+        Raises:
+            ScenarioError: a value TOML cannot hold (names its field).
+        """
+        return cls(scenario_text(plain_value(table)), base_dir or Path.cwd())
+
+    @classmethod
+    def of(cls, scenario: str | Path | ScenarioSource) -> ScenarioSource:
+        """``scenario`` itself, or the source of the scenario file it names."""
+        return scenario if isinstance(scenario, ScenarioSource) else cls.from_file(scenario)
+
+    def table(self) -> dict[str, Any]:
+        """The scenario's table (as parsed from its text)."""
+        return parse_scenario_text(self.text, str(self.path) if self.path else "scenario")
+
+
+def prepare(
+    path: str | Path,
+    overrides: list[str] | None = None,
+    seed: int | None = None,
+    data_dir: str | None = None,
+    *,
+    strict: bool = False,
+    warn: bool = True,
+    download: bool = False,
+) -> Prepared:
+    """Load and validate a scenario file fully (no output is written); values implausible for
+    their unit are reported as :class:`~wflsim.sim.errors.PlausibilityWarning` (see
+    :func:`prepare_scenario` for ``strict``, ``warn`` and ``download``).
+
+    Raises:
+        ScenarioError: any problem, naming the field and the fix.
+    """
+    return prepare_source(
+        ScenarioSource.from_file(path),
+        overrides,
+        seed,
+        data_dir,
+        strict=strict,
+        warn=warn,
+        download=download,
+    )
+
+
+def prepare_source(
+    source: ScenarioSource,
+    overrides: list[str] | None = None,
+    seed: int | None = None,
+    data_dir: str | None = None,
+    *,
+    strict: bool = False,
+    warn: bool = True,
+    download: bool = False,
+) -> Prepared:
+    """Validate and resolve a scenario's source with ``--set`` overrides (no output is written);
+    implausible values as in :func:`prepare_scenario` (``strict``, ``warn``, ``download``).
+
+    Raises:
+        ScenarioError: any problem, naming the field and the fix.
+    """
+    overrides = list(overrides or [])
+    if seed is not None:
+        overrides.append(f"seed={int(seed)}")
+    scenario = validate_scenario(apply_overrides(source.table(), overrides))
+    return prepare_scenario(
+        scenario,
+        text=source.text,
+        path=source.path,
+        overrides=overrides,
+        data_dir=data_dir,
+        base_dir=source.base_dir,
+        strict=strict,
+        warn=warn,
+        download=download,
+    )
+
+
+def prepare_scenario(
+    scenario: Scenario,
+    *,
+    text: str = "",
+    path: Path | None = None,
+    overrides: list[str] | None = None,
+    data_dir: str | None = None,
+    base_dir: Path | None = None,
+    strict: bool = False,
+    warn: bool = True,
+    download: bool = False,
+) -> Prepared:
+    """Resolve an already validated :class:`Scenario` (devices, mobility, data directory; its
+    scheme is checked against the registry first, :func:`wflsim.app.scenario.check_scheme`).
+
+    Values implausible for their unit (``docs/scenario.md``, "Plausibility warnings") are
+    reported before the rest is resolved: each as a
+    :class:`~wflsim.sim.errors.PlausibilityWarning`; with ``strict`` the first is an error
+    instead. ``warn=False`` leaves them to the caller (a sweep reports each distinct finding of
+    its points once, and its points do not report them again). ``download``: a missing
+    MNIST, Fashion-MNIST or CIFAR-10 is downloaded into the data directory
+    (:func:`wflsim.app.fetch.fetch_dataset`) once everything else has been checked, instead
+    of being refused.
+
+    Raises:
+        ScenarioError: any problem, naming the field and the fix (with ``strict``, an
+            implausible value too).
+    """
+    check_scheme(scenario)
+    if strict or warn:
+        report_implausible(scenario, strict=strict)
+    streams = Streams(scenario.seed)
+    n = scenario.network.num_devices
+    devices = resolve_devices(scenario.devices, n, streams)
+    devices = devices.with_local_steps(resolve_local_steps(scenario.learning, devices.batch_size))
+    check_deadline(scenario.run, devices, scenario.learning)
+    mobility = build_mobility(
+        scenario.mobility,
+        num_devices=n,
+        cell_radius_m=scenario.network.cell_radius_m,
+        min_distance_m=scenario.network.min_distance_m,
+        streams=streams,
+        base_dir=base_dir,
+    )
+    channel = build_channel(
+        scenario.channel,
+        num_devices=n,
+        min_distance_m=scenario.network.min_distance_m,
+        cell_radius_m=scenario.network.cell_radius_m,
+        slot_s=scenario.run.deadline_s,
+        frames=scenario.run.frames,
+        slots_per_frame=scenario.run.slots_per_frame,
+        streams=streams,
+        base_dir=base_dir,
+    )
+    availability = build_availability(
+        scenario.availability,
+        num_devices=n,
+        streams=streams,
+        base_dir=base_dir,
+        deadline_s=scenario.run.deadline_s,
+    )
+    num_params = payload_num_params(scenario.learning)
+    check_derived(scenario, devices, channel, num_params)
+    if strict or warn:
+        report_findings(cross_findings(scenario, devices), strict=strict)
+    ddir = resolve_data_dir(data_dir, scenario, base_dir)
+    if scenario.learning.enabled and not download:
+        check_data_dir(scenario.learning.dataset, ddir)
+    system = resolve_system(scenario, devices)
+    # Build the scheme once: what only a scheme can check (e.g. that its cost model knows the
+    # model's architecture) fails here, before anything is written.
+    try:
+        scheme = build_scheme(scenario.scheme.name, scenario.scheme.params, system)
+    except ScenarioError as err:
+        lc = scenario.learning
+        if system.architecture is None and lc.num_params is None and lc.model not in MODELS:
+            raise ScenarioError(
+                "learning.model",
+                f"scheme {scenario.scheme.name} needs the layer table of a built-in model; "
+                f"{lc.model!r} is registered from Python ({err.problem})",
+                "use a built-in model with this scheme (docs/scenario.md, [learning])",
+            ) from None
+        raise
+    check_slot_wait(scenario, system, channel, scheme.closes_at)
+    if scenario.learning.enabled:
+        check_stale_rule(scenario, scheme.update_rule.name)
+    if scenario.learning.enabled and download:  # last: nothing is fetched for a bad scenario
+        if scenario.learning.dataset in FETCHABLE:
+            fetch_dataset(scenario.learning.dataset, ddir, "learning.data_dir")
+        check_data_dir(scenario.learning.dataset, ddir)
+    return Prepared(
+        scenario,
+        text,
+        path,
+        list(overrides or []),
+        streams,
+        devices,
+        mobility,
+        channel,
+        ddir,
+        system,
+        base_dir,
+        availability,
+    )
+
+
+def resolve_system(scenario: Scenario, devices: DeviceArrays) -> SystemConstants:
+    """The physical constants of a run: devices, radio, ``D`` (the model's, from the catalogue,
+    or ``learning.num_params``) and the architecture behind ``D`` when it is the model's."""
+    net, lc = scenario.network, scenario.learning
+    return SystemConstants(
+        devices=devices,
+        bandwidth_hz=net.bandwidth_hz,
+        noise_w=float(physics.dbm_to_w(scenario.uplink.noise_dbm(net))),
+        deadline_s=scenario.run.deadline_s,
+        num_params=payload_num_params(lc),
+        bits_per_param=lc.bits_per_param,
+        architecture=(lc.model, lc.dataset)
+        if lc.num_params is None and lc.model in MODELS
+        else None,
+    )
+
+
+def check_stale_rule(scenario: Scenario, rule: str) -> None:
+    """A scheme that trains with ``rule`` under stale updates: refused where the learner cannot
+    compute the rule's updates stale (``wflsim.sim.updates.UPDATE_RULES``, ``no_stale_updates``:
+    a rule registered from Python that says so; every built-in rule computes them).
+
+    Raises:
+        ScenarioError: on ``server.mode``, with the reason.
+    """
+    mode = scenario.server.mode
+    refusal = UPDATE_RULES[rule].no_stale_updates
+    if mode == "sync" or refusal is None:
+        return
+    raise ScenarioError(
+        "server.mode",
+        f'scheme {scenario.scheme.name!r} trains with update rule {rule!r}, which "{mode}" '
+        f"cannot run: {refusal}",
+        'use server.mode = "sync", a scheme whose update rule computes stale updates (every '
+        "built-in rule does), or learning.enabled = false (network only)",
+    )
