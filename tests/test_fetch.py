@@ -7,6 +7,7 @@ import gzip
 import hashlib
 import http.server
 import io
+import shutil
 import socket
 import struct
 import tarfile
@@ -346,6 +347,43 @@ def test_api_run_download_fetches_a_missing_dataset(tmp_path, monkeypatch, serve
     data = tmp_path / "data"
     result = wflsim.run(_mnist_scenario(tmp_path, data), download=True, progress=False)
     assert len(result.events) and (data / DATASET_FILES["mnist"][0]).is_file()
+
+
+def _run_then_lose_the_data(tmp_path, monkeypatch, server, capsys) -> tuple[Path, Path]:
+    """A completed run of the MNIST scenario (fetched with --download), whose data folder is
+    then removed: (run folder, data folder)."""
+    srv, root = server
+    _serve_mnist(monkeypatch, srv, root)
+    data = tmp_path / "data"
+    out = tmp_path / "run"
+    code = main(
+        ["run", str(_mnist_scenario(tmp_path, data)), "--download", "--out", str(out), "--quiet"]
+    )
+    assert code == 0, capsys.readouterr().err
+    shutil.rmtree(data)
+    return out, data
+
+
+def test_resume_download_fetches_the_runs_missing_dataset(tmp_path, monkeypatch, server, capsys):
+    """wflsim run --resume DIR --download fetches the run's dataset into the folder its
+    manifest names, where plain --resume refuses it (exit 2, naming the fetch command)."""
+    out, data = _run_then_lose_the_data(tmp_path, monkeypatch, server, capsys)
+    assert main(["run", "--resume", str(out), "--quiet"]) == 2
+    assert "wflsim data fetch mnist" in capsys.readouterr().err
+    assert main(["run", "--resume", str(out), "--download", "--quiet"]) == 0
+    check_data_dir("mnist", data)
+
+
+def test_api_resume_download_fetches_the_runs_missing_dataset(
+    tmp_path, monkeypatch, server, capsys
+):
+    """wflsim.resume(DIR, download=True) fetches the run's missing dataset first."""
+    import wflsim
+
+    out, data = _run_then_lose_the_data(tmp_path, monkeypatch, server, capsys)
+    result = wflsim.resume(out, download=True, progress=False)
+    assert result.status == "completed"
+    check_data_dir("mnist", data)
 
 
 def test_the_module_imports_no_torch_until_a_download():

@@ -438,9 +438,12 @@ def resume(
     progress: bool | Progress | None = None,
     hooks: Hooks | None = None,
     callbacks: Callbacks | None = None,
+    download: bool = False,
 ) -> RunResult:
     """Continue a killed, failed or interrupted run from its last checkpoint: ``wflsim run
-    --resume``. A completed run is returned as it is.
+    --resume``. A completed run is returned as it is. ``data_dir``: where the run's data is now,
+    if it moved; ``download=True`` downloads its MNIST, Fashion-MNIST or CIFAR-10 there first if
+    it is missing (``wflsim run --resume DIR --download``).
 
     Raises:
         ScenarioError: not a run folder, in use, or damaged (the message says which).
@@ -448,7 +451,10 @@ def resume(
     path = Path(folder)
     manifest = _run.resume_manifest(path)
     prep = _run.prepare_from_manifest(
-        manifest, None if data_dir is None else str(data_dir), folder=path
+        manifest,
+        None if data_dir is None else str(data_dir),
+        folder=path,
+        download=bool(download),
     )
     if callbacks is not None:
         hooks = callbacks.hooks(hooks)

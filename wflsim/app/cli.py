@@ -328,7 +328,9 @@ def _resume(args: argparse.Namespace) -> int:
                 "give the run's scenario file with them, or neither",
             )
         manifest = resume_manifest(out)
-        prep = prepare_from_manifest(manifest, args.data_dir, strict=args.strict, folder=out)
+        prep = prepare_from_manifest(
+            manifest, args.data_dir, strict=args.strict, folder=out, download=args.download
+        )
     learner = make_learner(prep)
     return _execute(
         args,

@@ -36,11 +36,14 @@ def prepare_from_manifest(
     *,
     strict: bool = False,
     folder: Path | None = None,
+    download: bool = False,
 ) -> Prepared:
     """The prepared scenario of a run folder's manifest: its scenario text, overrides and the
     folder its scenario file was in (``data_dir``: where the data is now, if it moved);
     implausible values as :func:`prepare_scenario` reports them (``strict``: the first is an
-    error). ``folder``: the run folder, to name in a refusal.
+    error). ``folder``: the run folder, to name in a refusal. ``download``: a missing
+    MNIST, Fashion-MNIST or CIFAR-10 is downloaded into the data folder first, as
+    :func:`prepare_scenario` does.
 
     Raises:
         ScenarioError: the manifest lacks the scenario (edited or damaged), or it no longer
@@ -65,6 +68,7 @@ def prepare_from_manifest(
         data_dir=data_dir,
         base_dir=Path(base) if isinstance(base, str) else None,
         strict=strict,
+        download=download,
     )
 
 
