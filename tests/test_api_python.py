@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 import wflsim
 from conftest import base_scenario
 from wflsim.api import _overrides
-from wflsim.sim.config.loading import apply_overrides
+from wflsim.app.run import ScenarioSource
+from wflsim.sim.config.loading import Override, apply_overrides, parse_override, parse_scenario_text
 from wflsim.sim.errors import ScenarioError
 
 TINY = base_scenario(
@@ -37,17 +38,16 @@ def test_dotted_nested_and_string_overrides_give_the_same_run():
 def test_a_table_valued_override_sets_the_whole_field():
     """A dict value replaces the field (a jitter model), as --set with an inline table does."""
     ovr = _overrides({"compute": {"jitter": {"model": "throttling", "sigma": 0.3}}})
-    assert ovr == ['compute.jitter={ model = "throttling", sigma = 0.3 }']
+    assert [o.text for o in ovr] == ['compute.jitter={ model = "throttling", sigma = 0.3 }']
     table = apply_overrides(TINY, ovr)
     assert table["compute"]["jitter"] == {"model": "throttling", "sigma": 0.3}
 
 
 def test_numpy_values_in_overrides_count_as_python_values():
     """np.int64 and np.float64 override values act as int and float."""
-    assert _overrides({"run.frames": np.int64(2), "scheme.V": np.float64(1.5)}) == [
-        "run.frames=2",
-        "scheme.V=1.5",
-    ]
+    ovr = _overrides({"run.frames": np.int64(2), "scheme.V": np.float64(1.5)})
+    assert [(o.value, type(o.value)) for o in ovr] == [(2, int), (1.5, float)]
+    assert [o.text for o in ovr] == ["run.frames=2", "scheme.V=1.5"]
 
 
 @pytest.mark.parametrize(
@@ -70,11 +70,63 @@ def test_bad_overrides_raise_scenario_errors(bad, field):
     )
 )
 def test_dict_overrides_round_trip_to_the_values_given(values):
-    """Every value of a dict override reaches the table exactly (floats round-trip through TOML)."""
-    table = apply_overrides(TINY, _overrides(values))
+    """Every value of a dict override reaches the table exactly, and so does the --set text the
+    run records of it (a run continued from its folder applies that text)."""
+    ovr = _overrides(values)
+    table = apply_overrides(TINY, ovr)
+    recorded = apply_overrides(TINY, [o.text for o in ovr])
     for key, v in values.items():
         section, field = key.split(".")
-        assert table[section][field] == v
+        assert table[section][field] == v and recorded[section][field] == v
+
+
+_VALUES = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**63), max_value=2**63 - 1)
+    | st.floats(allow_nan=False)
+    | st.text(max_size=12),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3)
+    ),
+    max_leaves=8,
+).filter(lambda v: v is not None)
+
+
+def _no_none_in_lists(value):
+    if isinstance(value, list):
+        return all(v is not None and _no_none_in_lists(v) for v in value)
+    if isinstance(value, dict):
+        return all(_no_none_in_lists(v) for v in value.values())
+    return True
+
+
+@settings(max_examples=200, deadline=None)
+@given(_VALUES.filter(_no_none_in_lists))
+def test_an_override_value_is_set_as_given_and_its_text_reads_back_the_same(value):
+    """Override.of sets the Python value itself; the --set text it records parses back to the
+    same value (None inside a table is left out, as a file leaves it out)."""
+    o = Override.of("x.y", value)
+    assert o.value == value and o.path == ("x", "y")
+
+    def without_nones(v):
+        if isinstance(v, dict):
+            return {k: without_nones(i) for k, i in v.items() if i is not None}
+        return [without_nones(i) for i in v] if isinstance(v, list) else v
+
+    assert parse_override(o.text) == (["x", "y"], without_nones(value))
+
+
+def test_a_table_source_keeps_the_values_given():
+    """A scenario table from Python is prepared from its values (a copy, not text read back),
+    and its recorded text reads back as the same table."""
+    table = {"seed": 3, "run": {"frames": 2, "deadline_s": 0.1}, "channel": {"shadowing": None}}
+    source = ScenarioSource.from_table(table)
+    got = source.table()
+    assert got == {"seed": 3, "run": {"frames": 2, "deadline_s": 0.1}, "channel": {}}
+    got["run"]["frames"] = 9  # a copy: the source is unchanged
+    assert source.table()["run"]["frames"] == 2
+    assert parse_scenario_text(source.text) == source.table()
 
 
 def test_sweep_from_a_dict_runs_relative_paths_from_the_working_directory(tmp_path, monkeypatch):

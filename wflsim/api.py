@@ -39,7 +39,7 @@ from wflsim.app.extensions import registered as registered
 from wflsim.app.extensions import unregister as unregister
 from wflsim.app.scenario import check_nones
 from wflsim.sim.config.limits import MAX_SWEEP_POINTS, MAX_WORKERS, out_path_problem, shorten
-from wflsim.sim.config.loading import plain_value, toml_value
+from wflsim.sim.config.loading import Override, plain_value
 from wflsim.sim.config.schema import Scenario
 from wflsim.sim.engine import Hooks, ProgressFn
 from wflsim.sim.errors import Diagnostic as Diagnostic
@@ -86,7 +86,7 @@ def prepare(
     """
     ovr = _overrides(overrides)
     if seed is not None:
-        ovr.append(f"seed={_seed(seed)}")
+        ovr.append(Override.of("seed", _seed(seed)))
     ddir = None if data_dir is None else str(data_dir)
     return _run.prepare_source(
         _source(scenario), ovr, None, ddir, strict=strict, download=bool(download)
@@ -109,17 +109,19 @@ def _source(scenario: ScenarioLike) -> _run.ScenarioSource:
     )
 
 
-def _overrides(overrides: Overrides) -> list[str]:
-    """Overrides as ``--set`` strings: a single string is one override (not its characters); a
-    mapping gives each field's value by its dotted path (``{"run.frames": 2}``), or a section's
-    fields as a nested mapping (``{"run": {"frames": 2}}``: the fields it names are set, the
-    others kept, as ``--set`` does); a value that is itself a mapping or a list sets the whole
-    field (``{"compute.jitter": {"model": "throttling", "sigma": 0.3}}``)."""
+def _overrides(overrides: Overrides) -> list[str | Override]:
+    """Overrides given from Python: ``--set`` strings (a single string is one override, not its
+    characters), or a mapping that gives each field's value by its dotted path
+    (``{"run.frames": 2}``), or a section's fields as a nested mapping (``{"run": {"frames":
+    2}}``: the fields it names are set, the others kept, as ``--set`` does); a value that is
+    itself a mapping or a list sets the whole field (``{"compute.jitter": {"model":
+    "throttling", "sigma": 0.3}}``). A mapping's values are set as they are
+    (:class:`~wflsim.sim.config.loading.Override`), not written as text and read back."""
     if isinstance(overrides, str):
         return [overrides]
     if isinstance(overrides, Mapping):
-        return [f"{key}={_toml_value(value, key)}" for key, value in _dotted(overrides)]
-    out = []
+        return [Override.of(key, value) for key, value in _dotted(overrides)]
+    out: list[str | Override] = []
     for o in overrides:
         if not isinstance(o, str):
             raise ScenarioError(
@@ -180,14 +182,10 @@ def _check_distinct(paths: list[str], origins: list[str]) -> None:
             )
 
 
-def _toml_value(value: Any, key: str) -> str:
-    """A Python value as the TOML text of a ``--set`` value (NumPy scalars and arrays as the
-    Python values they hold)."""
-    if value is None:
-        raise ScenarioError(
-            shorten(key), "is None, which a scenario cannot hold", "leave the field out"
-        )
-    return toml_value(plain_value(value, key), key)
+def _override_texts(overrides: Overrides) -> list[str]:
+    """Overrides given from Python (:func:`_overrides`) as the ``--set`` texts a sweep plans
+    its points with."""
+    return [o.text if isinstance(o, Override) else o for o in _overrides(overrides)]
 
 
 def _seed(seed: Any) -> int:
@@ -624,7 +622,7 @@ def sweep(
     folder = _folder(out)
     seed_text = _seed_text(seeds)
     ddir = None if data_dir is None else str(data_dir)
-    extra = _overrides(overrides)
+    extra = _override_texts(overrides)
     plan = plan_sweep(
         _source(scenario),
         _grid_specs(grid),
@@ -777,9 +775,9 @@ def compare(
         raise ScenarioError("seeds", "is None", "give the seeds, e.g. seeds=[0, 1, 2]")
     seed_list = parse_seeds(seed_text)
     given_out = None if out is None else _folder(out)
-    extra = _overrides(overrides)
+    extra = _override_texts(overrides)
     points = [
-        GridPoint(tuple(_overrides(given[label])), s, label=label)
+        GridPoint(tuple(_override_texts(given[label])), s, label=label)
         for label in labels
         for s in seed_list
     ]

@@ -19,7 +19,8 @@ import json
 import math
 import re
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -222,14 +223,62 @@ def _none_paths(value: Any, path: tuple[str, ...], found: list[tuple[str, ...]])
             _none_paths(item, where, found)
 
 
-def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
-    """Apply ``--set`` overrides to the raw scenario table (a plain copy, :func:`plain_value`,
-    is returned)."""
+@dataclass(frozen=True)
+class Override:
+    """One field of a scenario set to a value: a ``--set`` text parsed (:meth:`parse`), or a
+    value given from Python (:meth:`of`), which is set as it is, never written out and read
+    back. ``text`` is its ``--set`` form, which a run's manifest records (a run continued from
+    its folder applies that text, which gives the same value back)."""
+
+    #: the field's path (``("run", "frames")``)
+    path: tuple[str, ...]
+    #: the value (plain Python values, :func:`plain_value`)
+    value: Any
+    #: the ``--set`` text of the override (``run.frames=3``)
+    text: str
+
+    @classmethod
+    def parse(cls, text: str) -> Override:
+        """A ``--set`` text (:func:`parse_override`).
+
+        Raises:
+            ScenarioError: not ``section.field=value``, or a value too deep or too long.
+        """
+        path, value = parse_override(text)
+        return cls(tuple(path), value, text)
+
+    @classmethod
+    def of(cls, key: str, value: Any) -> Override:
+        """The field of dotted name ``key`` set to the Python ``value`` (NumPy scalars and
+        tuples as the plain values they hold).
+
+        Raises:
+            ScenarioError: an empty part of ``key``, a ``None`` value (a scenario cannot hold
+                one: leave the field out), or a value TOML cannot hold (names the field).
+        """
+        path = tuple(k.strip() for k in key.strip().split("."))
+        if not all(path):
+            raise ScenarioError(
+                shorten(key), "empty component in the field path", 'e.g. {"learning.lr": 0.01}'
+            )
+        where = ".".join(path)
+        if value is None:
+            raise ScenarioError(
+                shorten(key), "is None, which a scenario cannot hold", "leave the field out"
+            )
+        plain = plain_value(value, where, len(path))
+        return cls(path, plain, f"{key}={toml_value(plain, key)}")
+
+
+def apply_overrides(data: Mapping[str, Any], overrides: Sequence[str | Override]) -> dict[str, Any]:
+    """Apply ``--set`` overrides (texts, or :class:`Override` values) to the raw scenario table
+    (a plain copy, :func:`plain_value`, is returned)."""
     out = plain_value(data)
     if isinstance(overrides, str):  # one override, not its characters
         overrides = [overrides]
-    for text in overrides:
-        path, value = parse_override(text)
+    for item in overrides:
+        override = item if isinstance(item, Override) else Override.parse(item)
+        path, value = list(override.path), override.value
         node = out
         for i, k in enumerate(path[:-1]):
             nxt = node.setdefault(k, {})

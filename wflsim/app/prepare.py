@@ -5,7 +5,8 @@ is built from (:mod:`wflsim.app.assemble`, :mod:`wflsim.app.runner`)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import copy
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,7 @@ from typing import Any
 from wflsim.sim.config.catalogue import MODELS
 from wflsim.sim.config.derived import check_derived, check_slot_wait
 from wflsim.sim.config.loading import (
+    Override,
     apply_overrides,
     parse_scenario_text,
     plain_value,
@@ -67,12 +69,17 @@ class Prepared:
 class ScenarioSource:
     """A scenario as the text it is read from, with the folder its relative paths (a mobility
     trace, a channel table, the data folder) are resolved against: a file's text and folder, or a
-    table written as TOML with the working directory. A sweep's points are prepared from their
-    sweep's source, so every point runs the same text even if the file changes meanwhile."""
+    table given from Python with the working directory. A table is kept as the values it holds
+    (:meth:`table` gives them back; they are never written out and read back) and written as
+    TOML only for the record (``text``: the manifest's ``scenario_text``, from which a run
+    continued from its folder reads the same table). A sweep's points are prepared from their
+    sweep's source, so every point runs the same scenario even if the file changes meanwhile."""
 
     text: str
     base_dir: Path
     path: Path | None = None
+    #: the table given from Python (plain values, ``None`` values left out), None for a file
+    data: Mapping[str, Any] | None = field(default=None, compare=False, hash=False, repr=False)
 
     @classmethod
     def from_file(cls, path: str | Path) -> ScenarioSource:
@@ -92,7 +99,8 @@ class ScenarioSource:
         Raises:
             ScenarioError: a value TOML cannot hold (names its field).
         """
-        return cls(scenario_text(plain_value(table)), base_dir or Path.cwd())
+        data = _without_nones(plain_value(table))
+        return cls(scenario_text(data), base_dir or Path.cwd(), data=data)
 
     @classmethod
     def of(cls, scenario: str | Path | ScenarioSource) -> ScenarioSource:
@@ -100,8 +108,21 @@ class ScenarioSource:
         return scenario if isinstance(scenario, ScenarioSource) else cls.from_file(scenario)
 
     def table(self) -> dict[str, Any]:
-        """The scenario's table (as parsed from its text)."""
+        """The scenario's table: a copy of the table given from Python, or the file's text
+        parsed."""
+        if self.data is not None:
+            return copy.deepcopy(dict(self.data))
         return parse_scenario_text(self.text, str(self.path) if self.path else "scenario")
+
+
+def _without_nones(value: Any) -> Any:
+    """A plain table without its ``None`` values, at any depth (as its TOML text leaves them
+    out: a ``None`` is "the default", :func:`wflsim.app.scenario.check_nones`)."""
+    if isinstance(value, dict):
+        return {k: _without_nones(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_without_nones(v) for v in value]
+    return value
 
 
 def prepare(
@@ -134,7 +155,7 @@ def prepare(
 
 def prepare_source(
     source: ScenarioSource,
-    overrides: list[str] | None = None,
+    overrides: Sequence[str | Override] | None = None,
     seed: int | None = None,
     data_dir: str | None = None,
     *,
@@ -142,21 +163,25 @@ def prepare_source(
     warn: bool = True,
     download: bool = False,
 ) -> Prepared:
-    """Validate and resolve a scenario's source with ``--set`` overrides (no output is written);
-    implausible values as in :func:`prepare_scenario` (``strict``, ``warn``, ``download``).
+    """Validate and resolve a scenario's source with overrides (``--set`` texts, or values given
+    from Python as :class:`~wflsim.sim.config.loading.Override`, set as they are; the run
+    records each as its ``--set`` text) (no output is written); implausible values as in
+    :func:`prepare_scenario` (``strict``, ``warn``, ``download``).
 
     Raises:
         ScenarioError: any problem, naming the field and the fix.
     """
-    overrides = list(overrides or [])
+    items: list[str | Override] = (
+        [overrides] if isinstance(overrides, str) else [*(overrides or [])]
+    )
     if seed is not None:
-        overrides.append(f"seed={int(seed)}")
-    scenario = validate_scenario(apply_overrides(source.table(), overrides))
+        items.append(Override.of("seed", int(seed)))
+    scenario = validate_scenario(apply_overrides(source.table(), items))
     return prepare_scenario(
         scenario,
         text=source.text,
         path=source.path,
-        overrides=overrides,
+        overrides=[o.text if isinstance(o, Override) else o for o in items],
         data_dir=data_dir,
         base_dir=source.base_dir,
         strict=strict,
