@@ -40,6 +40,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
 from . import figures, stats, tidy
+from .figures import bands, common
 
 #: Channel and mobility settings of a run (flattened scenario fields) -> column name.
 SETTINGS: dict[str, str] = {
@@ -265,7 +266,7 @@ def outcomes_figure(
     rank = {s: i for i, s in enumerate(tidy.SCHEME_LABELS)}  # the paper's order of schemes
     series.sort(key=lambda s: (rank.get(str(s[0]), len(rank)), str(s[0]), str(s[1])))
     styles = {k: i for i, k in enumerate(sorted({str(key) for _, key, _ in series}))}
-    fig, axes = figures._figure(len(ys), title)
+    fig, axes = common._figure(len(ys), title)
     labels = []
     for ax, y in zip(axes, ys, strict=True):
         ax.set_ylabel(OUTCOME_LABELS.get(y, y))
@@ -273,9 +274,9 @@ def outcomes_figure(
         for scheme, key, rows in series:
             label = tidy.SCHEME_LABELS.get(str(scheme), str(scheme))
             label += "".join(f", {c} = {_value_text(v)}" for c, v in zip(split, key, strict=True))
-            style = figures._style(styles[str(key)], str(scheme))
+            style = common._style(styles[str(key)], str(scheme))
             if y in rows and rows[y].notna().any():
-                peaks.append(figures._point_errorbars(ax, rows, x, y, label, style))
+                peaks.append(bands._point_errorbars(ax, rows, x, y, label, style))
                 labels.append(label)
         ax.set_xlabel(setting_label(x))
         if pd.api.types.is_numeric_dtype(data[x]) and (data[x] % 1 == 0).all():
@@ -288,8 +289,8 @@ def outcomes_figure(
             figures.say_empty(ax, _NOTHING[y])
         else:
             _log_if_dwarfed(ax, peaks, always=y == "mean_slot_s")
-    figures._legend(fig, axes, order=list(dict.fromkeys(labels)))
-    return figures._no_offset(fig)
+    bands._legend(fig, axes, order=list(dict.fromkeys(labels)))
+    return common._no_offset(fig)
 
 
 def figure(
@@ -306,9 +307,9 @@ def figure(
 
 def _log_if_dwarfed(ax: Axes, peaks: Sequence[float], always: bool = False) -> None:
     """A logarithmic y axis when ``always`` or when one line's peak is 10 times another's or
-    more (:func:`wflsim.analysis.figures._symlog_if_dwarfed`), decided on the means, so that an
-    interval reaching below 0 (two or three seeds) is cut at the panel's edge rather than turning
-    the axis symmetric-log; symmetric-log where a mean is 0 or negative."""
+    more (:func:`wflsim.analysis.figures.common._symlog_if_dwarfed`), decided on the means, so
+    that an interval reaching below 0 (two or three seeds) is cut at the panel's edge rather than
+    turning the axis symmetric-log; symmetric-log where a mean is 0 or negative."""
     means = np.concatenate(
         [
             np.asarray(c.lines[0].get_ydata(), dtype=np.float64)
@@ -318,12 +319,12 @@ def _log_if_dwarfed(ax: Axes, peaks: Sequence[float], always: bool = False) -> N
     )
     means = means[np.isfinite(means)]
     p = np.array([v for v in peaks if np.isfinite(v) and v > 0])
-    dwarfed = len(p) >= 2 and p.max() >= figures._SYMLOG_RATIO * p.min()
+    dwarfed = len(p) >= 2 and p.max() >= common._SYMLOG_RATIO * p.min()
     if len(means) and means.min() > 0 and (always or dwarfed):
         ax.set_yscale("log")
         ax.set_ylabel(ax.get_ylabel() + "\n(log scale)")
     elif dwarfed:
-        figures._symlog_if_dwarfed([ax], peaks)
+        common._symlog_if_dwarfed([ax], peaks)
 
 
 def _save(fig: Figure, path: Path) -> Path:
@@ -345,7 +346,7 @@ def accuracy_vs_slot(evaluations: pd.DataFrame, by: str) -> Figure:
     values = sorted(ev[by].unique())
     labels = [f"{setting_label(by)} = {_value_text(v)}" for v in values]
     cmap = colormaps["viridis"]
-    fig, axes = figures._figure(len(schemes), f"Test accuracy by {setting_label(by)}", sharey=True)
+    fig, axes = common._figure(len(schemes), f"Test accuracy by {setting_label(by)}", sharey=True)
     for ax, scheme in zip(axes, schemes, strict=True):
         part = ev[ev["scheme"] == scheme]
         for i, (value, label) in enumerate(zip(values, labels, strict=True)):
@@ -355,19 +356,19 @@ def accuracy_vs_slot(evaluations: pd.DataFrame, by: str) -> Figure:
             colour = cmap(0.85 * i / max(1, len(values) - 1))  # no pale yellow on white
             # one panel per scheme: colour and marker tell the setting's values apart
             style = dict(
-                figures._style(i, str(scheme), len(rows)),
+                common._style(i, str(scheme), len(rows)),
                 color=colour,
-                marker=figures._MARKERS[i % len(figures._MARKERS)],
+                marker=common._MARKERS[i % len(common._MARKERS)],
             )
-            figures._band_line(ax, rows, "slots_done", "accuracy", 100.0, label, style)
+            bands._band_line(ax, rows, "slots_done", "accuracy", 100.0, label, style)
         ax.set_title(tidy.SCHEME_LABELS.get(scheme, scheme), fontsize="medium")
         ax.set_xlabel("slots done (communication rounds)")
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.grid(alpha=0.3)
     axes[0].set_ylabel("test accuracy (%)")
-    figures._fit_to_lines(axes)
-    figures._legend(fig, axes, order=labels)
-    return figures._no_offset(fig)
+    common._fit_to_lines(axes)
+    bands._legend(fig, axes, order=labels)
+    return common._no_offset(fig)
 
 
 def accuracy_figure(runs: tidy.RunsArg, by: str, path: Path) -> Path | None:

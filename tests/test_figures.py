@@ -17,6 +17,7 @@ from matplotlib.figure import Figure
 from test_tidy import write_synthetic_run
 from wflsim.analysis import figures as F
 from wflsim.analysis import stats, tidy
+from wflsim.analysis.figures.common import _markevery
 
 # (folder, scheme, V, seed, partition, budget J, energy scale)
 SWEEP = [
@@ -517,10 +518,10 @@ def test_distinct_lines_are_not_noted(data):
 def test_markers_of_a_long_line_are_shifted_per_scheme():
     """On a line of 80 points each scheme marks every 10th point from its own offset, so the
     markers of coinciding lines do not sit on one another."""
-    starts = {s: F._markevery(80, s)[0] for s in ("two_timescale", "only_pf", "only_pc", "ideal")}
+    starts = {s: _markevery(80, s)[0] for s in ("two_timescale", "only_pf", "only_pc", "ideal")}
     assert starts == {"two_timescale": 0, "only_pf": 2, "only_pc": 5, "ideal": 7}
-    assert F._markevery(80, "ideal")[1] == 10
-    assert F._markevery(12, "ideal") == 1  # short: every point
+    assert _markevery(80, "ideal")[1] == 10
+    assert _markevery(12, "ideal") == 1  # short: every point
 
 
 def test_every_registered_scheme_has_its_own_marker():
