@@ -41,6 +41,7 @@ from matplotlib.ticker import MaxNLocator
 
 from . import figures, stats, tidy
 from .figures import bands, common
+from .tidy.runs import _flatten, _resolved_scenario
 
 #: Channel and mobility settings of a run (flattened scenario fields) -> column name.
 SETTINGS: dict[str, str] = {
@@ -117,7 +118,7 @@ def setting_label(col: str) -> str:
 
 
 def _settings(run_dir: str) -> dict[str, Any]:
-    flat = tidy._flatten(tidy._resolved_scenario(Path(run_dir)))
+    flat = _flatten(_resolved_scenario(Path(run_dir)))
     out: dict[str, Any] = {}
     for key, col in SETTINGS.items():
         v = flat.get(key)

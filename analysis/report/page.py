@@ -1,0 +1,331 @@
+"""The report's page model: the figures it draws (:data:`FIGURES`, each a :class:`FigureSpec`
+with its caption), a figure as drawn (:class:`Drawn`), and :class:`Page`, everything the HTML
+page and the Markdown report show, with the parts both writers share: the claims section by
+section, the verdicts' rule, the narrow tables, the run diagnostics and the commands that made
+the runs.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+from matplotlib.figure import Figure
+
+from wflsim.sim.rundir import read_manifest
+
+from .. import claims, stats, tidy
+from .. import figures as F
+
+#: What the bands and bars of the figures are (every caption says it).
+BAND = (
+    "Lines: the mean over seeds in the axis' scale (the geometric mean on a log axis); band: "
+    "its 95 % Student-t interval over the seeds, computed in that scale and cut to the range of "
+    "the seeds' values at each point (with 2 or 3 seeds it is mostly that range). A dashed line "
+    "is an outlier seed, named (it alone makes most of the seeds' spread; it stays in the mean "
+    "and the band)."
+)
+BARS = (
+    "Points: the mean over seeds in the axis' scale; bars: its 95 % Student-t interval, "
+    "computed in that scale and cut to the range of the seeds' values."
+)
+
+
+@dataclass(frozen=True)
+class FigureSpec:
+    """One figure of the report: file stem, heading, the table it is drawn from, the function."""
+
+    slug: str
+    title: str
+    table: str  # "summary", "slots", "frames", "evaluations", "energy_per_device" or "updates"
+    make: Callable[[pd.DataFrame], Figure]
+    caption: str
+
+
+#: The report's figures, in order (the paper's first).
+FIGURES: list[FigureSpec] = [
+    FigureSpec(
+        "stable_parameters",
+        "Percentage of stable parameters",
+        "slots",
+        F.stable_parameters,
+        "Parameters of the global model that moved less than 0.5 % of their total absolute update "
+        "over the last 10 updates (paper Fig. 1). " + BAND,
+    ),
+    FigureSpec(
+        "impact_of_v",
+        "Impact of V",
+        "summary",
+        F.impact_of_v,
+        "Average convergence error, energy and queue length against the Lyapunov weight V "
+        "(paper, Impact of V); a scheme that ignores V is a thick horizontal line (and band), and "
+        "an outlier seed of it a dashed one, named. " + BARS,
+    ),
+    FigureSpec(
+        "time_evolution",
+        "Time evolution of energy and cost",
+        "slots",
+        F.time_evolution,
+        "Running time-average of the energy per device-slot and of the cost z = V X + Q E "
+        "(paper Figs. 3-4), one column per V. " + BAND,
+    ),
+    FigureSpec(
+        "accuracy_vs_energy",
+        "Test accuracy vs total energy",
+        "evaluations",
+        F.accuracy_vs_energy,
+        "Test accuracy against the energy spent by all devices so far (x: its mean over seeds). "
+        + BAND,
+    ),
+    FigureSpec(
+        "accuracy_vs_latency",
+        "Test accuracy vs total latency",
+        "evaluations",
+        F.accuracy_vs_latency,
+        "Test accuracy against the total latency (sum of the slot durations; x: its mean over "
+        "seeds). " + BAND,
+    ),
+    FigureSpec(
+        "accuracy_late",
+        "Test accuracy in the second half of training",
+        "evaluations",
+        F.accuracy_late,
+        "Test accuracy from half of the runs' slots on, against the total energy (left) and the "
+        "total latency (right); the accuracy axis spans only these values, so that the late "
+        "differences the state-of-the-art claims (paper Figs. 9-10) are read at can be seen. "
+        + BAND,
+    ),
+    FigureSpec(
+        "staleness",
+        "Staleness of the updates",
+        "updates",
+        F.staleness,
+        "Runs with stale updates ([server] mode semi_sync or async): the share of applied updates "
+        "of each staleness (server steps between the model version an update was computed on and "
+        "the step that applied it), and what became of the uploads. " + BAND,
+    ),
+    FigureSpec(
+        "impact_of_energy_budget",
+        "Impact of the energy budget",
+        "summary",
+        F.impact_of_energy_budget,
+        "Average energy and queue length against the energy budget E_bar (paper, Impact of E_n). "
+        + BARS,
+    ),
+    FigureSpec(
+        "energy_budget_per_device",
+        "Energy and queue against each device's budget",
+        "energy_per_device",
+        F.energy_budget_per_device,
+        "Each device's average energy and queue length against its own budget E_bar_n, one point "
+        "per device and run, one row per scheme and V (the impact of the energy budget within a "
+        "configuration); each column has one y axis for all rows.",
+    ),
+    FigureSpec(
+        "gamma_evolution",
+        "Freezing fraction over frames",
+        "frames",
+        F.gamma_evolution,
+        "Mean fraction of parameters frozen per frame. " + BAND,
+    ),
+    FigureSpec(
+        "queue_evolution",
+        "Energy-deficit queue over time",
+        "slots",
+        F.queue_evolution,
+        "Mean virtual queue Q over devices after each slot. " + BAND,
+    ),
+    FigureSpec(
+        "participation_and_latency",
+        "Latency, participation and outages",
+        "slots",
+        F.participation_and_latency,
+        "Per frame: mean slot latency, participating devices and outages among them. " + BAND,
+    ),
+]
+
+
+_HTML_MAX_ROWS = 200
+
+
+@dataclass
+class Drawn:
+    """A figure as the report keeps it: the PNG the page embeds, the files written (relative to
+    the report folder, one per format) and what the figure says about coinciding lines."""
+
+    png: bytes
+    files: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+#: The columns of ``diagnostics.csv``: the run (its folder's label), then the finding.
+DIAGNOSTIC_COLUMNS = ["run", "code", "field", "problem", "fix"]
+
+
+def diagnostics_table(dirs: Sequence[Path]) -> pd.DataFrame:
+    """The diagnostics of every run (``docs/diagnostics.md``), one row per finding
+    (:data:`DIAGNOSTIC_COLUMNS`); a run without a manifest (a trace of an older wflsim) is
+    left out."""
+    from ..diagnostics import diagnose_folder
+
+    labels = tidy.run_labels(dirs)
+    rows = []
+    for label, folder in zip(labels, dirs, strict=True):
+        if not (folder / "manifest.json").is_file():
+            continue
+        rows += [{"run": label, **d.as_dict()} for d in diagnose_folder(folder)]
+    return pd.DataFrame(rows, columns=DIAGNOSTIC_COLUMNS)
+
+
+def _diagnostics_sentence(page: Page) -> str:
+    d = page.diagnostics
+    if len(d) == 0:
+        return (
+            f"No run has a diagnostic (every upload lost, no learning progress, ...: "
+            f"docs/diagnostics.md lists what is checked) among {len(page.runs)} run(s)."
+        )
+    return (
+        f"{d['run'].nunique()} of {len(page.runs)} run(s) have diagnostics, computed from "
+        "their traces (docs/diagnostics.md), each with the field to change. All rows: "
+    )
+
+
+def run_commands(runs: pd.DataFrame) -> list[str]:
+    """The distinct commands that made the runs (from their manifests), in a form anyone can
+    rerun: the program's path shortened to ``wflsim`` (or ``python``)."""
+    seen: list[str] = []
+    for d in runs["run_dir"]:
+        argv = (read_manifest(Path(d)) or {}).get("command")
+        if not isinstance(argv, list) or not argv:
+            continue
+        path = Path(str(argv[0]))
+        prog = path.name
+        if prog == "__main__.py" and path.parent.name == "wflsim":
+            prog = "wflsim"  # python -m wflsim
+        prog = "wflsim" if prog == "wflsim" else ("python" if prog.startswith("python") else prog)
+        cmd = shlex.join([prog, *map(str, argv[1:])])
+        if cmd not in seen:
+            seen.append(cmd)
+    return seen
+
+
+#: The columns of the summary shown in the page (all are in ``summary.csv``).
+SHOWN_METRICS: list[str] = [
+    "energy_per_device_slot_j",
+    "mean_queue_j",
+    "mean_conv_error",
+    "mean_cost",
+    "participation",
+    "final_accuracy",
+]
+
+
+def _constant_ids(df: pd.DataFrame) -> list[str]:
+    return [
+        c
+        for c in tidy.ID_COLUMNS
+        if c in df.columns and c != "run" and df[c].astype(str).nunique() <= 1
+    ]
+
+
+def _narrow_tables(
+    tables: dict[str, pd.DataFrame], by_config: pd.DataFrame
+) -> list[tuple[str, str, pd.DataFrame | None]]:
+    """The tables as the page shows them: ``(name, sentence, narrow table or None)``: columns
+    that are equal in every row are said once, the summary keeps its headline metrics, the
+    per-device table is a link only; the full tables are the CSV files."""
+    out: list[tuple[str, str, pd.DataFrame | None]] = []
+    for name, df in tables.items():
+        if name == "claims":
+            continue
+        const = _constant_ids(df)
+        said = ", ".join(f"{c} = {df[c].iloc[0]}" for c in const if len(df) and str(df[c].iloc[0]))
+        sentence = f"In every row: {said}. " if said else ""
+        metrics = [c for c in SHOWN_METRICS if c in df.columns and df[c].notna().any()]
+        if name == "runs":
+            keep = [c for c in df.columns if c not in const]
+            shown: pd.DataFrame | None = df[keep]
+        elif name == "summary":
+            shown = df[[c for c in tidy.ID_COLUMNS if c in df.columns and c not in const] + metrics]
+        elif name == "by_config":
+            ids = [c for c in stats.CONFIG_COLUMNS if c in df.columns and c not in const]
+            shown = stats.format_over_seeds(by_config)[ids + ["n"] + metrics]
+            sentence += "Each value: mean [95 % interval] over the seeds of the configuration. "
+        else:
+            shown = None
+            sentence += f"{len(df)} rows (one per device and run). "
+        out.append((name, sentence, shown))
+    return out
+
+
+@dataclass
+class Page:
+    """What the HTML page and the Markdown report show."""
+
+    title: str
+    stamp: str
+    source: Path
+    runs: pd.DataFrame
+    commands: list[str]
+    verdicts: list[tuple[claims.Claim, claims.Verdict]]
+    made: dict[str, Drawn]
+    dpi: int
+    skipped: dict[str, str]
+    tables: list[tuple[str, str, pd.DataFrame | None]]
+    notes: list[str]
+    diagnostics: pd.DataFrame = field(
+        default_factory=lambda: pd.DataFrame(columns=DIAGNOSTIC_COLUMNS)
+    )
+
+    def sections(self) -> list[tuple[str, str, list[tuple[claims.Claim, claims.Verdict]]]]:
+        """``(section, figure slug, its claims)`` in the paper's order."""
+        out: list[tuple[str, str, list[tuple[claims.Claim, claims.Verdict]]]] = []
+        for c, v in self.verdicts:
+            if out and out[-1][0] == c.section:
+                out[-1][2].append((c, v))
+            else:
+                out.append((c.section, c.figure, [(c, v)]))
+        return out
+
+    def other_figures(self) -> list[FigureSpec]:
+        used = {c.figure for c, _ in self.verdicts}
+        return [f for f in FIGURES if f.slug not in used and f.slug in self.made]
+
+    def counts(self) -> str:
+        n = {s: sum(v.status == s for _, v in self.verdicts) for s in _VERDICT_ORDER}
+        return ", ".join(f"{k}: {n[k]}" for k in _VERDICT_ORDER)
+
+
+_VERDICT_ORDER = list(claims.VERDICTS)
+
+
+#: The verdicts' rule in a few sentences (the page and report.md; the rule in full:
+#: docs/decisions.md, "Verdicts and outlier seeds").
+VERDICT_RULE = (
+    "Each verdict reads the 95 % Student-t interval of the difference paired by seed: holds "
+    "when it lies on the claimed side of zero, does not hold when it lies on the other side (or "
+    "a trend has a step that goes significantly the other way), inconclusive when it straddles "
+    "zero (the evidence says how many seeds point each way and how many seeds the observed "
+    "spread would need to exclude zero). A claim of several comparisons does not hold when one "
+    "does not, is inconclusive when one is and none fails. With one seed the direction alone "
+    "decides, with a warning. An outlier seed (left out, the other seeds' standard deviation "
+    "falls below a third of all seeds') is named next to the verdict and in the figures, and "
+    "kept in the mean and the interval."
+)
+_SPECS = {f.slug: f for f in FIGURES}
+_TABLE_TITLES = {
+    "runs": "Runs",
+    "summary": "Summary (one row per run)",
+    "by_config": "Mean over seeds with a 95 % interval (one row per configuration)",
+    "energy_per_device": "Energy per device",
+}
+
+
+def _outliers_text(v: claims.Verdict) -> str:
+    """The outlier seeds next to a verdict (" (outlier: seed 1)"; "" for none)."""
+    if not v.outliers:
+        return ""
+    return f" ({'outliers' if len(v.outliers) > 1 else 'outlier'}: {', '.join(v.outliers)})"
