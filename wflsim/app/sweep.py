@@ -262,11 +262,14 @@ def run_sweep(
 
     One sweep writes a sweep folder at a time: it holds the folder's lock
     (:class:`wflsim.app.folders.RunLock`, ``wflsim.lock``) while it runs; a lock left by a dead
-    process is taken over.
+    process is taken over. A plan made with ``download`` (:func:`plan_sweep`) first downloads
+    the datasets its points need (:func:`_fetch_datasets`), in this process, once the folder
+    has been checked and before anything is written to it.
 
     Raises:
         ScenarioError: a point's folder cannot be used (:func:`check_points`; nothing written),
-            or another sweep (or run) writes the folder.
+            or another sweep (or run) writes the folder; a dataset missing or, with
+            ``download``, a download that fails (nothing written to the sweep folder).
         SweepInterrupted: Ctrl-C / SIGTERM (``sweep.json`` records every point's state).
     """
     if executor not in ("local", "ray"):
@@ -287,10 +290,13 @@ def run_sweep(
         raise ScenarioError(
             "--executor", "ray is not installed", 'pip install -e ".[ray]", or use --executor local'
         )
+    modes: dict[str, str] = {}
     if out.is_dir():
         if (out / "sweep.json").is_symlink():
             raise rundir.link_error(out / "sweep.json")
-        check_points(plan, out, overwrite)
+        modes = check_points(plan, out, overwrite)
+    if plan.download:
+        _fetch_datasets(plan, modes)
     created = not out.exists()
     out.mkdir(parents=True, exist_ok=True)
     lock = folders.RunLock(out, kind="sweep")
@@ -319,6 +325,38 @@ def run_sweep(
         )
     finally:
         lock.release()
+
+
+def _fetch_datasets(plan: SweepPlan, modes: dict[str, str]) -> None:
+    """Download the datasets the points to run need (``modes``: :func:`check_points`; a
+    completed point needs none), each distinct dataset and data folder once, one after the
+    other, then check them as a run does (:func:`wflsim.app.fetch.fetch_dataset`: a dataset
+    already there is not downloaded again). A missing dataset that cannot be downloaded (not
+    MNIST, Fashion-MNIST or CIFAR-10) is refused before anything is downloaded.
+
+    Raises:
+        ScenarioError: a download that fails, or a dataset still missing (naming a point).
+    """
+    from wflsim.sim.config.resolve import check_data_dir
+
+    from .fetch import FETCHABLE, fetch_dataset
+
+    needed: dict[tuple[str, Path], str] = {}  # (dataset, data folder) -> the first point's name
+    for p in plan.points:
+        if p.name in plan.datasets and modes.get(p.name) != "skip":
+            needed.setdefault(plan.datasets[p.name], p.name)
+    for (dataset, ddir), name in needed.items():  # first those that cannot be downloaded
+        if dataset not in FETCHABLE:
+            try:
+                check_data_dir(dataset, ddir)
+            except ScenarioError as err:
+                raise ScenarioError(
+                    err.field, f"{err.problem} [grid point {name}]", err.fix
+                ) from None
+    for dataset, ddir in needed:
+        if dataset in FETCHABLE:
+            fetch_dataset(dataset, ddir, "learning.data_dir")
+            check_data_dir(dataset, ddir)
 
 
 def _run_sweep_locked(

@@ -80,6 +80,11 @@ class SweepPlan:
     #: whether points with identical runs share one
     #: (:func:`~wflsim.app.sweep_folder.shared_points`)
     dedup: bool = True
+    #: whether the points' missing datasets are downloaded before they run (their data folders
+    #: are then checked only after that, :func:`wflsim.app.sweep.run_sweep`)
+    download: bool = False
+    #: point name -> the dataset and data folder its run reads (the points that learn)
+    datasets: dict[str, tuple[str, Path]] = field(default_factory=dict)
 
     def applied(self, point: GridPoint) -> tuple[str, ...]:
         """The grid overrides ``point``'s run applies."""
@@ -217,6 +222,7 @@ def plan_sweep(
     extra_overrides: list[str] | None = None,
     strict: bool = False,
     dedup: bool = True,
+    download: bool = False,
 ) -> SweepPlan:
     """Build and validate every grid point (nothing is written).
 
@@ -225,7 +231,9 @@ def plan_sweep(
     implausible for their unit are checked at every point and each distinct finding is reported
     once, as a :class:`~wflsim.sim.errors.PlausibilityWarning` (with ``strict``, the first is an
     error naming the point). ``dedup``: points whose runs would be identical share one run
-    (:func:`~wflsim.app.sweep_folder.shared_points`).
+    (:func:`~wflsim.app.sweep_folder.shared_points`). ``download``: a dataset missing from a
+    point's data folder is not refused here; :func:`wflsim.app.sweep.run_sweep` downloads each
+    distinct one once, before any point runs.
 
     Raises:
         ScenarioError: a malformed grid, or a grid point whose scenario is invalid (the message
@@ -260,6 +268,7 @@ def plan_sweep(
         extra_overrides=extra_overrides,
         strict=strict,
         dedup=dedup,
+        download=download,
     )
 
 
@@ -274,12 +283,14 @@ def plan_points(
     strict: bool = False,
     dedup: bool = True,
     as_written: bool = False,
+    download: bool = False,
 ) -> SweepPlan:
     """Validate every point of a sweep (nothing is written); each distinct implausible value is
     reported once (:func:`plan_sweep`). ``dedup``: points whose runs would be identical share
     one run (:func:`~wflsim.app.sweep_folder.shared_points`). ``as_written``: every point's
     overrides apply as given (a comparison's variants), none is left out for a scheme that does
-    not declare it (:func:`applied_overrides`, a grid's rule).
+    not declare it (:func:`applied_overrides`, a grid's rule). ``download``: as in
+    :func:`plan_sweep`.
 
     Raises:
         ScenarioError: a point whose scenario is invalid (the message names the point), or with
@@ -297,11 +308,18 @@ def plan_points(
         else applied_overrides(points, source.table(), extra_overrides or [])
     )
     fingerprints, identities = {}, {}
+    datasets: dict[str, tuple[str, Path]] = {}
     for point in points:
         overrides = [*(extra_overrides or []), *applied[point.name]]
         try:
             prep = prepare_source(
-                source, overrides, point.seed, data_dir, strict=strict, warn=False
+                source,
+                overrides,
+                point.seed,
+                data_dir,
+                strict=strict,
+                warn=False,
+                check_data=not download,
             )
         except ScenarioError as err:
             raise ScenarioError(
@@ -314,7 +332,20 @@ def plan_points(
         )
         fingerprints[point.name] = fingerprint(prep)
         identities[point.name] = run_identity(prep, fingerprints[point.name])
-    return SweepPlan(source, grid, seeds, points, fingerprints, applied, identities, dedup)
+        if prep.scenario.learning.enabled:
+            datasets[point.name] = (prep.scenario.learning.dataset, prep.data_dir)
+    return SweepPlan(
+        source,
+        grid,
+        seeds,
+        points,
+        fingerprints,
+        applied,
+        identities,
+        dedup,
+        download=download,
+        datasets=datasets,
+    )
 
 
 # ------------------------------------------------------------------ points sharing one run
