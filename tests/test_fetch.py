@@ -7,6 +7,7 @@ import gzip
 import hashlib
 import http.server
 import io
+import json
 import shutil
 import socket
 import struct
@@ -336,6 +337,37 @@ def test_download_of_a_bad_scenario_fetches_nothing(tmp_path, server, capsys):
     code = main(["validate", str(scenario), "--download", "--set", "network.bandwidth_hz=-5"])
     assert code == 2 and "network.bandwidth_hz" in capsys.readouterr().err
     assert srv.requests == [] and not data.exists()
+
+
+def test_sweep_download_fetches_a_missing_dataset_once(tmp_path, monkeypatch, server, capsys):
+    """wflsim sweep --download over two points that read MNIST fetches it once, then runs both."""
+    srv, root = server
+    _serve_mnist(monkeypatch, srv, root)
+    data = tmp_path / "data"
+    out = tmp_path / "sweep"
+    scenario = _mnist_scenario(tmp_path, data)
+    code = main(
+        ["sweep", str(scenario), "--seeds", "0-1", "--download", "--out", str(out), "--quiet"]
+    )
+    err = capsys.readouterr().err
+    assert code == 0, err
+    assert err.count("wflsim: downloading mnist") == 1
+    assert set(srv.requests) == {f"/{name}" for name in _mnist_files()}
+    points = json.loads((out / "sweep.json").read_text())["points"]
+    assert len(points) == 2 and all(p["status"] == "completed" for p in points.values())
+
+
+def test_sweep_download_offline_fails_and_writes_no_sweep_folder(tmp_path, capsys):
+    """Offline, wflsim sweep --download exits 2 with one line and writes no sweep folder."""
+    data = tmp_path / "data"
+    out = tmp_path / "sweep"
+    scenario = _mnist_scenario(tmp_path, data)
+    code = main(
+        ["sweep", str(scenario), "--seeds", "0-1", "--download", "--out", str(out), "--quiet"]
+    )
+    line = _error(capsys.readouterr().err)
+    assert code == 2 and "mnist" in line and "copy the files into" in line
+    assert not out.exists() and not data.exists()
 
 
 def test_api_run_download_fetches_a_missing_dataset(tmp_path, monkeypatch, server):

@@ -15,7 +15,8 @@ import wflsim
 from conftest import REPO, base_scenario
 from wflsim.app.cli import main
 from wflsim.app.run import prepare_scenario
-from wflsim.app.sweep import _toml_text, plan_sweep
+from wflsim.app.sweep import plan_sweep
+from wflsim.app.sweep_plan import _toml_text
 from wflsim.sim.config.loading import (
     apply_overrides,
     load_scenario,

@@ -588,6 +588,7 @@ def sweep(
     progress: bool | None = None,
     strict: bool = False,
     dedup: bool = True,
+    download: bool = False,
 ) -> SweepResult:
     """Run a sweep over a grid and seeds: ``wflsim sweep``. Repeating it resumes it.
 
@@ -610,10 +611,14 @@ def sweep(
             once for the whole sweep).
         dedup: points whose runs would be identical share the first one's run (``same_as`` in
             their record; the readers show the run under each point); False: a folder each.
+        download: download the datasets of the points into their data folders first if they
+            are missing (MNIST, Fashion-MNIST, CIFAR-10; each once, in this process, once every
+            point has been checked and before any runs), as ``wflsim sweep --download``.
 
     Raises:
         ScenarioError: a bad grid or point (nothing written), or a point folder that another
-            scenario made (without ``overwrite``).
+            scenario made (without ``overwrite``); with ``download``, a download that fails
+            (nothing written to the sweep folder).
         wflsim.app.sweep.SweepInterrupted: Ctrl-C (``sweep.json`` records every point's state).
     """
     from wflsim.app.sweep import plan_sweep
@@ -631,6 +636,7 @@ def sweep(
         extra_overrides=extra,
         strict=strict,
         dedup=dedup,
+        download=bool(download),
     )
     _run_plan(plan, folder, workers, executor, ddir, extra, overwrite, hooks, progress)
     return load_sweep(folder)

@@ -198,6 +198,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     sw.add_argument("--strict", action="store_true", help=_STRICT_HELP)
     sw.add_argument(
+        "--download",
+        action="store_true",
+        help="download the datasets of the sweep's points into their data folders first if "
+        "they are missing, each once, before any point runs (as wflsim data fetch does)",
+    )
+    sw.add_argument(
         "--no-dedup",
         action="store_true",
         help="give every point its own run folder, also points whose runs would be identical "
@@ -510,6 +516,7 @@ def _sweep(args: argparse.Namespace) -> int:
         extra_overrides=args.overrides,
         strict=args.strict,
         dedup=not args.no_dedup,
+        download=args.download,
     )
     out = Path(args.out) if args.out else Path("runs") / f"sweep-{Path(args.scenario).stem}"
     check_out_path(out, "--out", sweep=True)

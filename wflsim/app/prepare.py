@@ -162,11 +162,12 @@ def prepare_source(
     strict: bool = False,
     warn: bool = True,
     download: bool = False,
+    check_data: bool = True,
 ) -> Prepared:
     """Validate and resolve a scenario's source with overrides (``--set`` texts, or values given
     from Python as :class:`~wflsim.sim.config.loading.Override`, set as they are; the run
     records each as its ``--set`` text) (no output is written); implausible values as in
-    :func:`prepare_scenario` (``strict``, ``warn``, ``download``).
+    :func:`prepare_scenario` (``strict``, ``warn``, ``download``, ``check_data``).
 
     Raises:
         ScenarioError: any problem, naming the field and the fix.
@@ -187,6 +188,7 @@ def prepare_source(
         strict=strict,
         warn=warn,
         download=download,
+        check_data=check_data,
     )
 
 
@@ -201,6 +203,7 @@ def prepare_scenario(
     strict: bool = False,
     warn: bool = True,
     download: bool = False,
+    check_data: bool = True,
 ) -> Prepared:
     """Resolve an already validated :class:`Scenario` (devices, mobility, data directory; its
     scheme is checked against the registry first, :func:`wflsim.app.scenario.check_scheme`).
@@ -212,7 +215,9 @@ def prepare_scenario(
     its points once, and its points do not report them again). ``download``: a missing
     MNIST, Fashion-MNIST or CIFAR-10 is downloaded into the data directory
     (:func:`wflsim.app.fetch.fetch_dataset`) once everything else has been checked, instead
-    of being refused.
+    of being refused. ``check_data=False``: the dataset is neither checked nor downloaded (a
+    sweep planned with ``download`` fetches its points' datasets once, then checks them:
+    :func:`wflsim.app.sweep.run_sweep`).
 
     Raises:
         ScenarioError: any problem, naming the field and the fix (with ``strict``, an
@@ -257,7 +262,7 @@ def prepare_scenario(
     if strict or warn:
         report_findings(cross_findings(scenario, devices), strict=strict)
     ddir = resolve_data_dir(data_dir, scenario, base_dir)
-    if scenario.learning.enabled and not download:
+    if scenario.learning.enabled and check_data and not download:
         check_data_dir(scenario.learning.dataset, ddir)
     system = resolve_system(scenario, devices)
     # Build the scheme once: what only a scheme can check (e.g. that its cost model knows the
@@ -277,7 +282,8 @@ def prepare_scenario(
     check_slot_wait(scenario, system, channel, scheme.closes_at)
     if scenario.learning.enabled:
         check_stale_rule(scenario, scheme.update_rule.name)
-    if scenario.learning.enabled and download:  # last: nothing is fetched for a bad scenario
+    # last: nothing is fetched for a bad scenario
+    if scenario.learning.enabled and check_data and download:
         if scenario.learning.dataset in FETCHABLE:
             fetch_dataset(scenario.learning.dataset, ddir, "learning.data_dir")
         check_data_dir(scenario.learning.dataset, ddir)
