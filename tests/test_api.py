@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import tomllib
 from pathlib import Path
@@ -131,11 +132,16 @@ def test_sweep_from_python_equals_the_cli_sweep(tmp_path):
     assert set(sw.load().slots["scheme"]) == {"two_timescale", "only_pc"}
 
 
-def test_a_grid_value_with_a_comma_is_refused(tmp_path):
-    """A grid value holding a comma cannot be a --grid value: ScenarioError, nothing written."""
-    with pytest.raises(ScenarioError):
-        wflsim.sweep(write_small(tmp_path), {"name": ["a,b"]}, out=tmp_path / "s")
-    assert not (tmp_path / "s").exists()
+def test_grid_values_from_python_are_set_as_given(tmp_path):
+    """A grid value given from Python is the value itself, never --grid text read back: text
+    holding a comma is one value, and the text "true" stays text (not the bool)."""
+    sw = wflsim.sweep(
+        write_small(tmp_path), {"name": ["a,b", "true"]}, [0], out=tmp_path / "s", progress=False
+    )
+    names = sorted(run.scenario["name"] for run in (sw.run(p) for p in sw.points))
+    assert names == ["a,b", "true"]
+    grid = json.loads((tmp_path / "s" / "sweep.json").read_text())["grid"]
+    assert grid == [{"field": "name", "values": ["a,b", "true"]}]
 
 
 _KEY = st.from_regex(r"[a-z_][a-z0-9_]{0,8}", fullmatch=True)

@@ -182,12 +182,6 @@ def _check_distinct(paths: list[str], origins: list[str]) -> None:
             )
 
 
-def _override_texts(overrides: Overrides) -> list[str]:
-    """Overrides given from Python (:func:`_overrides`) as the ``--set`` texts a sweep plans
-    its points with."""
-    return [o.text if isinstance(o, Override) else o for o in _overrides(overrides)]
-
-
 def _seed(seed: Any) -> int:
     """A seed given from Python: an int or a NumPy integer (not a bool, a float or text)."""
     value = plain_value(seed)
@@ -539,16 +533,17 @@ class SweepResult:
         return load(self.folder, tables)
 
 
-def _grid_specs(grid: Mapping[str, Sequence[Any]] | Sequence[str] | None) -> list[str]:
+def _grid_specs(
+    grid: Mapping[str, Sequence[Any]] | Sequence[str] | None,
+) -> list[str] | dict[str, list[Any]]:
+    """A grid given from Python: ``--grid`` strings as they are, or a mapping of each field to
+    its values (set as they are, :func:`wflsim.app.sweep_plan.grid_of_values`)."""
     if grid is None:
         return []
     if isinstance(grid, str):  # one --grid string, not its characters
         return [grid]
     if isinstance(grid, Mapping):
-        return [
-            f"{key}={','.join(_grid_value(key, v) for v in _grid_values(key, values))}"
-            for key, values in grid.items()
-        ]
+        return {key: _grid_values(key, values) for key, values in grid.items()}
     return [str(g) for g in grid]
 
 
@@ -558,19 +553,6 @@ def _grid_values(key: str, values: Any) -> list[Any]:
     if isinstance(values, str) or not isinstance(values, Sequence | np.ndarray):
         return [values]
     return _capped(values, f"grid {key}", "values", f'e.g. grid={{"{key}": [1, 2]}}')
-
-
-def _grid_value(key: str, value: Any) -> str:
-    """A grid value as ``--grid`` writes it (strings bare, as on the command line)."""
-    value = plain_value(value, f"grid {key}")
-    if isinstance(value, bool):
-        return str(value).lower()
-    text = str(value)
-    if "," in text:
-        raise ScenarioError(
-            f"grid {key}", f"value {text!r} holds a comma", "use values without commas"
-        )
-    return text
 
 
 def sweep(
@@ -627,7 +609,7 @@ def sweep(
     folder = _folder(out)
     seed_text = _seed_text(seeds)
     ddir = None if data_dir is None else str(data_dir)
-    extra = _override_texts(overrides)
+    extra = _overrides(overrides)
     plan = plan_sweep(
         _source(scenario),
         _grid_specs(grid),
@@ -655,7 +637,7 @@ def _run_plan(
     workers: int,
     executor: str,
     data_dir: str | None,
-    extra: list[str],
+    extra: list[str | Override],
     overwrite: bool,
     hooks: Hooks | None,
     progress: bool | None,
@@ -781,9 +763,9 @@ def compare(
         raise ScenarioError("seeds", "is None", "give the seeds, e.g. seeds=[0, 1, 2]")
     seed_list = parse_seeds(seed_text)
     given_out = None if out is None else _folder(out)
-    extra = _override_texts(overrides)
+    extra = _overrides(overrides)
     points = [
-        GridPoint(tuple(_override_texts(given[label])), s, label=label)
+        GridPoint(tuple(_overrides(given[label])), s, label=label)
         for label in labels
         for s in seed_list
     ]

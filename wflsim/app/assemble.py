@@ -84,7 +84,7 @@ def partition_system(prep: Prepared, learner: Learner) -> SystemConstants:
     """The system of a prepared scenario with the local steps of the learner's partition.
 
     With ``learning.local_epochs`` a device's ``E_n = k ceil(D_n / B_n)`` depends on its local
-    data size ``D_n``: :func:`prepare_scenario` knows it for an IID partition (the catalogue's
+    data size ``D_n``: :func:`~wflsim.app.prepare.prepare_scenario` knows it for an IID partition (the catalogue's
     sizes), not for a Dirichlet one (the labels decide); here it comes from the partition the
     learner made (``learner.num_samples``), and the deadline is checked again on it.
 

@@ -97,7 +97,7 @@ def execute(
 
     ``out`` must not exist or be empty, or (``overwrite``) carry the marker of a wflsim run:
     its previous run's files are removed only once this run has the lock and its engine is
-    built. Raises :class:`ScenarioError` (nothing written) for a folder in use or not a run's.
+    built. Raises :class:`~wflsim.sim.errors.ScenarioError` (nothing written) for a folder in use or not a run's.
     """
     out = Path(out)
     check_out_dir(out, overwrite)

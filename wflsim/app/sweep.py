@@ -50,7 +50,7 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor, as_completed
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -77,14 +77,17 @@ from .sweep_folder import (
 )
 from .sweep_plan import (
     GridPoint,
+    PointOverride,
     SweepPlan,
     applied_overrides,
     expand,
+    override_text,
     parse_grid,
     parse_seeds,
     plan_points,
     plan_sweep,
     run_identity,
+    shown_value,
 )
 
 __all__ = [
@@ -167,7 +170,7 @@ def _worker_init(parent_pid: int, extensions: bytes | None = None) -> None:
 
 def run_point(
     scenario: str | ScenarioSource,
-    overrides: list[str],
+    overrides: list[PointOverride],
     seed: int,
     out: str,
     data_dir: str | None,
@@ -230,7 +233,7 @@ def run_point(
 
 ProgressFn = Callable[[str, dict[str, Any]], None]
 #: :func:`run_point`'s positional arguments: scenario, overrides, seed, out, data_dir, threads, mode
-PointArgs = tuple[ScenarioSource, list[str], int, str, str | None, int | None, str]
+PointArgs = tuple[ScenarioSource, list[PointOverride], int, str, str | None, int | None, str]
 
 
 def _now() -> str:
@@ -252,7 +255,7 @@ def run_sweep(
     workers: int = 1,
     executor: str = "local",
     data_dir: str | None = None,
-    extra_overrides: list[str] | None = None,
+    extra_overrides: Sequence[PointOverride] | None = None,
     ray_address: str | None = None,
     progress: ProgressFn | None = None,
     overwrite: bool = False,
@@ -366,7 +369,7 @@ def _run_sweep_locked(
     workers: int,
     executor: str,
     data_dir: str | None,
-    extra: list[str],
+    extra: list[PointOverride],
     ray_address: str | None,
     progress: ProgressFn | None,
     overwrite: bool,
@@ -386,9 +389,9 @@ def _run_sweep_locked(
     manifest: dict[str, Any] = {
         "scenario_file": None if plan.scenario.path is None else str(plan.scenario.path),
         "scenario_text": plan.scenario.text,
-        "grid": [{"field": k, "values": v} for k, v in plan.grid],
+        "grid": [{"field": k, "values": [shown_value(o) for o in v]} for k, v in plan.grid],
         "seeds": plan.seeds,
-        "overrides": extra,
+        "overrides": [override_text(o) for o in extra],
         "executor": executor,
         "workers": workers,
         "dedup": plan.dedup,

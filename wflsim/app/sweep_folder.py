@@ -17,7 +17,7 @@ from wflsim.sim import rundir
 from wflsim.sim.errors import ScenarioError
 
 from . import folders
-from .sweep_plan import GridPoint, SweepPlan
+from .sweep_plan import GridPoint, PointOverride, SweepPlan, override_text
 
 
 def shared_points(plan: SweepPlan, out: Path | None = None) -> dict[str, str]:
@@ -150,13 +150,13 @@ def _point_entries(
     todo: list[GridPoint] = []
     for p in plan.points:
         entry: dict[str, Any] = {
-            "overrides": list(p.overrides),
+            "overrides": [override_text(o) for o in p.overrides],
             "seed": p.seed,
             "dir": same_as.get(p.name, p.name),
             "fingerprint": plan.fingerprints.get(p.name),
         }
         entry["values"] = _grid_values(p.overrides)
-        unused = [o for o in p.overrides if o not in plan.applied(p)]
+        unused = [override_text(o) for o in p.overrides if o not in plan.applied(p)]
         if unused:
             entry["unused_overrides"] = unused
         mode = modes.get(p.name, "new")
@@ -177,15 +177,15 @@ def _point_entries(
     return entries, todo
 
 
-def _grid_values(overrides: tuple[str, ...]) -> dict[str, Any]:
+def _grid_values(overrides: tuple[PointOverride, ...]) -> dict[str, Any]:
     """A point's grid values as read (``{"scheme.tol": 1e-06}``), for readers of
     ``sweep.json`` (:mod:`wflsim.analysis.tidy` shows them as the point's configuration)."""
-    from wflsim.sim.config.loading import parse_override
+    from wflsim.sim.config.loading import Override, parse_override
 
     values: dict[str, Any] = {}
     for o in overrides:
         try:
-            path, value = parse_override(o)
+            path, value = (list(o.path), o.value) if isinstance(o, Override) else parse_override(o)
         except ScenarioError:
             continue
         plain = isinstance(value, str | int | float | bool)  # not a TOML date or time

@@ -15,12 +15,13 @@ import hashlib
 import itertools
 import json
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from wflsim.sim.config.limits import MAX_POINT_NAME_BYTES, MAX_SEED, MAX_SWEEP_POINTS, shorten
+from wflsim.sim.config.loading import Override, parse_override, toml_value
 from wflsim.sim.errors import ScenarioError
 
 if TYPE_CHECKING:
@@ -33,13 +34,70 @@ _SECTION_NAMES = {"scheme": "scheme.name"}
 #: Longest point folder name (file systems allow 255 bytes).
 _MAX_NAME = MAX_POINT_NAME_BYTES
 
+#: An override of a sweep point: ``--set`` text, or a value given from Python (set as it is).
+PointOverride = str | Override
+#: A grid value: ``--grid`` text (read as a TOML value), or a value given from Python.
+GridValue = str | Override
+
+
+def override_text(override: PointOverride) -> str:
+    """The ``--set`` text of an override (``sweep.json`` and the run's manifest record it)."""
+    return override.text if isinstance(override, Override) else override
+
+
+def shown(override: PointOverride) -> str:
+    """An override as a point's folder name and ``sweep.json``'s grid show it: ``--set`` text as
+    given; a value from Python as ``field=value`` with text bare (``scheme.name=ideal``) and
+    other values as TOML writes them (``scheme.V=10``, ``run.deadline_s=0.1``)."""
+    if isinstance(override, str):
+        return override
+    return f"{'.'.join(override.path)}={shown_value(override)}"
+
+
+def shown_value(value: GridValue) -> str:
+    """A grid value as ``sweep.json``'s grid and a point's folder name show it (:func:`shown`)."""
+    if isinstance(value, str):
+        return value
+    v = value.value
+    return v if isinstance(v, str) else toml_value(v, ".".join(value.path))
+
+
+def grid_of_values(grid: Mapping[str, Sequence[Any]]) -> list[tuple[str, list[GridValue]]]:
+    """A grid given from Python (``{"scheme.V": [10, 100]}``; ``"scheme"`` means
+    ``scheme.name``): each value set as it is (:class:`~wflsim.sim.config.loading.Override`),
+    not written as ``--grid`` text and read back (a text value like ``"true"`` stays text, a
+    list value is one value).
+
+    Raises:
+        ScenarioError: a key that is not a field's dotted name, no values, a key given twice,
+            or a value a scenario cannot hold.
+    """
+    out: list[tuple[str, list[GridValue]]] = []
+    for key, values in grid.items():
+        if not isinstance(key, str) or not key.strip():
+            raise ScenarioError(
+                "grid", f"has the key {shorten(repr(key))}", 'use keys like "scheme.V"'
+            )
+        field_name = _SECTION_NAMES.get(key.strip(), key.strip())
+        if not values:
+            raise ScenarioError(
+                f"grid {shorten(key)}", "has no values", 'e.g. {"scheme.V": [10, 100]}'
+            )
+        if any(k == field_name for k, _ in out):
+            raise ScenarioError(
+                "grid", f"field {field_name!r} appears twice", "give each field once"
+            )
+        out.append((field_name, [Override.of(field_name, v) for v in values]))
+    return out
+
 
 @dataclass(frozen=True)
 class GridPoint:
-    """One run of a sweep: its ``--set`` overrides and seed (and, for a comparison's variant,
-    the label that names its folder instead of the overrides)."""
+    """One run of a sweep: its overrides (``--set`` text, or values given from Python) and seed
+    (and, for a comparison's variant, the label that names its folder instead of the
+    overrides)."""
 
-    overrides: tuple[str, ...]
+    overrides: tuple[PointOverride, ...]
     seed: int
     label: str = ""
 
@@ -49,7 +107,7 @@ class GridPoint:
         characters become ``_``; a name longer than 160 bytes in UTF-8, which letters outside
         ASCII reach sooner than 160 characters, is cut at a character boundary and ends with a
         hash of the whole)."""
-        parts = [self.label] if self.label else [*self.overrides]
+        parts = [self.label] if self.label else [shown(o) for o in self.overrides]
         parts.append(f"seed={self.seed}")
         raw = "__".join(parts)
         safe = "".join(c if c.isalnum() or c in "-_.=," else "_" for c in raw)
@@ -59,22 +117,19 @@ class GridPoint:
             safe = f"{head}~{digest}"
         return safe
 
-    def all_overrides(self) -> list[str]:
-        return [*self.overrides, f"seed={self.seed}"]
-
 
 @dataclass
 class SweepPlan:
     """A validated sweep: the grid points in a fixed order."""
 
     scenario: ScenarioSource
-    grid: list[tuple[str, list[str]]]
+    grid: list[tuple[str, list[GridValue]]]
     seeds: list[int]
     points: list[GridPoint] = field(default_factory=list)
     #: point name -> the fingerprint its run records (:func:`wflsim.app.run.fingerprint`)
     fingerprints: dict[str, dict[str, Any]] = field(default_factory=dict)
     #: point name -> the grid overrides its run applies (:func:`applied_overrides`; absent: all)
-    run_overrides: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    run_overrides: dict[str, tuple[PointOverride, ...]] = field(default_factory=dict)
     #: point name -> a hash of what its run reads (:func:`run_identity`): equal, identical runs
     identities: dict[str, str] = field(default_factory=dict)
     #: whether points with identical runs share one
@@ -86,7 +141,7 @@ class SweepPlan:
     #: point name -> the dataset and data folder its run reads (the points that learn)
     datasets: dict[str, tuple[str, Path]] = field(default_factory=dict)
 
-    def applied(self, point: GridPoint) -> tuple[str, ...]:
+    def applied(self, point: GridPoint) -> tuple[PointOverride, ...]:
         """The grid overrides ``point``'s run applies."""
         return self.run_overrides.get(point.name, point.overrides)
 
@@ -178,7 +233,7 @@ def _seed_int(text: str) -> int:
     return int(text)
 
 
-def expand(grid: list[tuple[str, list[str]]], seeds: list[int]) -> list[GridPoint]:
+def expand(grid: Sequence[tuple[str, Sequence[GridValue]]], seeds: list[int]) -> list[GridPoint]:
     """The Cartesian product of the grid values and the seeds (seed varies fastest).
 
     Raises:
@@ -197,13 +252,15 @@ def expand(grid: list[tuple[str, list[str]]], seeds: list[int]) -> list[GridPoin
     keys = [k for k, _ in grid]
     points: list[GridPoint] = []
     for combo in itertools.product(*(v for _, v in grid)):
-        overrides = tuple(f"{k}={v}" for k, v in zip(keys, combo, strict=True))
+        overrides = tuple(
+            v if isinstance(v, Override) else f"{k}={v}" for k, v in zip(keys, combo, strict=True)
+        )
         points.extend(GridPoint(overrides, s) for s in seeds)
     seen: dict[str, GridPoint] = {}
     for p in points:
         other = seen.setdefault(p.name, p)
         if other is not p:
-            a, b = ", ".join(other.overrides), ", ".join(p.overrides)
+            a, b = (", ".join(shown(o) for o in q.overrides) for q in (other, p))
             raise ScenarioError(
                 "--grid",
                 f"the grid points [{a}] and [{b}] would share the run folder {p.name!r}",
@@ -215,18 +272,19 @@ def expand(grid: list[tuple[str, list[str]]], seeds: list[int]) -> list[GridPoin
 
 def plan_sweep(
     scenario: str | Path | ScenarioSource,
-    grid_specs: list[str],
+    grid_specs: Sequence[str] | Mapping[str, Sequence[Any]],
     seeds: str | None,
     *,
     data_dir: str | None = None,
-    extra_overrides: list[str] | None = None,
+    extra_overrides: Sequence[PointOverride] | None = None,
     strict: bool = False,
     dedup: bool = True,
     download: bool = False,
 ) -> SweepPlan:
     """Build and validate every grid point (nothing is written).
 
-    The scenario file's optional ``[sweep]`` table (``grid = { "scheme.V" = [10, 100] }``,
+    ``grid_specs``: ``--grid`` texts, or a grid of values given from Python
+    (:func:`grid_of_values`). The scenario file's optional ``[sweep]`` table (``grid = { "scheme.V" = [10, 100] }``,
     ``seeds = [0, 1]``) is used where the command line gives no grid or seeds. Values
     implausible for their unit are checked at every point and each distinct finding is reported
     once, as a :class:`~wflsim.sim.errors.PlausibilityWarning` (with ``strict``, the first is an
@@ -246,13 +304,19 @@ def plan_sweep(
     file_seed, file_sweep = sweep_defaults(table)
     if isinstance(grid_specs, str):  # one spec, not its characters
         grid_specs = [grid_specs]
-    if grid_specs:
-        grid = parse_grid(grid_specs)
+    grid: list[tuple[str, list[GridValue]]]
+    if isinstance(grid_specs, Mapping) and grid_specs:
+        grid = grid_of_values(grid_specs)
+    elif grid_specs:
+        grid = [(k, list(v)) for k, v in parse_grid(grid_specs)]
     else:
-        grid = parse_grid(
-            f"{k}={','.join(_toml_text(v, f'sweep.grid.{k}') for v in vals)}"
-            for k, vals in file_sweep.grid.items()
-        )
+        grid = [
+            (k, list(v))
+            for k, v in parse_grid(
+                f"{k}={','.join(_toml_text(v, f'sweep.grid.{k}') for v in vals)}"
+                for k, vals in file_sweep.grid.items()
+            )
+        ]
     if seeds is not None:
         seed_list = parse_seeds(seeds)
     elif file_sweep.seeds:
@@ -274,12 +338,12 @@ def plan_sweep(
 
 def plan_points(
     source: ScenarioSource,
-    grid: list[tuple[str, list[str]]],
+    grid: Sequence[tuple[str, Sequence[GridValue]]],
     seeds: list[int],
     points: list[GridPoint],
     *,
     data_dir: str | None = None,
-    extra_overrides: list[str] | None = None,
+    extra_overrides: Sequence[PointOverride] | None = None,
     strict: bool = False,
     dedup: bool = True,
     as_written: bool = False,
@@ -305,7 +369,7 @@ def plan_points(
     applied = (
         {p.name: p.overrides for p in points}
         if as_written
-        else applied_overrides(points, source.table(), extra_overrides or [])
+        else applied_overrides(points, source.table(), [*(extra_overrides or [])])
     )
     fingerprints, identities = {}, {}
     datasets: dict[str, tuple[str, Path]] = {}
@@ -336,7 +400,7 @@ def plan_points(
             datasets[point.name] = (prep.scenario.learning.dataset, prep.data_dir)
     return SweepPlan(
         source,
-        grid,
+        [(k, list(v)) for k, v in grid],
         seeds,
         points,
         fingerprints,
@@ -352,8 +416,8 @@ def plan_points(
 
 
 def applied_overrides(
-    points: list[GridPoint], table: dict[str, Any], extra: list[str]
-) -> dict[str, tuple[str, ...]]:
+    points: list[GridPoint], table: dict[str, Any], extra: list[PointOverride]
+) -> dict[str, tuple[PointOverride, ...]]:
     """Each point's grid overrides as its run applies them: a value of a scheme parameter
     (``scheme.tol=1e-6``) that the point's scheme does not declare in its parameter model, but
     the scheme of another point does, is left out (that scheme would refuse it; its runs at the
@@ -366,26 +430,24 @@ def applied_overrides(
     declared = {p.name: _scheme_fields(table, [*extra, *p.overrides]) for p in points}
     known = set().union(*(f for f in declared.values() if f is not None))
 
-    def used(override: str, fields: frozenset[str] | None) -> bool:
+    def used(override: PointOverride, fields: frozenset[str] | None) -> bool:
         param = _scheme_parameter(override)
         return fields is None or param is None or param in fields or param not in known
 
     return {p.name: tuple(o for o in p.overrides if used(o, declared[p.name])) for p in points}
 
 
-def _scheme_parameter(override: str) -> str | None:
+def _scheme_parameter(override: PointOverride) -> str | None:
     """The scheme parameter an override sets (``scheme.csi_margin.target_outage=0.1`` ->
     ``csi_margin``); None for other fields, ``scheme.name`` and what does not parse."""
-    from wflsim.sim.config.loading import parse_override
-
     try:
-        path, _ = parse_override(override)
+        path = override.path if isinstance(override, Override) else parse_override(override)[0]
     except ScenarioError:
         return None
     return path[1] if len(path) > 1 and path[0] == "scheme" and path[1] != "name" else None
 
 
-def _scheme_fields(table: dict[str, Any], overrides: list[str]) -> frozenset[str] | None:
+def _scheme_fields(table: dict[str, Any], overrides: list[PointOverride]) -> frozenset[str] | None:
     """The parameters (and their aliases) of the scheme that ``overrides`` on ``table`` name;
     None when it names no registered scheme (validation says why)."""
     from wflsim.sim.config.loading import apply_overrides
