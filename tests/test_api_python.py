@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 import wflsim
 from conftest import base_scenario
-from wflsim.api import _overrides
+from wflsim.app.inputs import overrides_of as _overrides
 from wflsim.app.run import ScenarioSource
 from wflsim.sim.config.loading import Override, apply_overrides, parse_override, parse_scenario_text
 from wflsim.sim.errors import ScenarioError

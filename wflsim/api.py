@@ -11,16 +11,13 @@ command line prints) before anything is written.
 
 from __future__ import annotations
 
-import itertools
 import json
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-
-import numpy as np
 
 from wflsim.app import progress as _progress
 from wflsim.app import run as _run
@@ -37,10 +34,19 @@ from wflsim.app.extensions import register_scheme as register_scheme
 from wflsim.app.extensions import register_update_rule as register_update_rule
 from wflsim.app.extensions import registered as registered
 from wflsim.app.extensions import unregister as unregister
-from wflsim.app.scenario import check_nones
-from wflsim.sim.config.limits import MAX_SWEEP_POINTS, MAX_WORKERS, out_path_problem, shorten
-from wflsim.sim.config.loading import Override, plain_value
-from wflsim.sim.config.schema import Scenario
+from wflsim.app.inputs import (
+    Overrides,
+    ScenarioLike,
+    check_out,
+    check_workers,
+    folder_of,
+    grid_of,
+    overrides_of,
+    scenario_source,
+    seed_of,
+    seeds_text,
+)
+from wflsim.sim.config.loading import Override
 from wflsim.sim.engine import Hooks, ProgressFn
 from wflsim.sim.errors import Diagnostic as Diagnostic
 from wflsim.sim.errors import DiagnosticsError as DiagnosticsError
@@ -52,11 +58,6 @@ if TYPE_CHECKING:  # analysis (pandas) is imported when a result's tables are fi
     from wflsim.analysis.tidy import Tidy
     from wflsim.app.sweep import SweepPlan
 
-#: A scenario: a TOML file, a table shaped like one, or a validated ``Scenario``.
-ScenarioLike = str | os.PathLike[str] | Mapping[str, Any] | Scenario
-#: Overrides: ``--set`` strings, one string, or a mapping of dotted field names (or sections)
-#: to values.
-Overrides = str | Sequence[str] | Mapping[str, Any]
 #: Called after every slot with the global slot index and the run's totals so far.
 Progress = ProgressFn
 
@@ -84,173 +85,13 @@ def prepare(
         ScenarioError: any problem, naming the field and the fix (with ``strict``, also an
             implausible value).
     """
-    ovr = _overrides(overrides)
+    ovr = overrides_of(overrides)
     if seed is not None:
-        ovr.append(Override.of("seed", _seed(seed)))
+        ovr.append(Override.of("seed", seed_of(seed)))
     ddir = None if data_dir is None else str(data_dir)
     return _run.prepare_source(
-        _source(scenario), ovr, None, ddir, strict=strict, download=bool(download)
+        scenario_source(scenario), ovr, None, ddir, strict=strict, download=bool(download)
     )
-
-
-def _source(scenario: ScenarioLike) -> _run.ScenarioSource:
-    """A scenario given from Python as the text and folder it is prepared from."""
-    if isinstance(scenario, (str, os.PathLike)):
-        return _run.ScenarioSource.from_file(Path(scenario))
-    if isinstance(scenario, Scenario):
-        return _run.ScenarioSource.from_table(scenario.model_dump(mode="json", exclude_none=True))
-    if isinstance(scenario, Mapping):
-        check_nones(scenario)
-        return _run.ScenarioSource.from_table(scenario)
-    raise ScenarioError(
-        "scenario",
-        f"is a {type(scenario).__name__}",
-        "give a TOML file path, a dict shaped like the file, or a Scenario",
-    )
-
-
-def _overrides(overrides: Overrides) -> list[str | Override]:
-    """Overrides given from Python: ``--set`` strings (a single string is one override, not its
-    characters), or a mapping that gives each field's value by its dotted path
-    (``{"run.frames": 2}``), or a section's fields as a nested mapping (``{"run": {"frames":
-    2}}``: the fields it names are set, the others kept, as ``--set`` does); a value that is
-    itself a mapping or a list sets the whole field (``{"compute.jitter": {"model":
-    "throttling", "sigma": 0.3}}``). A mapping's values are set as they are
-    (:class:`~wflsim.sim.config.loading.Override`), not written as text and read back."""
-    if isinstance(overrides, str):
-        return [overrides]
-    if isinstance(overrides, Mapping):
-        return [Override.of(key, value) for key, value in _dotted(overrides)]
-    out: list[str | Override] = []
-    for o in overrides:
-        if not isinstance(o, str):
-            raise ScenarioError(
-                "overrides",
-                f"holds a {type(o).__name__} ({shorten(repr(o))}), not a --set string",
-                'give strings like "run.frames=3", or a dict like {"run.frames": 3}',
-            )
-        out.append(str(o))
-    return out
-
-
-def _dotted(overrides: Mapping[Any, Any], section: str = "") -> list[tuple[str, Any]]:
-    """A mapping of overrides as ``(dotted path, value)`` pairs: a top-level key without a dot
-    whose value is a mapping is a section (its keys are its fields; their values are set whole).
-
-    Raises:
-        ScenarioError: a key that is not text, or two keys that set the same field (or a
-            field and a part of it: ``{"run": {"frames": 2}, "run.frames": 3}``), naming both.
-    """
-    pairs = []
-    origins = []  # the top-level key each pair comes from
-    for key, value in overrides.items():
-        if not isinstance(key, str) or not key.strip():
-            raise ScenarioError(
-                "overrides",
-                f"has the key {shorten(repr(key))}, not a field's dotted name",
-                'use keys like "run.frames"',
-            )
-        if section:
-            pairs.append((f"{section}.{key}", value))
-        elif "." not in key and isinstance(value, Mapping):
-            inner = _dotted(value, key)
-            pairs += inner
-            origins += [key] * len(inner)
-        else:
-            pairs.append((key, value))
-            origins.append(key)
-    if not section:
-        _check_distinct([path for path, _ in pairs], origins)
-    return pairs
-
-
-def _check_distinct(paths: list[str], origins: list[str]) -> None:
-    """Refuse two overrides of one field, or of a field and a part of it (the later would
-    silently win), naming the keys (``origins``, one per path) that give them."""
-    parts = [tuple(k.strip() for k in path.split(".")) for path in paths]
-    # sorted, a path is followed by the paths it is a prefix of: neighbours suffice
-    order = sorted(range(len(parts)), key=lambda i: parts[i])
-    for a, b in itertools.pairwise(order):
-        common = parts[a]
-        if parts[b][: len(common)] == common:
-            i, j = sorted((a, b))
-            raise ScenarioError(
-                "overrides",
-                f"the keys {shorten(origins[i])!r} and {shorten(origins[j])!r} both set "
-                f"{shorten('.'.join(common))}; the later would silently win",
-                "give each field once",
-            )
-
-
-def _seed(seed: Any) -> int:
-    """A seed given from Python: an int or a NumPy integer (not a bool, a float or text)."""
-    value = plain_value(seed)
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ScenarioError(
-            "seed", f"must be a whole number >= 0 (got {shorten(repr(seed))})", "e.g. seed=3"
-        )
-    return value
-
-
-def _check_out(out: Path, field: str, room: int = 64) -> None:
-    problem = out_path_problem(out, room=room)
-    if problem is not None:
-        raise ScenarioError(field, f"{shorten(str(out))!r} {problem}", f"choose another {field}")
-
-
-def _folder(out: Any, field: str = "out") -> Path:
-    """A folder argument given from Python: a path (text or ``os.PathLike``)."""
-    if isinstance(out, str | os.PathLike):
-        return Path(out)
-    raise ScenarioError(
-        field,
-        f"is {shorten(repr(out))}, not a folder path",
-        f'give the folder to write, e.g. {field}="runs/my-study"',
-    )
-
-
-def _seed_text(seeds: Any, field: str = "seeds") -> str | None:
-    """Seeds given from Python (``"0-2"``, ``[0, 1, 2]``, ``range(3)``, any iterable of whole
-    numbers) as ``--seeds`` text; at most :data:`MAX_SWEEP_POINTS` of them, counted with
-    ``len()`` where the object has one, and never read past the cap.
-
-    Raises:
-        ScenarioError: not seeds, or more than the cap.
-    """
-    if seeds is None or isinstance(seeds, str):
-        return seeds
-    items = _capped(seeds, field, "seeds", 'e.g. seeds=[0, 1, 2] or seeds="0-2"')
-    return ",".join(str(_seed(s)) for s in items)
-
-
-def _capped(values: Any, field: str, what: str, example: str) -> list[Any]:
-    """The items of ``values`` (an iterable that is not text), at most
-    :data:`MAX_SWEEP_POINTS`: ``len()`` is checked first where there is one, and an iterator
-    is read only up to one item past the cap.
-
-    Raises:
-        ScenarioError: not iterable, or more items than the cap.
-    """
-    too_many = ScenarioError(
-        field,
-        f"names more than {MAX_SWEEP_POINTS:,} {what}; a sweep may have at most "
-        f"{MAX_SWEEP_POINTS:,} runs",
-        "give fewer, or split the sweep into several",
-    )
-    try:
-        count = len(values)
-    except OverflowError:  # a range longer than sys.maxsize
-        raise too_many from None
-    except TypeError:
-        count = None
-    if count is not None and count > MAX_SWEEP_POINTS:
-        raise too_many
-    if not isinstance(values, Iterable):
-        raise ScenarioError(field, f"is {shorten(repr(values))}, not a list of {what}", example)
-    items = list(itertools.islice(values, MAX_SWEEP_POINTS + 1))
-    if len(items) > MAX_SWEEP_POINTS:
-        raise too_many
-    return items
 
 
 @dataclass
@@ -390,9 +231,9 @@ def run(
         strict=strict,
         download=download,
     )
-    folder = None if out is None else _folder(out)
+    folder = None if out is None else folder_of(out)
     if folder is not None:
-        _check_out(folder, "out")
+        check_out(folder, "out")
     learner = _run.make_learner(prep)
     sc = prep.scenario
     bar, close = _progress.callback(
@@ -533,28 +374,6 @@ class SweepResult:
         return load(self.folder, tables)
 
 
-def _grid_specs(
-    grid: Mapping[str, Sequence[Any]] | Sequence[str] | None,
-) -> list[str] | dict[str, list[Any]]:
-    """A grid given from Python: ``--grid`` strings as they are, or a mapping of each field to
-    its values (set as they are, :func:`wflsim.app.sweep_plan.grid_of_values`)."""
-    if grid is None:
-        return []
-    if isinstance(grid, str):  # one --grid string, not its characters
-        return [grid]
-    if isinstance(grid, Mapping):
-        return {key: _grid_values(key, values) for key, values in grid.items()}
-    return [str(g) for g in grid]
-
-
-def _grid_values(key: str, values: Any) -> list[Any]:
-    """A grid entry's values (a single number or text is one value), at most
-    :data:`MAX_SWEEP_POINTS` (counted before they are listed)."""
-    if isinstance(values, str) or not isinstance(values, Sequence | np.ndarray):
-        return [values]
-    return _capped(values, f"grid {key}", "values", f'e.g. grid={{"{key}": [1, 2]}}')
-
-
 def sweep(
     scenario: ScenarioLike,
     grid: Mapping[str, Sequence[Any]] | Sequence[str] | None = None,
@@ -605,14 +424,14 @@ def sweep(
     """
     from wflsim.app.sweep import plan_sweep
 
-    _check_workers(workers)
-    folder = _folder(out)
-    seed_text = _seed_text(seeds)
+    check_workers(workers)
+    folder = folder_of(out)
+    seed_text = seeds_text(seeds)
     ddir = None if data_dir is None else str(data_dir)
-    extra = _overrides(overrides)
+    extra = overrides_of(overrides)
     plan = plan_sweep(
-        _source(scenario),
-        _grid_specs(grid),
+        scenario_source(scenario),
+        grid_of(grid),
         seed_text,
         data_dir=ddir,
         extra_overrides=extra,
@@ -622,13 +441,6 @@ def sweep(
     )
     _run_plan(plan, folder, workers, executor, ddir, extra, overwrite, hooks, progress)
     return load_sweep(folder)
-
-
-def _check_workers(workers: Any) -> None:
-    if isinstance(workers, bool) or not isinstance(plain_value(workers), int):
-        raise ScenarioError("workers", f"must be a whole number (got {shorten(repr(workers))})")
-    if not 1 <= workers <= MAX_WORKERS:
-        raise ScenarioError("workers", f"must be in [1, {MAX_WORKERS}]", "e.g. workers=2")
 
 
 def _run_plan(
@@ -645,7 +457,7 @@ def _run_plan(
     """Run a planned sweep into ``folder`` with a bar of its points where wanted."""
     from wflsim.app.sweep import run_sweep
 
-    _check_out(folder, "out", room=64 + 161)
+    check_out(folder, "out", room=64 + 161)
     bar = _progress.PointBar(len(plan.points)) if _progress.wanted(progress) else None
     try:
         run_sweep(
@@ -745,7 +557,7 @@ def compare(
     from wflsim.analysis.stats import t_interval
     from wflsim.app.sweep import GridPoint, parse_seeds, plan_points
 
-    _check_workers(workers)
+    check_workers(workers)
     if not isinstance(variants, Mapping) or not variants:
         raise ScenarioError(
             "variants", "must be a non-empty dict: label -> overrides", 'e.g. {"a": {}}'
@@ -758,14 +570,14 @@ def compare(
         raise ScenarioError("reference", f"{reference!r} is not a variant", f"one of {labels}")
     if not 0 < float(level) < 1:
         raise ScenarioError("level", f"must be in (0, 1) (got {level})", "e.g. level=0.95")
-    seed_text = _seed_text(seeds)
+    seed_text = seeds_text(seeds)
     if seed_text is None:
         raise ScenarioError("seeds", "is None", "give the seeds, e.g. seeds=[0, 1, 2]")
     seed_list = parse_seeds(seed_text)
-    given_out = None if out is None else _folder(out)
-    extra = _overrides(overrides)
+    given_out = None if out is None else folder_of(out)
+    extra = overrides_of(overrides)
     points = [
-        GridPoint(tuple(_overrides(given[label])), s, label=label)
+        GridPoint(tuple(overrides_of(given[label])), s, label=label)
         for label in labels
         for s in seed_list
     ]
@@ -778,7 +590,7 @@ def compare(
         )
     ddir = None if data_dir is None else str(data_dir)
     plan = plan_points(
-        _source(scenario),
+        scenario_source(scenario),
         [("variant", labels)],
         seed_list,
         points,
