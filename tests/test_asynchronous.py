@@ -228,7 +228,7 @@ def test_semi_sync_lockstep_with_unequal_compute_times_is_the_synchronous_run():
 )
 def test_arrivals_within_the_tolerance_of_a_slot_end_land_on_it(time_s, deadline_s):
     """on_boundary_s: within 1e-9 tau_0 of j tau_0 (either side, after the start) -> j tau_0; else unchanged."""
-    from wflsim.sim.servers.stale import on_boundary_s
+    from wflsim.sim.servers.cycles import on_boundary_s
     from wflsim.sim.slot import DEADLINE_REL_TOL
 
     got = on_boundary_s(time_s, deadline_s, 0.0)

@@ -15,7 +15,8 @@ from typing import Any
 from ..registry import SERVERS  # its built-in entries are BUILT_IN_SERVERS below
 from .base import Server, SlotEnd, SlotInProgress
 from .config import SERVER_MODES, ServerConfig, ServerMode, StalenessConfig, staleness_weight
-from .stale import AsyncStats, Cycle, StaleServer
+from .cycles import AsyncStats, Cycle
+from .stale import StaleServer
 from .synchronous import SyncServer
 
 #: The built-in servers (the built-in entries of :data:`SERVERS`, one per mode they run).

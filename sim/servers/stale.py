@@ -81,7 +81,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field, fields
 from typing import Any
 
 import numpy as np
@@ -92,7 +91,6 @@ from ..clock import LAST_RANK, Order
 from ..errors import RunDiverged
 from ..learner import VersionedLearner
 from ..slot import DEADLINE_REL_TOL, SlotOutcome, SlotUploads
-from ..stats import RunStats
 from ..trace import event_code
 from ..world import physics
 from ..world.availability import Changes
@@ -107,154 +105,18 @@ from .base import (
     decision_columns,
 )
 from .config import ServerConfig
+from .cycles import (
+    AsyncStats,
+    Cycle,
+    Tally,
+    cycle_records,
+    cycles_from_records,
+    on_boundary_s,
+    one_change,
+)
 
 _ONLINE, _OFFLINE = event_code("online"), event_code("offline")
 _U_START, _U_END = event_code("upload_start"), event_code("upload_end")
-
-
-@dataclass
-class Cycle:
-    """One device's download-compute-upload cycle, decided when it starts (times absolute, s)."""
-
-    device: int
-    key: int  #: the update's id (the learner's handle)
-    version: int  #: the model version downloaded
-    sample_key: int  #: the learner's minibatch key (the slot in semi_sync, the cycle in async)
-    slot: int  #: the slot in which the cycle started
-    start_s: float
-    compute_end_s: float  #: the compute's end (or the drop, if that comes first)
-    #: the arrival (or the drop); on a shared uplink ``inf`` until the uplink reports the end
-    end_s: float
-    dropped: bool  #: the device goes offline before its upload arrives
-    tx_power_w: float
-    compute_s: float  #: time computed (until the drop, if dropped while computing)
-    upload_s: float  #: time transmitted
-    energy_compute_j: float
-    energy_upload_j: float
-    uploading: bool = False  #: the compute has ended (its rows are logged)
-    #: never to be applied (too stale already, or dropped): the learner holds nothing for it
-    discarded: bool = False
-    #: what its upload brings to a shared uplink, planned in the slot it started in (block
-    #: fading: that slot's gain holds for the whole upload)
-    channel_gain: float = float("nan")
-    payload_bits: float = float("nan")  #: bits
-    upload_full_s: float = float("nan")  #: alone on the whole band W, s
-    #: when the device goes offline (absolute, s; ``inf``: not while the slot's plan holds)
-    offline_s: float = float("inf")
-    #: its upload ended in the shared uplink a rounding step before a slot's end (``end_s``),
-    #: where it arrives (never across a checkpoint: the slot's end comes first)
-    landing: bool = False
-
-    @property
-    def energy_j(self) -> float:
-        """Compute plus upload energy, J."""
-        return self.energy_compute_j + self.energy_upload_j
-
-
-_CYCLE_FIELDS = tuple(f.name for f in fields(Cycle))
-
-
-@dataclass
-class _Tally:
-    """What the cycles that ended in the slot did, per device, ``(N,)`` each."""
-
-    n: int
-    ended: np.ndarray = field(init=False)
-    success: np.ndarray = field(init=False)
-    dropped: np.ndarray = field(init=False)
-    tx_power_w: np.ndarray = field(init=False)
-    compute_s: np.ndarray = field(init=False)
-    upload_s: np.ndarray = field(init=False)
-    energy_compute_j: np.ndarray = field(init=False)
-    energy_upload_j: np.ndarray = field(init=False)
-    wasted_energy_j: np.ndarray = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.reset()
-
-    def reset(self) -> None:
-        """Empty, for the next slot."""
-        n = self.n
-        self.cycles = 0  #: cycles that ended in the slot (a device may end several)
-        self.ended = np.zeros(n, dtype=bool)
-        self.success = np.zeros(n, dtype=bool)
-        self.dropped = np.zeros(n, dtype=bool)
-        self.tx_power_w = np.zeros(n)
-        self.compute_s = np.zeros(n)
-        self.upload_s = np.zeros(n)
-        self.energy_compute_j = np.zeros(n)
-        self.energy_upload_j = np.zeros(n)
-        self.wasted_energy_j = np.zeros(n)
-
-    def add(self, c: Cycle, success: bool) -> None:
-        """Count cycle ``c``, which just ended (aggregated later iff ``success``)."""
-        self.cycles += 1
-        n = c.device
-        self.ended[n] = True
-        self.success[n] |= success
-        self.dropped[n] |= c.dropped
-        self.tx_power_w[n] = c.tx_power_w
-        self.compute_s[n] += c.compute_s
-        self.upload_s[n] += c.upload_s
-        self.energy_compute_j[n] += c.energy_compute_j
-        self.energy_upload_j[n] += c.energy_upload_j
-        if not success:
-            self.wasted_energy_j[n] += c.energy_j
-
-
-@dataclass
-class AsyncStats(RunStats):
-    """:class:`~wflsim.sim.engine.RunStats` with the server's counts under stale updates."""
-
-    cycles_ended: int = 0  #: upload cycles that ended (arrived or dropped)
-    #: device-slots in which the device computed or uploaded at some time
-    active_device_slots: int = 0
-    server_steps: int = 0  #: buffers applied (model versions made)
-    updates_applied: int = 0  #: updates aggregated in them
-    stale_discarded: int = 0  #: arrivals older than ``max_staleness``
-    staleness_sum: int = 0  #: sum of the applied updates' staleness
-    max_versions_kept: int = 0  #: most model versions the learner held at once
-
-    @property
-    def outage_rate(self) -> float:
-        """Uploads that arrived but were not applied (too stale, or in the server's buffer when
-        the run ended), per upload cycle that ended."""
-        arrived = self.cycles_ended - self.drops
-        return (arrived - self.updates_applied) / self.cycles_ended if self.cycles_ended else 0.0
-
-    @property
-    def dropout_rate(self) -> float:
-        """Device-slots in which the device neither computed nor uploaded, per device-slot."""
-        return 1.0 - self.active_device_slots / self.device_slots if self.device_slots else 0.0
-
-    def as_dict(self) -> dict[str, Any]:
-        """The summary, with the server's counts."""
-        out = super().as_dict()
-        out.update(
-            cycles_ended=self.cycles_ended,
-            server_steps=self.server_steps,
-            updates_applied=self.updates_applied,
-            stale_discarded=self.stale_discarded,
-            mean_staleness=self.staleness_sum / self.updates_applied
-            if self.updates_applied
-            else float("nan"),
-            max_versions_kept=self.max_versions_kept,
-        )
-        return out
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore :meth:`state_dict`."""
-        super().load_state_dict(state)
-        for k in (
-            "cycles_ended",
-            "active_device_slots",
-            "server_steps",
-            "updates_applied",
-            "stale_discarded",
-            "staleness_sum",
-        ):
-            setattr(self, k, int(state[k]))
-        self.max_versions_kept = int(state["max_versions_kept"])
 
 
 class StaleServer(Server):
@@ -295,7 +157,7 @@ class StaleServer(Server):
         self._planning: tuple[SlotPlanning, np.ndarray] | None = None
         #: device_slots level: where the slot's rows go and their decision columns
         self._fold: tuple[int, dict[str, Any]] | None = None
-        self._tally = _Tally(0)
+        self._tally = Tally(0)
         # a shared uplink (None: dedicated bands), its state to put back on the next run's
         # clock, and per device the time of its pending drop timer (NaN: none)
         self._uplink: SharedUplink | None = None
@@ -316,7 +178,7 @@ class StaleServer(Server):
         self.versioned: VersionedLearner = engine.learner
         n = engine.num_devices
         self._cycles_started = np.zeros(n, dtype=np.int64)
-        self._tally = _Tally(n)
+        self._tally = Tally(n)
         self._uplink = build_uplink(engine.config.uplink, engine.system, _U_START, _U_END)
         self._drop_timer_s = np.full(n, np.nan)
 
@@ -408,7 +270,7 @@ class StaleServer(Server):
                 self.host.clock.at(
                     float(changes.time_s[i]),
                     Order.AVAILABILITY,
-                    callback=self._change_logger(_one(changes, i), k, t),
+                    callback=self._change_logger(one_change(changes, i), k, t),
                 )
         up = self._uploads(sp)
         idle = np.setdiff1d(eng.ids, np.fromiter(self._cycles, np.int32, len(self._cycles)))
@@ -889,8 +751,8 @@ class StaleServer(Server):
             "version": self.version,
             "next_key": self._next_key,
             "cycles_started": self._cycles_started.copy(),
-            "cycles": _records(cycles),
-            "buffer": _records(self._buffer),
+            "cycles": cycle_records(cycles),
+            "buffer": cycle_records(self._buffer),
         }
         link = self._uplink
         if link is not None:
@@ -908,54 +770,9 @@ class StaleServer(Server):
         if started.shape != self._cycles_started.shape:
             raise ValueError("server state is for another number of devices")
         self._cycles_started = started
-        self._cycles = {c.device: c for c in _from_records(state["cycles"])}
-        self._buffer = _from_records(state["buffer"])
+        self._cycles = {c.device: c for c in cycles_from_records(state["cycles"])}
+        self._buffer = cycles_from_records(state["buffer"])
         uplink = state.get("uplink")
         if (uplink is None) != (self._uplink is None):
             raise ValueError("checkpoint and run differ in [uplink] (one shares the band)")
         self._uplink_state = uplink
-
-
-def on_boundary_s(time_s: float, deadline_s: float, after_s: float) -> float:
-    """``time_s`` (an arrival, s), or the slot boundary ``j tau_0`` it is within
-    ``tau_0 * DEADLINE_REL_TOL`` of, on either side, if that boundary is after ``after_s`` (the
-    cycle's start). The boundary is computed as the server's clock computes its slot ends, so
-    the two compare exactly."""
-    j = round(time_s / deadline_s)
-    boundary = j * deadline_s
-    if boundary > after_s and abs(time_s - boundary) <= DEADLINE_REL_TOL * deadline_s:
-        return float(boundary)
-    return time_s
-
-
-def _one(changes: Changes, i: int) -> Changes:
-    """Change ``i`` of ``changes`` alone."""
-    return Changes(changes.time_s[i : i + 1], changes.device[i : i + 1], changes.online[i : i + 1])
-
-
-def _records(cycles: list[Cycle]) -> dict[str, np.ndarray]:
-    """Cycles as one array per field (for checkpoints)."""
-    return {
-        name: np.array([getattr(c, name) for c in cycles], dtype=_FIELD_DTYPES[name])
-        for name in _CYCLE_FIELDS
-    }
-
-
-def _from_records(rec: dict[str, Any]) -> list[Cycle]:
-    """The cycles of :func:`_records`."""
-    cols = {name: np.asarray(rec[name]) for name in _CYCLE_FIELDS if name in rec}
-    count = cols["device"].shape[0]
-    out = []
-    for i in range(count):  # a field a checkpoint lacks (saved before it existed): its default
-        kw = {name: _PY_TYPES[_FIELD_DTYPES[name]](col[i]) for name, col in cols.items()}
-        out.append(Cycle(**kw))
-    return out
-
-
-_INT_FIELDS = ("device", "key", "version", "sample_key", "slot")
-_BOOL_FIELDS = ("dropped", "uploading", "discarded", "landing")
-_FIELD_DTYPES: dict[str, type] = {
-    name: np.int64 if name in _INT_FIELDS else np.bool_ if name in _BOOL_FIELDS else np.float64
-    for name in _CYCLE_FIELDS
-}
-_PY_TYPES: dict[type, Callable[[Any], Any]] = {np.int64: int, np.bool_: bool, np.float64: float}
