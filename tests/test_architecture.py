@@ -277,3 +277,17 @@ def test_no_module_level_import_cycles():
         if node not in state:
             dfs(node)
     assert not cycles, cycles
+
+
+#: Most lines a module of the package may have: a room one can still read as a whole. A module
+#: that grows past it is split along its seams (docs/architecture.md's layout names them).
+MAX_MODULE_LINES = 850
+
+
+def test_no_module_is_too_large_to_read():
+    """Every module of the package has at most MAX_MODULE_LINES lines (the largest named)."""
+    sizes = {
+        str(p.relative_to(REPO)): len(p.read_text(encoding="utf-8").splitlines()) for p in _files()
+    }
+    too_large = {path: n for path, n in sizes.items() if n > MAX_MODULE_LINES}
+    assert not too_large, f"split along their seams: {too_large}"
