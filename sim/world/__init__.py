@@ -9,5 +9,7 @@
   slot.
 * :mod:`wflsim.sim.world.system` -- the resolved per-device hardware and radio constants of a run.
 * :mod:`wflsim.sim.world.uplink` -- how the uploads of a slot share the band (dedicated, OFDMA,
-  TDMA).
+  TDMA): the ``[uplink]`` spec, re-exporting :mod:`wflsim.sim.world.sharing` (processor
+  sharing), :mod:`wflsim.sim.world.shared_uplink` (the shared uplink's common part) and
+  :mod:`wflsim.sim.world.uplink_disciplines` (OFDMA and TDMA).
 """

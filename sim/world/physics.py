@@ -10,6 +10,10 @@ Decisions the paper leaves open (see ``docs/decisions.md``):
   SNRs would be -65 to -117 dB). Positions are in metres; distances are clipped below at a
   minimum distance (default 10 m).
 * ``N0`` is the total noise power over a device's band ``W`` (not a density).
+
+The rates of a band the uploads share (the ``[uplink]`` modes of :mod:`wflsim.sim.world.uplink`,
+which re-exports them) are here too: :func:`noise_psd_w_per_hz`, :func:`shared_rate_bps` and
+:func:`equal_share_hz`.
 """
 
 from __future__ import annotations
@@ -295,3 +299,40 @@ def outage_probability(min_channel_gain: ArrayLike, large_scale_gain: ArrayLike)
         large_scale_gain, dtype=np.float64
     )
     return -np.expm1(-x)
+
+
+def noise_psd_w_per_hz(noise_w: ArrayLike, bandwidth_hz: ArrayLike) -> F64:
+    """Noise power spectral density ``N0' = N0 / W``, W/Hz, from the noise power ``N0`` (W) over
+    the band ``W`` (Hz): -104 dBm over 10 MHz is -174 dBm/Hz."""
+    return np.asarray(noise_w, dtype=np.float64) / np.asarray(bandwidth_hz, dtype=np.float64)
+
+
+def shared_rate_bps(
+    tx_power_w: ArrayLike,
+    channel_gain: ArrayLike,
+    band_hz: ArrayLike,
+    noise_psd_w_per_hz: ArrayLike,
+) -> F64:
+    """Shannon rate on an allocated band, ``r = b log2(1 + p h / (N0' b))`` (eq. 9 with the noise
+    power of the band ``b`` it uses).
+
+    Args:
+        tx_power_w: transmit power ``p``, W, broadcast (typically ``(k,)``).
+        channel_gain: ``h``, linear.
+        band_hz: allocated band ``b``, Hz (``W / k`` under OFDMA with ``k`` uploads in flight).
+        noise_psd_w_per_hz: ``N0'``, W/Hz.
+
+    Returns:
+        rate, bit/s (0 where ``b = 0`` or ``p h = 0``).
+    """
+    b = np.asarray(band_hz, dtype=np.float64)
+    signal = np.asarray(tx_power_w, dtype=np.float64) * np.asarray(channel_gain, dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        snr = signal / (np.asarray(noise_psd_w_per_hz, dtype=np.float64) * b)
+        rate = b * np.log1p(snr) / np.log(2.0)
+    return np.where((b > 0.0) & (signal > 0.0), rate, 0.0)
+
+
+def equal_share_hz(total_hz: float, in_flight: int) -> float:
+    """Processor sharing's band per upload, ``W / k`` (Hz) for ``k >= 1`` uploads in flight."""
+    return total_hz / in_flight
