@@ -39,6 +39,8 @@ from .servers.base import FrameState, Server, SlotEnd, SlotPlanning
 from .servers.synchronous import SyncServer
 from .slot import SlotOutcome, SlotRules
 from .stats import RunStats
+from .strategies import DEFAULT as DEFAULT_STRATEGY
+from .strategies import StrategySpec
 from .trace import SCHEMA, TraceBuffer, TraceLevel, event_code
 from .world.availability import Availability, Changes
 from .world.channel import Channel, SlotChannel
@@ -114,6 +116,24 @@ class FrameSink(Protocol):
 _ONLINE, _OFFLINE = event_code("online"), event_code("offline")
 
 
+def set_learner_strategy(learner: Learner, strategy: StrategySpec) -> None:
+    """Tell ``learner`` the server strategy (its ``set_strategy``). A learner without
+    ``set_strategy`` (a learner of one's own) steps as FedAvg does: it takes ``fedavg`` only.
+
+    Raises:
+        ValueError: another strategy for a learner without ``set_strategy``.
+    """
+    set_strategy = getattr(learner, "set_strategy", None)
+    if set_strategy is not None:
+        set_strategy(strategy)
+    elif strategy.name != DEFAULT_STRATEGY:
+        raise ValueError(
+            f"strategy {strategy.name!r} needs a learner with set_strategy; "
+            f"{type(learner).__name__} has none and steps as FedAvg does: use strategy.name = "
+            f'"{DEFAULT_STRATEGY}", or give the learner set_strategy(spec)'
+        )
+
+
 class Engine:
     """One simulation run. Build it with every part resolved, then call :meth:`run`.
 
@@ -139,10 +159,13 @@ class Engine:
         server: plays the slots out (:mod:`wflsim.sim.servers`; None: the synchronous server on
             the slot kernel ``config.kernel``). The engine binds it (:meth:`Server.bind`),
             which refuses parts it cannot run.
+        strategy: how the server turns a step's aggregated uploads into a new model
+            (``[strategy]``, :mod:`wflsim.sim.strategies`; None: FedAvg), handed to the learner
+            with :func:`set_learner_strategy`.
 
     Raises:
         ValueError: the server refuses the engine's parts (a stale-update server with a
-            learner that keeps no model versions, say).
+            learner that keeps no model versions, say), or the learner cannot take the strategy.
     """
 
     #: rows buffered before they are handed to the writer within a frame (a row group: about
@@ -164,6 +187,7 @@ class Engine:
         jitter: ComputeJitter | None = None,
         availability: Availability | None = None,
         server: Server | None = None,
+        strategy: StrategySpec | None = None,
     ) -> None:
         self.config = config
         self.system = system
@@ -177,6 +201,9 @@ class Engine:
         self.jitter = jitter
         self.availability = availability
         learner.set_update_rule(scheme.update_rule)
+        #: the server strategy the learner steps with
+        self.strategy = strategy if strategy is not None else StrategySpec()
+        set_learner_strategy(learner, self.strategy)
         self.rules = SlotRules(scheme.closes_at, config.late_upload_energy)
 
         n = system.num_devices

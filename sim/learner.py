@@ -9,6 +9,10 @@ Call order within a run (device indices are 0-based ``int64`` numpy arrays):
 
 * ``set_update_rule(spec)`` once, before the first frame: the scheme's learner-side update rule
   (:class:`UpdateRuleSpec`, e.g. ``freezing``) with its parameters.
+* ``set_strategy(spec)`` once, before the first frame, if the learner has it: the server
+  strategy (:class:`~wflsim.sim.strategies.StrategySpec`, ``[strategy]``): how a server step
+  turns the aggregated uploads into the next model. A learner without it steps as FedAvg does and
+  takes only ``fedavg`` (the engine refuses another strategy).
 * ``begin_frame(frame, update)`` at every frame start; ``update`` is the rule's frame inputs,
   decided by the scheme: its typed record of :mod:`wflsim.sim.updates` (for ``freezing``:
   :class:`~wflsim.sim.updates.FreezingInputs`, the number of parameters each device freezes).
@@ -54,6 +58,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from .strategies import StrategySpec
 from .updates import UpdateInputs, UpdateRuleSpec
 
 __all__ = ["Learner", "NullLearner", "UpdateRuleSpec", "VersionedLearner"]
@@ -127,10 +132,16 @@ class NullLearner:
             raise ValueError("num_params must be > 0")
         self.num_params = int(num_params)
         self.rule: UpdateRuleSpec | None = None
+        self.strategy: StrategySpec | None = None
 
     def set_update_rule(self, rule: UpdateRuleSpec) -> None:
         """Remember the rule (nothing is trained)."""
         self.rule = rule
+
+    def set_strategy(self, strategy: StrategySpec) -> None:
+        """Remember the strategy (nothing is trained: any strategy leaves the network side as
+        it is)."""
+        self.strategy = strategy
 
     def begin_frame(self, frame: int, update: UpdateInputs) -> None:
         """Nothing to do."""

@@ -11,18 +11,21 @@ registered from Python (``wflsim.register_*``), in one table, through one way in
 * :data:`PARTITIONS` -- ``learning.partition``: a :class:`~wflsim.sim.config.catalogue.PartitionInfo`;
 * :data:`SCHEMES` -- ``scheme.name``: the scheme's class (:mod:`wflsim.sim.schemes`);
 * :data:`UPDATE_RULES` -- the name in a scheme's ``UpdateRuleSpec``: the rule's parameters and
-  frame-input record (:class:`~wflsim.sim.updates.UpdateRule`).
+  frame-input record (:class:`~wflsim.sim.updates.UpdateRule`);
+* :data:`STRATEGIES` -- ``strategy.name``: the server strategy's parameter model and description
+  (:class:`~wflsim.sim.strategies.StrategyInfo`).
 
 Everything here is torch-free. The learner side of the kinds that have one (a dataset's tensors,
-a model's factory, a partition's function, an update rule's builder) is registered under the same
+a model's factory, a partition's function, an update rule's or a strategy's builder) is registered under the same
 name in :mod:`wflsim.models.registry`, which uses this module's :class:`Registry`.
 
 Each registry reads its built-in entries, on first use, from the module that defines them
-(:mod:`wflsim.sim.config.catalogue`, :mod:`wflsim.sim.schemes`, :mod:`wflsim.sim.updates`), so importing this module
+(:mod:`wflsim.sim.config.catalogue`, :mod:`wflsim.sim.schemes`, :mod:`wflsim.sim.updates`,
+:mod:`wflsim.sim.strategies`), so importing this module
 alone gives complete registries and imports nothing else of the package. Built-in entries cannot
 be replaced or unregistered; entries registered later are the user's (:meth:`Registry.user_names`:
-what a sweep ships to its worker processes). A new kind (the design's ``strategy`` and
-``server``) is one more ``_kind(...)`` line below.
+what a sweep ships to its worker processes). A new kind (the design's ``server``) is one more
+``_kind(...)`` line below.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ if TYPE_CHECKING:
     from .config.catalogue import DatasetInfo, ModelInfo, PartitionInfo
     from .schemes.registry import SchemeClass
     from .servers.base import Server
+    from .strategies import StrategyInfo
     from .updates import UpdateRule
 
 T = TypeVar("T")
@@ -262,6 +266,12 @@ def _update_rules() -> Mapping[str, UpdateRule]:
     return builtin_update_rules()
 
 
+def _strategies() -> Mapping[str, StrategyInfo]:
+    from .strategies import builtin_strategies
+
+    return builtin_strategies()
+
+
 def _servers() -> Mapping[str, type[Server]]:
     from .servers import BUILT_IN_SERVERS
 
@@ -282,6 +292,17 @@ def _check_scheme_class(name: str, cls: Any) -> None:
         raise ValueError(f"scheme {name!r} needs a pydantic model as its Params attribute")
 
 
+def _check_strategy(name: str, entry: Any) -> None:
+    """Refuse a strategy entry whose ``params`` is not a pydantic model.
+
+    Raises:
+        ValueError: naming what is missing.
+    """
+    params = getattr(entry, "params", None)
+    if not (isinstance(params, type) and issubclass(params, BaseModel)):
+        raise ValueError(f"strategy {name!r} needs a pydantic model of its parameters")
+
+
 _KINDS: dict[str, Registry[Any]] = {}
 
 
@@ -300,6 +321,8 @@ MODELS: Registry[ModelInfo] = _kind("model", _models)
 PARTITIONS: Registry[PartitionInfo] = _kind("partition", _partitions)
 SCHEMES: Registry[SchemeClass] = _kind("scheme", _schemes, _check_scheme_class)
 UPDATE_RULES: Registry[UpdateRule] = _kind("update_rule", _update_rules)
+#: ``strategy.name`` -> the server strategy's parameters and description
+STRATEGIES: Registry[StrategyInfo] = _kind("strategy", _strategies, _check_strategy)
 #: ``[server] mode`` -> the server class that runs it (:mod:`wflsim.sim.servers`)
 SERVERS: Registry[type[Server]] = _kind("server", _servers)
 

@@ -21,14 +21,15 @@ from conftest import REPO
 #: The top-level folders linked into ``wflsim/`` as its subpackages.
 PACKAGES = ("sim", "models", "analysis")
 #: What models may import of sim: the torch-free catalogue data (datasets, models, layer tables),
-#: the update-rule records it implements (names, parameters, frame-input records) and the
-#: registries (sim.registry: the entries it implements and the Registry class of its own).
+#: the update-rule and strategy records it implements (names, parameters, frame-input records,
+#: strategies' parameter models) and the registries (sim.registry: the entries it implements and the Registry class of its own).
 MODELS_USE_OF_SIM = {
     "wflsim.sim",
     "wflsim.sim.config",
     "wflsim.sim.config.catalogue",
     "wflsim.sim.config.architectures",
     "wflsim.sim.registry",
+    "wflsim.sim.strategies",
     "wflsim.sim.updates",
 }
 #: What analysis may import of sim: the one-line error of its refusals and the run folder's

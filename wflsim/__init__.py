@@ -50,6 +50,7 @@ if TYPE_CHECKING:
         register_model,
         register_partition,
         register_scheme,
+        register_strategy,
         register_update_rule,
         registered,
         resume,
@@ -57,6 +58,7 @@ if TYPE_CHECKING:
         sweep,
         unregister,
     )
+    from wflsim.models.learner.strategies import Strategy
     from wflsim.sim.errors import PlausibilityWarning, ScenarioError
 
 __all__ = [
@@ -70,6 +72,7 @@ __all__ = [
     "RunView",
     "ScenarioError",
     "SlotView",
+    "Strategy",
     "SweepResult",
     "__version__",
     "compare",
@@ -80,6 +83,7 @@ __all__ = [
     "register_model",
     "register_partition",
     "register_scheme",
+    "register_strategy",
     "register_update_rule",
     "registered",
     "unregister",
@@ -90,7 +94,9 @@ __all__ = [
 
 #: The errors and warnings a scenario raises, from the light :mod:`wflsim.sim.errors`.
 _ERRORS = frozenset({"PlausibilityWarning", "ScenarioError"})
-_API = frozenset(__all__) - {"__version__"} - _ERRORS
+#: The base class of a server strategy of one's own (its module loads torch).
+_TORCH = {"Strategy": "wflsim.models.learner.strategies"}
+_API = frozenset(__all__) - {"__version__"} - _ERRORS - set(_TORCH)
 #: The public submodules for extensions, imported when first asked for (``wflsim.schemes``
 #: loads no torch, ``wflsim.rules`` does).
 _SUBMODULES = frozenset({"schemes", "rules"})
@@ -98,7 +104,8 @@ _SUBMODULES = frozenset({"schemes", "rules"})
 
 def __getattr__(name: str) -> Any:
     """The API's names, imported from :mod:`wflsim.api` when first asked for, the scenario's
-    error and warning, and the public submodules :mod:`wflsim.schemes` and :mod:`wflsim.rules`
+    error and warning, the base class :class:`Strategy` (loading torch), and the public
+    submodules :mod:`wflsim.schemes` and :mod:`wflsim.rules`
     (PEP 562)."""
     if name in _API:
         value = getattr(importlib.import_module("wflsim.api"), name)
@@ -108,6 +115,10 @@ def __getattr__(name: str) -> Any:
         value = getattr(importlib.import_module("wflsim.sim.errors"), name)
         globals()[name] = value
         return value
+    if name in _TORCH:
+        value = getattr(importlib.import_module(_TORCH[name]), name)
+        globals()[name] = value
+        return value
     if name in _SUBMODULES:
         return importlib.import_module(f"wflsim.{name}")
     raise AttributeError(f"module 'wflsim' has no attribute {name!r}")
@@ -115,4 +126,4 @@ def __getattr__(name: str) -> Any:
 
 def __dir__() -> list[str]:
     """The API's names and the public submodules, imported or not."""
-    return sorted(set(globals()) | _API | _ERRORS | _SUBMODULES)
+    return sorted(set(globals()) | _API | _ERRORS | set(_TORCH) | _SUBMODULES)

@@ -31,6 +31,7 @@ from wflsim.app.extensions import register_dataset as register_dataset
 from wflsim.app.extensions import register_model as register_model
 from wflsim.app.extensions import register_partition as register_partition
 from wflsim.app.extensions import register_scheme as register_scheme
+from wflsim.app.extensions import register_strategy as register_strategy
 from wflsim.app.extensions import register_update_rule as register_update_rule
 from wflsim.app.extensions import registered as registered
 from wflsim.app.extensions import unregister as unregister

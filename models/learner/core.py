@@ -12,6 +12,9 @@ concern:
 * an update rule (:mod:`wflsim.models.learner.rules`, named by the scheme) -- where devices train,
   what they upload, how the server aggregates (:mod:`wflsim.models.learner.aggregate`), per-device
   state;
+* a server strategy (:mod:`wflsim.models.learner.strategies`, ``[strategy]``; FedAvg until
+  :meth:`~TorchLearner.set_strategy` names another) -- how the server turns the aggregated
+  uploads into the next model;
 * :func:`~wflsim.models.learner.evaluation.evaluate` and the Fig. 1 metric
   (:class:`~wflsim.models.learner.stable_fraction.StableFraction`).
 
@@ -22,7 +25,8 @@ the model ``w`` ``(D,)`` and the buffers (BatchNorm running statistics, not coun
 One slot: ``compute(t, ids)`` draws the devices' batches, computes their gradients at the rule's
 local parameters (or takes their local steps at the slot's learning rate and forms the
 pseudo-gradients) and turns them into uploads; ``apply(t, ok)`` aggregates the uploads of the
-devices that made the deadline, steps ``w <- w - lr_t g`` (eq. 4; no step when ``ok`` is empty),
+devices that made the deadline, steps ``w <- w - lr_t g`` (eq. 4, or the strategy's step; no step
+when ``ok`` is empty),
 averages their BatchNorm statistics, and lets the rule account the move (eq. 5).
 
 Randomness: the partition uses ``streams.global_("partition")``, device ``n``'s minibatches of
@@ -42,6 +46,7 @@ import torch
 from torch import nn
 
 from wflsim.sim.config.catalogue import MODELS, DatasetError, epoch_steps
+from wflsim.sim.strategies import NoParams
 from wflsim.sim.updates import UpdateInputs
 
 from .. import data as _data
@@ -54,6 +59,7 @@ from .rules import AGGREGATIONS, Freezing, UpdateRule, build_rule
 from .sampling import DeviceStreams, LocalData, images_on, per_device_samples
 from .stable_fraction import StableFraction
 from .stale import StaleUpdates
+from .strategies import FedAvg, Strategy, StrategySettings, build_strategy
 
 LR_SCHEDULES = ("constant", "half_life")
 #: ``vmap_chunk_samples="auto"`` per torch device type. On a CPU, 512 samples at a time keep the
@@ -181,6 +187,8 @@ class TorchLearner:
             unmoved_stability=unmoved_stability,
             streams=sampling_streams,
         )
+        #: the server's step (``[strategy]``; FedAvg until :meth:`set_strategy`)
+        self.strategy: Strategy = FedAvg(NoParams(), StrategySettings(self.num_params, self.device))
         self._started = False
         self._ids = np.empty(0, dtype=np.int64)
         self._uploads = torch.empty(0, self.num_params, device=dev)
@@ -293,6 +301,18 @@ class TorchLearner:
             model=self.model,
             architecture=self.architecture,
         )
+
+    def set_strategy(self, spec: Any) -> None:
+        """Use the server strategy ``spec`` (a ``wflsim.sim.strategies.StrategySpec``: name and
+        parameters) for every server step.
+
+        Raises:
+            RuntimeError: after the first frame began (the strategy owns the server's state).
+            ValueError: an unknown strategy or bad parameters.
+        """
+        if self._started:
+            raise RuntimeError("the strategy can only be set before the first frame")
+        self.strategy = build_strategy(spec, StrategySettings(self.num_params, self.device))
 
     # ------------------------------------------------------------------ views
     @property
@@ -408,7 +428,8 @@ class TorchLearner:
         self.device_buffers = new_bufs
 
     def apply(self, slot: int, success_ids: np.ndarray) -> None:
-        """Aggregate the uploads that arrived (eq. 3), step (eq. 4), let the rule account it."""
+        """Aggregate the uploads that arrived (eq. 3), step (eq. 4 or the strategy's), let the
+        rule account it."""
         ok = self._check_ids(success_ids)
         w_t = self._w
         if ok.size:
@@ -419,7 +440,7 @@ class TorchLearner:
             rows = torch.as_tensor([pos[int(n)] for n in ok], device=self.device)
             bw = torch.as_tensor(self.batch_sizes[ok], dtype=torch.float32, device=self.device)
             g = self.rule.aggregate(self._uploads[rows], ok, bw)
-            w_next = w_t - self.lr_at(slot) * g
+            w_next = self.strategy.server_step(w_t, g, self.lr_at(slot))
             self.buffers = self.rule.aggregate_buffers(self.buffers, self.device_buffers, rows)
         else:
             w_next = w_t
@@ -489,7 +510,8 @@ class TorchLearner:
 
     # ------------------------------------------------------------------ state
     def state_dict(self) -> dict[str, Any]:
-        """Global model, buffers, the Fig. 1 metric and the rule's state (numpy, no torch)."""
+        """Global model, buffers, the Fig. 1 metric, the rule's and the strategy's state (numpy,
+        no torch)."""
         self.stale.materialise()
         return {
             "w": self._w.cpu().numpy(),
@@ -497,10 +519,12 @@ class TorchLearner:
             "stable_fraction": self.stability.state_dict(),
             "rule": self.rule.state_dict(),
             "stale": self.stale.state_dict(),
+            "strategy": self.strategy.state_dict(),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore :meth:`state_dict` (a learner built from the same scenario and seed)."""
+        """Restore :meth:`state_dict` (a learner built from the same scenario and seed, its
+        strategy set; a state without ``"strategy"`` leaves the strategy fresh)."""
         w = np.asarray(state["w"])
         if w.shape != (self.num_params,):
             raise ValueError(f"saved model has {w.shape} parameters, this one ({self.num_params},)")
@@ -515,6 +539,8 @@ class TorchLearner:
         self.rule.load_state_dict(state["rule"])
         if "stale" in state:
             self.stale.load_state_dict(state["stale"])
+        if "strategy" in state:
+            self.strategy.load_state_dict(state["strategy"])
         self._started = True
 
     # ------------------------------------------------------------------ internals

@@ -292,7 +292,7 @@ class StaleUpdates:
             bw = torch.as_tensor(own.batch_sizes[ids], dtype=torch.float32, device=own.device)
             aux = [c.aux for c in done]
             g = rule.aggregate_stale(uploads, frozen, bw, aux)
-            w_next = w_t - own.lr_at(step.slot) * step.server_lr * g
+            w_next = own.strategy.server_step(w_t, g, own.lr_at(step.slot) * step.server_lr)
             if own.buffers:
                 stacked = {k: torch.stack([c.buffers[k] for c in done]) for k in own.buffers}
                 rows = torch.arange(len(done), device=own.device)

@@ -310,6 +310,21 @@ class SchemeConfig(BaseModel):
         return dict(self.model_extra or {})
 
 
+class StrategyConfig(BaseModel):
+    """``name`` plus the server strategy's own parameters (both validated against the strategy
+    registry by :func:`wflsim.app.scenario.validate_scenario`)."""
+
+    model_config = ConfigDict(extra="allow")
+    name: str = Field(
+        "fedavg", description="how the server turns a step's aggregated uploads into a new model"
+    )
+
+    @property
+    def params(self) -> dict[str, Any]:
+        """The strategy parameters (everything but ``name``)."""
+        return dict(self.model_extra or {})
+
+
 class SweepConfig(Strict):
     """Default grid and seeds of ``wflsim sweep`` (ignored by ``wflsim run``)."""
 
@@ -333,6 +348,7 @@ class Scenario(Strict):
     compute: ComputeConfig = Field(default_factory=ComputeConfig)
     learning: LearningConfig = Field(default_factory=LearningConfig)
     scheme: SchemeConfig = Field(default_factory=SchemeConfig)
+    strategy: StrategyConfig = Field(default_factory=StrategyConfig)
     trace: TraceConfig = Field(default_factory=TraceConfig)
     uplink: UplinkConfig = Field(default_factory=UplinkConfig)
     availability: AvailabilityConfig = Field(default_factory=AlwaysConfig)

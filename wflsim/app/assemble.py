@@ -22,6 +22,7 @@ from wflsim.sim.kernels import KernelName, make_kernel
 from wflsim.sim.learner import Learner, NullLearner
 from wflsim.sim.schemes import build_scheme
 from wflsim.sim.servers import Server, make_server
+from wflsim.sim.strategies import StrategySpec
 from wflsim.sim.world.availability import AlwaysConfig
 from wflsim.sim.world.compute import build_jitter
 from wflsim.sim.world.system import SystemConstants
@@ -147,13 +148,15 @@ def build_engine(
     hooks: Hooks | None = None,
     server: Server | None = None,
 ) -> Engine:
-    """The engine of a prepared scenario with a fresh scheme, on ``learner``, with the server
-    of its ``[server]`` table (:func:`wflsim.sim.servers.make_server`) unless ``server`` is
-    given (a server of one's own, docs/architecture.md, "A new server").
+    """The engine of a prepared scenario with a fresh scheme and its ``[strategy]``, on
+    ``learner``, with the server of its ``[server]`` table
+    (:func:`wflsim.sim.servers.make_server`) unless ``server`` is given (a server of one's own,
+    docs/architecture.md, "A new server").
 
     Raises:
         ValueError: the learner's ``D`` or local steps differ from the scenario's (a custom
-            learner that does not fit the scenario).
+            learner that does not fit the scenario), or a strategy other than ``fedavg`` for a
+            learner without ``set_strategy``.
     """
     system = partition_system(prep, learner)
     if int(learner.num_params) != system.num_params:
@@ -184,4 +187,5 @@ def build_engine(
     kernel = make_kernel(config.kernel, config.uplink, system)
     if server is None:
         server = make_server(sc.server, kernel)
-    return Engine(*parts, server=server, **options)
+    strategy = StrategySpec(sc.strategy.name, sc.strategy.params)
+    return Engine(*parts, server=server, strategy=strategy, **options)

@@ -1,8 +1,9 @@
-"""Extension points: a researcher's own datasets, models, partitions, schemes and update rules,
-registered from Python in their own module or notebook (no edit of the package).
+"""Extension points: a researcher's own datasets, models, partitions, schemes, update rules and
+server strategies, registered from Python in their own module or notebook (no edit of the package).
 
 A registered name is used in a scenario like a built-in one (``learning.dataset``,
-``learning.model``, ``learning.partition``, ``scheme.name``; a scheme names its update rule).
+``learning.model``, ``learning.partition``, ``scheme.name``, ``strategy.name``; a scheme names its
+update rule).
 Registrations belong to the process that makes them; a sweep or :func:`wflsim.compare` with
 worker processes (``workers > 1``, or Ray) sends them to every worker (:func:`shipment`: the
 registered objects pickled by value with ``cloudpickle``, so functions and classes defined in a
@@ -19,15 +20,17 @@ from typing import TYPE_CHECKING, Any
 
 from wflsim.sim import registry
 from wflsim.sim.schemes import register as _register_scheme
+from wflsim.sim.strategies import NoParams, StrategyInfo
 from wflsim.sim.updates import UpdateRule
 
 if TYPE_CHECKING:
+    from pydantic import BaseModel
     from torch import nn
 
 #: The kinds of extension registered from Python (each a registry of :mod:`sim.registry`).
-KINDS = ("dataset", "model", "partition", "scheme", "update_rule")
+KINDS = ("dataset", "model", "partition", "scheme", "update_rule", "strategy")
 #: The kinds with a learner side (a registry of :mod:`wflsim.models.registry` as well).
-_LEARNER_KINDS = frozenset({"dataset", "model", "partition", "update_rule"})
+_LEARNER_KINDS = frozenset({"dataset", "model", "partition", "update_rule", "strategy"})
 
 
 def _check_name(kind: str, name: Any, replace: bool) -> str:
@@ -168,6 +171,48 @@ def register_update_rule(
     )
 
 
+def register_strategy(
+    name: str,
+    builder: Callable[[Any, Any], Any],
+    *,
+    params: type[BaseModel] | None = None,
+    description: str | None = None,
+    replace: bool = False,
+) -> None:
+    """Register a server strategy under ``name`` (``[strategy] name = name``).
+
+    Args:
+        builder: a subclass of ``wflsim.Strategy`` (``wflsim.models.learner.strategies``), or a
+            function ``builder(params, settings) -> Strategy``: ``params`` an instance of
+            ``params`` (the ``[strategy]`` table's other fields, validated), ``settings`` a
+            ``StrategySettings`` (``D``, the torch device). The strategy's ``server_step(w, g,
+            lr)`` takes every server step of a run (docs/api.md, "Strategies").
+        params: the pydantic model of its parameters (validated strictly, like every field;
+            a field the model does not declare is refused); None: it takes none.
+        description: one line saying what it does (default: the first line of the builder's
+            docstring).
+        replace: replace an earlier registration of ``name``.
+
+    Raises:
+        ValueError: a bad or taken name, a builder that is not callable, or ``params`` that is
+            not a pydantic model.
+    """
+    from pydantic import BaseModel
+
+    from wflsim.models.registry import STRATEGY_BUILDERS
+
+    _check_name("strategy", name, replace)
+    if not callable(builder):
+        raise ValueError(f"the builder of strategy {name!r} must be callable")
+    if params is not None and not (isinstance(params, type) and issubclass(params, BaseModel)):
+        raise ValueError(f"the params of strategy {name!r} must be a pydantic model (or None)")
+    if description is None:
+        description = ((getattr(builder, "__doc__", None) or "").strip().splitlines() or [""])[0]
+    info = StrategyInfo(NoParams if params is None else params, description)
+    STRATEGY_BUILDERS.register(name, builder, replace=replace)
+    registry.STRATEGIES.register(name, info, replace=replace)
+
+
 #: Each kind's registration function (what a worker replays a shipment with).
 _REGISTER: Mapping[str, Callable[..., Any]] = MappingProxyType(
     {
@@ -176,6 +221,7 @@ _REGISTER: Mapping[str, Callable[..., Any]] = MappingProxyType(
         "partition": register_partition,
         "scheme": register_scheme,
         "update_rule": register_update_rule,
+        "strategy": register_strategy,
     }
 )
 
@@ -217,6 +263,8 @@ def _arguments(kind: str, name: str) -> tuple[tuple[Any, ...], dict[str, Any]]:
         return (name, learner), {"datasets": entry.datasets}
     if kind == "partition":
         return (name, learner), {}
+    if kind == "strategy":
+        return (name, learner), {"params": entry.params, "description": entry.description}
     return (name, learner), {
         "inputs": entry.inputs,
         "params": entry.params,

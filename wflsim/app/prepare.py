@@ -42,7 +42,13 @@ from wflsim.sim.world.mobility import Mobility, build_mobility
 from wflsim.sim.world.system import DeviceArrays, SystemConstants
 
 from .fetch import FETCHABLE, fetch_dataset
-from .scenario import check_scheme, report_findings, report_implausible, validate_scenario
+from .scenario import (
+    check_scheme,
+    check_strategy,
+    report_findings,
+    report_implausible,
+    validate_scenario,
+)
 
 
 @dataclass
@@ -206,7 +212,8 @@ def prepare_scenario(
     check_data: bool = True,
 ) -> Prepared:
     """Resolve an already validated :class:`Scenario` (devices, mobility, data directory; its
-    scheme is checked against the registry first, :func:`wflsim.app.scenario.check_scheme`).
+    scheme and strategy are checked against their registries first,
+    :func:`wflsim.app.scenario.check_scheme`, :func:`~wflsim.app.scenario.check_strategy`).
 
     Values implausible for their unit (``docs/scenario.md``, "Plausibility warnings") are
     reported before the rest is resolved: each as a
@@ -224,6 +231,7 @@ def prepare_scenario(
             implausible value too).
     """
     check_scheme(scenario)
+    check_strategy(scenario)
     if strict or warn:
         report_implausible(scenario, strict=strict)
     streams = Streams(scenario.seed)

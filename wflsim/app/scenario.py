@@ -1,10 +1,11 @@
 """A scenario as the application takes it: validated by :mod:`wflsim.sim.config.loading` (types,
 ranges, unknown fields, the work a mobility model makes), then its ``[scheme]`` table against the
 scheme registry (the scheme's name and its own parameters, and a CSI margin against the channel),
-and the plausibility of its values (:func:`report_implausible`: warnings, or errors when strict).
+its ``[strategy]`` table against the strategy registry (:func:`check_strategy`), and the
+plausibility of its values (:func:`report_implausible`: warnings, or errors when strict).
 
-``wflsim.sim.config`` knows nothing of the schemes (they are built on it), so the check that needs
-both the scenario and the registry lives here. Every entry point validates through this module: the
+``wflsim.sim.config`` knows nothing of the schemes (they are built on it), nor of the strategies,
+so the checks that need both the scenario and a registry live here. Every entry point validates through this module: the
 command line, the API, a sweep's points and a resume (through :mod:`wflsim.app.run`, whose
 :func:`~wflsim.app.run.prepare_scenario` also checks a ``Scenario`` validated elsewhere). Every
 problem is a one-line :class:`wflsim.sim.errors.ScenarioError` naming the field and the fix.
@@ -25,6 +26,7 @@ from wflsim.sim.config.plausibility import Finding, findings
 from wflsim.sim.config.schema import Scenario
 from wflsim.sim.errors import PlausibilityWarning, ScenarioError
 from wflsim.sim.schemes import SCHEMES
+from wflsim.sim.strategies import STRATEGIES
 from wflsim.sim.world.channel.config import NakagamiConfig
 
 
@@ -50,6 +52,37 @@ def check_scheme(scenario: Scenario) -> None:
         e = loading.scenario_error(err)
         raise ScenarioError(f"scheme.{e.field}", e.problem, e.fix) from None
     check_csi_margin(scenario)
+
+
+def check_strategy(scenario: Scenario) -> None:
+    """Check ``strategy.name`` against the strategy registry and the strategy's parameters
+    against its own parameter model (strictly, as every other field).
+
+    Raises:
+        ScenarioError: an unknown strategy (on ``strategy.name``, listing the known ones) or a
+            bad parameter (on ``strategy.<parameter>``).
+    """
+    name = scenario.strategy.name
+    if name not in STRATEGIES:
+        raise ScenarioError(
+            "strategy.name",
+            f"unknown strategy {shorten(name)!r}; known: {', '.join(STRATEGIES.names())}",
+            "see docs/scenario.md, [strategy]",
+        )
+    model = STRATEGIES[name].params
+    known = {*model.model_fields, *(f.alias for f in model.model_fields.values() if f.alias)}
+    unknown = sorted(set(scenario.strategy.params) - known)
+    if unknown:  # also where a model registered from Python would allow extra fields
+        raise ScenarioError(
+            f"strategy.{shorten(unknown[0])}",
+            f"unknown field (strategy {name!r} takes: {', '.join(sorted(known)) or 'none'})",
+            "remove it or check its spelling against docs/scenario.md, [strategy]",
+        )
+    try:
+        model.model_validate(scenario.strategy.params, strict=True)
+    except ValidationError as err:
+        e = loading.scenario_error(err)
+        raise ScenarioError(f"strategy.{e.field}", e.problem, e.fix) from None
 
 
 def check_csi_margin(scenario: Scenario) -> None:
@@ -121,9 +154,10 @@ _ABSENT = object()
 
 def validate_scenario(data: Mapping[str, Any]) -> Scenario:
     """Validate a raw scenario table fully: :func:`wflsim.sim.config.loading.validate_scenario`,
-    then :func:`check_scheme`."""
+    then :func:`check_scheme` and :func:`check_strategy`."""
     scenario = loading.validate_scenario(data)
     check_scheme(scenario)
+    check_strategy(scenario)
     return scenario
 
 
@@ -131,6 +165,7 @@ def load_scenario(path: str | Path, overrides: list[str] | None = None) -> tuple
     """Read, override and validate a scenario file fully: ``(scenario, original_text)``."""
     scenario, text = loading.load_scenario(path, overrides)
     check_scheme(scenario)
+    check_strategy(scenario)
     return scenario, text
 
 

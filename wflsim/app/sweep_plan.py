@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 from .run import ScenarioSource
 
 #: Grid keys that name a section rather than a field mean its ``name``.
-_SECTION_NAMES = {"scheme": "scheme.name"}
+_SECTION_NAMES = {"scheme": "scheme.name", "strategy": "strategy.name"}
 #: Longest point folder name (file systems allow 255 bytes).
 _MAX_NAME = MAX_POINT_NAME_BYTES
 
@@ -64,7 +64,7 @@ def shown_value(value: GridValue) -> str:
 
 def grid_of_values(grid: Mapping[str, Sequence[Any]]) -> list[tuple[str, list[GridValue]]]:
     """A grid given from Python (``{"scheme.V": [10, 100]}``; ``"scheme"`` means
-    ``scheme.name``): each value set as it is (:class:`~wflsim.sim.config.loading.Override`),
+    ``scheme.name``, ``"strategy"`` ``strategy.name``): each value set as it is (:class:`~wflsim.sim.config.loading.Override`),
     not written as ``--grid`` text and read back (a text value like ``"true"`` stays text, a
     list value is one value).
 

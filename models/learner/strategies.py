@@ -1,0 +1,235 @@
+"""Server strategies, the learner side: how the server turns a step's aggregated uploads into a
+new model (``[strategy]``, :mod:`wflsim.sim.strategies`).
+
+A :class:`Strategy` takes the server's step: ``server_step(w, g, lr) -> w_next`` with ``w`` the
+global model ``(D,)`` float32, ``g`` the step's aggregated pseudo-gradient ``(D,)`` (the update
+rule's aggregate: eq. 3's weighted mean, or the stale server's staleness-weighted one) and ``lr``
+the step's scalar rate (``lr_t`` in sync; ``lr_t server_lr`` in semi_sync and async). It keeps
+its own state (momenta, second moments) on the learner's torch device and saves it as NumPy
+arrays for checkpoints. A step with no upload does not reach it: the learner leaves the model and
+the strategy as they are.
+
+The built-in strategies are FedAvg and Algorithm 2 of Reddi et al., "Adaptive Federated
+Optimization" (ICLR 2021), with the server's FedAvg move ``Delta = -lr g`` as the pseudo-gradient
+step: server momentum (``fedavgm``) and the adaptive ``fedadagrad``, ``fedadam`` and ``fedyogi``
+(no bias correction, as in the paper; ``v`` starts at ``tau^2``, the paper's ``v_-1 >= tau^2``).
+
+The seam is the class: later strategies that change what devices optimise or send, how the
+server aggregates or which devices take part add hooks to :class:`Strategy` with defaults that
+leave today's behaviour, so that every strategy here keeps working unchanged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+import torch
+from pydantic import BaseModel
+
+from wflsim.sim.strategies import FedAdagradParams, FedAdamParams, FedAvgMParams
+
+
+@dataclass(frozen=True)
+class StrategySettings:
+    """What a strategy is built for: the model's parameter count ``D`` and the torch device its
+    state lives on."""
+
+    num_params: int
+    device: torch.device
+
+
+class Strategy:
+    """How the server turns a step's aggregated uploads into a new model (the module doc).
+
+    Subclass it and override :meth:`server_step`; a strategy with state keeps it in tensors it
+    creates in ``__init__`` and overrides :meth:`state_dict` and :meth:`load_state_dict`. Register
+    the class with ``wflsim.register_strategy(name, cls, params=Model)``; a scenario then names it
+    in ``[strategy] name``, and the learner builds it as ``cls(params, settings)``: ``params`` an
+    instance of ``Model`` (the ``[strategy]`` table's other fields, validated), ``settings`` a
+    :class:`StrategySettings`.
+
+    Attributes:
+        params: the validated ``[strategy]`` parameters.
+        num_params: ``D``.
+        device: the torch device of the model and of the strategy's state.
+    """
+
+    #: the name it is registered under (informative)
+    name: ClassVar[str] = ""
+
+    def __init__(self, params: BaseModel, settings: StrategySettings) -> None:
+        self.params = params
+        self.num_params = int(settings.num_params)
+        self.device = settings.device
+
+    def server_step(self, w: torch.Tensor, g: torch.Tensor, lr: float) -> torch.Tensor:
+        """The next global model from ``w`` ``(D,)``, the aggregated pseudo-gradient ``g``
+        ``(D,)`` and the step's rate ``lr``: FedAvg's ``w - lr g`` here.
+
+        Return a new tensor (``w`` is the current model, which the learner may still hold as
+        an older version: never change it in place).
+        """
+        return w - lr * g
+
+    def state_dict(self) -> dict[str, Any]:
+        """The strategy's state as NumPy arrays and plain numbers (none here)."""
+        return {}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore :meth:`state_dict` (a strategy built with the same parameters and ``D``)."""
+
+    # -- helpers for subclasses
+    def zeros(self) -> torch.Tensor:
+        """A ``(D,)`` float32 tensor of zeros on :attr:`device`."""
+        return torch.zeros(self.num_params, dtype=torch.float32, device=self.device)
+
+    def tensor_from(self, value: Any, what: str) -> torch.Tensor:
+        """A saved ``(D,)`` array as a float32 tensor on :attr:`device`.
+
+        Raises:
+            ValueError: its shape is not ``(D,)`` (``what`` names it).
+        """
+        arr = np.asarray(value)
+        if arr.shape != (self.num_params,):
+            raise ValueError(
+                f"saved strategy state {what!r} has shape {arr.shape}, expected "
+                f"({self.num_params},)"
+            )
+        return torch.as_tensor(arr, dtype=torch.float32, device=self.device).clone()
+
+
+class FedAvg(Strategy):
+    """``fedavg``: ``w <- w - lr g`` (the float operations of the learner's step, so traces are
+    those of the learner without strategies, bit for bit)."""
+
+    name = "fedavg"
+
+
+class FedAvgM(Strategy):
+    """``fedavgm``: server momentum, ``m = beta m + Delta; w <- w + eta m``."""
+
+    name = "fedavgm"
+    params: FedAvgMParams
+
+    def __init__(self, params: BaseModel, settings: StrategySettings) -> None:
+        super().__init__(params, settings)
+        self.m = self.zeros()
+
+    def server_step(self, w: torch.Tensor, g: torch.Tensor, lr: float) -> torch.Tensor:
+        """One momentum step on ``Delta = -lr g``."""
+        p = self.params
+        delta = -lr * g
+        self.m = p.beta * self.m + delta
+        return w + p.eta * self.m
+
+    def state_dict(self) -> dict[str, Any]:
+        """The momentum ``m``."""
+        return {"m": self.m.cpu().numpy()}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore the momentum."""
+        self.m = self.tensor_from(state["m"], "m")
+
+
+class _Adaptive(Strategy):
+    """The adaptive server optimisers of Reddi et al.'s Algorithm 2: a first moment ``m`` and a
+    second moment ``v`` (rule of the subclass), ``w <- w + eta m / (sqrt(v) + tau)``."""
+
+    params: FedAdagradParams
+
+    def __init__(self, params: BaseModel, settings: StrategySettings) -> None:
+        super().__init__(params, settings)
+        self.m = self.zeros()
+        self.v = torch.full(
+            (self.num_params,), self.params.tau**2, dtype=torch.float32, device=self.device
+        )
+
+    def second_moment(self, v: torch.Tensor, delta2: torch.Tensor) -> torch.Tensor:
+        """The next ``v`` from ``v`` and ``Delta^2``."""
+        raise NotImplementedError
+
+    def server_step(self, w: torch.Tensor, g: torch.Tensor, lr: float) -> torch.Tensor:
+        """One adaptive step on ``Delta = -lr g``."""
+        p = self.params
+        delta = -lr * g
+        self.m = p.b1 * self.m + (1.0 - p.b1) * delta
+        self.v = self.second_moment(self.v, delta * delta)
+        return w + p.eta * self.m / (torch.sqrt(self.v) + p.tau)
+
+    def state_dict(self) -> dict[str, Any]:
+        """The moments ``m`` and ``v``."""
+        return {"m": self.m.cpu().numpy(), "v": self.v.cpu().numpy()}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore the moments."""
+        self.m = self.tensor_from(state["m"], "m")
+        self.v = self.tensor_from(state["v"], "v")
+
+
+class FedAdagrad(_Adaptive):
+    """``fedadagrad``: ``v = v + Delta^2``."""
+
+    name = "fedadagrad"
+
+    def second_moment(self, v: torch.Tensor, delta2: torch.Tensor) -> torch.Tensor:
+        """The sum of squared moves."""
+        return v + delta2
+
+
+class FedAdam(_Adaptive):
+    """``fedadam``: ``v = b2 v + (1 - b2) Delta^2``."""
+
+    name = "fedadam"
+    params: FedAdamParams
+
+    def second_moment(self, v: torch.Tensor, delta2: torch.Tensor) -> torch.Tensor:
+        """An exponential moving average of squared moves."""
+        b2 = self.params.b2
+        return b2 * v + (1.0 - b2) * delta2
+
+
+class FedYogi(_Adaptive):
+    """``fedyogi``: ``v = v - (1 - b2) Delta^2 sign(v - Delta^2)``."""
+
+    name = "fedyogi"
+    params: FedAdamParams
+
+    def second_moment(self, v: torch.Tensor, delta2: torch.Tensor) -> torch.Tensor:
+        """Yogi's additive update of the second moment."""
+        return v - (1.0 - self.params.b2) * delta2 * torch.sign(v - delta2)
+
+
+#: ``builder(params, settings) -> Strategy``: a strategy class, or a function that returns one.
+StrategyBuilder = Callable[[BaseModel, StrategySettings], Strategy]
+
+#: The built-in strategies' classes, by name (the names of ``wflsim.sim.strategies``).
+BUILT_IN: dict[str, type[Strategy]] = {
+    cls.name: cls for cls in (FedAvg, FedAvgM, FedAdagrad, FedAdam, FedYogi)
+}
+
+
+def builtin_strategies() -> dict[str, StrategyBuilder]:
+    """The built-in entries of ``wflsim.models.registry.STRATEGY_BUILDERS``."""
+    return dict(BUILT_IN)
+
+
+def build_strategy(spec: Any, settings: StrategySettings) -> Strategy:
+    """The strategy of ``spec`` (a ``wflsim.sim.strategies.StrategySpec``: its parameters
+    validated by the strategy's model) built for ``settings``.
+
+    Raises:
+        ValueError: an unknown strategy, bad parameters, or a builder that returns no
+            :class:`Strategy`.
+    """
+    from ..registry import STRATEGY_BUILDERS
+
+    built = STRATEGY_BUILDERS[spec.name](spec.validated(), settings)
+    if not isinstance(built, Strategy):
+        raise ValueError(
+            f"strategy {spec.name!r}: its builder returned {type(built).__name__}, not a "
+            "wflsim.Strategy"
+        )
+    return built
