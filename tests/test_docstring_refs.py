@@ -90,7 +90,7 @@ def _docstrings(module: ModuleType) -> Iterator[tuple[str, type | None, str]]:
             elif value.__doc__:
                 yield f"{where}.{name}", cls, value.__doc__
 
-    for name, value in vars(module).items():
+    for name, value in list(vars(module).items()):  # resolving a lazy name caches it here
         if getattr(value, "__module__", None) != module.__name__:
             continue
         if inspect.isclass(value) and value.__name__ == name:
@@ -157,7 +157,7 @@ def resolves(target: str, module: ModuleType, owner: type | None) -> bool:
     if root == "wflsim" or root in EXTERNAL:
         return _absolute(target)
     parts = target.split(".")
-    classes = [v for v in vars(module).values() if inspect.isclass(v)]
+    classes = [v for v in list(vars(module).values()) if inspect.isclass(v)]
     starts = [module, *([owner] if owner else []), *classes]
     if any(_getattr_chain(start, parts) is not _MISSING for start in starts):
         return True
