@@ -65,6 +65,25 @@ class FedAdamParams(FedAdagradParams):
     b2: _Float = Field(0.99, ge=0, lt=1, description="second-moment decay beta_2")
 
 
+class TrimmedMeanParams(StrategyParams):
+    """``fedtrimmedavg``: the coordinate-wise trimmed mean."""
+
+    beta: _Float = Field(
+        0.1,
+        ge=0,
+        lt=0.5,
+        description="fraction trimmed at each end: the floor(beta c) largest and smallest of a "
+        "coordinate's c values are dropped",
+    )
+
+
+class KrumParams(StrategyParams):
+    """``krum``: Krum (``m = 1``) and Multi-Krum (``m > 1``)."""
+
+    f: int = Field(0, ge=0, le=1_000_000, description="Byzantine uploads assumed f")
+    m: int = Field(1, ge=1, le=1_000_000, description="uploads kept m (1: Krum; more: Multi-Krum)")
+
+
 @dataclass(frozen=True)
 class StrategyInfo:
     """What a scenario may ask of a server strategy under one name."""
@@ -94,6 +113,24 @@ def builtin_strategies() -> dict[str, StrategyInfo]:
         "fedyogi": StrategyInfo(
             FedAdamParams,
             "FedYogi: " + adaptive.format(v="v = v - (1 - b2) Delta^2 sign(v - Delta^2)"),
+        ),
+        "fedmedian": StrategyInfo(
+            NoParams, "coordinate-wise median of the uploads (Yin et al. 2018); w <- w - lr g"
+        ),
+        "fedtrimmedavg": StrategyInfo(
+            TrimmedMeanParams,
+            "coordinate-wise mean without the floor(beta c) largest and smallest of c values "
+            "(Yin et al. 2018); w <- w - lr g",
+        ),
+        "krum": StrategyInfo(
+            KrumParams,
+            "(Multi-)Krum (Blanchard et al. 2017): the rule's aggregate of the m uploads whose "
+            "k - f - 2 nearest others are closest; w <- w - lr g",
+        ),
+        "fednova": StrategyInfo(
+            NoParams,
+            "FedNova (Wang et al. 2020): g = sum_i p_i E_i * rule mean of upload_i / E_i; "
+            "w <- w - lr g",
         ),
     }
 

@@ -59,7 +59,14 @@ from .rules import AGGREGATIONS, Freezing, UpdateRule, build_rule
 from .sampling import DeviceStreams, LocalData, images_on, per_device_samples
 from .stable_fraction import StableFraction
 from .stale import StaleUpdates
-from .strategies import FedAvg, Strategy, StrategySettings, build_strategy
+from .strategies import (
+    FedAvg,
+    Strategy,
+    StrategySettings,
+    build_strategy,
+    rule_mean_over,
+    wants_upload_mask,
+)
 
 LR_SCHEDULES = ("constant", "half_life")
 #: ``vmap_chunk_samples="auto"`` per torch device type. On a CPU, 512 samples at a time keep the
@@ -192,6 +199,8 @@ class TorchLearner:
         self._started = False
         self._ids = np.empty(0, dtype=np.int64)
         self._uploads = torch.empty(0, self.num_params, device=dev)
+        #: the computed devices' ``uploaded`` masks for the strategy (None: not asked for)
+        self._trained: torch.Tensor | None = None
         self._losses = np.empty(0)
         self._batches: list[list[np.ndarray]] = []
         #: the devices' BatchNorm buffers after the last compute, ``{name: (n, ...)}``
@@ -413,16 +422,19 @@ class TorchLearner:
         self._batches = per_device_samples(batches, steps)
         params = self.rule.local_params(self._w, ids)
         local_bufs = self.rule.local_buffers(self.buffers, ids) if self.buffers else None
+        masks = wants_upload_mask(self.strategy, self.rule)
+        trained = self.rule.trained(ids) if len(batches) > 1 or masks else None
         grads, losses, new_bufs = local_updates(
             self.paths,
             params,
             batches,
             steps,
             np.full(ids.size, self.lr_at(slot)),
-            self.rule.trained(ids) if len(batches) > 1 else None,
+            trained if len(batches) > 1 else None,
             self.buffers,
             local_bufs,
         )
+        self._trained = trained if masks else None
         self._uploads = self.rule.uploads(grads, ids, slot)
         self._losses = losses.cpu().numpy()
         self.device_buffers = new_bufs
@@ -439,7 +451,19 @@ class TorchLearner:
                 raise ValueError(f"devices {missing} succeeded but computed nothing in this slot")
             rows = torch.as_tensor([pos[int(n)] for n in ok], device=self.device)
             bw = torch.as_tensor(self.batch_sizes[ok], dtype=torch.float32, device=self.device)
-            g = self.rule.aggregate(self._uploads[rows], ok, bw)
+            uploads = self._uploads[rows]
+
+            def call(index: np.ndarray | None, values: torch.Tensor) -> torch.Tensor:
+                if index is None:  # every row: the rule's call without strategies
+                    return self.rule.aggregate(values, ok, bw)
+                return self.rule.aggregate(
+                    values, ok[index], bw[torch.as_tensor(index, device=bw.device)]
+                )
+
+            uploaded = None if self._trained is None else self._trained[rows]
+            g = self.strategy.aggregate(
+                uploads, bw, self.local_steps[ok], uploaded, rule_mean_over(uploads, call)
+            )
             w_next = self.strategy.server_step(w_t, g, self.lr_at(slot))
             self.buffers = self.rule.aggregate_buffers(self.buffers, self.device_buffers, rows)
         else:
@@ -555,6 +579,7 @@ class TorchLearner:
     def _clear_slot(self) -> None:
         self._ids = np.empty(0, dtype=np.int64)
         self._uploads = torch.empty(0, self.num_params, device=self.device)
+        self._trained = None
         self._losses = np.empty(0)
         self._batches = []
         self.device_buffers = {}

@@ -44,6 +44,7 @@ import torch
 
 from .local import local_updates
 from .rules.base import StaleUpdate
+from .strategies import rule_mean_over, wants_upload_mask
 
 if TYPE_CHECKING:
     from .core import TorchLearner
@@ -291,7 +292,20 @@ class StaleUpdates:
             ids = np.array([c.device for c in done], dtype=np.int64)
             bw = torch.as_tensor(own.batch_sizes[ids], dtype=torch.float32, device=own.device)
             aux = [c.aux for c in done]
-            g = rule.aggregate_stale(uploads, frozen, bw, aux)
+
+            def call(index: np.ndarray | None, values: torch.Tensor) -> torch.Tensor:
+                if index is None:  # every row: the rule's call without strategies
+                    return rule.aggregate_stale(values, frozen, bw, aux)
+                pick = torch.as_tensor(index, device=bw.device)
+                sub = None if frozen is None else frozen[pick]
+                return rule.aggregate_stale(values, sub, bw[pick], [aux[i] for i in index])
+
+            uploaded = None
+            if frozen is not None and wants_upload_mask(own.strategy, rule):
+                uploaded = ~frozen
+            g = own.strategy.aggregate(
+                uploads, bw, own.local_steps[ids], uploaded, rule_mean_over(uploads, call)
+            )
             w_next = own.strategy.server_step(w_t, g, own.lr_at(step.slot) * step.server_lr)
             if own.buffers:
                 stacked = {k: torch.stack([c.buffers[k] for c in done]) for k in own.buffers}

@@ -14,6 +14,10 @@ Optimization" (ICLR 2021), with the server's FedAvg move ``Delta = -lr g`` as th
 step: server momentum (``fedavgm``) and the adaptive ``fedadagrad``, ``fedadam`` and ``fedyogi``
 (no bias correction, as in the paper; ``v`` starts at ``tau^2``, the paper's ``v_-1 >= tau^2``).
 
+Before the step, :meth:`Strategy.aggregate` forms ``g`` from the step's uploads; by default it
+is the update rule's own aggregate, handed over unchanged (the robust aggregates and FedNova
+override it: :mod:`wflsim.models.learner.strategies_aggregation`).
+
 The seam is the class: later strategies that change what devices optimise or send, how the
 server aggregates or which devices take part add hooks to :class:`Strategy` with defaults that
 leave today's behaviour, so that every strategy here keeps working unchanged.
@@ -23,13 +27,64 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
 import numpy as np
 import torch
 from pydantic import BaseModel
 
 from wflsim.sim.strategies import FedAdagradParams, FedAdamParams, FedAvgMParams
+
+
+class RuleMean(Protocol):
+    """The update rule's aggregate of a subset of a step's uploads (:meth:`Strategy.aggregate`).
+
+    ``rule_mean(rows, values=None) -> g`` ``(D,)``: ``rows`` the uploads' rows (ints, a range,
+    an int64 array or tensor; not empty), ``values`` ``(len(rows), D)`` to aggregate in their
+    place (None: the uploads themselves). Every row in order and no ``values`` is exactly the
+    rule's call without strategies (same tensors), so such a call leaves traces bit for bit.
+    """
+
+    def __call__(self, rows: Any, values: torch.Tensor | None = None) -> torch.Tensor: ...
+
+
+#: ``call(index, values) -> g``: the rule's aggregate of ``values``, the rows ``index`` (None:
+#: every row, the step's own tensors) of a step's uploads.
+RuleCall = Callable[[np.ndarray | None, torch.Tensor], torch.Tensor]
+
+
+def rule_mean_over(uploads: torch.Tensor, call: RuleCall) -> RuleMean:
+    """The :class:`RuleMean` of a step's ``uploads`` ``(k, D)``: ``call(None, uploads)`` for
+    every row in order (the rule's call of today, unchanged), ``call(index, uploads[index])``
+    (or ``values``) for a subset."""
+    k = int(uploads.shape[0])
+
+    def rule_mean(rows: Any, values: torch.Tensor | None = None) -> torch.Tensor:
+        if isinstance(rows, torch.Tensor):
+            rows = rows.cpu().numpy()
+        index = np.asarray(rows, dtype=np.int64).reshape(-1)
+        if index.size == 0:
+            raise ValueError("rule_mean needs at least one row")
+        if index.min() < 0 or index.max() >= k:
+            raise ValueError(f"rows outside [0, {k})")
+        if values is not None and values.shape != (index.size, uploads.shape[1]):
+            raise ValueError(
+                f"values of shape {tuple(values.shape)} for {index.size} rows of "
+                f"{uploads.shape[1]} parameters"
+            )
+        if index.size == k and np.array_equal(index, np.arange(k)):
+            return call(None, uploads if values is None else values)
+        pick = torch.as_tensor(index, device=uploads.device)
+        return call(index, uploads[pick] if values is None else values)
+
+    return rule_mean
+
+
+def wants_upload_mask(strategy: Strategy, rule: Any) -> bool:
+    """Whether ``strategy`` gets the ``uploaded`` masks under ``rule``: it asks for them
+    (:attr:`Strategy.needs_upload_mask`) and the rule averages each coordinate over the devices
+    that sent it (its ``aggregation`` is ``"per_coordinate"``)."""
+    return strategy.needs_upload_mask and getattr(rule, "aggregation", None) == "per_coordinate"
 
 
 @dataclass(frozen=True)
@@ -59,11 +114,39 @@ class Strategy:
 
     #: the name it is registered under (informative)
     name: ClassVar[str] = ""
+    #: whether :meth:`aggregate` wants the ``uploaded`` masks of a per-coordinate rule
+    needs_upload_mask: ClassVar[bool] = False
 
     def __init__(self, params: BaseModel, settings: StrategySettings) -> None:
         self.params = params
         self.num_params = int(settings.num_params)
         self.device = settings.device
+
+    def aggregate(
+        self,
+        uploads: torch.Tensor,
+        weights: torch.Tensor,
+        steps: np.ndarray,
+        uploaded: torch.Tensor | None,
+        rule_mean: RuleMean,
+    ) -> torch.Tensor:
+        """The step's aggregated pseudo-gradient ``g`` ``(D,)`` that :meth:`server_step` takes:
+        the update rule's own aggregate of every upload here (eq. 3, or the stale server's).
+
+        Args:
+            uploads: ``(k, D)`` the step's uploads as the update rule forms them (in semi_sync
+                and async already scaled by their staleness weights).
+            weights: ``(k,)`` float32, the devices' ``B_n``.
+            steps: ``(k,)`` int64 numpy, the devices' local steps ``E_n``.
+            uploaded: ``(k, D)`` bool, the coordinates each device sent, when the strategy asks
+                for them (:attr:`needs_upload_mask`) and the rule averages each coordinate over
+                the devices that sent it; None otherwise (every row counts in every coordinate,
+                an entry a device did not send as 0).
+            rule_mean: ``rule_mean(rows, values=None) -> (D,)``: the rule's aggregate of the
+                rows ``rows`` (ints into the ``k`` uploads), of ``values`` ``(len(rows), D)`` in
+                their place when given (:class:`RuleMean`).
+        """
+        return rule_mean(range(uploads.shape[0]))
 
     def server_step(self, w: torch.Tensor, g: torch.Tensor, lr: float) -> torch.Tensor:
         """The next global model from ``w`` ``(D,)``, the aggregated pseudo-gradient ``g``
@@ -212,8 +295,11 @@ BUILT_IN: dict[str, type[Strategy]] = {
 
 
 def builtin_strategies() -> dict[str, StrategyBuilder]:
-    """The built-in entries of ``wflsim.models.registry.STRATEGY_BUILDERS``."""
-    return dict(BUILT_IN)
+    """The built-in entries of ``wflsim.models.registry.STRATEGY_BUILDERS`` (with the
+    aggregating strategies of :mod:`wflsim.models.learner.strategies_aggregation`)."""
+    from .strategies_aggregation import AGGREGATING
+
+    return {**BUILT_IN, **AGGREGATING}
 
 
 def build_strategy(spec: Any, settings: StrategySettings) -> Strategy:

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
@@ -94,6 +94,9 @@ class OrderedDropout(PlainRule):
         table: its layer table (``sim.config.architectures.layers(model, dataset)``).
         bn_tiers: number of width tiers with their own BatchNorm statistics.
     """
+
+    #: each coordinate is averaged over the devices whose sub-model holds it (always)
+    aggregation: ClassVar[str] = "per_coordinate"
 
     def __init__(
         self,
