@@ -360,3 +360,30 @@ def test_every_aggregating_strategy_runs_with_every_update_rule(name, scheme, mo
     data["learning"] = {**LEARN["learning"], "aggregation": "per_coordinate"}
     res = wflsim.run(data, progress=False)
     assert res.summary["slots"] == 6
+
+
+@pytest.mark.parametrize("stale", [False, True])
+def test_pruning_ranks_by_the_aggregate_the_server_stepped_with(stale):
+    """Under fedmedian, pruning's importance g is the median the server stepped with (the rule's
+    own aggregate is never computed), in a synchronous slot and a stale server step."""
+    from wflsim.app.run import make_learner
+    from wflsim.sim.strategies import StrategySpec
+    from wflsim.sim.updates import PruningInputs, UpdateRuleSpec
+
+    learner = make_learner(wflsim.prepare(LEARN))
+    learner.set_update_rule(UpdateRuleSpec("pruning", {"aggregation": "zeros"}))
+    learner.set_strategy(StrategySpec("fedmedian", {}))
+    n = learner.num_devices
+    learner.begin_frame(0, PruningInputs(np.full(n, learner.num_params, dtype=np.int64)))
+    ids = np.arange(n, dtype=np.int64)
+    w0 = learner.global_params()
+    if stale:
+        for k in range(n):
+            learner.start_update(k, k, 0, 0)
+        learner.apply_updates(0, ids, np.ones(n), 1.0)
+        learner.materialise()
+    else:
+        learner.compute(0, ids)
+        learner.apply(0, ids)
+    g = (w0 - learner.global_params()) / learner.lr_at(0)
+    torch.testing.assert_close(learner.rule.g_prev, g, rtol=1e-4, atol=1e-6)

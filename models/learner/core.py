@@ -464,6 +464,9 @@ class TorchLearner:
             g = self.strategy.aggregate(
                 uploads, bw, self.local_steps[ok], uploaded, rule_mean_over(uploads, call)
             )
+            note = getattr(self.rule, "server_gradient", None)  # optional (PlainRule: nothing)
+            if note is not None:
+                note(g)
             w_next = self.strategy.server_step(w_t, g, self.lr_at(slot))
             self.buffers = self.rule.aggregate_buffers(self.buffers, self.device_buffers, rows)
         else:

@@ -306,6 +306,9 @@ class StaleUpdates:
             g = own.strategy.aggregate(
                 uploads, bw, own.local_steps[ids], uploaded, rule_mean_over(uploads, call)
             )
+            note = getattr(rule, "server_gradient", None)  # optional (PlainRule: nothing)
+            if note is not None:
+                note(g)
             w_next = own.strategy.server_step(w_t, g, own.lr_at(step.slot) * step.server_lr)
             if own.buffers:
                 stacked = {k: torch.stack([c.buffers[k] for c in done]) for k in own.buffers}

@@ -245,6 +245,12 @@ class PlainRule:
     def after_step(self, w_t: torch.Tensor, w_next: torch.Tensor) -> None:
         """Nothing to do."""
 
+    def server_gradient(self, g: torch.Tensor) -> None:
+        """The step's aggregate ``g`` ``(D,)`` as the server used it (the strategy's: a robust
+        aggregate such as the median never calls the rule's own :meth:`aggregate`); an optional
+        hook the learner calls after every step with uploads, for a rule that keeps the server's
+        gradient (pruning's importance). Nothing to do."""
+
     def end_frame(self) -> None:
         """Nothing to do."""
 

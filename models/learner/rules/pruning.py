@@ -163,6 +163,12 @@ class ImportancePruning(PlainRule):
         self.g_prev = g.detach().clone()
         return g
 
+    def server_gradient(self, g: torch.Tensor) -> None:
+        """Remember the aggregate the server stepped with as ``g`` (under a strategy that
+        aggregates without the rule, e.g. the median, the importance follows the server's
+        gradient, not one the rule never computed)."""
+        self.g_prev = g.detach().clone()
+
     def settle(self, ok: np.ndarray) -> None:
         """Forget the slot's masks."""
         self._masks = None
