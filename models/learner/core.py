@@ -422,6 +422,7 @@ class TorchLearner:
             self.rule.trained(ids) if len(batches) > 1 else None,
             self.buffers,
             local_bufs,
+            self.strategy.local_correction,
         )
         self._uploads = self.rule.uploads(grads, ids, slot)
         self._losses = losses.cpu().numpy()
