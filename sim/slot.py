@@ -101,22 +101,24 @@ def frame_costs(
     payload_bits: ArrayLike, compute_fraction: ArrayLike, system: SystemConstants
 ) -> FrameCosts:
     """Payload, compute time (eq. 12) and compute energy (eq. 13) of a cost plan, the compute
-    times each device's local steps ``E_n`` (``u c B E_n / f``, ``(alpha / 2) u c B E_n f^2``).
+    times each device's local steps ``E_n`` (``u c' B E_n / f``, ``(alpha / 2) u c' B E_n f^2``
+    with ``c' = c + X / B`` the cycles per sample of a step with the server strategy's extra ``X``
+    cycles, :attr:`~wflsim.sim.world.system.DeviceArrays.step_cycles_per_sample`), the payload
+    times the strategy's upload factor (:attr:`~wflsim.sim.world.system.SystemConstants.upload_factor`).
 
     Args:
-        payload_bits: bits per device, ``(N,)``.
+        payload_bits: bits per device of the model's upload, ``(N,)``.
         compute_fraction: share ``u`` of a full gradient's ``c B`` cycles, ``(N,)``.
         system: the devices' hardware.
     """
     dev = system.devices
     u = np.asarray(compute_fraction, dtype=np.float64)
+    c = dev.step_cycles_per_sample
     return FrameCosts(
-        payload_bits=np.asarray(payload_bits, dtype=np.float64),
-        compute_s=physics.compute_time_s(
-            u, dev.cycles_per_sample, dev.batch_size, dev.cpu_hz, dev.local_steps
-        ),
+        payload_bits=np.asarray(payload_bits, dtype=np.float64) * system.upload_factor,
+        compute_s=physics.compute_time_s(u, c, dev.batch_size, dev.cpu_hz, dev.local_steps),
         compute_energy_j=physics.compute_energy_j(
-            u, dev.cycles_per_sample, dev.batch_size, dev.cpu_hz, dev.capacitance, dev.local_steps
+            u, c, dev.batch_size, dev.cpu_hz, dev.capacitance, dev.local_steps
         ),
     )
 

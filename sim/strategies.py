@@ -15,6 +15,12 @@ update rule's aggregate) and ``lr`` the step's rate, the server's move is ``Delt
 (FedAvg's); the optimisers treat ``Delta`` as a gradient step to take with momentum or adaptive
 per-coordinate rates. A step with no upload leaves the model and the optimiser's state as they
 are.
+
+Client-side strategies change what a device computes in its local steps and what it uploads
+(``fedprox``: Li et al., "Federated Optimization in Heterogeneous Networks", MLSys 2020). What
+that costs the device is declared here, without torch (:class:`StrategyCosts`: extra CPU cycles
+per local step and a factor on the upload's payload); the network side charges it with the same
+physics as the gradient's cycles and the model's bits (``wflsim.app.prepare.resolve_system``).
 """
 
 from __future__ import annotations
@@ -84,6 +90,48 @@ class KrumParams(StrategyParams):
     m: int = Field(1, ge=1, le=1_000_000, description="uploads kept m (1: Krum; more: Multi-Krum)")
 
 
+class FedProxParams(StrategyParams):
+    """``fedprox``: a proximal term in the devices' local objective."""
+
+    mu: _Float = Field(
+        0.01,
+        ge=0,
+        le=1e6,
+        description="proximal weight mu: each local step's gradient gets mu (w_e - w_0) added "
+        "(0: FedAvg)",
+    )
+
+
+@dataclass(frozen=True)
+class StrategyCosts:
+    """What a strategy costs a device beyond FedAvg's local steps and upload, without torch.
+
+    ``cycles_per_param``: extra CPU cycles per local step per model parameter (the step's extra
+    cycles are ``cycles_per_param D`` on the full model, scaled like the gradient's ``c B`` by the
+    compute fraction ``u`` a scheme plans: the extra arithmetic runs on the coordinates the
+    device trains). ``upload_factor``: what the upload's payload bits are multiplied by (2: a
+    second ``D``-vector sent with the model's, compressed as it is). The defaults cost nothing
+    and leave every number as it is.
+    """
+
+    cycles_per_param: float = 0.0
+    upload_factor: float = 1.0
+
+    def __post_init__(self) -> None:
+        if not (0.0 <= self.cycles_per_param < float("inf")):
+            raise ValueError("cycles_per_param must be finite and >= 0")
+        if not (1.0 <= self.upload_factor < float("inf")):
+            raise ValueError("upload_factor must be finite and >= 1")
+
+    def extra_cycles_per_step(self, num_params: int) -> float:
+        """The extra CPU cycles of one local step on a model of ``D = num_params`` parameters."""
+        return self.cycles_per_param * float(num_params)
+
+
+#: FedAvg's costs: nothing beyond its local steps and the model's upload.
+NO_EXTRA_COSTS = StrategyCosts()
+
+
 @dataclass(frozen=True)
 class StrategyInfo:
     """What a scenario may ask of a server strategy under one name."""
@@ -92,6 +140,8 @@ class StrategyInfo:
     params: type[BaseModel]
     #: one line: what it does, with its equation
     description: str
+    #: what it costs a device beyond FedAvg (none for server-side strategies)
+    costs: StrategyCosts = NO_EXTRA_COSTS
 
 
 def builtin_strategies() -> dict[str, StrategyInfo]:
@@ -131,6 +181,15 @@ def builtin_strategies() -> dict[str, StrategyInfo]:
             NoParams,
             "FedNova (Wang et al. 2020): g = sum_i p_i E_i * rule mean of upload_i / E_i; "
             "w <- w - lr g",
+        ),
+        # client side (wflsim.models.learner.strategies_client)
+        "fedprox": StrategyInfo(
+            FedProxParams,
+            "FedProx: local steps on F_n(w) + (mu / 2) |w - w_0|^2, g_e = grad F_n(w_e) + "
+            "mu (w_e - w_0); server step as FedAvg",
+            # per trained coordinate and step: w_e - w_0 (one subtraction), then
+            # g + mu * diff (one fused multiply-add)
+            StrategyCosts(cycles_per_param=2.0),
         ),
     }
 

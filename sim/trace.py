@@ -101,7 +101,7 @@ COLUMNS: dict[str, tuple[pa.DataType, str, str]] = {
     "payload_bits": (
         pa.float64(),
         "bit",
-        "upload payload of the scheme's cost model ((1 - gamma) S under freezing)",
+        "upload payload of the scheme's cost model ((1 - gamma) S under freezing), times the [strategy]'s upload factor (1 but for a strategy that sends more than the model)",
     ),
     "compute_fraction": (
         pa.float64(),
@@ -139,7 +139,7 @@ COLUMNS: dict[str, tuple[pa.DataType, str, str]] = {
     "compute_s": (
         pa.float64(),
         "s",
-        "computation latency tau_cmp = u c B E_n / f, E_n the device's local steps (1: FedSGD; [learning] local_steps / local_epochs) (decision/compute_end rows)",
+        "computation latency tau_cmp = u c' B E_n / f, E_n the device's local steps (1: FedSGD; [learning] local_steps / local_epochs), c' = c + X / B with X the [strategy]'s extra cycles per local step (0 for FedAvg and the server-side strategies; fedprox: 2 D) (decision/compute_end rows)",
     ),
     "upload_s": (
         pa.float64(),
@@ -154,7 +154,7 @@ COLUMNS: dict[str, tuple[pa.DataType, str, str]] = {
     "energy_compute_j": (
         pa.float64(),
         "J",
-        "computation energy of the slot ((alpha/2) u c B E_n f^2 when not slowed)",
+        "computation energy of the slot ((alpha/2) u c' B E_n f^2 when not slowed; c' as in compute_s)",
     ),
     "energy_upload_j": (
         pa.float64(),

@@ -60,6 +60,7 @@ if TYPE_CHECKING:
     )
     from wflsim.models.learner.strategies import Strategy
     from wflsim.sim.errors import PlausibilityWarning, ScenarioError
+    from wflsim.sim.strategies import StrategyCosts
 
 __all__ = [
     "Callbacks",
@@ -73,6 +74,7 @@ __all__ = [
     "ScenarioError",
     "SlotView",
     "Strategy",
+    "StrategyCosts",
     "SweepResult",
     "__version__",
     "compare",
@@ -94,8 +96,12 @@ __all__ = [
 
 #: The errors and warnings a scenario raises, from the light :mod:`wflsim.sim.errors`.
 _ERRORS = frozenset({"PlausibilityWarning", "ScenarioError"})
-#: The base class of a server strategy of one's own (its module loads torch).
-_TORCH = {"Strategy": "wflsim.models.learner.strategies"}
+#: Names from their own modules: the base class of a strategy of one's own (its module loads
+#: torch) and the record of what a strategy costs a device (torch-free).
+_TORCH = {
+    "Strategy": "wflsim.models.learner.strategies",
+    "StrategyCosts": "wflsim.sim.strategies",
+}
 _API = frozenset(__all__) - {"__version__"} - _ERRORS - set(_TORCH)
 #: The public submodules for extensions, imported when first asked for (``wflsim.schemes``
 #: loads no torch, ``wflsim.rules`` does).
@@ -104,7 +110,8 @@ _SUBMODULES = frozenset({"schemes", "rules"})
 
 def __getattr__(name: str) -> Any:
     """The API's names, imported from :mod:`wflsim.api` when first asked for, the scenario's
-    error and warning, the base class :class:`Strategy` (loading torch), and the public
+    error and warning, the base class :class:`Strategy` (loading torch) and
+    :class:`~wflsim.sim.strategies.StrategyCosts`, and the public
     submodules :mod:`wflsim.schemes` and :mod:`wflsim.rules`
     (PEP 562)."""
     if name in _API:

@@ -433,6 +433,7 @@ class TorchLearner:
             trained if len(batches) > 1 else None,
             self.buffers,
             local_bufs,
+            self.strategy.local_correction,
         )
         self._trained = trained if masks else None
         self._uploads = self.rule.uploads(grads, ids, slot)

@@ -4,11 +4,14 @@ Device ``n`` starts at its local model ``w_0`` (the rule's: the global model, or
 ``w_tilde_n`` under freezing) and takes ``E_n`` SGD steps on fresh minibatches of ``B_n`` samples
 at the local learning rate ``lr`` (the run's learning rate of the slot),
 
-    g_e = m * grad F_n(w_e; batch_e),   w_(e+1) = w_e - lr g_e,   e = 0 .. E_n - 1,
+    g_e = m * (grad F_n(w_e; batch_e) + r(w_e, w_0)),   w_(e+1) = w_e - lr g_e,   e = 0 .. E_n - 1,
 
 with ``m`` the coordinates the device trains (the rule's
 :meth:`~wflsim.models.learner.rules.base.UpdateRule.trained` mask: its frozen, pruned or dropped
-parameters get no gradient at any step, so they keep their values). Its upload is the
+parameters get no gradient at any step, so they keep their values) and ``r`` the server
+strategy's local correction (:meth:`~wflsim.models.learner.strategies.Strategy.local_correction`:
+FedProx's ``mu (w_e - w_0)``; none for FedAvg and the server-side strategies, whose steps are the
+plain gradient's, float for float). Its upload is the
 pseudo-gradient ``(w_0 - w_E) / lr``, computed as ``sum_e g_e`` (equal in exact arithmetic; the sum
 avoids the cancellation of subtracting two nearby models, and is FedSGD's gradient itself for
 ``E_n = 1``). The server's step ``w - lr * mean(uploads)`` with the same ``lr`` is then FedAvg's
@@ -22,11 +25,17 @@ autograd per device); BatchNorm running statistics carry from step to step on ea
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import torch
 
 from .gradients import GradientPaths, Grads
 from .sampling import Batch
+
+#: ``correction(w_e, w_0) -> (n, D) | None``: what a local step adds to the devices' gradients
+#: at ``w_e`` ``(n, D)``, started from ``w_0`` (``(D,)`` shared or ``(n, D)``); None: nothing.
+Correction = Callable[[torch.Tensor, torch.Tensor], "torch.Tensor | None"]
 
 
 def local_updates(
@@ -38,6 +47,7 @@ def local_updates(
     trained: torch.Tensor | None,
     buffers: dict[str, torch.Tensor],
     device_buffers: dict[str, torch.Tensor] | None = None,
+    correction: Correction | None = None,
 ) -> Grads:
     """The uploads of ``n`` devices after their local steps (module docstring).
 
@@ -51,6 +61,8 @@ def local_updates(
         trained: ``(n, D)`` bool, True where a device trains (None: everywhere).
         buffers, device_buffers: the starting BatchNorm statistics, as
             :meth:`GradientPaths.compute`.
+        correction: the strategy's local correction ``r`` (module docstring; None: none), added
+            to each step's gradient before the mask (at the first step too, at ``w_e = w_0``).
 
     Returns:
         ``(n, D)`` pseudo-gradients (for ``E_n = 1`` every device's gradient exactly as
@@ -59,6 +71,12 @@ def local_updates(
         ``{name: (n, ...)}``.
     """
     first = paths.compute(params, batches[0], buffers, device_buffers)
+    w0 = params
+    if correction is not None:
+        grads, losses, bufs = first
+        r = correction(params.expand_as(grads), w0)
+        if r is not None:
+            first = grads + r, losses, bufs
     if len(batches) == 1:
         return first
     grads, losses, bufs = first
@@ -72,6 +90,10 @@ def local_updates(
         active = np.flatnonzero(steps > e)
         if active.size == len(steps):  # every device still steps: no gathers of (n, D) copies
             g, _, new_bufs = paths.compute_diverged(w, batches[e], buffers, bufs or None)
+            if correction is not None:
+                r = correction(w, w0)
+                if r is not None:
+                    g += r
             if trained is not None:
                 g.masked_fill_(~trained, 0.0)
             total += g
@@ -82,6 +104,10 @@ def local_updates(
         g, _, new_bufs = paths.compute_diverged(
             w[rows], batches[e], buffers, {k: v[rows] for k, v in bufs.items()} if bufs else None
         )
+        if correction is not None:
+            r = correction(w[rows], w0 if w0.dim() == 1 else w0[rows])
+            if r is not None:
+                g = g + r
         if trained is not None:
             g = g.masked_fill(~trained[rows], 0.0)
         total[rows] += g

@@ -238,7 +238,15 @@ class StaleUpdates:
             trained = ~torch.stack([none if f is None else f for f in frozen_rows])
         lr = np.array([own.lr_at(p.slot) for p in todo])
         grads, _losses, new_bufs = local_updates(
-            own.paths, params, batches, steps, lr, trained, bufs, local_bufs
+            own.paths,
+            params,
+            batches,
+            steps,
+            lr,
+            trained,
+            bufs,
+            local_bufs,
+            own.strategy.local_correction,
         )
         self.computed += len(todo)
         self.calls += 1

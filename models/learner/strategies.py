@@ -20,7 +20,9 @@ override it: :mod:`wflsim.models.learner.strategies_aggregation`).
 
 The seam is the class: later strategies that change what devices optimise or send, how the
 server aggregates or which devices take part add hooks to :class:`Strategy` with defaults that
-leave today's behaviour, so that every strategy here keeps working unchanged.
+leave today's behaviour, so that every strategy here keeps working unchanged. The devices' local
+steps have one (:meth:`Strategy.local_correction`: what each step adds to the gradient; the
+client-side strategies of ``wflsim.models.learner.strategies_client`` use it).
 """
 
 from __future__ import annotations
@@ -156,6 +158,15 @@ class Strategy:
         an older version: never change it in place).
         """
         return w - lr * g
+
+    # -- the devices' local steps (client side)
+    def local_correction(self, w_e: torch.Tensor, w_0: torch.Tensor) -> torch.Tensor | None:
+        """What each local step adds to the devices' gradients (``wflsim.models.learner.local``):
+        ``w_e`` ``(n, D)`` the devices' models at the step, ``w_0`` the models they started from
+        (the update rule's local parameters, ``(D,)`` shared or ``(n, D)``); ``(n, D)``, or None
+        to add nothing (here: the plain gradient, FedAvg's steps). Applied on the coordinates
+        the devices train (the mask comes after); never change ``w_e`` or ``w_0`` in place."""
+        return None
 
     def state_dict(self) -> dict[str, Any]:
         """The strategy's state as NumPy arrays and plain numbers (none here)."""
@@ -295,11 +306,14 @@ BUILT_IN: dict[str, type[Strategy]] = {
 
 
 def builtin_strategies() -> dict[str, StrategyBuilder]:
-    """The built-in entries of ``wflsim.models.registry.STRATEGY_BUILDERS`` (with the
-    aggregating strategies of :mod:`wflsim.models.learner.strategies_aggregation`)."""
+    """The built-in entries of ``wflsim.models.registry.STRATEGY_BUILDERS``: the server-side
+    strategies here, the aggregating ones of
+    :mod:`wflsim.models.learner.strategies_aggregation` and the client-side ones of
+    ``wflsim.models.learner.strategies_client``."""
     from .strategies_aggregation import AGGREGATING
+    from .strategies_client import CLIENT_BUILT_IN
 
-    return {**BUILT_IN, **AGGREGATING}
+    return {**BUILT_IN, **AGGREGATING, **CLIENT_BUILT_IN}
 
 
 def build_strategy(spec: Any, settings: StrategySettings) -> Strategy:

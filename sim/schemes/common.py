@@ -128,9 +128,10 @@ class FrameController:
             noise_w=np.asarray(s.noise_w, dtype=np.float64),
             mean_gain=ctx.large_scale_gain,
             deadline_s=np.asarray(s.deadline_s, dtype=np.float64),
-            # an update's E_n local steps run E_n c cycles per sample of its batch: theta and
-            # e_cmp scale with E_n, the value V lam B does not (E_n = 1: c itself)
-            cycles_per_sample=d.cycles_per_sample * d.local_steps,
+            # an update's E_n local steps run E_n c' cycles per sample of its batch (c' = c
+            # plus the strategy's extra cycles per step over B): theta and e_cmp scale with E_n,
+            # the value V lam B does not (E_n = 1 and FedAvg: c itself)
+            cycles_per_sample=d.step_cycles_per_sample * d.local_steps,
             batch_size=d.batch_size,
             cpu_hz=d.cpu_hz,
             capacitance=d.capacitance,

@@ -177,6 +177,7 @@ def register_strategy(
     *,
     params: type[BaseModel] | None = None,
     description: str | None = None,
+    costs: Any = None,
     replace: bool = False,
 ) -> None:
     """Register a server strategy under ``name`` (``[strategy] name = name``).
@@ -191,15 +192,19 @@ def register_strategy(
             a field the model does not declare is refused); None: it takes none.
         description: one line saying what it does (default: the first line of the builder's
             docstring).
+        costs: what it costs a device beyond FedAvg, a ``wflsim.StrategyCosts``
+            (extra CPU cycles per local step per parameter, upload factor), charged by the
+            network side; None: nothing.
         replace: replace an earlier registration of ``name``.
 
     Raises:
-        ValueError: a bad or taken name, a builder that is not callable, or ``params`` that is
-            not a pydantic model.
+        ValueError: a bad or taken name, a builder that is not callable, ``params`` that is
+            not a pydantic model, or ``costs`` that is not a ``StrategyCosts``.
     """
     from pydantic import BaseModel
 
     from wflsim.models.registry import STRATEGY_BUILDERS
+    from wflsim.sim.strategies import NO_EXTRA_COSTS, StrategyCosts
 
     _check_name("strategy", name, replace)
     if not callable(builder):
@@ -208,7 +213,11 @@ def register_strategy(
         raise ValueError(f"the params of strategy {name!r} must be a pydantic model (or None)")
     if description is None:
         description = ((getattr(builder, "__doc__", None) or "").strip().splitlines() or [""])[0]
-    info = StrategyInfo(NoParams if params is None else params, description)
+    if costs is not None and not isinstance(costs, StrategyCosts):
+        raise ValueError(f"the costs of strategy {name!r} must be a StrategyCosts (or None)")
+    info = StrategyInfo(
+        NoParams if params is None else params, description, costs or NO_EXTRA_COSTS
+    )
     STRATEGY_BUILDERS.register(name, builder, replace=replace)
     registry.STRATEGIES.register(name, info, replace=replace)
 
@@ -264,7 +273,11 @@ def _arguments(kind: str, name: str) -> tuple[tuple[Any, ...], dict[str, Any]]:
     if kind == "partition":
         return (name, learner), {}
     if kind == "strategy":
-        return (name, learner), {"params": entry.params, "description": entry.description}
+        return (name, learner), {
+            "params": entry.params,
+            "description": entry.description,
+            "costs": entry.costs,
+        }
     return (name, learner), {
         "inputs": entry.inputs,
         "params": entry.params,

@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from wflsim.sim.config.catalogue import MODELS
 from wflsim.sim.config.derived import check_derived, check_slot_wait
 from wflsim.sim.config.loading import (
@@ -34,6 +36,7 @@ from wflsim.sim.config.schema import Scenario
 from wflsim.sim.errors import ScenarioError
 from wflsim.sim.rng import Streams
 from wflsim.sim.schemes import build_scheme
+from wflsim.sim.strategies import STRATEGIES
 from wflsim.sim.updates import UPDATE_RULES
 from wflsim.sim.world import physics
 from wflsim.sim.world.availability import Availability, build_availability
@@ -266,13 +269,13 @@ def prepare_scenario(
         deadline_s=scenario.run.deadline_s,
     )
     num_params = payload_num_params(scenario.learning)
-    check_derived(scenario, devices, channel, num_params)
+    system = resolve_system(scenario, devices)  # the devices with the strategy's extra cycles
+    check_derived(scenario, system.devices, channel, num_params)
     if strict or warn:
         report_findings(cross_findings(scenario, devices), strict=strict)
     ddir = resolve_data_dir(data_dir, scenario, base_dir)
     if scenario.learning.enabled and check_data and not download:
         check_data_dir(scenario.learning.dataset, ddir)
-    system = resolve_system(scenario, devices)
     # Build the scheme once: what only a scheme can check (e.g. that its cost model knows the
     # model's architecture) fails here, before anything is written.
     try:
@@ -313,18 +316,27 @@ def prepare_scenario(
 
 def resolve_system(scenario: Scenario, devices: DeviceArrays) -> SystemConstants:
     """The physical constants of a run: devices, radio, ``D`` (the model's, from the catalogue,
-    or ``learning.num_params``) and the architecture behind ``D`` when it is the model's."""
+    or ``learning.num_params``), the architecture behind ``D`` when it is the model's, and what
+    the ``[strategy]`` costs a device (:class:`~wflsim.sim.strategies.StrategyCosts`: its extra
+    cycles per local step on ``D`` parameters, in the devices' ``extra_cycles_per_step``, and its
+    upload factor; network-only runs are charged them too)."""
     net, lc = scenario.network, scenario.learning
+    num_params = payload_num_params(lc)
+    costs = STRATEGIES[scenario.strategy.name].costs
+    extra = costs.extra_cycles_per_step(num_params)
+    if extra:
+        devices = devices.with_extra_cycles(np.full(devices.num_devices, extra))
     return SystemConstants(
         devices=devices,
         bandwidth_hz=net.bandwidth_hz,
         noise_w=float(physics.dbm_to_w(scenario.uplink.noise_dbm(net))),
         deadline_s=scenario.run.deadline_s,
-        num_params=payload_num_params(lc),
+        num_params=num_params,
         bits_per_param=lc.bits_per_param,
         architecture=(lc.model, lc.dataset)
         if lc.num_params is None and lc.model in MODELS
         else None,
+        upload_factor=costs.upload_factor,
     )
 
 
