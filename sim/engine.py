@@ -35,6 +35,7 @@ from .errors import RunDiverged
 from .kernels import KernelName, make_kernel
 from .learner import Learner
 from .schemes.base import FrameContext, Scheme, SlotContext
+from .selection import Selection
 from .servers.base import FrameState, Server, SlotEnd, SlotPlanning
 from .servers.synchronous import SyncServer
 from .slot import SlotOutcome, SlotRules
@@ -162,6 +163,8 @@ class Engine:
         strategy: how the server turns a step's aggregated uploads into a new model
             (``[strategy]``, :mod:`wflsim.sim.strategies`; None: FedAvg), handed to the learner
             with :func:`set_learner_strategy`.
+        selection: which of the devices a slot's plan lets take part the server asks
+            (``[strategy.selection]``, :mod:`wflsim.sim.selection`; None: all of them).
 
     Raises:
         ValueError: the server refuses the engine's parts (a stale-update server with a
@@ -188,6 +191,7 @@ class Engine:
         availability: Availability | None = None,
         server: Server | None = None,
         strategy: StrategySpec | None = None,
+        selection: Selection | None = None,
     ) -> None:
         self.config = config
         self.system = system
@@ -204,6 +208,8 @@ class Engine:
         #: the server strategy the learner steps with
         self.strategy = strategy if strategy is not None else StrategySpec()
         set_learner_strategy(learner, self.strategy)
+        #: which candidates of a slot the server asks (``[strategy.selection]``)
+        self.selection = selection if selection is not None else Selection()
         self.rules = SlotRules(scheme.closes_at, config.late_upload_energy)
 
         n = system.num_devices

@@ -34,6 +34,7 @@ STREAM_IDS: dict[str, int] = {
     "los_state": 13,  # the spatially correlated LOS / NLOS state of 3GPP path loss, per frame
     "compute_jitter": 14,  # the slowdown of local computation, per device and slot
     "availability": 15,  # online and offline periods, per device and period
+    "selection": 16,  # which candidates a [strategy.selection] rule asks, per device and slot
 }
 
 _GLOBAL = 2**31 - 1  # spawn-key slot used for streams that are not per device

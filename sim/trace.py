@@ -19,8 +19,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-# 2: device_slot and upload_planned_s; 3: availability events; 4: stale updates ([server])
-TRACE_SCHEMA_VERSION = "4"
+# 2: device_slot and upload_planned_s; 3: availability events; 4: stale updates ([server]);
+# 5: selected ([strategy.selection])
+TRACE_SCHEMA_VERSION = "5"
 
 #: What a run's trace records (``[trace] level``): every event (the paper's) or, for large
 #: network studies, the device events of a slot folded into one ``device_slot`` row per device.
@@ -131,6 +132,11 @@ COLUMNS: dict[str, tuple[pa.DataType, str, str]] = {
     "max_tx_power_w": (pa.float64(), "W", "the controller's power threshold p_max of the frame"),
     "tx_power_w": (pa.float64(), "W", "transmit power (0: not transmitting)"),
     "participating": (pa.bool_(), "-", "the device computes and uploads in this slot"),
+    "selected": (
+        pa.bool_(),
+        "-",
+        "decision/device_slot rows, [strategy.selection] rules but all: the strategy asked the device, one the slot's plan let take part (false: the plan let it, the rule did not ask it, so it is not participating); null where the plan did not let it take part, and under the rule all",
+    ),
     "available": (
         pa.bool_(),
         "-",

@@ -20,6 +20,7 @@ from pydantic import (
     model_validator,
 )
 
+from ..selection import SelectionConfig
 from ..servers.config import ServerConfig
 from ..world.availability import AlwaysConfig, AvailabilityConfig
 from ..world.channel.config import ChannelConfig
@@ -318,10 +319,14 @@ class StrategyConfig(BaseModel):
     name: str = Field(
         "fedavg", description="how the server turns a step's aggregated uploads into a new model"
     )
+    selection: SelectionConfig = Field(
+        default_factory=SelectionConfig,
+        description="which of the devices a slot's plan lets take part the server asks",
+    )
 
     @property
     def params(self) -> dict[str, Any]:
-        """The strategy parameters (everything but ``name``)."""
+        """The strategy parameters (everything but ``name`` and ``selection``)."""
         return dict(self.model_extra or {})
 
 

@@ -33,6 +33,7 @@ import simpy
 from ..clock import Clock
 from ..learner import Learner
 from ..schemes.base import FramePlan, Scheme, SlotPlan
+from ..selection import Selection, SelectionInputs
 from ..slot import FrameCosts, SlotOutcome, SlotRules, SlotUploads
 from ..stats import RunStats
 from ..trace import TraceBuffer
@@ -94,6 +95,28 @@ def decision_columns(
     }
 
 
+def select(
+    host: Host, t: int, sp: SlotPlanning, uploads: SlotUploads, candidates: np.ndarray, limit: int
+) -> tuple[np.ndarray, np.ma.MaskedArray]:
+    """The candidates of slot ``t`` (``(N,)`` bool: the devices the plan lets take part) the
+    host's selection rule asks, at most ``limit`` of them (:class:`~wflsim.sim.selection.Selection`
+    on the slot's planned power, the gain the scheme sees, the payload, the planned computation
+    energy and the queues at the slot's start), and the ``selected`` column: the choice where the
+    device was a candidate, null where it was not."""
+    system = host.system
+    inputs = SelectionInputs(
+        tx_power_w=uploads.tx_power_w,
+        seen_gain=sp.gains.seen_gain,
+        payload_bits=uploads.payload_bits,
+        compute_energy_j=sp.planned.compute_energy_j,
+        queue_j=host.queue_j,
+        bandwidth_hz=system.bandwidth_hz,
+        noise_w=system.noise_w,
+    )
+    chosen = host.selection.choose(t, candidates, limit, inputs)
+    return chosen, np.ma.MaskedArray(chosen, mask=~np.asarray(candidates, dtype=bool))
+
+
 @dataclass(frozen=True)
 class SlotInProgress:
     """The slot in progress: what its start decided for every device."""
@@ -134,6 +157,7 @@ class Host(Protocol):
     jitter: ComputeJitter | None
     buffer: TraceBuffer  #: the trace rows of the frame in progress
     queue_j: np.ndarray  #: the energy-deficit queues, J, ``(N,)``
+    selection: Selection  #: which candidates of a slot the server asks (``[strategy.selection]``)
     stats: RunStats  #: the run's totals (:meth:`Server.new_stats`)
     num_devices: int
     next_frame: int  #: the frame in progress, or the next one between frames

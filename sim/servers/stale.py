@@ -103,6 +103,7 @@ from .base import (
     SlotPlanning,
     SlotPlay,
     decision_columns,
+    select,
 )
 from .config import ServerConfig
 from .cycles import (
@@ -117,6 +118,11 @@ from .cycles import (
 
 _ONLINE, _OFFLINE = event_code("online"), event_code("offline")
 _U_START, _U_END = event_code("upload_start"), event_code("upload_end")
+
+
+def _array(v: Any) -> np.ndarray:
+    """A decision column as an array (a masked one, the ``selected`` column, kept masked)."""
+    return v if isinstance(v, np.ma.MaskedArray) else np.asarray(v)
 
 
 class StaleServer(Server):
@@ -274,6 +280,16 @@ class StaleServer(Server):
                 )
         up = self._uploads(sp)
         idle = np.setdiff1d(eng.ids, np.fromiter(self._cycles, np.int32, len(self._cycles)))
+        selected = None
+        if eng.selection.active:  # the idle candidates the strategy asks ([strategy.selection])
+            candidates = np.zeros(eng.num_devices, dtype=bool)
+            candidates[idle] = up.participating[idle]
+            size = eng.selection.k
+            assert size is not None
+            # semi_sync: k devices per round; async: k devices in cycles at once
+            limit = size - len(self._cycles) if self._async else size
+            chosen, selected = select(eng, t, sp, up, candidates, limit)
+            up = self._uploads(sp, chosen)
         starting = idle[up.participating[idle]]
         self._tick = SlotInProgress(
             slot=t,
@@ -289,6 +305,7 @@ class StaleServer(Server):
         decision = {
             **decision_columns(fr, sp, up, np.where(up.participating, planned.compute_s, 0.0)),
             "model_version": np.full(eng.num_devices, self.version, dtype=np.int64),
+            "selected": selected,
         }
         eng.buffer.add("slot_start", now, k, t)
         if eng.record_events:  # the idle devices' decisions
@@ -298,9 +315,7 @@ class StaleServer(Server):
                 k,
                 t,
                 idle,
-                **{
-                    name: None if v is None else np.asarray(v)[idle] for name, v in decision.items()
-                },
+                **{name: None if v is None else _array(v)[idle] for name, v in decision.items()},
             )
         else:  # folded into the slot's device_slot rows, which go here at the slot's end
             busy = np.ones(eng.num_devices, dtype=bool)
@@ -308,19 +323,21 @@ class StaleServer(Server):
             self._fold = (
                 eng.buffer.position,
                 {
-                    name: None if v is None else np.ma.MaskedArray(np.asarray(v), mask=busy)
+                    name: None if v is None else np.ma.MaskedArray(_array(v), mask=busy)
                     for name, v in decision.items()
                 },
             )
         for n in starting.tolist():
             self._start(n, now)
 
-    def _uploads(self, sp: SlotPlanning) -> SlotUploads:
+    def _uploads(self, sp: SlotPlanning, asked: np.ndarray | None = None) -> SlotUploads:
         """Who may start a cycle in the slot of ``sp``, at what power and upload time (a cycle
-        that would never end does not start)."""
+        that would never end does not start; with ``asked``, only the devices it holds)."""
         system = self.host.system
         plan, available = sp.plan, sp.available
         participate = plan.participate if available is None else plan.participate & available
+        if asked is not None:
+            participate = participate & asked
         up = slots.slot_uploads(
             participate, plan.tx_power_w, sp.costs, sp.gains.gain, system, "last_upload"
         )
@@ -707,6 +724,7 @@ class StaleServer(Server):
             upload_s=up.upload_full_s[n],
             gamma=fr.plan.gamma[n],
             model_version=self.version,
+            selected=True if eng.selection.active else None,  # asked at the slot's start
             **planned,
         )
         self._start(n, now, up)

@@ -24,7 +24,7 @@ from ..kernels import C_END, DROPPED, U_END, U_START, SlotActivity, SlotKernel
 from ..slot import SlotOutcome
 from ..trace import event_code
 from ..world.availability import Changes
-from .base import Server, SlotEnd, SlotInProgress, SlotPlay, decision_columns
+from .base import Server, SlotEnd, SlotInProgress, SlotPlay, decision_columns, select
 from .config import ServerConfig
 
 _ONLINE, _OFFLINE = event_code("online"), event_code("offline")
@@ -111,13 +111,21 @@ class SyncServer(Server):
         up = slots.slot_uploads(
             participate, plan.tx_power_w, costs, gains.gain, eng.system, eng.rules.closes_at
         )
+        selected = None
+        if eng.selection.active:  # the candidates the strategy asks ([strategy.selection])
+            size = eng.selection.k
+            assert size is not None
+            chosen, selected = select(eng, t, sp, up, up.participating, size)
+            up = slots.slot_uploads(
+                chosen, plan.tx_power_w, costs, gains.gain, eng.system, eng.rules.closes_at
+            )
         who = np.flatnonzero(up.participating)
         planned_compute_s = (
             up.compute_s
             if eng.jitter is None
             else np.where(up.participating, planned.compute_s, 0.0)
         )
-        decision = decision_columns(fr, sp, up, planned_compute_s)
+        decision = {**decision_columns(fr, sp, up, planned_compute_s), "selected": selected}
         eng.buffer.add("slot_start", now, k, t)
         if eng.record_events:
             eng.buffer.add("decision", now, k, t, eng.ids, **decision)

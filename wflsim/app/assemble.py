@@ -21,6 +21,7 @@ from wflsim.sim.errors import ScenarioError
 from wflsim.sim.kernels import KernelName, make_kernel
 from wflsim.sim.learner import Learner, NullLearner
 from wflsim.sim.schemes import build_scheme
+from wflsim.sim.selection import Selection
 from wflsim.sim.servers import Server, make_server
 from wflsim.sim.strategies import StrategySpec
 from wflsim.sim.world.availability import AlwaysConfig
@@ -188,4 +189,5 @@ def build_engine(
     if server is None:
         server = make_server(sc.server, kernel)
     strategy = StrategySpec(sc.strategy.name, sc.strategy.params)
-    return Engine(*parts, server=server, strategy=strategy, **options)
+    selection = Selection(sc.strategy.selection, prep.streams)
+    return Engine(*parts, server=server, strategy=strategy, selection=selection, **options)
