@@ -200,3 +200,32 @@ def write_legacy_trace(path: Path, buffer: Any, metadata: dict[str, str]) -> Non
 def rng() -> np.random.Generator:
     """A fixed-seed generator for test data."""
     return np.random.default_rng(12345)
+
+
+@pytest.fixture()
+def forget_registrations():
+    """The test ends with nothing registered from Python (a test module that registers names
+    uses it for every test: ``pytestmark = pytest.mark.usefixtures("forget_registrations")``)."""
+    from wflsim.app import extensions
+
+    yield
+    for kind, names in extensions.registered().items():
+        for name in names:
+            extensions.unregister(kind, name)
+
+
+def tiny_learning_scenario() -> dict[str, Any]:
+    """3 devices learning the digits MLP, 2 frames of 3 slots (the strategies' tests' run)."""
+    table = base_scenario(
+        run={"frames": 2, "slots_per_frame": 3, "deadline_s": 0.8},
+        network={"num_devices": 3, "cell_radius_m": 300.0},
+        devices={"batch_size": 16},
+        scheme={"name": "ideal"},
+    )
+    table["learning"] = {
+        "enabled": True,
+        "dataset": "digits",
+        "model": "mlp",
+        "eval_every_slots": 3,
+    }
+    return table

@@ -16,35 +16,21 @@ from hypothesis import strategies as st
 from pydantic import BaseModel, ConfigDict, Field
 
 import wflsim
-from conftest import base_scenario, failing_at_frame
-from wflsim.app import extensions
+from conftest import base_scenario, failing_at_frame, tiny_learning_scenario
 from wflsim.app.scenario import validate_scenario
 from wflsim.models.learner.strategies import BUILT_IN, StrategySettings, build_strategy
 from wflsim.sim.errors import ScenarioError
 from wflsim.sim.strategies import STRATEGIES, StrategySpec
 from wflsim.sim.updates import FreezingInputs
 
+pytestmark = pytest.mark.usefixtures("forget_registrations")
+
 #: 3 devices learning the digits MLP, 2 frames of 3 slots.
-LEARN = base_scenario(
-    run={"frames": 2, "slots_per_frame": 3, "deadline_s": 0.8},
-    network={"num_devices": 3, "cell_radius_m": 300.0},
-    devices={"batch_size": 16},
-    scheme={"name": "ideal"},
-)
-LEARN["learning"] = {"enabled": True, "dataset": "digits", "model": "mlp", "eval_every_slots": 3}
+LEARN = tiny_learning_scenario()
 OPTIMISERS = ("fedavgm", "fedadagrad", "fedadam", "fedyogi")
 D = 40
 #: float32 steps against a float64 reference
 RTOL, ATOL = 1e-5, 1e-7
-
-
-@pytest.fixture(autouse=True)
-def _forget_registrations():
-    """Each test ends with nothing registered from Python."""
-    yield
-    for kind, names in extensions.registered().items():
-        for name in names:
-            extensions.unregister(kind, name)
 
 
 def strategy(name: str, **params: Any):

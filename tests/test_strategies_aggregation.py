@@ -14,8 +14,7 @@ import pytest
 import torch
 
 import wflsim
-from conftest import base_scenario
-from wflsim.app import extensions
+from conftest import base_scenario, tiny_learning_scenario
 from wflsim.app.scenario import validate_scenario
 from wflsim.models.learner import aggregate
 from wflsim.models.learner.strategies import StrategySettings, build_strategy, rule_mean_over
@@ -23,26 +22,13 @@ from wflsim.models.learner.strategies_aggregation import AGGREGATING
 from wflsim.sim.errors import ScenarioError
 from wflsim.sim.strategies import StrategySpec
 
-#: 3 devices learning the digits MLP, 2 frames of 3 slots (as tests/test_strategies.py).
-LEARN = base_scenario(
-    run={"frames": 2, "slots_per_frame": 3, "deadline_s": 0.8},
-    network={"num_devices": 3, "cell_radius_m": 300.0},
-    devices={"batch_size": 16},
-    scheme={"name": "ideal"},
-)
-LEARN["learning"] = {"enabled": True, "dataset": "digits", "model": "mlp", "eval_every_slots": 3}
+pytestmark = pytest.mark.usefixtures("forget_registrations")
+
+#: 3 devices learning the digits MLP, 2 frames of 3 slots.
+LEARN = tiny_learning_scenario()
 D = 50
 #: float32 aggregates against a float64 reference
 RTOL, ATOL = 1e-5, 1e-6
-
-
-@pytest.fixture(autouse=True)
-def _forget_registrations():
-    """Each test ends with nothing registered from Python."""
-    yield
-    for kind, names in extensions.registered().items():
-        for name in names:
-            extensions.unregister(kind, name)
 
 
 def strategy(name: str, **params: Any):

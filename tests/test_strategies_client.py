@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import wflsim
-from conftest import REPO, base_scenario
+from conftest import REPO, base_scenario, tiny_learning_scenario
 from wflsim.app import extensions
 from wflsim.app.scenario import validate_scenario
 from wflsim.models.learner.local import local_updates
@@ -23,26 +23,13 @@ from wflsim.sim.schemes import build_scheme
 from wflsim.sim.schemes.base import FrameContext
 from wflsim.sim.strategies import STRATEGIES, StrategyCosts, StrategySpec
 
+pytestmark = pytest.mark.usefixtures("forget_registrations")
+
 #: 3 devices learning the digits MLP, 2 frames of 3 slots.
-LEARN = base_scenario(
-    run={"frames": 2, "slots_per_frame": 3, "deadline_s": 0.8},
-    network={"num_devices": 3, "cell_radius_m": 300.0},
-    devices={"batch_size": 16},
-    scheme={"name": "ideal"},
-)
-LEARN["learning"] = {"enabled": True, "dataset": "digits", "model": "mlp", "eval_every_slots": 3}
+LEARN = tiny_learning_scenario()
 MODES = ("sync", "semi_sync", "async")
 #: the network-only scenario's D
 NUM_PARAMS = 100_000
-
-
-@pytest.fixture(autouse=True)
-def _forget_registrations():
-    """Each test ends with nothing registered from Python."""
-    yield
-    for kind, names in extensions.registered().items():
-        for name in names:
-            extensions.unregister(kind, name)
 
 
 def with_steps(data: dict[str, Any], steps: int) -> dict[str, Any]:
