@@ -29,6 +29,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Annotated, Any
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from . import registry
@@ -110,22 +111,33 @@ class StrategyCosts:
     cycles are ``cycles_per_param D`` on the full model, scaled like the gradient's ``c B`` by the
     compute fraction ``u`` a scheme plans: the extra arithmetic runs on the coordinates the
     device trains). ``upload_factor``: what the upload's payload bits are multiplied by (2: a
-    second ``D``-vector sent with the model's, compressed as it is). The defaults cost nothing
-    and leave every number as it is.
+    second ``D``-vector sent with the model's, compressed as it is).
+    ``cycles_per_param_per_update``: extra CPU cycles per model parameter once per update
+    (SCAFFOLD's control-variate arithmetic), charged as ``cycles_per_param_per_update D / E_n``
+    per local step. The defaults cost nothing and leave every number as it is.
     """
 
     cycles_per_param: float = 0.0
     upload_factor: float = 1.0
+    cycles_per_param_per_update: float = 0.0
 
     def __post_init__(self) -> None:
-        if not (0.0 <= self.cycles_per_param < float("inf")):
-            raise ValueError("cycles_per_param must be finite and >= 0")
+        for what in ("cycles_per_param", "cycles_per_param_per_update"):
+            if not (0.0 <= getattr(self, what) < float("inf")):
+                raise ValueError(f"{what} must be finite and >= 0")
         if not (1.0 <= self.upload_factor < float("inf")):
             raise ValueError("upload_factor must be finite and >= 1")
 
-    def extra_cycles_per_step(self, num_params: int) -> float:
-        """The extra CPU cycles of one local step on a model of ``D = num_params`` parameters."""
-        return self.cycles_per_param * float(num_params)
+    def extra_cycles_per_step(self, num_params: int, local_steps: Any = 1) -> Any:
+        """The extra CPU cycles of one local step on a model of ``D = num_params`` parameters:
+        ``cycles_per_param D`` plus the update's ``cycles_per_param_per_update D`` spread over
+        its ``E_n = local_steps`` steps (a float for a scalar ``local_steps``, else ``(N,)``)."""
+        per_step = self.cycles_per_param * float(num_params)
+        if not self.cycles_per_param_per_update:
+            return per_step
+        steps = np.asarray(local_steps, dtype=np.float64)
+        out = per_step + self.cycles_per_param_per_update * float(num_params) / steps
+        return float(out) if out.ndim == 0 else out
 
 
 #: FedAvg's costs: nothing beyond its local steps and the model's upload.
@@ -190,6 +202,16 @@ def builtin_strategies() -> dict[str, StrategyInfo]:
             # per trained coordinate and step: w_e - w_0 (one subtraction), then
             # g + mu * diff (one fused multiply-add)
             StrategyCosts(cycles_per_param=2.0),
+        ),
+        "scaffold": StrategyInfo(
+            NoParams,
+            "SCAFFOLD (Karimireddy et al. 2020, option II): local steps on g_e + c - c_i; "
+            "dc_i = upload / E_i - c is sent with the upload (payload x2); on arrival "
+            "c_i += dc_i, c += sum dc_i / N; server step as FedAvg",
+            # per trained coordinate: g + (c - c_i) each step (one add); per update
+            # c - c_i (one subtraction), upload / E - c (a multiply and a subtraction) and
+            # c_i + dc_i (one add); the control-variate update goes with the model's
+            StrategyCosts(cycles_per_param=1.0, upload_factor=2.0, cycles_per_param_per_update=4.0),
         ),
     }
 

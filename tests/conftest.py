@@ -96,6 +96,28 @@ def failing_at_frame(frame: int, exc: type[BaseException] = RuntimeError) -> Any
     return Hooks(frame_start=frame_start)
 
 
+def assert_resume_equals_whole(data: dict[str, Any], out: Path) -> None:
+    """A learning run of ``data`` failed as frame 2 starts (into ``out``) and resumed from its
+    checkpoint: its events and final model equal the uninterrupted run's."""
+    import pandas as pd
+
+    import wflsim
+
+    final: dict[str, Any] = {}
+
+    def keep(name: str) -> Any:
+        return wflsim.Callbacks(on_frame_end=lambda v: final.__setitem__(name, v.params()))
+
+    whole = wflsim.run(data, callbacks=keep("whole"), progress=False)
+    with pytest.raises(RuntimeError, match="injected"):
+        wflsim.run(data, out=out, hooks=failing_at_frame(2), progress=False)
+    assert wflsim.load_run(out).status == "failed"
+    resumed = wflsim.resume(out, callbacks=keep("resumed"), progress=False)
+    assert resumed.status == "completed"
+    pd.testing.assert_frame_equal(resumed.events, whole.events)
+    np.testing.assert_array_equal(final["resumed"], final["whole"])
+
+
 def run_in_memory(data: dict[str, Any], learner=None) -> tuple[pa.Table, Any]:
     """Validate, prepare and run a scenario table without writing files: (trace, stats).
 

@@ -16,7 +16,11 @@ from hypothesis import strategies as st
 from pydantic import BaseModel, ConfigDict, Field
 
 import wflsim
-from conftest import base_scenario, failing_at_frame, tiny_learning_scenario
+from conftest import (
+    assert_resume_equals_whole,
+    base_scenario,
+    tiny_learning_scenario,
+)
 from wflsim.app.scenario import validate_scenario
 from wflsim.models.learner.strategies import BUILT_IN, StrategySettings, build_strategy
 from wflsim.sim.errors import ScenarioError
@@ -247,20 +251,7 @@ def test_a_resumed_fedadam_run_equals_the_uninterrupted_run(tmp_path, mode):
         "strategy": {"name": "fedadam", "eta": 0.05},
         "server": {"mode": mode},
     }
-    final: dict[str, np.ndarray] = {}
-
-    def keep(name):
-        return wflsim.Callbacks(on_frame_end=lambda v: final.__setitem__(name, v.params()))
-
-    whole = wflsim.run(data, callbacks=keep("whole"), progress=False)
-    out = tmp_path / "run"
-    with pytest.raises(RuntimeError, match="injected"):
-        wflsim.run(data, out=out, hooks=failing_at_frame(2), progress=False)
-    assert wflsim.load_run(out).status == "failed"
-    resumed = wflsim.resume(out, callbacks=keep("resumed"), progress=False)
-    assert resumed.status == "completed"
-    pd.testing.assert_frame_equal(resumed.events, whole.events)
-    np.testing.assert_array_equal(final["resumed"], final["whole"])
+    assert_resume_equals_whole(data, tmp_path / "run")
 
 
 def test_a_strategy_registered_from_python_runs_in_a_two_worker_sweep(tmp_path):

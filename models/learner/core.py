@@ -195,12 +195,16 @@ class TorchLearner:
             streams=sampling_streams,
         )
         #: the server's step (``[strategy]``; FedAvg until :meth:`set_strategy`)
-        self.strategy: Strategy = FedAvg(NoParams(), StrategySettings(self.num_params, self.device))
+        self.strategy: Strategy = FedAvg(
+            NoParams(), StrategySettings(self.num_params, self.device, self.num_devices)
+        )
         self._started = False
         self._ids = np.empty(0, dtype=np.int64)
         self._uploads = torch.empty(0, self.num_params, device=dev)
         #: the computed devices' ``uploaded`` masks for the strategy (None: not asked for)
         self._trained: torch.Tensor | None = None
+        #: what the slot's devices downloaded with the model for the strategy (its version state)
+        self._strategy_at: Any = None
         self._losses = np.empty(0)
         self._batches: list[list[np.ndarray]] = []
         #: the devices' BatchNorm buffers after the last compute, ``{name: (n, ...)}``
@@ -321,7 +325,9 @@ class TorchLearner:
         """
         if self._started:
             raise RuntimeError("the strategy can only be set before the first frame")
-        self.strategy = build_strategy(spec, StrategySettings(self.num_params, self.device))
+        self.strategy = build_strategy(
+            spec, StrategySettings(self.num_params, self.device, self.num_devices)
+        )
 
     # ------------------------------------------------------------------ views
     @property
@@ -423,7 +429,12 @@ class TorchLearner:
         params = self.rule.local_params(self._w, ids)
         local_bufs = self.rule.local_buffers(self.buffers, ids) if self.buffers else None
         masks = wants_upload_mask(self.strategy, self.rule)
-        trained = self.rule.trained(ids) if len(batches) > 1 or masks else None
+        vectors = self.strategy.device_vectors
+        trained = self.rule.trained(ids) if len(batches) > 1 or masks or vectors else None
+        drift = None
+        if vectors:  # what the devices downloaded with the model, and their own state now
+            self._strategy_at = self.strategy.version_state()
+            drift = self.strategy.local_drift(ids, [self._strategy_at] * ids.size, None)
         grads, losses, new_bufs = local_updates(
             self.paths,
             params,
@@ -434,8 +445,9 @@ class TorchLearner:
             self.buffers,
             local_bufs,
             self.strategy.local_correction,
+            drift,
         )
-        self._trained = trained if masks else None
+        self._trained = trained if masks or vectors else None
         self._uploads = self.rule.uploads(grads, ids, slot)
         self._losses = losses.cpu().numpy()
         self.device_buffers = new_bufs
@@ -461,7 +473,8 @@ class TorchLearner:
                     values, ok[index], bw[torch.as_tensor(index, device=bw.device)]
                 )
 
-            uploaded = None if self._trained is None else self._trained[rows]
+            trained = None if self._trained is None else self._trained[rows]
+            uploaded = trained if wants_upload_mask(self.strategy, self.rule) else None
             g = self.strategy.aggregate(
                 uploads, bw, self.local_steps[ok], uploaded, rule_mean_over(uploads, call)
             )
@@ -469,6 +482,10 @@ class TorchLearner:
             if note is not None:
                 note(g)
             w_next = self.strategy.server_step(w_t, g, self.lr_at(slot))
+            if self.strategy.device_vectors:  # the uploads arrived: the devices' state follows
+                self.strategy.arrived(
+                    ok, uploads, self.local_steps[ok], trained, [self._strategy_at] * ok.size
+                )
             self.buffers = self.rule.aggregate_buffers(self.buffers, self.device_buffers, rows)
         else:
             w_next = w_t
@@ -565,10 +582,10 @@ class TorchLearner:
         }
         self.stability.load_state_dict(state["stable_fraction"])
         self.rule.load_state_dict(state["rule"])
+        if "strategy" in state:  # before the updates in flight: their versions read it
+            self.strategy.load_state_dict(state["strategy"])
         if "stale" in state:
             self.stale.load_state_dict(state["stale"])
-        if "strategy" in state:
-            self.strategy.load_state_dict(state["strategy"])
         self._started = True
 
     # ------------------------------------------------------------------ internals
@@ -584,6 +601,7 @@ class TorchLearner:
         self._ids = np.empty(0, dtype=np.int64)
         self._uploads = torch.empty(0, self.num_params, device=self.device)
         self._trained = None
+        self._strategy_at = None
         self._losses = np.empty(0)
         self._batches = []
         self.device_buffers = {}

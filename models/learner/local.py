@@ -10,8 +10,9 @@ with ``m`` the coordinates the device trains (the rule's
 :meth:`~wflsim.models.learner.rules.base.UpdateRule.trained` mask: its frozen, pruned or dropped
 parameters get no gradient at any step, so they keep their values) and ``r`` the server
 strategy's local correction (:meth:`~wflsim.models.learner.strategies.Strategy.local_correction`:
-FedProx's ``mu (w_e - w_0)``; none for FedAvg and the server-side strategies, whose steps are the
-plain gradient's, float for float). Its upload is the
+FedProx's ``mu (w_e - w_0)``; plus its constant drift term,
+:meth:`~wflsim.models.learner.strategies.Strategy.local_drift`: SCAFFOLD's ``c - c_i``; none for
+FedAvg and the server-side strategies, whose steps are the plain gradient's, float for float). Its upload is the
 pseudo-gradient ``(w_0 - w_E) / lr``, computed as ``sum_e g_e`` (equal in exact arithmetic; the sum
 avoids the cancellation of subtracting two nearby models, and is FedSGD's gradient itself for
 ``E_n = 1``). The server's step ``w - lr * mean(uploads)`` with the same ``lr`` is then FedAvg's
@@ -48,6 +49,7 @@ def local_updates(
     buffers: dict[str, torch.Tensor],
     device_buffers: dict[str, torch.Tensor] | None = None,
     correction: Correction | None = None,
+    drift: torch.Tensor | None = None,
 ) -> Grads:
     """The uploads of ``n`` devices after their local steps (module docstring).
 
@@ -63,6 +65,8 @@ def local_updates(
             :meth:`GradientPaths.compute`.
         correction: the strategy's local correction ``r`` (module docstring; None: none), added
             to each step's gradient before the mask (at the first step too, at ``w_e = w_0``).
+        drift: ``(n, D)``, a constant the strategy adds to each step's gradient of each device
+            before the mask (SCAFFOLD's ``c - c_i``; None: nothing).
 
     Returns:
         ``(n, D)`` pseudo-gradients (for ``E_n = 1`` every device's gradient exactly as
@@ -77,6 +81,9 @@ def local_updates(
         r = correction(params.expand_as(grads), w0)
         if r is not None:
             first = grads + r, losses, bufs
+    if drift is not None:
+        grads, losses, bufs = first
+        first = grads + drift, losses, bufs
     if len(batches) == 1:
         return first
     grads, losses, bufs = first
@@ -94,6 +101,8 @@ def local_updates(
                 r = correction(w, w0)
                 if r is not None:
                     g += r
+            if drift is not None:
+                g += drift
             if trained is not None:
                 g.masked_fill_(~trained, 0.0)
             total += g
@@ -108,6 +117,8 @@ def local_updates(
             r = correction(w[rows], w0 if w0.dim() == 1 else w0[rows])
             if r is not None:
                 g = g + r
+        if drift is not None:
+            g = g + drift[rows]
         if trained is not None:
             g = g.masked_fill(~trained[rows], 0.0)
         total[rows] += g

@@ -51,16 +51,25 @@ if TYPE_CHECKING:
 
 
 class _Version:
-    """A materialised model version: parameters ``(D,)``, buffers (never changed in place) and
-    the update rule's state at it (``at``:
-    :meth:`~wflsim.models.learner.rules.base.StaleRule.version_state`)."""
+    """A materialised model version: parameters ``(D,)``, buffers (never changed in place), the
+    update rule's state at it (``at``:
+    :meth:`~wflsim.models.learner.rules.base.StaleRule.version_state`) and the strategy's
+    (``strategy``: :meth:`~wflsim.models.learner.strategies.Strategy.version_state`, e.g.
+    SCAFFOLD's server control variate)."""
 
-    __slots__ = ("w", "buffers", "at")
+    __slots__ = ("w", "buffers", "at", "strategy")
 
-    def __init__(self, w: torch.Tensor, buffers: dict[str, torch.Tensor], at: Any = None) -> None:
+    def __init__(
+        self,
+        w: torch.Tensor,
+        buffers: dict[str, torch.Tensor],
+        at: Any = None,
+        strategy: Any = None,
+    ) -> None:
         self.w = w
         self.buffers = buffers
         self.at = at
+        self.strategy = strategy
 
 
 class _Pending(NamedTuple):
@@ -90,6 +99,7 @@ class _Computed(NamedTuple):
     frozen: torch.Tensor | None  #: ``(D,)`` bool (None: nothing frozen)
     buffers: dict[str, torch.Tensor]  #: the device's buffers after its pass
     aux: Any  #: what the rule sends with the upload (e.g. a quantisation error)
+    strategy: Any  #: the strategy's state at the update's version (``_Version.strategy``)
 
 
 class StaleUpdates:
@@ -114,6 +124,9 @@ class StaleUpdates:
         self._views: dict[int, Any] = {}  # frame -> the rule's frame view
         self._view_refs: Counter[int] = Counter()  # frame -> pending updates holding its view
         self._view_frame: int | None = None
+        #: the devices' strategy vectors (SCAFFOLD's ``c_i``) as updates not yet computed
+        #: started, kept where a step changed them since (key -> ``(D,)``)
+        self._pinned: dict[int, torch.Tensor] = {}
         #: gradients computed so far (one per applied update), and batched calls made
         self.computed = 0
         self.calls = 0
@@ -164,6 +177,7 @@ class StaleUpdates:
     def drop(self, key: int) -> None:
         """The update ``key`` will never be applied: release what it holds."""
         p = self._pending.pop(int(key))
+        self._pinned.pop(int(key), None)
         self._release(p)
 
     def apply(self, slot: int, keys: np.ndarray, weights: np.ndarray, server_lr: float) -> None:
@@ -237,6 +251,16 @@ class StaleUpdates:
             none = torch.zeros(own.num_params, dtype=torch.bool, device=own.device)
             trained = ~torch.stack([none if f is None else f for f in frozen_rows])
         lr = np.array([own.lr_at(p.slot) for p in todo])
+        strategy = own.strategy
+        drift = None
+        if strategy.device_vectors:  # the devices' own state as each update started
+            rows = strategy.device_rows(ids)
+            if rows is not None:
+                for row, k in enumerate(keys):
+                    pinned = self._pinned.pop(k, None)
+                    if pinned is not None:
+                        rows[row] = pinned
+            drift = strategy.local_drift(ids, [v.strategy for v in versions], rows)
         grads, _losses, new_bufs = local_updates(
             own.paths,
             params,
@@ -246,7 +270,8 @@ class StaleUpdates:
             trained,
             bufs,
             local_bufs,
-            own.strategy.local_correction,
+            strategy.local_correction,
+            drift,
         )
         self.computed += len(todo)
         self.calls += 1
@@ -278,6 +303,7 @@ class StaleUpdates:
                 frozen_rows[row],
                 {k: b[row] for k, b in new_bufs.items()},
                 aux[i],
+                versions[row].strategy,
             )
         for p in todo:
             self._release(p)
@@ -289,7 +315,7 @@ class StaleUpdates:
         w_t = own._w
         if step.keys.size:
             done = [self._computed.pop(int(k)) for k in step.keys]
-            uploads = torch.stack([c.upload for c in done])
+            uploads = raw = torch.stack([c.upload for c in done])
             frozen = None
             if any(c.frozen is not None for c in done):
                 zeros = torch.zeros(own.num_params, dtype=torch.bool, device=own.device)
@@ -318,6 +344,15 @@ class StaleUpdates:
             if note is not None:
                 note(g)
             w_next = own.strategy.server_step(w_t, g, own.lr_at(step.slot) * step.server_lr)
+            if own.strategy.device_vectors:  # the uploads arrived: the devices' state follows
+                self._pin(ids)
+                own.strategy.arrived(
+                    ids,
+                    raw,
+                    own.local_steps[ids],
+                    None if frozen is None else ~frozen,
+                    [c.strategy for c in done],
+                )
             if own.buffers:
                 stacked = {k: torch.stack([c.buffers[k] for c in done]) for k in own.buffers}
                 rows = torch.arange(len(done), device=own.device)
@@ -333,9 +368,31 @@ class StaleUpdates:
 
     # ------------------------------------------------------------------ bookkeeping
     def _current(self, rule: Any) -> _Version:
-        """The materialised version, with the rule's state at it."""
+        """The materialised version, with the rule's and the strategy's state at it."""
         own = self.owner
-        return _Version(own._w, own.buffers, rule.version_state(own._w))
+        return _Version(
+            own._w, own.buffers, rule.version_state(own._w), own.strategy.version_state()
+        )
+
+    def _pin(self, devices: np.ndarray) -> None:
+        """Before a step changes the strategy vectors of ``devices``: keep them for the updates
+        of those devices not yet computed that started before the step (they read the vectors
+        as they were then)."""
+        mine = set(int(n) for n in devices)
+        keys = [
+            k
+            for k, p in self._pending.items()
+            if p.device in mine and p.version <= self.materialised and k not in self._pinned
+        ]
+        if not keys:
+            return
+        rows = self.owner.strategy.device_rows(
+            np.array([self._pending[k].device for k in keys], dtype=np.int64)
+        )
+        if rows is None:
+            return
+        for row, k in enumerate(keys):
+            self._pinned[k] = rows[row].clone()
 
     def _model(self, version: int) -> _Version:
         if version == self.materialised:
@@ -392,6 +449,9 @@ class StaleUpdates:
             }
             if kept.at is not None:  # the rule's state at the version (none for freezing)
                 models[str(v)]["at"] = rule.version_state_dict(kept.at)
+            if kept.strategy is not None:  # the strategy's (SCAFFOLD's c)
+                models[str(v)]["strategy"] = self.owner.strategy.version_state_dict(kept.strategy)
+        pinned = sorted(self._pinned)
         return {
             "version": self.version,
             "keys": np.array(keys, dtype=np.int64),
@@ -404,6 +464,10 @@ class StaleUpdates:
             "views": {str(f): self._views[f].state_dict() for f in sorted({p.frame for p in pend})},
             "computed": self.computed,
             "calls": self.calls,
+            "pinned_keys": np.array(pinned, dtype=np.int64),
+            "pinned": np.stack([self._pinned[k].cpu().numpy() for k in pinned])
+            if pinned
+            else np.zeros((0, self.owner.num_params), dtype=np.float32),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -421,6 +485,7 @@ class StaleUpdates:
                 w,
                 {k: torch.as_tensor(np.asarray(b), device=dev) for k, b in m["buffers"].items()},
                 rule.version_state_from(m["at"], w) if "at" in m else None,
+                own.strategy.version_state_from(m["strategy"]) if "strategy" in m else None,
             )
         self._views = {int(f): rule.view_from_state(v) for f, v in state["views"].items()}
         self._view_frame = None
@@ -445,3 +510,10 @@ class StaleUpdates:
             self._kept[self.materialised] = self._current(rule)
         self.computed = int(state["computed"])
         self.calls = int(state["calls"])
+        self._pinned = {}
+        if "pinned_keys" in state:  # a checkpoint of a version without strategy vectors has none
+            rows = np.asarray(state["pinned"], dtype=np.float32)
+            for k, row in zip(state["pinned_keys"], rows, strict=True):
+                if int(k) not in self._pending:
+                    raise ValueError(f"saved strategy vector of update {int(k)}, not in flight")
+                self._pinned[int(k)] = torch.as_tensor(row, device=dev).clone()

@@ -27,7 +27,7 @@ client-side strategies of ``wflsim.models.learner.strategies_client`` use it).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
 
@@ -91,11 +91,13 @@ def wants_upload_mask(strategy: Strategy, rule: Any) -> bool:
 
 @dataclass(frozen=True)
 class StrategySettings:
-    """What a strategy is built for: the model's parameter count ``D`` and the torch device its
-    state lives on."""
+    """What a strategy is built for: the model's parameter count ``D``, the torch device its
+    state lives on and the number of devices ``N`` (None: not known, e.g. a strategy built
+    outside a run)."""
 
     num_params: int
     device: torch.device
+    num_devices: int | None = None
 
 
 class Strategy:
@@ -167,6 +169,54 @@ class Strategy:
         to add nothing (here: the plain gradient, FedAvg's steps). Applied on the coordinates
         the devices train (the mask comes after); never change ``w_e`` or ``w_0`` in place."""
         return None
+
+    # -- state the devices keep between their updates (SCAFFOLD's control variates)
+    #: whether the devices keep a ``(D,)`` vector each between their updates that their local
+    #: steps read (:meth:`device_rows`); the learner then calls :meth:`arrived`
+    device_vectors: ClassVar[bool] = False
+
+    def version_state(self) -> Any:
+        """What a device downloads with the model besides it (None: nothing), taken when a model
+        version is materialised and handed back, for each update that started on the version,
+        to :meth:`local_drift` and :meth:`arrived`. Never change what it returns later in place
+        (replace the tensors, as the learner replaces its model)."""
+        return None
+
+    def version_state_dict(self, at: Any) -> dict[str, Any]:
+        """:meth:`version_state`'s value ``at`` as NumPy arrays, for a checkpoint of an update
+        in flight (nothing here)."""
+        return {}
+
+    def version_state_from(self, state: Mapping[str, Any]) -> Any:
+        """The value :meth:`version_state_dict` saved (None here)."""
+        return None
+
+    def device_rows(self, devices: np.ndarray) -> torch.Tensor | None:
+        """The vectors devices ``devices`` keep now, ``(n, D)`` (a copy; None: none kept)."""
+        return None
+
+    def local_drift(
+        self, devices: np.ndarray, at: Sequence[Any], rows: torch.Tensor | None
+    ) -> torch.Tensor | None:
+        """A constant each local step of devices ``devices`` adds to its gradient (before the
+        update rule's mask), ``(n, D)``, or None to add nothing (here). ``at[i]``: the
+        :meth:`version_state` device ``i`` downloaded; ``rows``: its :meth:`device_rows` as
+        the update started (None when the strategy keeps none)."""
+        return None
+
+    def arrived(
+        self,
+        devices: np.ndarray,
+        uploads: torch.Tensor,
+        steps: np.ndarray,
+        trained: torch.Tensor | None,
+        at: Sequence[Any],
+    ) -> None:
+        """After the server's step with these uploads (devices ``devices``, ``(k,)`` ints; their
+        uploads ``(k, D)`` as the update rule formed them, before any staleness weight; their
+        local steps ``E`` ``(k,)``; ``trained`` ``(k, D)`` bool, the coordinates each trained,
+        None: all; ``at`` the :meth:`version_state` each downloaded): only for strategies with
+        :attr:`device_vectors` (nothing here)."""
 
     def state_dict(self) -> dict[str, Any]:
         """The strategy's state as NumPy arrays and plain numbers (none here)."""

@@ -323,9 +323,11 @@ def resolve_system(scenario: Scenario, devices: DeviceArrays) -> SystemConstants
     net, lc = scenario.network, scenario.learning
     num_params = payload_num_params(lc)
     costs = STRATEGIES[scenario.strategy.name].costs
-    extra = costs.extra_cycles_per_step(num_params)
-    if extra:
-        devices = devices.with_extra_cycles(np.full(devices.num_devices, extra))
+    extra = costs.extra_cycles_per_step(num_params, devices.local_steps)
+    if np.any(np.asarray(extra) != 0):
+        devices = devices.with_extra_cycles(
+            np.broadcast_to(np.asarray(extra, dtype=np.float64), (devices.num_devices,)).copy()
+        )
     return SystemConstants(
         devices=devices,
         bandwidth_hz=net.bandwidth_hz,
