@@ -33,7 +33,7 @@ from . import slot as slots
 from .clock import Clock
 from .errors import RunDiverged
 from .kernels import KernelName, make_kernel
-from .learner import Learner
+from .learner import Learner, ProbingLearner
 from .schemes.base import FrameContext, Scheme, SlotContext
 from .selection import Selection
 from .servers.base import FrameState, Server, SlotEnd, SlotPlanning
@@ -210,6 +210,11 @@ class Engine:
         set_learner_strategy(learner, self.strategy)
         #: which candidates of a slot the server asks (``[strategy.selection]``)
         self.selection = selection if selection is not None else Selection()
+        if self.selection.probes and not isinstance(learner, ProbingLearner):
+            raise ValueError(
+                "power_of_choice ranks devices by their local loss, which this learner does not "
+                f"compute ({type(learner).__name__}: a network-only run)"
+            )
         self.rules = SlotRules(scheme.closes_at, config.late_upload_energy)
 
         n = system.num_devices

@@ -24,6 +24,13 @@ Call order within a run (device indices are 0-based ``int64`` numpy arrays):
 * ``evaluate()`` whenever the engine logs an evaluation: ``(loss, accuracy)`` on the test split.
 * ``is_finite()`` after every ``apply``: False once a parameter or buffer of the global model is
   NaN or infinite (the engine then stops the run: training diverged).
+* ``probe_losses(slot, device_ids)`` under ``[strategy.selection] rule = "power_of_choice"``
+  only, at a slot's start before the selection (:class:`ProbingLearner`; a learner without it,
+  e.g. :class:`NullLearner`, cannot run that rule): ``(n,)`` float64, each device's mean
+  cross-entropy on the current global model (the version it would download; under stale updates
+  the materialised one) over a minibatch of its own ``B_n`` samples keyed by ``(slot, device)``
+  apart from its training minibatches (a forward pass: nothing is trained, the model, its
+  buffers and the training batches do not change).
 * ``end_frame(frame)`` after the last slot of a frame.
 * ``state_dict()`` / ``load_state_dict(state)`` at frame boundaries (checkpoint and resume): a
   nested dict of numpy arrays and plain numbers, no torch objects.
@@ -61,7 +68,7 @@ import numpy as np
 from .strategies import StrategySpec
 from .updates import UpdateInputs, UpdateRuleSpec
 
-__all__ = ["Learner", "NullLearner", "UpdateRuleSpec", "VersionedLearner"]
+__all__ = ["Learner", "NullLearner", "ProbingLearner", "UpdateRuleSpec", "VersionedLearner"]
 
 
 @runtime_checkable
@@ -115,6 +122,13 @@ class VersionedLearner(Protocol):
     ) -> None: ...
 
     def materialise(self) -> None: ...
+
+
+@runtime_checkable
+class ProbingLearner(Protocol):
+    """A learner that can run ``power_of_choice``'s loss probes (see the module docstring)."""
+
+    def probe_losses(self, slot: int, device_ids: np.ndarray) -> np.ndarray: ...
 
 
 class NullLearner:

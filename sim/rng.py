@@ -35,6 +35,8 @@ STREAM_IDS: dict[str, int] = {
     "compute_jitter": 14,  # the slowdown of local computation, per device and slot
     "availability": 15,  # online and offline periods, per device and period
     "selection": 16,  # which candidates a [strategy.selection] rule asks, per device and slot
+    "selection_pool": 17,  # the d candidates power_of_choice draws and probes, per device and slot
+    "probe_sampling": 18,  # the minibatch of a power_of_choice loss probe, per device and slot
 }
 
 _GLOBAL = 2**31 - 1  # spawn-key slot used for streams that are not per device

@@ -284,6 +284,7 @@ def settle_slot(
     rules: SlotRules,
     computed_s: ArrayLike | None = None,
     dropped: ArrayLike | None = None,
+    probe_energy_j: ArrayLike | None = None,
 ) -> SlotOutcome:
     """The outcome of a slot from what the kernel decided: per device the time its upload
     actually transmitted and whether it arrived in time (``(N,)`` each) and, where devices can
@@ -307,6 +308,9 @@ def settle_slot(
         rules: :class:`SlotRules`.
         computed_s: time actually computed, s (None: ``uploads.compute_s``).
         dropped: the device went offline during its work (None: nobody did).
+        probe_energy_j: the energy of the loss probes run at the slot's start
+            (``[strategy.selection] rule = "power_of_choice"``), J, added to the computation
+            energy of every device that ran one, asked or not (None: no probe).
     """
     part = uploads.participating
     n = part.shape[0]
@@ -329,6 +333,8 @@ def settle_slot(
     if stopped.any():
         share = np.divide(ran_s, need_s, out=np.ones_like(need_s), where=stopped)
         energy_compute_j = energy_compute_j * share
+    if probe_energy_j is not None:
+        energy_compute_j = energy_compute_j + np.asarray(probe_energy_j, dtype=np.float64)
     energy_upload_j = np.where(part, physics.upload_energy_j(p, charged_s), 0.0)
     energy_j = energy_compute_j + energy_upload_j
     return SlotOutcome(

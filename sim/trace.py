@@ -20,8 +20,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 # 2: device_slot and upload_planned_s; 3: availability events; 4: stale updates ([server]);
-# 5: selected ([strategy.selection])
-TRACE_SCHEMA_VERSION = "5"
+# 5: selected ([strategy.selection]); 6: probe_loss and probe_energy_j (power_of_choice)
+TRACE_SCHEMA_VERSION = "6"
 
 #: What a run's trace records (``[trace] level``): every event (the paper's) or, for large
 #: network studies, the device events of a slot folded into one ``device_slot`` row per device.
@@ -137,6 +137,16 @@ COLUMNS: dict[str, tuple[pa.DataType, str, str]] = {
         "-",
         "decision/device_slot rows, [strategy.selection] rules but all: the strategy asked the device, one the slot's plan let take part (false: the plan let it, the rule did not ask it, so it is not participating); null where the plan did not let it take part, and under the rule all",
     ),
+    "probe_loss": (
+        pa.float64(),
+        "nat",
+        "decision/device_slot rows, [strategy.selection] rule power_of_choice: the device's loss probe at the slot's start, its mean cross-entropy on the current global model over a minibatch of B_n of its samples (one forward pass); null where it ran none (not among the d candidates drawn, or the draw had no choice to make) and under every other rule",
+    ),
+    "probe_energy_j": (
+        pa.float64(),
+        "J",
+        "decision/device_slot rows, as probe_loss: the probe's energy, (alpha/2) (c B_n / 3) f^2 (a forward pass, a third of a gradient's cycles); it is part of the slot's energy_compute_j (and so of energy_j and the queue update), asked or not",
+    ),
     "available": (
         pa.bool_(),
         "-",
@@ -160,7 +170,7 @@ COLUMNS: dict[str, tuple[pa.DataType, str, str]] = {
     "energy_compute_j": (
         pa.float64(),
         "J",
-        "computation energy of the slot ((alpha/2) u c' B E_n f^2 when not slowed; c' as in compute_s)",
+        "computation energy of the slot ((alpha/2) u c' B E_n f^2 when not slowed; c' as in compute_s), plus probe_energy_j under power_of_choice selection",
     ),
     "energy_upload_j": (
         pa.float64(),

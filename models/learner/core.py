@@ -30,8 +30,9 @@ when ``ok`` is empty),
 averages their BatchNorm statistics, and lets the rule account the move (eq. 5).
 
 Randomness: the partition uses ``streams.global_("partition")``, device ``n``'s minibatches of
-slot ``t`` (one per local step, in order) come from ``streams.device("sampling", n, t)``, the
-initial weights from the CPU generator seeded with ``streams.int_seed("torch_init")`` inside
+slot ``t`` (one per local step, in order) come from ``streams.device("sampling", n, t)``, its
+loss-probe minibatch of slot ``t`` (``power_of_choice`` selection) from
+``streams.device("probe_sampling", n, t)``, the initial weights from the CPU generator seeded with ``streams.int_seed("torch_init")`` inside
 ``torch.random.fork_rng`` (the global torch RNG is left untouched). Same seed, same hardware and thread count => bit-identical results.
 """
 
@@ -451,6 +452,18 @@ class TorchLearner:
         self._uploads = self.rule.uploads(grads, ids, slot)
         self._losses = losses.cpu().numpy()
         self.device_buffers = new_bufs
+
+    def probe_losses(self, slot: int, device_ids: np.ndarray) -> np.ndarray:
+        """``power_of_choice``'s loss probes: each device's mean cross-entropy on the current
+        global model (under stale updates the materialised one) over a minibatch of ``B_n`` of
+        its samples keyed by ``(slot, device)`` on its own stream, ``(n,)`` float64; one batched
+        forward pass, nothing of the model, its buffers or the training batches changes."""
+        ids = self._check_ids(device_ids)
+        if ids.size == 0:
+            return np.empty(0)
+        self.stale.materialise()
+        batch = self.data.draw_probe(slot, ids)
+        return self.paths.losses(self._w, batch, self.buffers).double().cpu().numpy()
 
     def apply(self, slot: int, success_ids: np.ndarray) -> None:
         """Aggregate the uploads that arrived (eq. 3), step (eq. 4 or the strategy's), let the

@@ -227,3 +227,42 @@ class GradientPaths:
         )(pdict, bufs, x, y, wts)
         flat = torch.cat([g[k].reshape(n, -1) for k in net.names], dim=1)
         return flat, loss, new_b
+
+    def losses(
+        self, params: torch.Tensor, batch: Batch, buffers: dict[str, torch.Tensor]
+    ) -> torch.Tensor:
+        """Each device's mean cross-entropy over its batch at the shared ``params`` ``(D,)``, a
+        forward pass only (a loss probe), ``(n,)``: one ``vmap`` over devices (one call per
+        distinct ``B_n`` for a BatchNorm model with unequal batches, as :meth:`vmap_grads`),
+        BatchNorm on each device's batch statistics, as its gradient sees them, from a copy of
+        ``buffers`` that is discarded (nothing of the model changes)."""
+        net, dev, b = self.net, self.device, batch.sizes
+        model, fixed = net.model, net.fixed
+        pdict = {**net.param_dict(params.detach()), **fixed}
+        idx_t = torch.as_tensor(batch.idx, device=dev)
+        wts_t = torch.as_tensor(batch.weights, device=dev)
+        if net.has_batchnorm and (b != b.max()).any():
+            groups = [np.flatnonzero(b == v) for v in np.unique(b)]
+        else:
+            groups = [np.arange(b.size)]
+
+        def loss_fn(bufs: Any, xb: Any, yb: Any, wb: Any) -> Any:
+            logits = functional_call(model, (pdict, bufs), (xb,))
+            return (F.cross_entropy(logits, yb, reduction="none") * wb).sum()
+
+        out = torch.empty(b.size, device=dev)
+        model.train()
+        with torch.no_grad():
+            for g in groups:
+                g_t = torch.as_tensor(g, device=dev)
+                width = int(b[g].max())
+                sel = idx_t[g_t, :width]
+                bufs = {k: v.expand(g.size, *v.shape).clone() for k, v in buffers.items()}
+                cap = self.chunk_samples
+                chunk = None if cap is None else max(1, cap // width)
+                out[g_t] = vmap(
+                    loss_fn,
+                    in_dims=(0 if bufs else None, 0, 0, 0),
+                    chunk_size=None if chunk is None or chunk >= g.size else chunk,
+                )(bufs, self.x_train[sel], self.y_train[sel], wts_t[g_t, :width])
+        return out

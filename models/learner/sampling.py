@@ -116,6 +116,19 @@ class LocalData:
             out.append(self._batch(ids[rows], [rngs[r] for r in rows]))
         return out
 
+    def draw_probe(self, slot: int, ids: np.ndarray) -> Batch:
+        """The loss-probe minibatches of devices ``ids`` in slot ``slot`` (``power_of_choice``):
+        ``B_n`` samples each, drawn as a training batch is but from
+        ``streams.device("probe_sampling", n, slot)``, so the training batches do not change.
+
+        Raises:
+            ValueError: the data was built with ``sampling_rngs`` (no streams to key it by).
+        """
+        if self.streams is None:
+            raise ValueError("loss probes need sampling_streams (keyed by slot and device)")
+        rngs = [self.streams.device("probe_sampling", int(n), int(slot)) for n in ids]
+        return self._batch(ids, rngs)
+
     def _batch(self, ids: np.ndarray, rngs: list[np.random.Generator]) -> Batch:
         """One minibatch of each device ``ids[i]``, drawn from ``rngs[i]``."""
         b = self.batch_sizes[ids]

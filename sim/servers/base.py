@@ -31,9 +31,9 @@ import numpy as np
 import simpy
 
 from ..clock import Clock
-from ..learner import Learner
+from ..learner import Learner, ProbingLearner
 from ..schemes.base import FramePlan, Scheme, SlotPlan
-from ..selection import Selection, SelectionInputs
+from ..selection import Selection, SelectionInputs, probe_energy_j
 from ..slot import FrameCosts, SlotOutcome, SlotRules, SlotUploads
 from ..stats import RunStats
 from ..trace import TraceBuffer
@@ -95,14 +95,26 @@ def decision_columns(
     }
 
 
+@dataclass(frozen=True)
+class Selected:
+    """What the selection rule decided at a slot's start (:func:`select`)."""
+
+    chosen: np.ndarray  #: the candidates asked, ``(N,)`` bool
+    #: the decision rows' columns: ``selected``, and under ``power_of_choice`` ``probe_loss``
+    #: and ``probe_energy_j`` (null where not probed; None under other rules)
+    columns: dict[str, Any]
+    probe_energy_j: np.ndarray | None  #: the loss probes' energy, J, ``(N,)`` (None: no probe)
+
+
 def select(
     host: Host, t: int, sp: SlotPlanning, uploads: SlotUploads, candidates: np.ndarray, limit: int
-) -> tuple[np.ndarray, np.ma.MaskedArray]:
+) -> Selected:
     """The candidates of slot ``t`` (``(N,)`` bool: the devices the plan lets take part) the
     host's selection rule asks, at most ``limit`` of them (:class:`~wflsim.sim.selection.Selection`
     on the slot's planned power, the gain the scheme sees, the payload, the planned computation
-    energy and the queues at the slot's start), and the ``selected`` column: the choice where the
-    device was a candidate, null where it was not."""
+    energy and the queues at the slot's start; ``power_of_choice`` on the learner's loss
+    probes), the ``selected`` column (the choice where the device was a candidate, null where it
+    was not) and the probes' columns and energy."""
     system = host.system
     inputs = SelectionInputs(
         tx_power_w=uploads.tx_power_w,
@@ -113,8 +125,17 @@ def select(
         bandwidth_hz=system.bandwidth_hz,
         noise_w=system.noise_w,
     )
-    chosen = host.selection.choose(t, candidates, limit, inputs)
-    return chosen, np.ma.MaskedArray(chosen, mask=~np.asarray(candidates, dtype=bool))
+    cand = np.asarray(candidates, dtype=bool)
+    sel = host.selection
+    probe = host.learner.probe_losses if isinstance(host.learner, ProbingLearner) else None
+    choice = sel.decide(t, cand, limit, inputs, probe)
+    columns: dict[str, Any] = {"selected": np.ma.MaskedArray(choice.chosen, mask=~cand)}
+    energy = None
+    if sel.probes:
+        energy = np.where(choice.probed, probe_energy_j(system.devices), 0.0)
+        columns["probe_loss"] = np.ma.MaskedArray(choice.probe_loss, mask=~choice.probed)
+        columns["probe_energy_j"] = np.ma.MaskedArray(energy, mask=~choice.probed)
+    return Selected(choice.chosen, columns, energy)
 
 
 @dataclass(frozen=True)
@@ -133,6 +154,8 @@ class SlotInProgress:
     available: np.ndarray | None = None  #: online at the slot's start (None: always online)
     #: the decision columns, written at the slot's end with the outcome (``device_slots``)
     decision: dict[str, Any] = field(default_factory=dict)
+    #: the loss probes' energy of the slot's start, J, ``(N,)`` (``power_of_choice``; None: none)
+    probe_energy_j: np.ndarray | None = None
 
 
 @dataclass(frozen=True)

@@ -280,7 +280,7 @@ class StaleServer(Server):
                 )
         up = self._uploads(sp)
         idle = np.setdiff1d(eng.ids, np.fromiter(self._cycles, np.int32, len(self._cycles)))
-        selected = None
+        selected: dict[str, Any] = {"selected": None}
         if eng.selection.active:  # the idle candidates the strategy asks ([strategy.selection])
             candidates = np.zeros(eng.num_devices, dtype=bool)
             candidates[idle] = up.participating[idle]
@@ -288,8 +288,11 @@ class StaleServer(Server):
             assert size is not None
             # semi_sync: k devices per round; async: k devices in cycles at once
             limit = size - len(self._cycles) if self._async else size
-            chosen, selected = select(eng, t, sp, up, candidates, limit)
-            up = self._uploads(sp, chosen)
+            pick = select(eng, t, sp, up, candidates, limit)
+            selected = pick.columns
+            if pick.probe_energy_j is not None:  # the probes' energy, charged in this slot
+                self._tally.energy_compute_j += pick.probe_energy_j
+            up = self._uploads(sp, pick.chosen)
         starting = idle[up.participating[idle]]
         self._tick = SlotInProgress(
             slot=t,
@@ -305,7 +308,7 @@ class StaleServer(Server):
         decision = {
             **decision_columns(fr, sp, up, np.where(up.participating, planned.compute_s, 0.0)),
             "model_version": np.full(eng.num_devices, self.version, dtype=np.int64),
-            "selected": selected,
+            **selected,
         }
         eng.buffer.add("slot_start", now, k, t)
         if eng.record_events:  # the idle devices' decisions

@@ -111,13 +111,15 @@ class SyncServer(Server):
         up = slots.slot_uploads(
             participate, plan.tx_power_w, costs, gains.gain, eng.system, eng.rules.closes_at
         )
-        selected = None
+        selected: dict[str, Any] = {"selected": None}
+        probe_energy = None
         if eng.selection.active:  # the candidates the strategy asks ([strategy.selection])
             size = eng.selection.k
             assert size is not None
-            chosen, selected = select(eng, t, sp, up, up.participating, size)
+            pick = select(eng, t, sp, up, up.participating, size)
+            selected, probe_energy = pick.columns, pick.probe_energy_j
             up = slots.slot_uploads(
-                chosen, plan.tx_power_w, costs, gains.gain, eng.system, eng.rules.closes_at
+                pick.chosen, plan.tx_power_w, costs, gains.gain, eng.system, eng.rules.closes_at
             )
         who = np.flatnonzero(up.participating)
         planned_compute_s = (
@@ -125,7 +127,7 @@ class SyncServer(Server):
             if eng.jitter is None
             else np.where(up.participating, planned.compute_s, 0.0)
         )
-        decision = {**decision_columns(fr, sp, up, planned_compute_s), "selected": selected}
+        decision = {**decision_columns(fr, sp, up, planned_compute_s), **selected}
         eng.buffer.add("slot_start", now, k, t)
         if eng.record_events:
             eng.buffer.add("decision", now, k, t, eng.ids, **decision)
@@ -141,6 +143,7 @@ class SyncServer(Server):
             decision=decision,
             online_until_s=online_until,
             available=available,
+            probe_energy_j=probe_energy,
         )
         eng.learner.compute(t, who)
 
@@ -159,6 +162,7 @@ class SyncServer(Server):
             eng.rules,
             computed_s=result.computed_s,
             dropped=result.dropped,
+            probe_energy_j=sl.probe_energy_j,
         )
         changes = Changes.empty()
         if eng.availability is not None:  # the changes during the slot, up to its end

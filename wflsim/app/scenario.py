@@ -59,8 +59,9 @@ def check_strategy(scenario: Scenario) -> None:
     against its own parameter model (strictly, as every other field).
 
     Raises:
-        ScenarioError: an unknown strategy (on ``strategy.name``, listing the known ones) or a
-            bad parameter (on ``strategy.<parameter>``).
+        ScenarioError: an unknown strategy (on ``strategy.name``, listing the known ones), a
+            bad parameter (on ``strategy.<parameter>``) or a selection the run cannot make
+            (:func:`check_selection`).
     """
     name = scenario.strategy.name
     if name not in STRATEGIES:
@@ -83,6 +84,22 @@ def check_strategy(scenario: Scenario) -> None:
     except ValidationError as err:
         e = loading.scenario_error(err)
         raise ScenarioError(f"strategy.{e.field}", e.problem, e.fix) from None
+    check_selection(scenario)
+
+
+def check_selection(scenario: Scenario) -> None:
+    """``power_of_choice`` ranks devices by loss probes, which only a run that learns computes.
+
+    Raises:
+        ScenarioError: on ``strategy.selection.rule`` in a network-only run.
+    """
+    if scenario.strategy.selection.rule == "power_of_choice" and not scenario.learning.enabled:
+        raise ScenarioError(
+            "strategy.selection.rule",
+            "power_of_choice ranks devices by their local loss, which a network-only run does "
+            "not compute",
+            'set learning.enabled = true, or use rule "uniform", "rate_per_joule" or "queue_slack"',
+        )
 
 
 def check_csi_margin(scenario: Scenario) -> None:
