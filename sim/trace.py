@@ -20,8 +20,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 # 2: device_slot and upload_planned_s; 3: availability events; 4: stale updates ([server]);
-# 5: selected ([strategy.selection]); 6: probe_loss and probe_energy_j (power_of_choice)
-TRACE_SCHEMA_VERSION = "6"
+# 5: selected ([strategy.selection]); 6: probe_loss and probe_energy_j (power_of_choice);
+# 7: strategy rows (kept, prox_term, control_update_norm, server_step_norm)
+TRACE_SCHEMA_VERSION = "7"
 
 #: What a run's trace records (``[trace] level``): every event (the paper's) or, for large
 #: network studies, the device events of a slot folded into one ``device_slot`` row per device.
@@ -57,6 +58,7 @@ EVENTS: dict[str, str] = {
     "dropped": "[availability] only: a participating device went offline during its compute or upload; its work is lost (compute_s: time computed, upload_s: time transmitted)",
     "flush": "[server] mode semi_sync / async only, in place of aggregate: the server applies its buffer of updates (n_success of them; at every slot's end in semi_sync, every buffer_size arrivals in async); model_version is the new version",
     "stale": "[server] mode semi_sync / async only: an update arrived more than max_staleness server steps after its model version and is discarded",
+    "strategy": "[strategy] other than fedavg, learning runs only: one per upload a server step applied, what the strategy decided about it (kept, prox_term, control_update_norm) and the step's size (server_step_norm); at the aggregate's time (sync) or the slot's end, when the learner takes the slot's steps (semi_sync / async); at both trace levels",
 }
 
 # name -> (arrow type, unit, description)
@@ -141,6 +143,26 @@ COLUMNS: dict[str, tuple[pa.DataType, str, str]] = {
         pa.float64(),
         "nat",
         "decision/device_slot rows, [strategy.selection] rule power_of_choice: the device's loss probe at the slot's start, its mean cross-entropy on the current global model over a minibatch of B_n of its samples (one forward pass); null where it ran none (not among the d candidates drawn, or the draw had no choice to make) and under every other rule",
+    ),
+    "kept": (
+        pa.bool_(),
+        "-",
+        "strategy rows: the strategy's aggregate used the upload (krum: among the m uploads with the lowest score; true for every other strategy)",
+    ),
+    "prox_term": (
+        pa.float64(),
+        "-",
+        "strategy rows, fedprox: the proximal term at the end of the update's local steps, (mu / 2) |w_E - w_0|^2 = (mu / 2) lr^2 |u|^2 (u the upload as formed, lr its local rate), in the loss's units (nat); null for the other strategies",
+    ),
+    "control_update_norm": (
+        pa.float64(),
+        "-",
+        "strategy rows, scaffold: |dc_i|_2, the norm of the control-variate update the upload carried (dc_i = u / E_i - c, 0 on coordinates not trained); null for the other strategies",
+    ),
+    "server_step_norm": (
+        pa.float64(),
+        "-",
+        "strategy rows: |w_(t+1) - w_t|_2, the size of the server step that applied the upload (the same on every row of a step; the server optimisers' decision)",
     ),
     "probe_energy_j": (
         pa.float64(),

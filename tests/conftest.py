@@ -96,6 +96,19 @@ def failing_at_frame(frame: int, exc: type[BaseException] = RuntimeError) -> Any
     return Hooks(frame_start=frame_start)
 
 
+def assert_same_but_strategy_rows(events: Any, plain: Any) -> None:
+    """``events`` equal ``plain`` once their ``strategy`` rows are left out (a strategy other
+    than fedavg writes them; fedavg none), and they have at least one such row."""
+    import pandas as pd
+
+    mine = events.event == "strategy"
+    assert mine.any() and not plain.event.eq("strategy").any()
+    rest = events[~mine].reset_index(drop=True)
+    pd.testing.assert_frame_equal(
+        rest.astype({"event": str}), plain.astype({"event": str}), check_dtype=False
+    )
+
+
 def assert_resume_equals_whole(data: dict[str, Any], out: Path) -> None:
     """A learning run of ``data`` failed as frame 2 starts (into ``out``) and resumed from its
     checkpoint: its events and final model equal the uninterrupted run's."""

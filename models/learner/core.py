@@ -66,6 +66,7 @@ from .strategies import (
     StrategySettings,
     build_strategy,
     rule_mean_over,
+    step_rows,
     wants_upload_mask,
 )
 
@@ -199,6 +200,10 @@ class TorchLearner:
         self.strategy: Strategy = FedAvg(
             NoParams(), StrategySettings(self.num_params, self.device, self.num_devices)
         )
+        #: whether the server steps' strategy rows are kept for the trace (not under FedAvg)
+        self.logs_steps = False
+        #: the strategy rows of the steps taken, not yet taken by the engine
+        self.strategy_rows: list[dict[str, np.ndarray]] = []
         self._started = False
         self._ids = np.empty(0, dtype=np.int64)
         self._uploads = torch.empty(0, self.num_params, device=dev)
@@ -329,6 +334,14 @@ class TorchLearner:
         self.strategy = build_strategy(
             spec, StrategySettings(self.num_params, self.device, self.num_devices)
         )
+        # FedAvg decides nothing beyond eq. 4: its traces have no strategy rows
+        self.logs_steps = type(self.strategy) is not FedAvg
+
+    def take_strategy_rows(self) -> list[dict[str, np.ndarray]]:
+        """The trace's ``strategy`` rows of the server steps taken since the last call, one
+        block per step (:func:`~wflsim.models.learner.strategies.step_rows`; none under FedAvg)."""
+        rows, self.strategy_rows = self.strategy_rows, []
+        return rows
 
     # ------------------------------------------------------------------ views
     @property
@@ -499,6 +512,9 @@ class TorchLearner:
                 self.strategy.arrived(
                     ok, uploads, self.local_steps[ok], trained, [self._strategy_at] * ok.size
                 )
+            if self.logs_steps:
+                lr = np.full(ok.size, self.lr_at(slot))
+                self.strategy_rows.append(step_rows(self.strategy, ok, uploads, lr, w_t, w_next))
             self.buffers = self.rule.aggregate_buffers(self.buffers, self.device_buffers, rows)
         else:
             w_next = w_t

@@ -44,7 +44,7 @@ import torch
 
 from .local import local_updates
 from .rules.base import StaleUpdate
-from .strategies import rule_mean_over, wants_upload_mask
+from .strategies import rule_mean_over, step_rows, wants_upload_mask
 
 if TYPE_CHECKING:
     from .core import TorchLearner
@@ -100,6 +100,7 @@ class _Computed(NamedTuple):
     buffers: dict[str, torch.Tensor]  #: the device's buffers after its pass
     aux: Any  #: what the rule sends with the upload (e.g. a quantisation error)
     strategy: Any  #: the strategy's state at the update's version (``_Version.strategy``)
+    local_lr: float  #: the learning rate of its local steps
 
 
 class StaleUpdates:
@@ -304,6 +305,7 @@ class StaleUpdates:
                 {k: b[row] for k, b in new_bufs.items()},
                 aux[i],
                 versions[row].strategy,
+                float(lr[row]),
             )
         for p in todo:
             self._release(p)
@@ -353,6 +355,9 @@ class StaleUpdates:
                     None if frozen is None else ~frozen,
                     [c.strategy for c in done],
                 )
+            if own.logs_steps:
+                lr = np.array([c.local_lr for c in done])
+                own.strategy_rows.append(step_rows(own.strategy, ids, raw, lr, w_t, w_next))
             if own.buffers:
                 stacked = {k: torch.stack([c.buffers[k] for c in done]) for k in own.buffers}
                 rows = torch.arange(len(done), device=own.device)

@@ -218,6 +218,15 @@ class Strategy:
         None: all; ``at`` the :meth:`version_state` each downloaded): only for strategies with
         :attr:`device_vectors` (nothing here)."""
 
+    # -- what it decided (the trace's strategy rows)
+    def step_columns(self, uploads: torch.Tensor, local_lr: np.ndarray) -> dict[str, np.ndarray]:
+        """What the strategy decided about each upload of the step just taken, for the trace's
+        ``strategy`` rows: trace columns (``kept``, ``prox_term``, ``control_update_norm``;
+        ``wflsim.sim.trace``) to ``(k,)`` arrays, in the order of the step's uploads ``(k, D)``
+        (as the update rule formed them, before staleness weights) whose local steps ran at
+        ``local_lr`` ``(k,)``. Nothing here: the rows then say every upload was kept."""
+        return {}
+
     def state_dict(self) -> dict[str, Any]:
         """The strategy's state as NumPy arrays and plain numbers (none here)."""
         return {}
@@ -344,6 +353,29 @@ class FedYogi(_Adaptive):
     def second_moment(self, v: torch.Tensor, delta2: torch.Tensor) -> torch.Tensor:
         """Yogi's additive update of the second moment."""
         return v - (1.0 - self.params.b2) * delta2 * torch.sign(v - delta2)
+
+
+def step_rows(
+    strategy: Strategy,
+    devices: np.ndarray,
+    uploads: torch.Tensor,
+    local_lr: np.ndarray,
+    w_t: torch.Tensor,
+    w_next: torch.Tensor,
+) -> dict[str, np.ndarray]:
+    """The trace's ``strategy`` rows of a server step with uploads (devices ``devices``
+    ``(k,)``, their uploads ``(k, D)`` as formed, their local rates ``(k,)``) from ``w_t`` to
+    ``w_next``: ``device``, ``kept`` (all True unless the strategy says), the strategy's
+    :meth:`Strategy.step_columns` and ``server_step_norm`` ``|w_next - w_t|_2`` on every row."""
+    k = int(devices.size)
+    cols = dict(strategy.step_columns(uploads, local_lr))
+    norm = float(torch.linalg.vector_norm((w_next - w_t).to(torch.float64)))
+    return {
+        "device": np.asarray(devices, dtype=np.int64).copy(),
+        "kept": np.asarray(cols.pop("kept", np.ones(k, dtype=bool)), dtype=bool).copy(),
+        **{name: np.asarray(v, dtype=np.float64).copy() for name, v in cols.items()},
+        "server_step_norm": np.full(k, norm),
+    }
 
 
 #: ``builder(params, settings) -> Strategy``: a strategy class, or a function that returns one.

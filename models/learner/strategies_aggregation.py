@@ -158,7 +158,14 @@ class Krum(Strategy):
         rule_mean: RuleMean,
     ) -> torch.Tensor:
         """The rule's aggregate of the kept rows."""
-        return rule_mean(krum_rows(uploads, self.params.f, self.params.m))
+        rows = krum_rows(uploads, self.params.f, self.params.m)
+        self._kept = np.zeros(uploads.shape[0], dtype=bool)
+        self._kept[rows] = True
+        return rule_mean(rows)
+
+    def step_columns(self, uploads: torch.Tensor, local_lr: np.ndarray) -> dict[str, np.ndarray]:
+        """``kept``: the uploads Krum's score kept."""
+        return {"kept": self._kept}
 
 
 class FedNova(Strategy):

@@ -58,6 +58,12 @@ class FedProx(Strategy):
             return None
         return self.mu * (w_e - w_0)
 
+    def step_columns(self, uploads: torch.Tensor, local_lr: np.ndarray) -> dict[str, np.ndarray]:
+        """``prox_term``: the proximal term at the end of each update's local steps,
+        ``(mu / 2) |w_E - w_0|^2 = (mu / 2) lr^2 |u|^2`` (``u`` the upload as formed)."""
+        sq = (uploads.to(torch.float64) ** 2).sum(dim=1).cpu().numpy()
+        return {"prox_term": 0.5 * self.mu * np.asarray(local_lr, dtype=np.float64) ** 2 * sq}
+
 
 class Scaffold(Strategy):
     """``scaffold``: control variates correct the devices' drift (the module docstring)."""
@@ -130,8 +136,13 @@ class Scaffold(Strategy):
             dc = dc.masked_fill(~trained, 0.0)
         ids = torch.as_tensor(np.asarray(devices), dtype=torch.long, device=self.device)
         self.c_dev.index_add_(0, ids, dc)
+        self._dc_norm = torch.linalg.vector_norm(dc.to(torch.float64), dim=1).cpu().numpy()
         self.touched[np.asarray(devices, dtype=np.int64)] = True
         self.c = self.c + dc.sum(dim=0) / self.num_devices
+
+    def step_columns(self, uploads: torch.Tensor, local_lr: np.ndarray) -> dict[str, np.ndarray]:
+        """``control_update_norm``: ``|dc_i|_2`` of each upload of the step."""
+        return {"control_update_norm": self._dc_norm}
 
     def state_dict(self) -> dict[str, Any]:
         """``c``, and ``c_i`` of the devices whose control variate ever changed."""

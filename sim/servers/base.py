@@ -106,6 +106,17 @@ class Selected:
     probe_energy_j: np.ndarray | None  #: the loss probes' energy, J, ``(N,)`` (None: no probe)
 
 
+def log_strategy_rows(host: Host, time_s: float, k: int, t: int) -> None:
+    """Write the ``strategy`` rows of the server steps the learner took since the last call
+    (a learner without ``take_strategy_rows`` has none)."""
+    take = getattr(host.learner, "take_strategy_rows", None)
+    if take is None:
+        return
+    for block in take():
+        cols = dict(block)
+        host.buffer.add("strategy", time_s, k, t, cols.pop("device"), **cols)
+
+
 def select(
     host: Host, t: int, sp: SlotPlanning, uploads: SlotUploads, candidates: np.ndarray, limit: int
 ) -> Selected:

@@ -103,6 +103,7 @@ from .base import (
     SlotPlanning,
     SlotPlay,
     decision_columns,
+    log_strategy_rows,
     select,
 )
 from .config import ServerConfig
@@ -390,6 +391,7 @@ class StaleServer(Server):
         self.versioned.materialise()
         if not eng.learner.is_finite():
             raise RunDiverged.at(t, "the global model has non-finite weights")
+        log_strategy_rows(eng, now, k, t)
         tally = self._tally
         energy = tally.energy_compute_j + tally.energy_upload_j
         queue = slots.queue_update_j(eng.queue_j, energy, eng.system.devices.energy_budget_j)

@@ -24,7 +24,15 @@ from ..kernels import C_END, DROPPED, U_END, U_START, SlotActivity, SlotKernel
 from ..slot import SlotOutcome
 from ..trace import event_code
 from ..world.availability import Changes
-from .base import Server, SlotEnd, SlotInProgress, SlotPlay, decision_columns, select
+from .base import (
+    Server,
+    SlotEnd,
+    SlotInProgress,
+    SlotPlay,
+    decision_columns,
+    log_strategy_rows,
+    select,
+)
 from .config import ServerConfig
 
 _ONLINE, _OFFLINE = event_code("online"), event_code("offline")
@@ -199,6 +207,7 @@ class SyncServer(Server):
             slot_duration_s=now - sl.start_s,
             stable_fraction=None if np.isnan(stable) else stable,
         )
+        log_strategy_rows(eng, now, k, t)
         eng.stats.successes += len(ok)
         self._slot = None
         return SlotEnd(out, sl.available, cols)
