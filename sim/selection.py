@@ -162,6 +162,14 @@ def probe_energy_j(devices: DeviceArrays) -> NDArray[np.float64]:
     )
 
 
+def probe_time_s(devices: DeviceArrays) -> NDArray[np.float64]:
+    """A loss probe's computation time per device, s, ``(N,)``: eq. 12's ``x / f`` for the
+    probe's ``x = c B_n / 3`` cycles (as :func:`probe_energy_j`)."""
+    return physics.compute_time_s(
+        PROBE_FRACTION, devices.cycles_per_sample, devices.batch_size, devices.cpu_hz
+    )
+
+
 @dataclass(frozen=True)
 class Choice:
     """What a rule decided in a slot, ``(N,)`` each."""

@@ -33,7 +33,7 @@ import simpy
 from ..clock import Clock
 from ..learner import Learner, ProbingLearner
 from ..schemes.base import FramePlan, Scheme, SlotPlan
-from ..selection import Selection, SelectionInputs, probe_energy_j
+from ..selection import Selection, SelectionInputs, probe_energy_j, probe_time_s
 from ..slot import FrameCosts, SlotOutcome, SlotRules, SlotUploads
 from ..stats import RunStats
 from ..trace import TraceBuffer
@@ -104,6 +104,9 @@ class Selected:
     #: and ``probe_energy_j`` (null where not probed; None under other rules)
     columns: dict[str, Any]
     probe_energy_j: np.ndarray | None  #: the loss probes' energy, J, ``(N,)`` (None: no probe)
+    #: how long the server waits for the probes' losses before it asks anyone, s: the longest
+    #: probe's computation (0: no probe)
+    probe_phase_s: float = 0.0
 
 
 def log_strategy_rows(host: Host, time_s: float, k: int, t: int) -> None:
@@ -142,11 +145,14 @@ def select(
     choice = sel.decide(t, cand, limit, inputs, probe)
     columns: dict[str, Any] = {"selected": np.ma.MaskedArray(choice.chosen, mask=~cand)}
     energy = None
+    phase_s = 0.0
     if sel.probes:
         energy = np.where(choice.probed, probe_energy_j(system.devices), 0.0)
+        if choice.probed.any():
+            phase_s = float(probe_time_s(system.devices)[choice.probed].max())
         columns["probe_loss"] = np.ma.MaskedArray(choice.probe_loss, mask=~choice.probed)
         columns["probe_energy_j"] = np.ma.MaskedArray(energy, mask=~choice.probed)
-    return Selected(choice.chosen, columns, energy)
+    return Selected(choice.chosen, columns, energy, phase_s)
 
 
 @dataclass(frozen=True)
@@ -167,6 +173,8 @@ class SlotInProgress:
     decision: dict[str, Any] = field(default_factory=dict)
     #: the loss probes' energy of the slot's start, J, ``(N,)`` (``power_of_choice``; None: none)
     probe_energy_j: np.ndarray | None = None
+    #: the probe phase at the slot's start, s: the asked devices start after it (0: none)
+    probe_phase_s: float = 0.0
 
 
 @dataclass(frozen=True)

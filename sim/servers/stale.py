@@ -282,6 +282,7 @@ class StaleServer(Server):
         up = self._uploads(sp)
         idle = np.setdiff1d(eng.ids, np.fromiter(self._cycles, np.int32, len(self._cycles)))
         selected: dict[str, Any] = {"selected": None}
+        probe_phase_s = 0.0
         if eng.selection.active:  # the idle candidates the strategy asks ([strategy.selection])
             candidates = np.zeros(eng.num_devices, dtype=bool)
             candidates[idle] = up.participating[idle]
@@ -293,6 +294,7 @@ class StaleServer(Server):
             selected = pick.columns
             if pick.probe_energy_j is not None:  # the probes' energy, charged in this slot
                 self._tally.energy_compute_j += pick.probe_energy_j
+            probe_phase_s = pick.probe_phase_s
             up = self._uploads(sp, pick.chosen)
         starting = idle[up.participating[idle]]
         self._tick = SlotInProgress(
@@ -331,8 +333,10 @@ class StaleServer(Server):
                     for name, v in decision.items()
                 },
             )
+        # power_of_choice: the asked devices start once the server has the probes' losses (the
+        # model version is the slot start's)
         for n in starting.tolist():
-            self._start(n, now)
+            self._start(n, now + probe_phase_s)
 
     def _uploads(self, sp: SlotPlanning, asked: np.ndarray | None = None) -> SlotUploads:
         """Who may start a cycle in the slot of ``sp``, at what power and upload time (a cycle

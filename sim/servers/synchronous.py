@@ -72,6 +72,8 @@ class SyncServer(Server):
         self._slot_start(k, t)
         sl = self._slot
         assert sl is not None
+        if sl.probe_phase_s > 0:  # power_of_choice: the server waits for the loss probes
+            yield eng.clock.timeout(sl.probe_phase_s)
         result = yield from self.kernel.play_slot(
             eng.clock,
             sl.uploads,
@@ -80,7 +82,7 @@ class SyncServer(Server):
             record=eng.record_events,
             online_until_s=sl.online_until_s,
         )
-        self._check_wait(t, eng.clock.now - sl.start_s)
+        self._check_wait(t, eng.clock.now - sl.start_s - sl.probe_phase_s)
         return self._slot_end(k, t, result)
 
     def _check_wait(self, t: int, waited_s: float) -> None:
@@ -120,12 +122,13 @@ class SyncServer(Server):
             participate, plan.tx_power_w, costs, gains.gain, eng.system, eng.rules.closes_at
         )
         selected: dict[str, Any] = {"selected": None}
-        probe_energy = None
+        probe_energy, probe_phase_s = None, 0.0
         if eng.selection.active:  # the candidates the strategy asks ([strategy.selection])
             size = eng.selection.k
             assert size is not None
             pick = select(eng, t, sp, up, up.participating, size)
             selected, probe_energy = pick.columns, pick.probe_energy_j
+            probe_phase_s = pick.probe_phase_s
             up = slots.slot_uploads(
                 pick.chosen, plan.tx_power_w, costs, gains.gain, eng.system, eng.rules.closes_at
             )
@@ -144,7 +147,7 @@ class SyncServer(Server):
             slot=t,
             frame=k,
             start_s=now,
-            deadline_s=now + eng.system.deadline_s,
+            deadline_s=now + probe_phase_s + eng.system.deadline_s,
             uploads=up,
             costs=costs,
             who=who,
@@ -152,6 +155,7 @@ class SyncServer(Server):
             online_until_s=online_until,
             available=available,
             probe_energy_j=probe_energy,
+            probe_phase_s=probe_phase_s,
         )
         eng.learner.compute(t, who)
 
@@ -191,7 +195,7 @@ class SyncServer(Server):
             b.add("device_slot", sl.start_s, k, t, eng.ids, **row)
             eng.log_changes(changes, k, t)
         if eng.rules.closes_at == "deadline":
-            b.add("deadline", sl.start_s + eng.system.deadline_s, k, t)
+            b.add("deadline", sl.deadline_s, k, t)
         ok = np.flatnonzero(out.success)
         eng.learner.apply(t, ok)
         if not eng.learner.is_finite():
