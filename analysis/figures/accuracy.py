@@ -30,6 +30,7 @@ from .common import (
     _Series,
     _series,
     _style,
+    one_scheme_colors,
 )
 
 
@@ -64,12 +65,14 @@ def _accuracy_panel(
     x: str,
     xlabel: str,
     first_slot: float | None = None,
+    colors: dict[str, str] | None = None,
 ) -> None:
     """One panel of test accuracy (%) against ``x`` for the runs of one (dataset, partition):
     per series, x is the mean over seeds at each evaluation, y the mean and 95 % band; only the
     evaluations from slot ``first_slot`` on (``None``: all, the one before training at slot -1
-    too)."""
+    too); ``colors``: series label -> colour where not the scheme's (:func:`one_scheme_colors`)."""
     dataset, partition = key
+    colors = colors or {}
     drawn: list[tuple[str, Line2D | None]] = []
     for s in series:
         rows = s.rows
@@ -80,7 +83,7 @@ def _accuracy_panel(
             continue
         xs = _mean_by(sub, "slot", [x]).set_index("slot")[x]
         per_run = _per_run(sub, "slot", "accuracy", 100.0)
-        style = _style(ranks[s.rest], s.scheme)
+        style = _style(ranks[s.rest], s.scheme, color=colors.get(s.label))
         line = _draw_band(ax, per_run, "slot", "accuracy", s.label, style, s.scheme, x_values=xs)
         drawn.append((s.label, line))
     ax.set_title(f"{_DATASETS.get(str(dataset), dataset)} ({partition})", fontsize="medium")
@@ -99,7 +102,7 @@ def _accuracy_vs(evaluations: pd.DataFrame, x: str, xlabel: str, what: str, titl
     ranks = _ranks(series)
     fig, axes = _figure(len(panels), title, height=3.6)
     for ax, key in zip(axes, panels, strict=True):
-        _accuracy_panel(ax, series, ranks, key, x, xlabel)
+        _accuracy_panel(ax, series, ranks, key, x, xlabel, colors=one_scheme_colors(series))
     _legend(fig, axes, order=[s.label for s in series])
     return _no_offset(fig)
 
@@ -159,6 +162,15 @@ def accuracy_late(evaluations: pd.DataFrame, title: str | None = None) -> Figure
         on = data[(data["dataset"] == key[0]) & (data["partition"] == key[1])]
         half = 0.5 * float(on["slot"].max() + 1)  # slots are counted from 0
         for j, (x, xlabel) in enumerate(_LATE_AXES):
-            _accuracy_panel(axes[i * len(_LATE_AXES) + j], series, ranks, key, x, xlabel, half)
+            _accuracy_panel(
+                axes[i * len(_LATE_AXES) + j],
+                series,
+                ranks,
+                key,
+                x,
+                xlabel,
+                half,
+                colors=one_scheme_colors(series),
+            )
     _legend(fig, axes, order=[s.label for s in series])
     return _no_offset(fig)

@@ -51,6 +51,14 @@ SCHEME_COLORS: dict[str, str] = {
     "fjord": "#17becf",  # cyan
 }
 _SPARE_COLORS = ["#7f7f7f", "#aec7e8", "#ffbb78", "#98df8a", "#ff9896", "#c5b0d5", "#c49c94"]
+#: The colours of the series of a figure whose series are all of one scheme (its colour alone
+#: would not tell them apart): matplotlib's tab20, the dark shades first, then the light ones.
+_SERIES_COLORS = [
+    *("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd"),
+    *("#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"),
+    *("#aec7e8", "#ffbb78", "#98df8a", "#ff9896", "#c5b0d5"),
+    *("#c49c94", "#f7b6d2", "#c7c7c7", "#dbdb8d", "#9edae5"),
+]
 
 #: The marker of each registered scheme, the same in every figure (with its colour, it tells
 #: apart schemes whose lines coincide).
@@ -223,11 +231,21 @@ def _markevery(n_points: int, scheme: str) -> int | tuple[int, int]:
     return ((_scheme_rank(scheme) % 4) * step // 4, step)
 
 
-def _style(rank: int, scheme: str, n_points: int = 1) -> dict:
-    """Colour, marker and drawing order from the scheme (the proposed scheme on top); line
-    style from ``rank``, the series' place among the values of the other series columns."""
+def one_scheme_colors(series: Sequence[_Series]) -> dict[str, str]:
+    """Series label -> colour when several series are all of one scheme (a study of one
+    scheme's variants: strategies, server modes, uplinks), one colour each in series order;
+    empty otherwise, where each series has its scheme's colour."""
+    if len(series) < 2 or len({s.scheme for s in series}) > 1:
+        return {}
+    return {s.label: _SERIES_COLORS[i % len(_SERIES_COLORS)] for i, s in enumerate(series)}
+
+
+def _style(rank: int, scheme: str, n_points: int = 1, color: str | None = None) -> dict:
+    """Colour, marker and drawing order from the scheme (the proposed scheme on top), the colour
+    ``color`` instead where given (:func:`one_scheme_colors`); line style from ``rank``, the
+    series' place among the values of the other series columns."""
     return {
-        "color": scheme_color(scheme) if scheme else "#303030",
+        "color": color or (scheme_color(scheme) if scheme else "#303030"),
         "linestyle": _LINESTYLES[rank % len(_LINESTYLES)],
         "marker": scheme_marker(scheme) if scheme else _MARKERS[rank % len(_MARKERS)],
         "markevery": _markevery(n_points, scheme),

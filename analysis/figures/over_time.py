@@ -39,6 +39,7 @@ from .common import (
     _series,
     _style,
     iter_series,
+    one_scheme_colors,
 )
 
 
@@ -96,6 +97,7 @@ def _time_figure(
     exclude = ["V"] if facets != [None] else []
     series = [s for s in _series(data, exclude) if only is None or s.label in only]
     ranks = _ranks(series)
+    colors = one_scheme_colors(series)
     # many series: fainter bands, so that overlapping ones stay readable
     alpha = max(0.06, _BAND_ALPHA * min(1.0, 4.0 / max(1, len(series))))
     nf = len(facets)
@@ -124,7 +126,7 @@ def _time_figure(
         _scale_from(row, [pr for _, _, pr in cells], x, p.col)
         drawn: dict[Axes, list[tuple[str, Line2D | None]]] = {ax: [] for ax in row}
         for ax, s, pr in cells:
-            style = _style(ranks[s.rest], s.scheme)
+            style = _style(ranks[s.rest], s.scheme, color=colors.get(s.label))
             line = _draw_band(ax, pr, x, p.col, s.label, style, s.scheme, alpha)
             drawn[ax].append((s.label, line))
         for ax in row:

@@ -27,6 +27,7 @@ from .common import (
     _ranks,
     _series,
     _style,
+    one_scheme_colors,
 )
 
 
@@ -43,6 +44,7 @@ def staleness(updates: pd.DataFrame, title: str | None = None) -> Figure:
     applied = updates[updates["outcome"] == "applied"]
     series = _series(_one_v(updates))
     ranks = _ranks(series)
+    colors = one_scheme_colors(series)
     fig, axes = _figure(2, title or "Staleness of the updates and what became of them")
     ax, bx = axes
     top = int(np.nanpercentile(applied["staleness"], 99)) if len(applied) else 0
@@ -50,7 +52,7 @@ def staleness(updates: pd.DataFrame, title: str | None = None) -> Figure:
     width = 0.8 / max(1, len(series))
     drawn: list[tuple[str, Line2D | None]] = []
     for i, s in enumerate(series):
-        style = _style(ranks[s.rest], s.scheme)
+        style = _style(ranks[s.rest], s.scheme, color=colors.get(s.label))
         rows = s.rows
         app = rows[rows["outcome"] == "applied"]
         if len(app):

@@ -47,6 +47,8 @@ from .runs import (
     run_wall_time_s,
     runs_table,
     server_label,
+    strategy_label,
+    uplink_label,
     with_cost_at,
 )
 from .sql import duckdb_literal, duckdb_view
@@ -86,6 +88,8 @@ __all__ = [
     "run_wall_time_s",
     "runs_table",
     "server_label",
+    "strategy_label",
+    "uplink_label",
     "slots",
     "slots_from_events",
     "updates",

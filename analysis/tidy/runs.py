@@ -2,7 +2,8 @@
 what such an argument may be: :mod:`wflsim.analysis.tidy`), a sweep's points that share one
 run (``sweep.json``: ``same_as``) and their cost at their own ``V`` (:func:`with_cost_at`), the
 run's scenario as stored in its trace or manifest, its status and wall time from
-``manifest.json``, short labels (runs, energy budgets, partitions, the ``[server]`` table) and
+``manifest.json``, short labels (runs, energy budgets, partitions, the ``[server]``,
+``[strategy]`` and ``[uplink]`` tables) and
 :func:`runs_table`, one row per run with its identifying columns (:data:`ID_COLUMNS`).
 """
 
@@ -409,7 +410,8 @@ def runs_table(runs: RunsArg) -> pd.DataFrame:
     folder, or ``events.parquet``), ``name``, ``status``
     (from ``manifest.json``), ``wall_time_s`` (:func:`run_wall_time_s`), ``learning`` (False: network-only), ``num_devices``, ``frames``,
     ``slots_per_frame``, ``deadline_s``, ``model``, ``lam``, ``server_mode`` (``[server] mode``),
-    ``server`` (:func:`server_label`), ``scheme_label`` and ``same_as`` (for a sweep point
+    ``server`` (:func:`server_label`), ``strategy`` (:func:`strategy_label`), ``uplink``
+    (:func:`uplink_label`), ``scheme_label`` and ``same_as`` (for a sweep point
     sharing another point's run: that run's ``run``, whose folder ``run_dir`` is; else ``""``).
 
     ``variant`` names the scenario fields (beyond the other ID columns and the seed) that differ
@@ -418,6 +420,64 @@ def runs_table(runs: RunsArg) -> pd.DataFrame:
     configuration.
     """
     return _runs_info(runs)[0]
+
+
+#: The strategies' names as their papers write them (:func:`strategy_label`).
+STRATEGY_LABELS: dict[str, str] = {
+    "fedavg": "FedAvg",
+    "fedavgm": "FedAvgM",
+    "fedadagrad": "FedAdagrad",
+    "fedadam": "FedAdam",
+    "fedyogi": "FedYogi",
+    "fedmedian": "FedMedian",
+    "fedtrimmedavg": "FedTrimmedAvg",
+    "krum": "Krum",
+    "fednova": "FedNova",
+    "fedprox": "FedProx",
+    "scaffold": "SCAFFOLD",
+}
+
+
+def strategy_label(strategy: dict[str, Any]) -> str:
+    """A run's ``[strategy]`` table in a few words: ``FedAvg``, ``FedProx (mu 0.1)``,
+    ``FedAdam (b1 0.9; b2 0.99; eta 0.01; tau 0.001)``, with the selection rule where it is not
+    ``all``."""
+    name = str(strategy.get("name", "fedavg"))
+    extra = [
+        f"{k} {_short(v)}"
+        for k, v in sorted(strategy.items())
+        if k not in ("name", "selection") and v is not None
+    ]
+    selection = strategy.get("selection") or {}
+    if selection.get("rule", "all") != "all":
+        extra.append(
+            " ".join(
+                [str(selection["rule"])]
+                + [f"{k}={_short(v)}" for k in ("k", "d") if (v := selection.get(k)) is not None]
+            )
+        )
+    label = STRATEGY_LABELS.get(name, name)
+    return label + (f" ({'; '.join(extra)})" if extra else "")
+
+
+def uplink_label(uplink: dict[str, Any]) -> str:
+    """A run's ``[uplink]`` table in a few words: ``dedicated``, ``OFDMA (planned k 15)``,
+    ``TDMA (edf)``, with the planned concurrent uploads, the queue order and the noise density
+    where they are not the defaults."""
+    mode = str(uplink.get("mode", "dedicated"))
+    extra = []
+    if mode == "tdma" and uplink.get("order", "fcfs") != "fcfs":
+        extra.append(str(uplink["order"]))
+    if int(uplink.get("planned_concurrent_uploads", 1)) != 1:
+        extra.append(f"planned k {int(uplink['planned_concurrent_uploads'])}")
+    if uplink.get("noise_psd_dbm_hz") is not None:
+        extra.append(f"N0 {float(uplink['noise_psd_dbm_hz']):g} dBm/Hz")
+    label = mode.upper() if mode in ("ofdma", "tdma") else mode
+    return label + (f" ({'; '.join(extra)})" if extra else "")
+
+
+#: The tables :func:`runs_table` folds into one labelled value each (``variant`` and columns).
+_FOLDED = {"server": server_label, "strategy": strategy_label, "uplink": uplink_label}
 
 
 def _runs_info(runs: RunsArg) -> tuple[pd.DataFrame, list[_Run]]:
@@ -430,9 +490,11 @@ def _runs_info(runs: RunsArg) -> tuple[pd.DataFrame, list[_Run]]:
         d = r.folder
         sc = _with_point(_resolved_scenario(d), r.scheme)
         flat = {k: v for k, v in _flatten(sc).items() if k not in _NOT_VARIANT}
-        # the server's fields as one value, named as the literature names the mode
-        flat = {k: v for k, v in flat.items() if not k.startswith("server.")}
-        flat["server"] = server_label(sc.get("server", {}))
+        # the server's, strategy's and uplink's fields as one value each, named as the
+        # literature names the mode, the strategy and the access scheme (a selection rule,
+        # part of the strategy's label, too)
+        flat = {k: v for k, v in flat.items() if k.split(".")[0] not in _FOLDED}
+        flat.update({t: label_of_table(sc.get(t, {})) for t, label_of_table in _FOLDED.items()})
         flats.append(flat)
         learning = sc.get("learning", {})
         scheme = sc.get("scheme", {})
@@ -467,6 +529,8 @@ def _runs_info(runs: RunsArg) -> tuple[pd.DataFrame, list[_Run]]:
                 "lam": scheme.get("lam"),
                 "server_mode": sc.get("server", {}).get("mode", "sync"),
                 "server": server_label(sc.get("server", {})),
+                "strategy": strategy_label(sc.get("strategy", {})),
+                "uplink": uplink_label(sc.get("uplink", {})),
                 "scheme_label": SCHEME_LABELS.get(name, name),
                 "same_as": "" if r.shares is None else label_of.get(r.shares, r.shares.name),
             }
@@ -479,7 +543,7 @@ def _runs_info(runs: RunsArg) -> tuple[pd.DataFrame, list[_Run]]:
             varying.append(k)
     for row, flat in zip(rows, flats, strict=True):
         row["variant"] = ", ".join(
-            str(flat[k]) if k == "server" else f"{k}={_short(flat.get(k))}"
+            str(flat[k]) if k in _FOLDED else f"{k}={_short(flat.get(k))}"
             for k in varying
             if flat.get(k) is not None
         )

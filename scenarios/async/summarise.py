@@ -1,10 +1,14 @@
-"""The stale-update study as one table: per scheme and server mode, over the seeds (mean and 95 %
-Student-t interval): final test accuracy, the simulated time and the energy to first reach a
-target accuracy (over the seeds that reach it; ``reached``: the share that do), total energy, the mean energy-deficit queue, updates applied, their mean
-staleness and the share of uploads lost to drops (of the uploads that ended).
+"""The stale-update study as one table: per scheme and server mode (``--by``: any of scheme,
+strategy, server and uplink), over the seeds (mean and 95 % Student-t interval): final test
+accuracy, the simulated time and the energy to first reach a target accuracy (over the seeds
+that reach it; ``reached``: the share that do), total energy, the mean energy-deficit queue,
+updates applied, their mean staleness, the share of uploads lost to drops (of the uploads that
+ended) and the run's outage rate (synchronous: the uploads that missed their slot's deadline;
+stale updates: the cycles whose upload arrived but was not applied).
 
     bash scenarios/async/run_studies.sh digits runs/async-digits
     python scenarios/async/summarise.py runs/async-digits --target 0.9
+    python scenarios/async/summarise.py runs/strategies-mnist --by strategy server uplink
 """
 
 from __future__ import annotations
@@ -20,6 +24,8 @@ from wflsim.analysis import tidy
 from wflsim.analysis.stats import over_seeds
 
 ORDER = ["sync", "semi_sync", "FedAsync", "FedBuff-5", "FedBuff-10"]
+#: The columns that name a configuration (``--by`` picks among them); the others are measures.
+KEYS = ["scheme", "strategy", "server", "uplink"]
 
 
 def first_reach(ev: pd.DataFrame, target: float, col: str) -> float:
@@ -41,6 +47,8 @@ def per_run(folder: Path, target: float) -> pd.DataFrame:
             {
                 "scheme": r["scheme_label"],
                 "server": r["server"].split(" (")[0],
+                "strategy": r["strategy"].split(" (")[0],
+                "uplink": r["uplink"].split(" (")[0],
                 "seed": r["seed"],
                 "final_accuracy": float(ev["accuracy"].iloc[-1]),
                 "reached": float((ev["accuracy"] >= target).any()),
@@ -52,6 +60,7 @@ def per_run(folder: Path, target: float) -> pd.DataFrame:
                 "updates": float(sl["n_success"].sum()),
                 "mean_staleness": float(summary.get("mean_staleness", np.nan)),
                 "dropped_share": summary.get("drops", 0) / ended if ended else np.nan,
+                "outage_rate": float(summary.get("outage_rate", np.nan)),
             }
         )
     return pd.DataFrame(rows)
@@ -62,21 +71,25 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("folder", help="the output folder of run_studies.sh")
     p.add_argument("--target", type=float, default=0.9, help="target test accuracy (fraction)")
     p.add_argument("--columns", nargs="+", default=None, help="the measures to print (all)")
+    p.add_argument(
+        "--by", nargs="+", default=["scheme", "server"], choices=KEYS, help="one row per these"
+    )
     args = p.parse_args(argv)
     runs = per_run(Path(args.folder), args.target)
-    values = [c for c in runs.columns if c not in ("scheme", "server", "seed")]
+    values = [c for c in runs.columns if c not in (*KEYS, "seed")]
     if args.columns:
         values = [c for c in args.columns if c in values]
-    table = over_seeds(runs, by=["scheme", "server"], value_cols=values)
-    table["server"] = pd.Categorical(
-        table["server"], [s for s in ORDER if s in set(table["server"])]
-    )
-    table = table.sort_values(["scheme", "server"])
-    cols = ["scheme", "server", "n"]
+    table = over_seeds(runs, by=args.by, value_cols=values)
+    if "server" in args.by:
+        table["server"] = pd.Categorical(
+            table["server"], [s for s in ORDER if s in set(table["server"])]
+        )
+    table = table.sort_values(args.by)
+    cols = [*args.by, "n"]
     print("| " + " | ".join(cols + values) + " |")
     print("|" + "---|" * (len(cols) + len(values)))
     for _, r in table.iterrows():
-        cells = [str(r["scheme"]), str(r["server"]), str(int(r["n"]))]
+        cells = [*(str(r[c]) for c in args.by), str(int(r["n"]))]
         for v in values:
             lo, hi = r[f"{v}_ci_low"], r[f"{v}_ci_high"]
             cells.append(f"{r[v]:.3g} [{lo:.3g}, {hi:.3g}]" if np.isfinite(lo) else f"{r[v]:.3g}")
