@@ -393,3 +393,49 @@ def test_a_checkpoint_with_a_kept_variate_resumes_exactly():
     torch.testing.assert_close(a.global_params(), b.global_params(), rtol=0, atol=0)
     torch.testing.assert_close(a.strategy.c, b.strategy.c, rtol=0, atol=0)
     torch.testing.assert_close(a.strategy.c_dev, b.strategy.c_dev, rtol=0, atol=0)
+
+
+def test_a_later_update_replaces_the_variate_its_device_started_from():
+    """Device 0's updates A and B both start from c_0 = r; A is applied, then B: c_0 = r + dc_B
+    (B's c_0+ replaces A's, as the device computed it), and c stays the mean of the c_i."""
+    strat = scaffold(4, 2)
+    gen = torch.Generator().manual_seed(1)
+    r = strat.device_rows(np.array([0]))
+    assert r is not None
+    c0 = strat.version_state()
+    u_a, u_b = torch.randn(1, 4, generator=gen), torch.randn(1, 4, generator=gen)
+    strat.arrived(np.array([0]), u_a, np.array([2]), None, [c0], r)
+    strat.arrived(np.array([0]), u_b, np.array([2]), None, [c0], r)
+    want = r[0] + (u_b[0] / 2 - c0)
+    torch.testing.assert_close(strat.c_dev[0], want)
+    torch.testing.assert_close(strat.c, strat.c_dev.mean(dim=0))
+
+
+def test_two_updates_of_one_device_in_one_step_leave_the_later_variate():
+    """Updates A then B of device 1 in one step, both from c_1 = 0: c_1 = dc_B, c = mean c_i."""
+    strat = scaffold(3, 2)
+    u = torch.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])
+    zero = torch.zeros(2, 3)
+    strat.arrived(np.array([1, 1]), u, np.array([1, 1]), None, [strat.c, strat.c], zero)
+    torch.testing.assert_close(strat.c_dev[1], u[1])
+    torch.testing.assert_close(strat.c, strat.c_dev.mean(dim=0))
+
+
+def test_a_stale_update_replaces_the_variate_it_started_from_in_a_run():
+    """Device 0's update 3 started before step 2 applied its update 2: after step 3 its c_0 is
+    the c_0 update 3 started from plus update 3's dc (not plus update 2's as well)."""
+    learner = stale_learner()
+    seen: list[tuple[Any, ...]] = []
+    arrived = learner.strategy.arrived
+
+    def recording(devices, uploads, steps, trained, at, rows=None):
+        seen.append((uploads.clone(), steps.copy(), at[0]))
+        return arrived(devices, uploads, steps, trained, at, rows)
+
+    learner.strategy.arrived = recording
+    started = two_updates_of_device_0_in_flight(learner)
+    learner.apply_updates(2, np.array([3]), np.ones(1), 1.0)
+    learner.materialise()
+    uploads, steps, c_at = seen[-1]
+    want = started + (uploads[0] / float(steps[0]) - c_at)
+    torch.testing.assert_close(learner.strategy.c_dev[0], want)

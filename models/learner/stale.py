@@ -101,6 +101,16 @@ class _Computed(NamedTuple):
     aux: Any  #: what the rule sends with the upload (e.g. a quantisation error)
     strategy: Any  #: the strategy's state at the update's version (``_Version.strategy``)
     local_lr: float  #: the learning rate of its local steps
+    #: the strategy vector its device had as it started (SCAFFOLD's ``c_i``; None: none kept)
+    start_row: torch.Tensor | None
+
+
+def _start_rows(done: list[_Computed]) -> torch.Tensor | None:
+    """The strategy vectors the updates of a step started from, ``(k, D)`` (None: not kept)."""
+    rows = [c.start_row for c in done]
+    if any(r is None for r in rows):
+        return None
+    return torch.stack([r for r in rows if r is not None])
 
 
 class StaleUpdates:
@@ -254,6 +264,7 @@ class StaleUpdates:
         lr = np.array([own.lr_at(p.slot) for p in todo])
         strategy = own.strategy
         drift = None
+        rows = None
         if strategy.device_vectors:  # the devices' own state as each update started
             rows = strategy.device_rows(ids)
             if rows is not None:
@@ -306,6 +317,7 @@ class StaleUpdates:
                 aux[i],
                 versions[row].strategy,
                 float(lr[row]),
+                None if rows is None else rows[row].clone(),
             )
         for p in todo:
             self._release(p)
@@ -354,6 +366,7 @@ class StaleUpdates:
                     own.local_steps[ids],
                     None if frozen is None else ~frozen,
                     [c.strategy for c in done],
+                    _start_rows(done),
                 )
             if own.logs_steps:
                 lr = np.array([c.local_lr for c in done])

@@ -211,12 +211,14 @@ class Strategy:
         steps: np.ndarray,
         trained: torch.Tensor | None,
         at: Sequence[Any],
+        rows: torch.Tensor | None = None,
     ) -> None:
         """After the server's step with these uploads (devices ``devices``, ``(k,)`` ints; their
         uploads ``(k, D)`` as the update rule formed them, before any staleness weight; their
         local steps ``E`` ``(k,)``; ``trained`` ``(k, D)`` bool, the coordinates each trained,
-        None: all; ``at`` the :meth:`version_state` each downloaded): only for strategies with
-        :attr:`device_vectors` (nothing here)."""
+        None: all; ``at`` the :meth:`version_state` each downloaded; ``rows`` ``(k, D)`` the
+        :meth:`device_rows` each update started from, None when they are the rows of now, as in
+        ``sync``): only for strategies with :attr:`device_vectors` (nothing here)."""
 
     # -- what it decided (the trace's strategy rows)
     def step_columns(self, uploads: torch.Tensor, local_lr: np.ndarray) -> dict[str, np.ndarray]:

@@ -128,17 +128,35 @@ class Scaffold(Strategy):
         steps: np.ndarray,
         trained: torch.Tensor | None,
         at: Sequence[Any],
+        rows: torch.Tensor | None = None,
     ) -> None:
-        """``dc_i = u_i / E_i - c`` (0 where not trained); ``c_i += dc_i``, ``c += sum dc_i / N``."""
+        """``dc_i = u_i / E_i - c`` (0 where not trained); device ``i``'s control variate
+        becomes ``c_i+ = c_i + dc_i`` with ``c_i`` as its update started (``rows``; None: as now),
+        replacing the one it has now, and ``c`` moves by ``(c_i+ - c_i now) / N`` (so that it
+        stays the mean of the ``c_i``; the same as ``sum dc_i / N`` unless an update of the
+        device was applied after this one started)."""
         e = torch.as_tensor(np.asarray(steps), dtype=uploads.dtype, device=uploads.device)
         dc = uploads / e.view(-1, 1) - self._c_of(at)
         if trained is not None:
             dc = dc.masked_fill(~trained, 0.0)
-        ids = torch.as_tensor(np.asarray(devices), dtype=torch.long, device=self.device)
-        self.c_dev.index_add_(0, ids, dc)
         self._dc_norm = torch.linalg.vector_norm(dc.to(torch.float64), dim=1).cpu().numpy()
-        self.touched[np.asarray(devices, dtype=np.int64)] = True
-        self.c = self.c + dc.sum(dim=0) / self.num_devices
+        dev = np.asarray(devices, dtype=np.int64)
+        ids = torch.as_tensor(dev, dtype=torch.long, device=self.device)
+        self.touched[dev] = True
+        if rows is None:  # every update started from its device's c_i of now: c_i += dc_i
+            self.c_dev.index_add_(0, ids, dc)
+            self.c = self.c + dc.sum(dim=0) / self.num_devices
+            return
+        new = rows + dc
+        if np.unique(dev).size == dev.size:
+            change = new - self.c_dev[ids]
+            self.c_dev[ids] = new
+        else:  # two updates of one device in a step: replaced in the order they are applied
+            change = torch.empty_like(new)
+            for r, n in enumerate(dev.tolist()):
+                change[r] = new[r] - self.c_dev[n]
+                self.c_dev[n] = new[r]
+        self.c = self.c + change.sum(dim=0) / self.num_devices
 
     def step_columns(self, uploads: torch.Tensor, local_lr: np.ndarray) -> dict[str, np.ndarray]:
         """``control_update_norm``: ``|dc_i|_2`` of each upload of the step."""
