@@ -25,6 +25,11 @@ strategy seam costs the network side (a client-side strategy's extra cycles and 
 charged there, ``wflsim.StrategyCosts``), without training noise. A per-device Python loop per
 slot would show here as a ratio well above 1.
 
+A strategy that changes the payload (``scaffold``: twice the bits) changes whom the controller
+admits, so its runs compute another number of local updates than FedAvg's; the learn part then
+also prints each variant's updates and its ratio to ``fedavg`` per computed update (the same
+work).
+
 Printed at the end: whether ``fedadam``/``fedavg`` (learn and network) is within the noise,
 taken as the larger of |fedavg*/fedavg - 1| and the spread of the per-round ratios. Nothing is
 asserted; run on a quiet machine.
@@ -32,6 +37,7 @@ asserted; run on a quiet machine.
     python benchmarks/strategy_overhead.py --mode sync
     python benchmarks/strategy_overhead.py --mode async
     python benchmarks/strategy_overhead.py --local-steps 3 --strategies fedavg,fedprox
+    python benchmarks/strategy_overhead.py --local-steps 2 --strategies fedavg,fedadam,scaffold,krum
     python benchmarks/strategy_overhead.py --quick          # smoke test (digits, tiny)
 """
 
@@ -148,7 +154,12 @@ def prepared(
         )
 
 
-def variant(prep: Any, slots: int, learn: bool) -> Any:
+#: per variant, the local updates its run computed (device-slots participating; the same in every
+#: round: the runs are deterministic on the network side)
+UPDATES: dict[str, int] = {}
+
+
+def variant(prep: Any, slots: int, learn: bool, name: str = "") -> Any:
     """A variant of the interleaving: its learner built untimed, then the engine timed."""
 
     def one() -> float:
@@ -157,7 +168,10 @@ def variant(prep: Any, slots: int, learn: bool) -> Any:
         engine = build_engine(prep, learner)
         engine.run()
         engine.table()
-        return (time.perf_counter() - t0) / slots
+        elapsed = time.perf_counter() - t0
+        if name:
+            UPDATES[name] = int(engine.stats.participations)
+        return elapsed / slots
 
     return one
 
@@ -189,6 +203,23 @@ def report(
     if control:
         aa = [a / b for a, b in zip(times[CONTROL], base, strict=True)]
         noise = max(abs(r - 1) for r in aa)
+    if all(k in UPDATES for k in times) and any(UPDATES[k] != UPDATES["fedavg"] for k in times):
+        # a strategy that changes the payload (SCAFFOLD's x2) changes who the controller admits:
+        # per computed update compares the same work
+        print(
+            f"\n  {label}: local updates computed per run: "
+            + ", ".join(f"{k} {UPDATES[k]}" for k in times)
+        )
+        for k in times:
+            if k == "fedavg" or not UPDATES[k]:
+                continue
+            scale = UPDATES["fedavg"] / UPDATES[k]
+            per = sorted(a / b * scale for a, b in zip(times[k], base, strict=True))
+            print(
+                f"  {k}/fedavg per computed update: "
+                + ", ".join(f"{r:.3f}" for r in per)
+                + f"  median {statistics.median(per):.3f}"
+            )
     if "fedadam" in times:
         per = [a / b for a, b in zip(times["fedadam"], base, strict=True)]
         band = max(noise, (max(per) - min(per)) / 2)
@@ -225,7 +256,7 @@ def main(argv: list[str] | None = None) -> None:
         short = prepared(args, True, "fedavg", {"run": {"frames": 1, "slots_per_frame": 1}})
         variant(short, 1, True)()
         times = interleaved(
-            {k: variant(p, slots, True) for k, p in preps.items()}, args.rounds, args.warmup
+            {k: variant(p, slots, True, k) for k, p in preps.items()}, args.rounds, args.warmup
         )
         report("learn", times, strategies, control)
     if "network" in args.parts:
@@ -234,6 +265,7 @@ def main(argv: list[str] | None = None) -> None:
             f"two_timescale, server {args.mode}, E = {args.local_steps}\n"
         )
         preps = {k: prepared(args, False, k.rstrip("*")) for k in names}
+        UPDATES.clear()  # per slot only: no training to compare per update
         times = interleaved(
             {k: variant(p, args.net_slots, False) for k, p in preps.items()},
             args.net_rounds,
