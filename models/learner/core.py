@@ -54,7 +54,7 @@ from .. import data as _data
 from ..nets import build_model
 from .evaluation import evaluate
 from .flat import FlatModel
-from .gradients import GradientPaths
+from .gradients import PRECISIONS, GradientPaths
 from .local import local_updates
 from .rules import AGGREGATIONS, Freezing, UpdateRule, build_rule
 from .sampling import DeviceStreams, LocalData, images_on, per_device_samples
@@ -131,8 +131,11 @@ class TorchLearner:
         eval_batch_size: int = 2048,
         architecture: tuple[str, str] | None = None,
         local_steps: int | np.ndarray | Sequence[int] = 1,
+        precision: str = "float32",
     ) -> None:
         self.device = resolve_device(device)
+        if precision not in PRECISIONS:
+            raise ValueError(f"unknown precision {precision!r}; known: {list(PRECISIONS)}")
         b = np.asarray(batch_sizes)
         if b.ndim != 1 or b.size == 0 or not np.issubdtype(b.dtype, np.integer) or (b < 1).any():
             raise ValueError("batch_sizes must be a non-empty 1-D integer array of values >= 1")
@@ -185,6 +188,9 @@ class TorchLearner:
         self.paths = GradientPaths(
             self.net, self.data.x_train, self.data.y_train, vmap_chunk_samples, dev
         )
+        #: the arithmetic of the passes (``learning.precision``; float32: exact)
+        self.precision = precision
+        self.paths.precision = precision
         self._w = self.net.initial_params()
         self.buffers: dict[str, torch.Tensor] = self.net.initial_buffers()
         self.stability = StableFraction(self.num_params, dev)
@@ -243,6 +249,7 @@ class TorchLearner:
         vmap_chunk_samples: int | str | None = "auto",
         local_steps: int = 1,
         local_epochs: int | None = None,
+        precision: str = "float32",
     ) -> TorchLearner:
         """Build data, partition, model and learner from scenario values.
 
@@ -297,6 +304,7 @@ class TorchLearner:
             vmap_chunk_samples=vmap_chunk_samples,
             architecture=(model, dataset) if model in MODELS else None,
             local_steps=local_steps_n,
+            precision=precision,
         )
 
     def set_update_rule(self, rule: Any) -> None:
@@ -575,6 +583,7 @@ class TorchLearner:
             self.y_test,
             max_samples=self.eval_max_samples,
             batch_size=self.eval_batch_size,
+            precision=self.precision,
         )
 
     def end_frame(self, frame: int) -> None:

@@ -8,6 +8,7 @@ from torch.func import functional_call
 
 from .. import data as _data
 from .flat import FlatModel
+from .gradients import autocast_for
 
 
 def evaluate(
@@ -19,10 +20,12 @@ def evaluate(
     *,
     max_samples: int | None = None,
     batch_size: int = 2048,
+    precision: str = "float32",
 ) -> tuple[float, float]:
     """``(mean cross-entropy, accuracy)`` of the model with flat parameters ``w`` and
     ``buffers`` (eval mode: BatchNorm uses its running statistics) on the first ``max_samples``
-    test samples (all when None), in batches of ``batch_size``."""
+    test samples (all when None), in batches of ``batch_size``, the forward passes in
+    ``precision`` (``learning.precision``: float32, or bfloat16 under autocast)."""
     m = x_test.shape[0]
     if max_samples is not None:
         m = min(m, max_samples)
@@ -32,12 +35,12 @@ def evaluate(
     was_training = model.training
     model.eval()
     try:
-        with torch.no_grad():
+        with torch.no_grad(), autocast_for(precision, w.device):
             for start in range(0, m, batch_size):
                 stop = min(m, start + batch_size)
                 logits = functional_call(model, (params, buffers), (x_test[start:stop],))
                 y = y_test[start:stop]
-                loss_sum += float(F.cross_entropy(logits, y, reduction="sum"))
+                loss_sum += float(F.cross_entropy(logits.float(), y, reduction="sum"))
                 correct += int((logits.argmax(dim=1) == y).sum())
     finally:
         model.train(was_training)

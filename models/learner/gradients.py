@@ -11,6 +11,7 @@ memory of plain autograd), so each device gets one plain autograd pass instead.
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import numpy as np
@@ -52,6 +53,15 @@ class GradientPaths:
         self.y_train = y_train
         self.chunk_samples = chunk_samples
         self.device = device
+        #: the arithmetic of the forward and backward passes (``learning.precision``):
+        #: ``"float32"`` (exact, the default) or ``"bfloat16"`` (autocast: matrix products and
+        #: convolutions in bfloat16, the parameters, gradients and losses in float32)
+        self.precision = "float32"
+
+    def autocast(self) -> contextlib.AbstractContextManager[Any]:
+        """The context of the passes: torch's autocast to bfloat16 under ``"bfloat16"``,
+        nothing under ``"float32"``."""
+        return autocast_for(self.precision, self.device)
 
     def compute(
         self,
@@ -67,9 +77,10 @@ class GradientPaths:
         """
         cap = self.chunk_samples
         b = batch.sizes
-        if cap is not None and cap < 2 * int(b.max()):
-            return self.per_device_grads(params, batch.idx, b, buffers, device_buffers)
-        return self.vmap_grads(params, batch.idx, batch.weights, b, buffers, device_buffers)
+        with self.autocast():
+            if cap is not None and cap < 2 * int(b.max()):
+                return self.per_device_grads(params, batch.idx, b, buffers, device_buffers)
+            return self.vmap_grads(params, batch.idx, batch.weights, b, buffers, device_buffers)
 
     def compute_diverged(
         self,
@@ -83,7 +94,10 @@ class GradientPaths:
         per-device weights runs grouped convolutions, slower than the devices one by one
         (``benchmarks/fedavg_local_steps.py``); elsewhere as :meth:`compute`."""
         if self.device.type == "cpu":
-            return self.per_device_grads(params, batch.idx, batch.sizes, buffers, device_buffers)
+            with self.autocast():
+                return self.per_device_grads(
+                    params, batch.idx, batch.sizes, buffers, device_buffers
+                )
         return self.compute(params, batch, buffers, device_buffers)
 
     def vmap_grads(
@@ -252,7 +266,7 @@ class GradientPaths:
 
         out = torch.empty(b.size, device=dev)
         model.train()
-        with torch.no_grad():
+        with torch.no_grad(), self.autocast():
             for g in groups:
                 g_t = torch.as_tensor(g, device=dev)
                 width = int(b[g].max())
@@ -266,3 +280,17 @@ class GradientPaths:
                     chunk_size=None if chunk is None or chunk >= g.size else chunk,
                 )(bufs, self.x_train[sel], self.y_train[sel], wts_t[g_t, :width])
         return out
+
+
+#: ``learning.precision``'s values: the arithmetic of the learner's passes.
+PRECISIONS = ("float32", "bfloat16")
+
+
+def autocast_for(precision: str, device: torch.device) -> contextlib.AbstractContextManager[Any]:
+    """torch's autocast to bfloat16 on ``device`` under ``precision = "bfloat16"``, a context
+    that does nothing under ``"float32"``."""
+    if precision == "float32":
+        return contextlib.nullcontext()
+    if precision == "bfloat16":
+        return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
+    raise ValueError(f"unknown precision {precision!r}; known: {list(PRECISIONS)}")

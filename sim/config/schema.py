@@ -185,6 +185,11 @@ class LearningConfig(Strict):
         None, ge=1, le=10**12, description="payload size D for network-only runs"
     )
     bits_per_param: int = Field(32, ge=1, le=64)
+    precision: Literal["float32", "bfloat16"] = Field(
+        "float32",
+        description="the learner's arithmetic on this machine: float32 (exact) or bfloat16 "
+        "(autocast); the simulated devices' costs do not change",
+    )
     unmoved_stability: _Float = Field(1.0, ge=0, le=1)
 
     @field_validator("dataset", "model", "partition")

@@ -65,6 +65,7 @@ def make_learner(prep: Prepared) -> Learner:
             aggregation=lc.aggregation,
             local_steps=lc.local_steps or 1,
             local_epochs=lc.local_epochs,
+            precision=lc.precision,
         )
     except FileNotFoundError as err:
         raise ScenarioError(
