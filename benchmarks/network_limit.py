@@ -1,0 +1,421 @@
+"""The practical limit of a network-only run in Python, timed interleaved against wflsim.
+
+``limit`` is an independent numpy + pyarrow implementation of the same network-only slots,
+written from ``docs/trace.md`` and ``docs/scenario.md`` and sharing no code with ``sim/``: the
+paper's MNIST scenario (``scenarios/paper/mnist_iid.toml``, read with ``tomllib``: 1000 m disc,
+log-distance path loss 128.1 + 37.6 log10(d / 1 km) dB, Rayleigh fading, W = 10 MHz, N0 = -104 dBm,
+P_bar = 1 W, c = 2e6 cycles per sample, f = 2 GHz, alpha = 2e-28, B = 512, tau_0 = 0.8 s,
+budgets U[0.30, 0.45] J, V = 100) scaled to ``--devices`` devices x ``--slots`` slots (frames of
+20), network only with the CNN's payload D = 440,812 x 32 bits. Per slot, vectorised over
+devices: the channel draw (numpy's PCG64, one generator per slot), the scheme's decision, the
+compute and upload times, the outcome against the deadline, energy, queues and the
+drift-plus-penalty cost; the rows of every event wflsim's trace has at that level (``events``:
+``slot_start``, ``decision``, ``compute_start``, ``compute_end``, ``upload_start``,
+``upload_end``, ``deadline``, ``aggregate``, ``energy``, the device events in time order;
+``device_slots``: one ``device_slot`` row per device and slot) with the columns wflsim fills for
+them (``tests/test_network_limit.py`` checks the sets against a wflsim run), in the schema of
+``docs/trace.md`` (its column table: names and types, the same order; ``event`` dictionary
+encoded); one Parquet file per frame, lz4, encoded by a background thread. No crash safety (no
+fsync, no checkpoint, no manifest), no channel streams keyed per device, and the frame's plan
+needs no optimisation: ``fixed_power`` sends at P_bar, ``two_timescale``'s limit plans every
+frame as the controller's first frame (gamma = 0, p_max = P_bar) and sends at the
+Proposition-1 power ``p_min``, so the controller's per-frame MM solve is work only wflsim does.
+
+``wflsim``: ``wflsim.app.runner.execute`` into a run folder on the same scenario (its
+closed-form kernel, the trace at ``--level``, a checkpoint and a manifest per frame; as
+``benchmarks/network_throughput.py`` times it), the scenario prepared before the clock starts. Both write into a fresh temporary folder per repetition.
+
+    python benchmarks/network_limit.py --devices 100000 --slots 20
+    python benchmarks/network_limit.py --devices 10000 --slots 100 --level device_slots
+    python benchmarks/network_limit.py --quick      # smoke test
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import queue
+import re
+import shutil
+import tempfile
+import threading
+import time
+import tomllib
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+from _common import add_repo_to_path, interleaved, print_header, ratio_line
+
+REPO = Path(__file__).resolve().parents[1]
+SCENARIO = REPO / "scenarios" / "paper" / "mnist_iid.toml"
+TRACE_DOC = REPO / "docs" / "trace.md"
+NUM_PARAMS = 440_812
+BITS_PER_PARAM = 32
+SLOTS_PER_FRAME = 20
+
+#: docs/trace.md's type names -> Arrow types (``event`` is dictionary encoded)
+_TYPES = {
+    "double": pa.float64(),
+    "int32": pa.int32(),
+    "int64": pa.int64(),
+    "bool": pa.bool_(),
+    "string": pa.string(),
+}
+
+#: the columns each event fills beyond time_s, frame, slot, device and event (docs/trace.md)
+DECISION = (
+    "distance_m large_scale_gain channel_gain seen_channel_gain gamma payload_bits "
+    "min_tx_power_w tx_power_w participating compute_s upload_s"
+).split()
+ENERGY = (
+    "tx_power_w participating upload_s energy_compute_j energy_upload_j energy_j "
+    "wasted_energy_j success queue_j conv_error cost"
+).split()
+DEVICE_SLOT = [
+    *DECISION,
+    "upload_planned_s",
+    *"energy_compute_j energy_upload_j energy_j wasted_energy_j success queue_j".split(),
+    "conv_error",
+    "cost",
+]
+CONFIG = "energy_budget_j cpu_hz cycles_per_sample capacitance batch_size peak_power_w".split()
+POSITION = "x_m y_m distance_m large_scale_gain".split()
+FREEZE = "gamma compute_fraction sent_values bits_per_value queue_j".split()
+#: ``two_timescale`` fills these as well (the controller's threshold and state)
+CONTROLLER = {
+    "decision": ["max_tx_power_w"],
+    "device_slot": ["max_tx_power_w"],
+    "freeze": ["max_tx_power_w", "expected_cost", "iterations"],
+}
+
+
+def trace_schema() -> pa.Schema:
+    """The trace's schema from docs/trace.md's column table (names, types, order)."""
+    text = TRACE_DOC.read_text()
+    table = text[text.index("## Columns") :]
+    fields = []
+    for name, kind in re.findall(r"^\| `([a-z_0-9]+)` \| ([a-z0-9]+) \|", table, re.M):
+        typ = pa.dictionary(pa.int8(), pa.string()) if name == "event" else _TYPES[kind]
+        fields.append(pa.field(name, typ))
+    return pa.schema(fields)
+
+
+class Frame:
+    """One frame's rows: per column a list of ``(start row, values)`` chunks."""
+
+    def __init__(self, schema: pa.Schema, events: list[str]) -> None:
+        self.schema = schema
+        self.codes = {e: i for i, e in enumerate(events)}
+        self.events = events
+        #: per column: (start row, values, valid rows or None for all)
+        self.chunks: dict[str, list[tuple[int, np.ndarray, np.ndarray | None]]] = {
+            f.name: [] for f in schema
+        }
+        self.rows = 0
+
+    def add(self, event: str | np.ndarray, n: int, **cols: Any) -> None:
+        """``n`` rows of ``event`` (a name, or int8 codes per row); each column a scalar, an
+        ``(n,)`` array or a masked array (masked rows null)."""
+        if n == 0:
+            return
+        code = np.full(n, self.codes[event], np.int8) if isinstance(event, str) else event
+        self.chunks["event"].append((self.rows, code, None))
+        for name, v in cols.items():
+            if isinstance(v, np.ma.MaskedArray):
+                self.chunks[name].append((self.rows, v.data, ~np.ma.getmaskarray(v)))
+                continue
+            arr = np.asarray(v)
+            values = np.broadcast_to(arr, (n,)) if arr.ndim == 0 else arr
+            self.chunks[name].append((self.rows, values, None))
+        self.rows += n
+
+    def table(self) -> pa.Table:
+        """The frame's table: each column one array, null where no chunk wrote."""
+        n = self.rows
+        arrays = []
+        for f in self.schema:
+            chunks = self.chunks[f.name]
+            if f.name == "event":
+                codes = np.concatenate([c for _, c, _ in chunks])
+                arrays.append(
+                    pa.DictionaryArray.from_arrays(pa.array(codes), pa.array(self.events))
+                )
+                continue
+            typ = f.type
+            if not chunks:
+                arrays.append(pa.nulls(n, typ))
+                continue
+            dtype = typ.to_pandas_dtype()
+            values = np.zeros(n, dtype=dtype)
+            valid = np.zeros(n, dtype=bool)
+            for start, c, ok in chunks:
+                values[start : start + c.size] = c
+                valid[start : start + c.size] = True if ok is None else ok
+            arrays.append(pa.array(values, type=typ, mask=~valid))
+        return pa.Table.from_arrays(arrays, schema=self.schema)
+
+
+class Writer:
+    """Parquet parts, one per frame, lz4, encoded by a background thread."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.queue: queue.Queue[tuple[int, pa.Table] | None] = queue.Queue(maxsize=2)
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        while (item := self.queue.get()) is not None:
+            k, table = item
+            pq.write_table(table, self.folder / f"part-{k:06d}.parquet", compression="lz4")
+
+    def put(self, k: int, table: pa.Table) -> None:
+        self.queue.put((k, table))
+
+    def close(self) -> None:
+        self.queue.put(None)
+        self.thread.join()
+
+
+def scenario_constants() -> dict[str, float]:
+    """The scenario's numbers (mnist_iid.toml; the documented defaults where it is silent)."""
+    with SCENARIO.open("rb") as fh:
+        sc = tomllib.load(fh)
+    net, dev = sc["network"], sc["devices"]
+    return {
+        "radius_m": net["cell_radius_m"],
+        "min_m": net["min_distance_m"],
+        "bandwidth_hz": net["bandwidth_hz"],
+        "noise_w": 10 ** ((net["noise_dbm"] - 30) / 10),
+        "cpu_hz": dev["cpu_hz"],
+        "cycles": dev["cycles_per_sample"],
+        "alpha": dev["capacitance"],
+        "batch": dev["batch_size"],
+        "p_bar": dev["peak_power_w"],
+        "budget_lo": dev["energy_budget_j"]["low"],
+        "budget_hi": dev["energy_budget_j"]["high"],
+        "tau0": sc["run"]["deadline_s"],
+        "V": sc["scheme"]["V"],
+    }
+
+
+def run_limit(folder: Path, n: int, slots: int, scheme: str, level: str, seed: int = 0) -> None:
+    """The limit's run of ``n`` devices x ``slots`` slots into ``folder`` (module docstring)."""
+    c = scenario_constants()
+    schema = trace_schema()
+    events = list(EVENT_ORDER)
+    rng = np.random.default_rng(seed)
+    r = np.sqrt(rng.uniform(c["min_m"] ** 2, c["radius_m"] ** 2, n))
+    ang = rng.uniform(0.0, 2.0 * math.pi, n)
+    x, y = r * np.cos(ang), r * np.sin(ang)
+    big_h = 10 ** (-(128.1 + 37.6 * np.log10(np.maximum(r, c["min_m"]) / 1000.0)) / 10)
+    budget = rng.uniform(c["budget_lo"], c["budget_hi"], n)
+    ids = np.arange(n, dtype=np.int32)
+    w, n0 = c["bandwidth_hz"], c["noise_w"]
+    tau0, p_bar = c["tau0"], c["p_bar"]
+    cb = c["cycles"] * c["batch"]
+    compute_s = np.full(n, cb / c["cpu_hz"])
+    e_cmp = np.full(n, 0.5 * c["alpha"] * cb * c["cpu_hz"] ** 2)
+    payload = float(NUM_PARAMS * BITS_PER_PARAM)
+    queue_j = np.zeros(n)
+    ctl = scheme == "two_timescale"
+    writer = Writer(folder)
+    frames = max(1, slots // SLOTS_PER_FRAME)
+    for k in range(frames):
+        fr = Frame(schema, events)
+        t0 = k * SLOTS_PER_FRAME * tau0
+        if k == 0:
+            fr.add(
+                "device_config", n, time_s=0.0, frame=0, slot=-1, device=ids,
+                energy_budget_j=budget, cpu_hz=c["cpu_hz"], cycles_per_sample=c["cycles"],
+                capacitance=c["alpha"], batch_size=np.int64(c["batch"]), peak_power_w=p_bar,
+            )  # fmt: skip
+        fr.add("frame_start", 1, time_s=t0, frame=k, slot=k * SLOTS_PER_FRAME)
+        fr.add(
+            "position", n, time_s=t0, frame=k, slot=k * SLOTS_PER_FRAME, device=ids,
+            x_m=x, y_m=y, distance_m=r, large_scale_gain=big_h,
+        )  # fmt: skip
+        freeze: dict[str, Any] = {
+            "gamma": 0.0, "compute_fraction": 1.0, "sent_values": np.int64(NUM_PARAMS),
+            "bits_per_value": np.int64(BITS_PER_PARAM), "queue_j": queue_j.copy(),
+        }  # fmt: skip
+        if ctl:
+            freeze.update(max_tx_power_w=p_bar, expected_cost=0.0, iterations=np.int64(0))
+        fr.add("freeze", n, time_s=t0, frame=k, slot=k * SLOTS_PER_FRAME, device=ids, **freeze)
+        for t in range(k * SLOTS_PER_FRAME, min((k + 1) * SLOTS_PER_FRAME, slots)):
+            s0 = t * tau0
+            h = big_h * np.random.default_rng([seed, t]).standard_exponential(n)
+            left = tau0 - compute_s
+            p_min = (np.exp2(payload / (w * left)) - 1.0) * n0 / h
+            if ctl:
+                part = p_min <= p_bar
+                p = np.where(part, p_min, 0.0)
+            else:
+                part = np.ones(n, dtype=bool)
+                p = np.full(n, p_bar)
+            with np.errstate(divide="ignore"):
+                rate = w * np.log2(1.0 + p * h / n0)
+                up_full = np.where(part, payload / rate, 0.0)
+            sent = np.minimum(up_full, np.maximum(left, 0.0))
+            ok = part & (up_full <= left * (1 + 1e-9))
+            e_c = np.where(part, e_cmp, 0.0)
+            e_u = p * sent
+            e = e_c + e_u
+            wasted = np.where(part & ~ok, e, 0.0)
+            queue_j = np.maximum(queue_j + e - budget, 0.0)
+            conv = np.where(ok, 0.0, 1.0)
+            cost = c["V"] * conv + queue_j * e
+            comp = np.where(part, compute_s, 0.0)
+            dec: dict[str, Any] = {
+                "distance_m": r, "large_scale_gain": big_h, "channel_gain": h,
+                "seen_channel_gain": h, "gamma": 0.0, "payload_bits": payload,
+                "min_tx_power_w": p_min, "tx_power_w": p, "participating": part,
+                "compute_s": comp, "upload_s": up_full,
+            }  # fmt: skip
+            if ctl:
+                dec["max_tx_power_w"] = p_bar
+            fr.add("slot_start", 1, time_s=s0, frame=k, slot=t)
+            if level == "device_slots":
+                fr.add(
+                    "device_slot", n, time_s=s0, frame=k, slot=t, device=ids, **dec,
+                    upload_planned_s=up_full, energy_compute_j=e_c, energy_upload_j=e_u,
+                    energy_j=e, wasted_energy_j=wasted, success=ok, queue_j=queue_j,
+                    conv_error=conv, cost=cost,
+                )  # fmt: skip
+            else:
+                fr.add("decision", n, time_s=s0, frame=k, slot=t, device=ids, **dec)
+                who = np.flatnonzero(part)
+                m = who.size
+                fr.add("compute_start", m, time_s=s0, frame=k, slot=t, device=ids[who])
+                # compute_end and upload_start at the compute's end, upload_end at its end: the
+                # device events after the compute starts, in time order (ties: the device)
+                t_ce = s0 + compute_s[who]
+                t_ue = t_ce + sent[who]
+                times = np.concatenate([t_ce, t_ce, t_ue])
+                kind = np.repeat(np.array([0, 1, 2], np.int8), m)
+                dev3 = np.tile(ids[who], 3)
+                order = np.lexsort((kind, dev3, times))
+                codes = np.array(
+                    [fr.codes["compute_end"], fr.codes["upload_start"], fr.codes["upload_end"]],
+                    np.int8,
+                )[kind[order]]
+                src = np.tile(who, 3)[order]
+                ko = kind[order]
+                not_end, not_ce = ko != 2, ko != 0
+                fr.add(
+                    codes, 3 * m, time_s=times[order], frame=k, slot=t, device=dev3[order],
+                    compute_s=np.ma.MaskedArray(comp[src], mask=not_ce),
+                    tx_power_w=np.ma.MaskedArray(p[src], mask=ko == 0),
+                    upload_s=np.ma.MaskedArray(sent[src], mask=not_end),
+                    energy_upload_j=np.ma.MaskedArray(e_u[src], mask=not_end),
+                    success=np.ma.MaskedArray(ok[src], mask=not_end),
+                )  # fmt: skip
+            fr.add("deadline", 1, time_s=s0 + tau0, frame=k, slot=t)
+            fr.add(
+                "aggregate", 1, time_s=s0 + tau0, frame=k, slot=t,
+                n_participants=np.int64(part.sum()), n_success=np.int64(ok.sum()),
+                slot_duration_s=tau0,
+            )  # fmt: skip
+            if level == "events":
+                fr.add(
+                    "energy", n, time_s=s0 + tau0, frame=k, slot=t, device=ids, tx_power_w=p,
+                    participating=part, upload_s=sent, energy_compute_j=e_c,
+                    energy_upload_j=e_u, energy_j=e, wasted_energy_j=wasted, success=ok,
+                    queue_j=queue_j, conv_error=conv, cost=cost,
+                )  # fmt: skip
+        fr.add("frame_end", 1, time_s=(k + 1) * SLOTS_PER_FRAME * tau0, frame=k, slot=t)
+        writer.put(k, fr.table())
+    writer.close()
+
+
+#: the events the limit writes, in docs/trace.md's order (the dictionary's values)
+EVENT_ORDER = (
+    "device_config frame_start position freeze slot_start decision compute_start compute_end "
+    "upload_start upload_end deadline aggregate energy eval frame_end device_slot"
+).split()
+
+
+def wflsim_table(n: int, slots: int, scheme: str, level: str) -> dict[str, Any]:
+    """The same scenario as a wflsim scenario table."""
+    with SCENARIO.open("rb") as fh:
+        data = tomllib.load(fh)
+    data["network"]["num_devices"] = n
+    data["run"] = {
+        **data["run"],
+        "frames": max(1, slots // SLOTS_PER_FRAME),
+        "slots_per_frame": SLOTS_PER_FRAME,
+    }
+    data["learning"] = {"enabled": False, "num_params": NUM_PARAMS}
+    data["scheme"] = {**data["scheme"], "name": scheme}
+    data["trace"] = {"level": level}
+    return data
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--devices", type=int, default=100_000)
+    p.add_argument("--slots", type=int, default=20)
+    p.add_argument("--schemes", default="fixed_power,two_timescale")
+    p.add_argument("--level", default="events", choices=["events", "device_slots"])
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--quick", action="store_true", help="smoke test: 2,000 devices x 20 slots")
+    args = p.parse_args(argv)
+    if args.quick:
+        args.devices, args.slots, args.rounds = 2000, 20, 1
+    add_repo_to_path()
+    import wflsim
+    from wflsim.app.runner import execute
+    from wflsim.sim.learner import NullLearner
+
+    print_header("network_limit")
+    device_slots = args.devices * args.slots
+    for scheme in [s.strip() for s in args.schemes.split(",") if s.strip()]:
+        print(f"\n== {scheme}, {args.devices} devices x {args.slots} slots, level {args.level}")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            prep = wflsim.prepare(wflsim_table(args.devices, args.slots, scheme, args.level))
+
+        def limit(scheme: str = scheme) -> None:
+            folder = Path(tempfile.mkdtemp(prefix="limit-"))
+            try:
+                run_limit(folder, args.devices, args.slots, scheme, args.level)
+            finally:
+                shutil.rmtree(folder, ignore_errors=True)
+
+        def ours(prep: Any = prep) -> None:
+            folder = Path(tempfile.mkdtemp(prefix="wflsim-"))
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    execute(prep, NullLearner(NUM_PARAMS), folder / "run")
+            finally:
+                shutil.rmtree(folder, ignore_errors=True)
+
+        times = interleaved({"limit": limit, "wflsim": ours}, args.rounds, 1)
+        for k, v in times.items():
+            rate = [device_slots / s / 1e6 for s in v]
+            print(
+                f"  {k:7s} "
+                + ", ".join(
+                    f"{s:.2f} s ({r:.2f} M device-slots/s)" for s, r in zip(v, rate, strict=True)
+                )
+            )
+        print(
+            "  "
+            + ratio_line(
+                "limit/wflsim (wflsim's share of the limit)",
+                times["limit"],
+                times["wflsim"],
+                ">= 0.9",
+            )
+        )
+
+
+if __name__ == "__main__":
+    t = time.perf_counter()
+    main()
+    print(f"\n  total {time.perf_counter() - t:.0f} s")
