@@ -350,12 +350,17 @@ class TraceBuffer:
     def to_table(self) -> pa.Table:
         """The buffered rows as an Arrow table with :data:`SCHEMA`; empties the buffer.
 
-        Each column is materialised once: a column no block sets is one null array; any other is
-        one NumPy array of all the rows (with a validity mask where some rows are null), filled
-        block by block and handed to Arrow without a further copy."""
+        Each column is built once, in its final Arrow layout, from buffers no one else holds (so
+        the writer thread never sees an array that is changed later): a column no block sets
+        shares one zeroed buffer with the others; any other is one NumPy array of all the rows,
+        filled block by block, whose memory becomes the Arrow data buffer without a copy, with a
+        validity bitmap packed by NumPy where some rows are null (booleans packed the same way).
+        Nothing is done per row in Python, and per column only a loop over the blocks."""
         blocks, total = self._blocks, self.num_rows
         starts = np.cumsum([0] + [n for n, _ in blocks])
-        arrays = []
+        # one zeroed buffer, as long as the widest column: data and validity of every null column
+        zeros = pa.py_buffer(np.zeros(max(8 * total, 1), np.uint8))
+        arrays: list[pa.Array] = []
         for name, (typ, _, _) in COLUMNS.items():
             if name == "event":
                 idx = np.empty(total, np.int8)
@@ -367,25 +372,34 @@ class TraceBuffer:
             present = [(lo, n, b[name]) for (n, b), lo in zip(blocks, starts, strict=False)
                        if b.get(name) is not None]  # fmt: skip
             if not present:
-                arrays.append(pa.nulls(total, typ))
+                arrays.append(pa.Array.from_buffers(typ, total, [zeros, zeros], null_count=total))
                 continue
-            # the values under a null are never read (Parquet does not store them): no zeroing
-            values: np.ndarray = np.empty(total, _NUMPY_TYPES[typ])
-            covered = sum(n for _, n, _ in present) == total
-            masked = any(isinstance(v, np.ma.MaskedArray) for _, _, v in present)
-            null = None if covered and not masked else np.ones(total, bool)
-            for lo, n, v in present:
-                if isinstance(v, np.ma.MaskedArray):
-                    values[lo : lo + n] = np.ma.getdata(v)
-                    null[lo : lo + n] = np.ma.getmaskarray(v)  # type: ignore[index]
-                else:
-                    values[lo : lo + n] = v
-                    if null is not None:
-                        null[lo : lo + n] = False
-            arrays.append(pa.array(values, typ, mask=null))
+            arrays.append(_column(typ, total, present))
         table = pa.Table.from_arrays(arrays, schema=SCHEMA)
         self._blocks, self.num_rows = [], 0  # only once the table is built
         return table
+
+
+def _column(typ: pa.DataType, total: int, present: list[tuple[int, int, Any]]) -> pa.Array:
+    """One column of ``total`` rows from the blocks that set it, ``(first row, rows, value)``
+    (a scalar, an array or a masked array); the other rows are null. The values under a null
+    are never read (Parquet does not store them): they are left as they are, not zeroed."""
+    values: np.ndarray = np.empty(total, _NUMPY_TYPES[typ])
+    covered = sum(n for _, n, _ in present) == total
+    masked = any(isinstance(v, np.ma.MaskedArray) for _, _, v in present)
+    valid = None if covered and not masked else np.zeros(total, np.bool_)
+    for lo, n, v in present:
+        if isinstance(v, np.ma.MaskedArray):
+            values[lo : lo + n] = np.ma.getdata(v)
+            valid[lo : lo + n] = ~np.ma.getmaskarray(v)  # type: ignore[index]
+        else:
+            values[lo : lo + n] = v
+            if valid is not None:
+                valid[lo : lo + n] = True
+    bitmap = None if valid is None else pa.py_buffer(np.packbits(valid, bitorder="little"))
+    if values.dtype == np.bool_:  # Arrow's booleans are bits
+        values = np.packbits(values, bitorder="little")
+    return pa.Array.from_buffers(typ, total, [bitmap, pa.py_buffer(values)])
 
 
 def _check_column(name: str, v: np.ndarray, n: int) -> None:
