@@ -9,7 +9,7 @@ others, two schemes run with the same seed see the same channels, positions and 
 random numbers), and a keyed quantity needs no generator state to be saved or replayed.
 
 The keyed streams' Philox words are computed by one of two backends that give the same bits: the
-compiled loops of :mod:`wflsim.sim.rng_compiled` (numba; one pass over the devices, 10-20 times
+compiled loops of :mod:`wflsim.sim.rng_compiled` (numba; one pass over the devices, 8-13 times
 faster than numpy at 100,000 devices) or the pure-numpy :func:`philox4x64` below (the reference).
 ``$WFLSIM_RNG_BACKEND`` chooses at the first keyed draw of a process: ``auto`` (the default:
 numpy for the first :data:`AUTO_SWITCH_WORDS` words, then compiled when numba can be imported
@@ -275,8 +275,8 @@ def philox4x64(counter: tuple[U64, U64, U64, U64], key: U64) -> tuple[U64, U64, 
 #: The backends of the keyed words (module docstring).
 BACKENDS = ("auto", "compiled", "numpy")
 #: ``auto`` computes in numpy until the process has drawn this many keyed words (some 0.6 s at
-#: numpy's 115 ns a word on the project's machine, about what importing numba and loading the
-#: cached loops takes, 0.75 s), compiled from then on: a process that draws little never loads
+#: numpy's 120 ns a word on the project's machine, about what importing numba and loading the
+#: cached loops takes, 0.57 s), compiled from then on: a process that draws little never loads
 #: numba, one that draws much loses at most about that load time against being compiled from
 #: the start (docs/performance.md, "Keyed draws at C speed").
 AUTO_SWITCH_WORDS = 5_000_000
@@ -315,7 +315,7 @@ def set_backend(name: str | None) -> None:
 def backend() -> str:
     """The backend of the next keyed draw, ``"compiled"`` or ``"numpy"``. With ``compiled`` asked
     (or ``auto`` past :data:`AUTO_SWITCH_WORDS`), the first call imports numba and loads the
-    loops from its cache (compiling them, about 2 s, the first time); under ``auto`` a numba that
+    loops from its cache (compiling them, about 1.7 s, the first time); under ``auto`` a numba that
     cannot be imported or compiled leaves the process on numpy.
 
     Raises:
