@@ -7,11 +7,23 @@ slot (fading), from a counter-based :class:`KeyedStream`: a pure function of
 name and the device index (and the slot), so adding a device never shifts the draws of the
 others, two schemes run with the same seed see the same channels, positions and samples (common
 random numbers), and a keyed quantity needs no generator state to be saved or replayed.
+
+The keyed streams' Philox words are computed by one of two backends that give the same bits: the
+compiled loops of :mod:`wflsim.sim.rng_compiled` (numba; one pass over the devices, 8-13 times
+faster than numpy at 100,000 devices) or the pure-numpy :func:`philox4x64` below (the reference).
+``$WFLSIM_RNG_BACKEND`` chooses at the first keyed draw of a process: ``auto`` (the default:
+numpy for the first :data:`AUTO_SWITCH_WORDS` words, then compiled when numba can be imported
+and compiles, else numpy still), ``compiled`` (an ImportError without numba) or ``numpy``;
+:func:`set_backend` changes it in a running process. Only the integer words and their exact
+conversion to ``[0, 1)`` are compiled; every transcendental function of a draw stays numpy's, so
+results do not depend on the backend (the tests compare both bit for bit, golden runs included).
 """
 
 from __future__ import annotations
 
 import math
+import os
+from types import ModuleType
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -260,6 +272,86 @@ def philox4x64(counter: tuple[U64, U64, U64, U64], key: U64) -> tuple[U64, U64, 
     return c0, c1, c2, c3
 
 
+#: The backends of the keyed words (module docstring).
+BACKENDS = ("auto", "compiled", "numpy")
+#: ``auto`` computes in numpy until the process has drawn this many keyed words (some 0.6 s at
+#: numpy's 120 ns a word on the project's machine, about what importing numba and loading the
+#: cached loops takes, 0.57 s), compiled from then on: a process that draws little never loads
+#: numba, one that draws much loses at most about that load time against being compiled from
+#: the start (docs/performance.md, "Keyed draws at C speed").
+AUTO_SWITCH_WORDS = 5_000_000
+_ENV_BACKEND = "WFLSIM_RNG_BACKEND"
+
+
+class _Choice:
+    """The process's backend: ``asked`` (set_backend's name; None: the environment's), ``mode``
+    (the validated choice, None until the first draw), ``module`` (the compiled loops once
+    loaded), ``failed`` (they could not be), ``numpy_words`` (words drawn in numpy so far)."""
+
+    asked: str | None = None
+    mode: str | None = None
+    module: ModuleType | None = None
+    failed = False
+    numpy_words = 0
+
+
+_choice = _Choice()
+
+
+def set_backend(name: str | None) -> None:
+    """Compute the keyed words with backend ``name`` (one of :data:`BACKENDS`) from now on in
+    this process; ``None`` returns to ``$WFLSIM_RNG_BACKEND`` (default ``auto``). ``auto``'s count
+    of words starts again from zero.
+
+    Raises:
+        ValueError: on an unknown name.
+    """
+    if name is not None and name not in BACKENDS:
+        raise ValueError(f"unknown keyed-draw backend {name!r}; known: {list(BACKENDS)}")
+    _choice.asked, _choice.mode, _choice.module, _choice.failed = name, None, None, False
+    _choice.numpy_words = 0
+
+
+def backend() -> str:
+    """The backend of the next keyed draw, ``"compiled"`` or ``"numpy"``. With ``compiled`` asked
+    (or ``auto`` past :data:`AUTO_SWITCH_WORDS`), the first call imports numba and loads the
+    loops from its cache (compiling them, about 1.7 s, the first time); under ``auto`` a numba that
+    cannot be imported or compiled leaves the process on numpy.
+
+    Raises:
+        ValueError: ``$WFLSIM_RNG_BACKEND`` is not one of :data:`BACKENDS`.
+        ImportError: ``compiled`` was asked for and numba cannot be imported.
+    """
+    mode = _choice.mode
+    if mode is None:
+        mode = _choice.asked or os.environ.get(_ENV_BACKEND, "").strip() or "auto"
+        if mode not in BACKENDS:
+            raise ValueError(f"${_ENV_BACKEND} must be one of {list(BACKENDS)}, got {mode!r}")
+        _choice.mode = mode
+    if mode == "numpy" or (mode == "auto" and _choice.numpy_words < AUTO_SWITCH_WORDS):
+        return "numpy"
+    if _choice.module is None and not _choice.failed:
+        try:
+            _choice.module = _load_compiled()
+        except Exception:
+            if mode == "compiled":
+                raise
+            _choice.failed = True
+    return "numpy" if _choice.module is None else "compiled"
+
+
+def _load_compiled() -> ModuleType:
+    """Import the compiled loops and run them once (loads them from numba's cache or compiles
+    them), so that a failure shows here, not in the middle of a run."""
+    from wflsim.sim import rng_compiled
+
+    key = np.array([1, 2], dtype=np.uint64)
+    dev = np.arange(5, dtype=np.int64)
+    for unit in (False, True):
+        rng_compiled.words(key, dev, 0, 0, (0, 1), unit)
+    return rng_compiled
+
+
 class KeyedStream:
     """Counter-based random draws: each value is a pure function of ``(key, device, slot, draw)``.
 
@@ -283,15 +375,27 @@ class KeyedStream:
             raise ValueError(f"key must have two uint64 words, got shape {k.shape}")
         self.key = k
 
-    def _words(self, devices: ArrayLike, slot: int, draw: int, subs: tuple[int, ...]) -> U64:
-        """The words of ``devices`` for ``(slot, draw, sub)``, one row per sub: ``(len(subs), N)``.
-
-        All subs come from one vectorised Philox evaluation."""
-        dev = np.asarray(devices, dtype=np.int64).reshape(-1)
+    def _words(
+        self, devices: ArrayLike, slot: int, draw: int, subs: tuple[int, ...], unit: bool = False
+    ) -> NDArray[np.uint64] | NDArray[np.float64]:
+        """The words of ``devices`` for ``(slot, draw, sub)``, one row per sub: ``(len(subs), N)``;
+        with ``unit``, as doubles in ``[0, 1)`` (:func:`_to_unit`). On the compiled backend
+        (:func:`backend`) if it is chosen, else from one vectorised :func:`philox4x64`."""
+        dev = np.ascontiguousarray(np.asarray(devices, dtype=np.int64).reshape(-1))
         if dev.size and dev.min() < 0:
             raise ValueError("device indices must be >= 0")
         if slot < 0 or draw < 0 or min(subs) < 0:
             raise ValueError("slot, draw and sub must be >= 0")
+        if backend() == "compiled" and _choice.module is not None:
+            return _choice.module.words(self.key, dev, int(slot), int(draw), subs, unit)
+        _choice.numpy_words += dev.size * len(subs)
+        words = self._numpy_words(dev, slot, draw, subs)
+        return _to_unit(words) if unit else words
+
+    def _numpy_words(
+        self, dev: NDArray[np.int64], slot: int, draw: int, subs: tuple[int, ...]
+    ) -> U64:
+        """:meth:`_words` in numpy: all subs from one vectorised :func:`philox4x64` evaluation."""
         n = dev.size
         if n and dev[0] == 0 and dev[-1] == n - 1 and bool(np.all(np.diff(dev) == 1)):
             blocks = np.arange((n + _LANES - 1) // _LANES, dtype=np.uint64)  # all devices
@@ -318,19 +422,19 @@ class KeyedStream:
     def raw(self, devices: ArrayLike, slot: int, draw: int = 0, sub: int = 0) -> U64:
         """The 64-bit words of ``devices`` (int array, ``>= 0``) for ``(slot, draw, sub)``,
         ``(N,)``."""
-        return self._words(devices, slot, draw, (sub,))[0]
+        return np.asarray(self._words(devices, slot, draw, (sub,))[0], dtype=np.uint64)
 
     def uniform(
         self, devices: ArrayLike, slot: int, draw: int = 0, sub: int = 0
     ) -> NDArray[np.float64]:
         """Uniform on ``[0, 1)`` with 53 random bits, ``(N,)``."""
-        return _to_unit(self.raw(devices, slot, draw, sub))
+        return self.uniforms(devices, slot, draw, (sub,))[0]
 
     def uniforms(
         self, devices: ArrayLike, slot: int, draw: int, subs: tuple[int, ...]
     ) -> NDArray[np.float64]:
         """:meth:`uniform` for several ``sub`` at once, ``(len(subs), N)``, one Philox evaluation."""
-        return _to_unit(self._words(devices, slot, draw, subs))
+        return np.asarray(self._words(devices, slot, draw, subs, unit=True), dtype=np.float64)
 
     def standard_exponential(
         self, devices: ArrayLike, slot: int, draw: int = 0
