@@ -277,7 +277,7 @@ class ClosedFormStaleServer(StaleServer):
         st.staleness_sum += int(old_stal[:taken].sum()) + int(stal_ok[: max(taken - b0, 0)].sum())
         st.stale_discarded += int((~ok).sum())
         self.version = v0 + n_flush
-        self._buf = self._buffer_after(cyc, entered, taken, start)
+        self._buf = self._buffer_after(cyc, entered, taken)
         # rows, tally, what stays in flight
         self._rows(k, t, time, kind, which, ev_dev, cyc, stal, ok, flush, flush_v)
         self._add_tally(cyc, which[is_end], ok)
@@ -362,7 +362,7 @@ class ClosedFormStaleServer(StaleServer):
                     self.versioned.drop_update(key)
 
     def _buffer_after(
-        self, cyc: dict[str, np.ndarray], entered: np.ndarray, taken: int, now_s: float
+        self, cyc: dict[str, np.ndarray], entered: np.ndarray, taken: int
     ) -> dict[str, np.ndarray]:
         """The buffer after the slot: the one before it and the admitted arrivals, less the
         ``taken`` first (applied)."""
