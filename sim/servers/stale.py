@@ -143,7 +143,13 @@ class StaleServer(Server):
 
     @classmethod
     def build(cls, config: ServerConfig, kernel: Any) -> StaleServer:
-        """A stale-update server (it plays device cycles itself; no kernel)."""
+        """A stale-update server (it plays device cycles itself): on the ``closed_form`` kernel,
+        one that computes them in closed form where they do not interact
+        (:mod:`wflsim.sim.servers.stale_closed`)."""
+        if getattr(kernel, "name", None) == "closed_form" and cls is StaleServer:
+            from .stale_closed import ClosedFormStaleServer
+
+            return ClosedFormStaleServer(config)
         return cls(config)
 
     def __init__(self, config: ServerConfig) -> None:
@@ -280,7 +286,8 @@ class StaleServer(Server):
                     callback=self._change_logger(one_change(changes, i), k, t),
                 )
         up = self._uploads(sp)
-        idle = np.setdiff1d(eng.ids, np.fromiter(self._cycles, np.int32, len(self._cycles)))
+        busy = self._busy()
+        idle = np.setdiff1d(eng.ids, busy)
         selected: dict[str, Any] = {"selected": None}
         probe_phase_s = 0.0
         if eng.selection.active:  # the idle candidates the strategy asks ([strategy.selection])
@@ -289,7 +296,7 @@ class StaleServer(Server):
             size = eng.selection.k
             assert size is not None
             # semi_sync: k devices per round; async: k devices in cycles at once
-            limit = size - len(self._cycles) if self._async else size
+            limit = size - len(busy) if self._async else size
             pick = select(eng, t, sp, up, candidates, limit)
             selected = pick.columns
             if pick.probe_energy_j is not None:  # the probes' energy, charged in this slot
@@ -335,8 +342,16 @@ class StaleServer(Server):
             )
         # power_of_choice: the asked devices start once the server has the probes' losses (the
         # model version is the slot start's)
+        self._start_all(starting, now + probe_phase_s)
+
+    def _busy(self) -> np.ndarray:
+        """The devices with a cycle in flight, int32."""
+        return np.fromiter(self._cycles, np.int32, len(self._cycles))
+
+    def _start_all(self, starting: np.ndarray, at_s: float) -> None:
+        """The devices ``starting`` (ascending) start a cycle at ``at_s`` on the slot's plan."""
         for n in starting.tolist():
-            self._start(n, now + probe_phase_s)
+            self._start(n, at_s)
 
     def _uploads(self, sp: SlotPlanning, asked: np.ndarray | None = None) -> SlotUploads:
         """Who may start a cycle in the slot of ``sp``, at what power and upload time (a cycle
@@ -426,7 +441,7 @@ class StaleServer(Server):
         st = self.stats
         st.cycles_ended += tally.cycles
         busy = np.zeros(eng.num_devices, dtype=bool)
-        busy[list(self._cycles)] = True
+        busy[self._busy()] = True
         st.active_device_slots += int((tally.ended | busy).sum())
         tally.reset()
         self._tick = None

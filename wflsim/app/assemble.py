@@ -25,7 +25,7 @@ from wflsim.sim.selection import Selection
 from wflsim.sim.servers import Server, make_server
 from wflsim.sim.strategies import StrategySpec
 from wflsim.sim.world.availability import AlwaysConfig
-from wflsim.sim.world.compute import build_jitter
+from wflsim.sim.world.compute import NoJitterConfig, build_jitter
 from wflsim.sim.world.system import SystemConstants
 from wflsim.sim.world.uplink import UplinkSpec
 
@@ -132,13 +132,18 @@ def uplink_of(scenario: Scenario) -> UplinkSpec:
 
 def kernel_of(scenario: Scenario) -> KernelName:
     """The slot kernel a scenario runs on: its ``[run] kernel``, with ``auto`` resolved (the
-    event kernel for a shared uplink, where uploads interact, and for devices that go offline,
-    whose work a drop interrupts; else the closed form)."""
+    event kernel for a shared uplink, where uploads interact, for devices that go offline,
+    whose work a drop interrupts, and for ``[server] mode = "async"`` under ``[compute]
+    jitter``, whose cycles draw (and may be planned on) their own slowdowns one at a time;
+    else the closed form)."""
     kernel = scenario.run.kernel
     if kernel != "auto":
         return kernel
     interacting = uplink_of(scenario).shared or not isinstance(scenario.availability, AlwaysConfig)
-    return "event" if interacting else "closed_form"
+    per_cycle = scenario.server.mode == "async" and not isinstance(
+        scenario.compute.jitter, NoJitterConfig
+    )
+    return "event" if interacting or per_cycle else "closed_form"
 
 
 def build_engine(
