@@ -14,7 +14,7 @@ import pytest
 
 from conftest import LOCKSTEP, REPO
 from wflsim.sim.engine import Engine
-from wflsim.sim.kernels import ClosedFormKernel
+from wflsim.sim.kernels import ClosedFormKernel, EventKernel
 from wflsim.sim.servers import (
     SERVER_MODES,
     SERVERS,
@@ -72,11 +72,23 @@ def test_every_server_mode_has_one_server():
 
 @pytest.mark.parametrize("mode", SERVER_MODES)
 def test_make_server_builds_the_server_of_the_mode(mode):
-    """make_server gives the mode's server; a stale one keeps the [server] table."""
-    server = make_server(ServerConfig(mode=mode), ClosedFormKernel())
+    """make_server gives the mode's server on the event kernel; a stale one keeps the [server]
+    table."""
+    server = make_server(ServerConfig(mode=mode), EventKernel())
     assert type(server) is SERVERS[mode]
     if mode != "sync":
         assert isinstance(server, StaleServer) and server.config.mode == mode
+
+
+@pytest.mark.parametrize("mode", ["semi_sync", "async"])
+def test_a_stale_mode_on_the_closed_form_kernel_gets_the_closed_form_clock(mode):
+    """make_server with the closed-form kernel: the stale modes get ClosedFormStaleServer (a
+    StaleServer), keeping the [server] table."""
+    from wflsim.sim.servers.stale_closed import ClosedFormStaleServer
+
+    server = make_server(ServerConfig(mode=mode), ClosedFormKernel())
+    assert type(server) is ClosedFormStaleServer
+    assert isinstance(server, StaleServer) and server.config.mode == mode
 
 
 def test_engine_provides_everything_the_host_protocol_names():
