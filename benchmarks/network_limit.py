@@ -15,7 +15,10 @@ drift-plus-penalty cost; the rows of every event wflsim's trace has at that leve
 ``device_slots``: one ``device_slot`` row per device and slot) with the columns wflsim fills for
 them (``tests/test_network_limit.py`` checks the sets against a wflsim run), in the schema of
 ``docs/trace.md`` (its column table: names and types, the same order; ``event`` dictionary
-encoded); one Parquet file per frame, lz4, encoded by a background thread. No crash safety (no
+encoded), each column handed to Arrow as one numpy buffer with a numpy-packed validity bitmap;
+one Parquet file per frame (a row group per slot, encoded by a background thread while the next
+slot is computed), lz4, dictionaries only on frame, slot and event and statistics only on the
+keys. No crash safety (no
 fsync, no checkpoint, no manifest), no channel streams keyed per device, and the frame's plan
 needs no optimisation: ``fixed_power`` sends at P_bar, ``two_timescale``'s limit plans every
 frame as the controller's first frame (gamma = 0, p_max = P_bar) and sends at the
@@ -105,7 +108,7 @@ def trace_schema() -> pa.Schema:
 
 
 class Frame:
-    """One frame's rows: per column a list of ``(start row, values)`` chunks."""
+    """A block of rows (a frame's head, one slot): per column a list of chunks."""
 
     def __init__(self, schema: pa.Schema, events: list[str]) -> None:
         self.schema = schema
@@ -134,7 +137,7 @@ class Frame:
         self.rows += n
 
     def table(self) -> pa.Table:
-        """The frame's table: each column one array, null where no chunk wrote."""
+        """The block's table: each column one array, null where no chunk wrote."""
         n = self.rows
         arrays = []
         for f in self.schema:
@@ -155,29 +158,71 @@ class Frame:
             for start, c, ok in chunks:
                 values[start : start + c.size] = c
                 valid[start : start + c.size] = True if ok is None else ok
-            arrays.append(pa.array(values, type=typ, mask=~valid))
+            arrays.append(arrow_array(values, valid, typ))
         return pa.Table.from_arrays(arrays, schema=self.schema)
 
 
+def arrow_array(values: np.ndarray, valid: np.ndarray, typ: pa.DataType) -> pa.Array:
+    """``values`` as an Arrow array of ``typ`` without a copy of the values, null where not
+    ``valid`` (the validity bitmap and booleans packed by numpy, least significant bit first)."""
+    n = values.size
+    if pa.types.is_boolean(typ):
+        data = pa.py_buffer(np.packbits(values, bitorder="little"))
+    else:
+        data = pa.py_buffer(np.ascontiguousarray(values))
+    nulls = n - int(np.count_nonzero(valid))
+    validity = None if nulls == 0 else pa.py_buffer(np.packbits(valid, bitorder="little"))
+    return pa.Array.from_buffers(typ, n, [validity, data], null_count=nulls)
+
+
+#: The encoding a careful writer of this trace picks (docs/decisions.md on the trace's parts):
+#: lz4; dictionaries only where a row group holds few distinct values (frame, slot, event), not
+#: over float columns of distinct values; statistics only on the keys readers filter on.
+PARQUET: dict[str, Any] = {
+    "compression": "lz4",
+    "use_dictionary": ["frame", "slot", "event"],
+    "write_statistics": ["time_s", "frame", "slot", "device"],
+}
+
+
 class Writer:
-    """Parquet parts, one per frame, lz4, encoded by a background thread."""
+    """Parquet parts, one per frame, lz4: each slot's rows appended as a row group by a
+    background thread while the next slot is computed."""
 
     def __init__(self, folder: Path) -> None:
         self.folder = folder
-        self.queue: queue.Queue[tuple[int, pa.Table] | None] = queue.Queue(maxsize=2)
+        self.queue: queue.Queue[tuple[str, Any]] = queue.Queue(maxsize=4)
         self.thread = threading.Thread(target=self._run, daemon=True)
         self.thread.start()
 
     def _run(self) -> None:
-        while (item := self.queue.get()) is not None:
-            k, table = item
-            pq.write_table(table, self.folder / f"part-{k:06d}.parquet", compression="lz4")
+        out: pq.ParquetWriter | None = None
+        while True:
+            kind, item = self.queue.get()
+            if kind == "open":
+                k, schema = item
+                out = pq.ParquetWriter(self.folder / f"part-{k:06d}.parquet", schema, **PARQUET)
+            elif kind == "rows":
+                assert out is not None
+                out.write_table(item)
+            elif kind == "close":
+                assert out is not None
+                out.close()
+                out = None
+            else:
+                return
 
-    def put(self, k: int, table: pa.Table) -> None:
-        self.queue.put((k, table))
+    def open(self, k: int, schema: pa.Schema) -> None:
+        self.queue.put(("open", (k, schema)))
+
+    def rows(self, table: pa.Table) -> None:
+        self.queue.put(("rows", table))
+
+    def close_part(self) -> None:
+        self.queue.put(("close", None))
 
     def close(self) -> None:
-        self.queue.put(None)
+        self.queue.put(("stop", None))
         self.thread.join()
 
 
@@ -226,6 +271,7 @@ def run_limit(folder: Path, n: int, slots: int, scheme: str, level: str, seed: i
     writer = Writer(folder)
     frames = max(1, slots // SLOTS_PER_FRAME)
     for k in range(frames):
+        writer.open(k, schema)
         fr = Frame(schema, events)
         t0 = k * SLOTS_PER_FRAME * tau0
         if k == 0:
@@ -278,6 +324,8 @@ def run_limit(folder: Path, n: int, slots: int, scheme: str, level: str, seed: i
             }  # fmt: skip
             if ctl:
                 dec["max_tx_power_w"] = p_bar
+            writer.rows(fr.table())  # the rows so far (the frame's head, the last slot)
+            fr = Frame(schema, events)
             fr.add("slot_start", 1, time_s=s0, frame=k, slot=t)
             if level == "device_slots":
                 fr.add(
@@ -328,7 +376,8 @@ def run_limit(folder: Path, n: int, slots: int, scheme: str, level: str, seed: i
                     queue_j=queue_j, conv_error=conv, cost=cost,
                 )  # fmt: skip
         fr.add("frame_end", 1, time_s=(k + 1) * SLOTS_PER_FRAME * tau0, frame=k, slot=t)
-        writer.put(k, fr.table())
+        writer.rows(fr.table())
+        writer.close_part()
     writer.close()
 
 
