@@ -15,6 +15,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -158,3 +159,25 @@ def frozen_counts(learner: object, n: int, gamma: float) -> object:
 
     d = int(learner.num_params)  # type: ignore[attr-defined]
     return FreezingInputs(frozen_count=np.full(n, int(round(gamma * d)), dtype=np.int64))
+
+
+def run_child(cmd: Sequence[str], out: Path, label: str) -> dict[str, Any]:
+    """Run ``cmd`` (a ``wflsim run ... --out out`` command) as a child process: its wall time
+    (``process_s``), peak resident memory (``peak_bytes``, from ``wait4``) and the run's
+    manifest (``manifest``). Exits with the child's stderr if it fails (``label`` names it)."""
+    import json
+    import subprocess
+
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(list(cmd), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - t0
+    code = os.waitstatus_to_exitcode(status)
+    if code != 0:
+        err = proc.stderr.read().decode() if proc.stderr else ""
+        raise SystemExit(f"{label}: wflsim exited {code}: {err.strip()[-2000:]}")
+    return {
+        "process_s": wall,
+        "peak_bytes": float(usage.ru_maxrss) * 1024.0,  # kilobytes on Linux
+        "manifest": json.loads((Path(out) / "manifest.json").read_text()),
+    }

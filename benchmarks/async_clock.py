@@ -27,12 +27,8 @@ async_event/async_short (target >= 10), per round and of the medians. Nothing is
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
@@ -80,18 +76,11 @@ def run_one(args: argparse.Namespace, out: Path, mode: str, kernel: str, slots: 
         *("--set", f'run.kernel="{kernel}"', *server),
         *("--out", str(out), "--quiet", "--overwrite"),
     ]
-    t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    _, status, usage = os.wait4(proc.pid, 0)
-    wall = time.perf_counter() - t0
-    if os.waitstatus_to_exitcode(status) != 0:
-        err = proc.stderr.read().decode() if proc.stderr else ""
-        raise SystemExit(f"{' '.join(cmd)} failed: {err.strip()[-2000:]}")
-    manifest = json.loads((out / "manifest.json").read_text())
+    child = _common.run_child(cmd, out, f"{mode} {kernel} {slots} slots")
     return {
-        "run_s": float(manifest["summary"]["wall_time_s"]),
-        "process_s": wall,
-        "peak_gb": float(usage.ru_maxrss) / 2**20,  # kilobytes on Linux
+        "run_s": float(child["manifest"]["summary"]["wall_time_s"]),
+        "process_s": child["process_s"],
+        "peak_gb": child["peak_bytes"] / 2**30,
     }
 
 

@@ -25,12 +25,8 @@ Nothing is asserted.
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -76,20 +72,13 @@ def run_one(args: argparse.Namespace, n: int, out: Path) -> dict[str, float]:
         *("--set", f'scheme.name="{args.scheme}"', "--set", f'run.kernel="{args.kernel}"'),
         *("--seed", str(args.seed), "--out", str(out), "--quiet"),
     ]
-    t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    _, status, usage = os.wait4(proc.pid, 0)
-    wall = time.perf_counter() - t0
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    if proc.returncode != 0:
-        err = proc.stderr.read().decode() if proc.stderr else ""
-        raise SystemExit(f"{n:,} devices: wflsim exited {proc.returncode}: {err.strip()}")
-    manifest = json.loads((out / "manifest.json").read_text())
+    child = _common.run_child(cmd, out, f"{n:,} devices")
+    summary = child["manifest"]["summary"]
     return {
-        "run_s": float(manifest["summary"]["wall_time_s"]),
-        "process_s": wall,
-        "peak_bytes": float(usage.ru_maxrss) * 1024.0,  # kilobytes on Linux
-        "rows": float(manifest["summary"]["trace_rows"]),
+        "run_s": float(summary["wall_time_s"]),
+        "process_s": child["process_s"],
+        "peak_bytes": child["peak_bytes"],
+        "rows": float(summary["trace_rows"]),
     }
 
 
