@@ -172,8 +172,11 @@ class Engine:
     """
 
     #: rows buffered before they are handed to the writer within a frame (a row group: about
-    #: 100 MB of Arrow arrays); a slot with more rows than this is handed over on its own
-    row_group_rows: int = 250_000
+    #: 40 MB of Arrow arrays, the size DuckDB reads in parallel); a slot with more rows than
+    #: this is handed over on its own. Small enough that a slot of 100,000 devices is its own
+    #: row group: the encoding of the rows left when the frame ends, which the simulation waits
+    #: for, is one slot's
+    row_group_rows: int = 100_000
 
     def __init__(
         self,

@@ -474,13 +474,17 @@ STATISTICS_COLUMNS = ("time_s", "frame", "slot", "device")
 #: Integer columns with few distinct values in a row group (one frame, a few slots), which a
 #: dictionary stores as a run of one code: smaller and about ten times faster to encode.
 DICTIONARY_COLUMNS = ("frame", "slot")
+#: Values the Parquet encoder takes per batch: Arrow's default of 1,024 costs about 7 % more
+#: encoding time for the same bytes.
+WRITE_BATCH_SIZE = 65_536
 
 
 def parquet_options(schema: pa.Schema, compression: Compression = "lz4") -> dict[str, Any]:
     """The Parquet writer settings of every part (``pyarrow.parquet.ParquetWriter`` keywords):
     ``compression`` (``[trace] compression``); dictionary encoding for string-like columns and :data:`DICTIONARY_COLUMNS` only (a
     dictionary over float columns of distinct values is built, overflows and is thrown away, at
-    about a third of the encoding time); statistics on :data:`STATISTICS_COLUMNS`."""
+    about a third of the encoding time); statistics on :data:`STATISTICS_COLUMNS`; batches of
+    :data:`WRITE_BATCH_SIZE` values (the bytes do not depend on it)."""
     names = set(schema.names)
     return {
         "compression": compression,
@@ -492,6 +496,7 @@ def parquet_options(schema: pa.Schema, compression: Compression = "lz4") -> dict
             or pa.types.is_string(f.type)
         ],
         "write_statistics": [c for c in STATISTICS_COLUMNS if c in names],
+        "write_batch_size": WRITE_BATCH_SIZE,
     }
 
 

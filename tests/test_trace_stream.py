@@ -240,3 +240,25 @@ def test_an_interrupt_while_a_frame_is_handed_over_leaves_no_temporary_part(tmp_
     assert main(["run", str(path), "--out", str(out), "--quiet"]) == 130
     assert json.loads((out / "manifest.json").read_text())["status"] == "interrupted"
     assert sorted(p.name for p in (out / "events").iterdir()) == ["part-000000.parquet"]
+
+
+def test_part_writer_hash_matches_the_file_bytes(tmp_path, monkeypatch) -> None:
+    """A part's SHA-256, computed in its own thread from small buffers, is that of the file's bytes."""
+    import hashlib
+
+    from wflsim.app import recorder
+
+    monkeypatch.setattr(recorder, "WRITE_BUFFER_BYTES", 4096)  # many buffers through the queue
+    monkeypatch.setattr(recorder, "HASH_QUEUE_CHUNKS", 2)
+    rng = np.random.default_rng(3)
+    writer = recorder.PartWriter(tmp_path / "part-000000.parquet", {b"k": b"v"})
+    for _ in range(5):
+        buf = TraceBuffer()
+        n = 2000
+        buf.add("energy", 1.0, 0, 0, device=np.arange(n), energy_j=rng.uniform(0, 1, n))
+        writer.write(buf.to_table())
+    digest = writer.finish()
+    data = (tmp_path / "part-000000.parquet").read_bytes()
+    assert len(data) > 20 * 4096
+    assert digest == hashlib.sha256(data).hexdigest()
+    assert pq.read_table(tmp_path / "part-000000.parquet").num_rows == 10_000
