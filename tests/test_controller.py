@@ -817,3 +817,36 @@ def test_threshold_for_a_cost_model_minimises_the_slot_cost(compute):
     assert np.all(prop <= grid_min + 1e-12 * scale)
     assert np.all(grid_min <= prop + slack + 1e-12 * scale)
     assert 20 <= dec.transmit.sum() <= n - 20  # both decisions occur
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.one_of(
+            st.floats(-1.0, 800.0),
+            st.sampled_from([0.0, 1e-2, 30.0, np.inf, np.nan, 1e-300]),
+        ),
+        min_size=1,
+        max_size=64,
+    )
+)
+def test_branchwise_log_phi_equals_both_branch_form(values):
+    """log phi and its derivative, computed branch by branch, equal the two-branch np.where form bit for bit."""
+    from wflsim.sim.schemes import controller as ctl
+
+    k = np.asarray(values, dtype=np.float64).reshape(1, -1)
+    with np.errstate(all="ignore"):
+        ks = np.where(k > 0.0, k, 1.0)
+        kb = np.where(ks > 30.0, ks, 1.0)
+        both = np.where(
+            ks > 30.0,
+            kb + np.log1p(-np.exp(-kb)) - np.log(kb),
+            np.log(np.expm1(np.minimum(ks, 30.0)) / np.minimum(ks, 30.0)),
+        )
+        ref_log = np.where(k > 0.0, both, 0.0)
+        small = k < 1e-2
+        kc = np.where(small, 1.0, k)
+        ref_dlog = np.where(small, 0.5 + k / 12.0 - k**3 / 720.0, 1.0 / (-np.expm1(-kc)) - 1.0 / kc)
+        got_log, got_dlog = ctl._log_phi(k), ctl._dlog_phi(k)
+    assert got_log.tobytes() == ref_log.tobytes()
+    assert got_dlog.tobytes() == ref_dlog.tobytes()

@@ -457,8 +457,12 @@ def _dphi(k: F64) -> F64:
     small = k < 1e-2
     ks = np.where(small, 1.0, k)
     closed = (ks * np.exp(ks) - np.expm1(ks)) / (ks * ks)
-    series = 0.5 + k * (1 / 3 + k * (1 / 8 + k * (1 / 30 + k * (1 / 144 + k / 840))))
-    return np.where(small, series, closed)
+    return np.where(small, _dphi_series(k), closed)
+
+
+def _dphi_series(k: F64) -> F64:
+    """``phi'(k)``'s Taylor series (used below ``k = 1e-2``)."""
+    return 0.5 + k * (1 / 3 + k * (1 / 8 + k * (1 / 30 + k * (1 / 144 + k / 840))))
 
 
 def _d2phi(k: F64) -> F64:
@@ -488,10 +492,18 @@ def _z_and_dz(gamma: F64, d: _Derived) -> tuple[F64, F64]:
         k_ok = dt_ok & (k <= _K_MAX)
         ks = np.where(k_ok, k, 0.0)
         kp = d.b_s * d.deadline_s / (dts * dts)  # dk/du
+        # e^k and expm1(k) once for both pieces and for phi, phi' (the same values, element by
+        # element, as _phi(ks) and _dphi(ks) compute)
         ek = np.exp(ks)
+        em1 = np.expm1(ks)
         trunc = u >= d.u_trunc
-        x = np.where(trunc, d.a_clip * np.expm1(ks), d.x_unclip * _phi(ks))
-        xp = np.where(trunc, d.a_clip * ek * kp, d.x_unclip * _dphi(ks) * kp)  # dx/du
+        pos = ks > 0.0
+        phi = np.where(pos, em1 / np.where(pos, ks, 1.0), 1.0)
+        small = ks < 1e-2
+        k_c = np.where(small, 1.0, ks)
+        dphi = np.where(small, _dphi_series(ks), (k_c * ek - em1) / (k_c * k_c))
+        x = np.where(trunc, d.a_clip * em1, d.x_unclip * phi)
+        xp = np.where(trunc, d.a_clip * ek * kp, d.x_unclip * dphi * kp)  # dx/du
         qp = d.queue_j * d.peak_power_w
         c = np.where(trunc, qp * dt, d.net_value * u)
         cp = np.where(trunc, -qp * d.theta_s, d.net_value)  # dC/du
@@ -499,7 +511,9 @@ def _z_and_dz(gamma: F64, d: _Derived) -> tuple[F64, F64]:
         xs = np.clip(np.where(live, x, 1.0), _X_MIN, _X_MAX)
         xps = np.where(live, xp, 0.0)
         ex = np.exp(-xs)
-        e1 = exp1(xs)
+        # E1 (the costliest function here) only where the cost is live: elsewhere Z = Z' = 0
+        e1 = np.zeros_like(xs)
+        e1[live] = exp1(xs[live])
         xe1 = xs * e1
         i_val = d.net_value
         z = -i_val * u * ex + c * xe1
@@ -599,24 +613,33 @@ _X_EXCESS = np.geomspace(1e-12, 100.0, 29)
 
 
 def _log_phi(k: F64) -> F64:
-    """``log(expm1(k) / k)`` without overflow (``0`` at ``k = 0``)."""
-    ks = np.where(k > 0.0, k, 1.0)
-    big = ks > 30.0
-    kb = np.where(big, ks, 1.0)
-    val = np.where(
-        big,
-        kb + np.log1p(-np.exp(-kb)) - np.log(kb),
-        np.log(np.expm1(np.minimum(ks, 30.0)) / np.minimum(ks, 30.0)),
-    )
-    return np.where(k > 0.0, val, 0.0)
+    """``log(expm1(k) / k)`` without overflow (``0`` at ``k = 0``).
+
+    Each element is computed by its own branch only (boolean indexing, not ``np.where`` over
+    both branches): the same values at a fraction of the cost in the start scan's Newton."""
+    k = np.asarray(k, dtype=np.float64)
+    out = np.zeros(k.shape)
+    big = k > 30.0
+    mid = (k > 0.0) & ~big
+    kb = k[big]
+    out[big] = kb + np.log1p(-np.exp(-kb)) - np.log(kb)
+    km = k[mid]
+    out[mid] = np.log(np.expm1(km) / km)
+    return out
 
 
 def _dlog_phi(k: F64) -> F64:
-    """``d/dk log phi(k) = 1 / (1 - e^-k) - 1 / k`` (in ``[1/2, 1)``); a series below 1e-2."""
+    """``d/dk log phi(k) = 1 / (1 - e^-k) - 1 / k`` (in ``[1/2, 1)``); a series below 1e-2
+    (each element by its own branch, as in :func:`_log_phi`)."""
+    k = np.asarray(k, dtype=np.float64)
+    out = np.empty(k.shape)
     small = k < 1e-2
-    ks = np.where(small, 1.0, k)
-    closed = 1.0 / (-np.expm1(-ks)) - 1.0 / ks
-    return np.where(small, 0.5 + k / 12.0 - k**3 / 720.0, closed)
+    ks = k[small]
+    out[small] = 0.5 + ks / 12.0 - ks**3 / 720.0
+    closed = ~small
+    kc = k[closed]
+    out[closed] = 1.0 / (-np.expm1(-kc)) - 1.0 / kc
+    return out
 
 
 def _inv_log_phi(target: F64) -> F64:
@@ -643,13 +666,15 @@ def _gamma_at_x_excess(excess: F64, lo: F64, hi: F64, d: _Derived) -> F64:
         trunc = (1.0 - 0.5 * (lo + hi)) >= d.u_trunc
         dt_a = d.deadline_s - d.theta_s * u_a
         k_a = np.where(dt_a > 0.0, d.b_s * u_a / dt_a, np.inf)
+        # each piece (column) by its own formula only
+        tc, uc = np.flatnonzero(trunc), np.flatnonzero(~trunc)
+        k = np.empty(np.broadcast_shapes(np.shape(excess), lo.shape))
         # truncated piece: x = a expm1(k) -> k = log1p(x / a)
-        x_a = d.a_clip * np.expm1(np.minimum(k_a, _K_MAX))
-        k_t = np.log1p((x_a + excess) / d.a_clip)
+        x_a = d.a_clip[tc] * np.expm1(np.minimum(k_a[tc], _K_MAX))
+        k[..., tc] = np.log1p((x_a + excess) / d.a_clip[tc])
         # untruncated piece: x = x0 phi(k) -> log phi(k) = log(phi(k_a) + excess / x0)
-        lp = np.log(np.exp(_log_phi(np.minimum(k_a, _K_MAX))) + excess / d.x_unclip)
-        k_u = _inv_log_phi(np.clip(np.where(np.isfinite(lp), lp, 0.0), 0.0, _K_MAX))
-        k = np.where(trunc, k_t, k_u)
+        lp = np.log(np.exp(_log_phi(np.minimum(k_a[uc], _K_MAX))) + excess / d.x_unclip[uc])
+        k[..., uc] = _inv_log_phi(np.clip(np.where(np.isfinite(lp), lp, 0.0), 0.0, _K_MAX))
         u = k * d.deadline_s / (d.b_s + d.theta_s * k)
         g = np.clip(1.0 - u, lo, hi)
     return np.where(np.isfinite(g), g, hi)
