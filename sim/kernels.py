@@ -225,18 +225,18 @@ def _event_order(
     were all scheduled at ``S`` in ``who`` order, before any upload timeout; each upload timeout
     was scheduled when its device's ``compute_end`` was processed."""
     m = who.shape[0]
-    rank = np.arange(m)
-    compute_order = np.lexsort((rank, compute_end_s))
-    upload_rank = np.empty(m, dtype=np.int64)
-    upload_rank[compute_order] = rank  # upload timeouts in the order compute_end was processed
-    times = np.concatenate([compute_end_s, upload_end_s])
-    kind = np.repeat(np.array([0, 1], dtype=np.int8), m)  # every compute timeout came first
-    order = np.lexsort((np.concatenate([rank, upload_rank]), kind, times))
-    codes = np.concatenate([np.full(m, C_END, np.int8), np.full(m, U_END, np.int8)])
     devices = np.asarray(who, dtype=np.int64)
+    # two stable sorts (ties keep their position): the compute timeouts by time, in ``who``
+    # order at equal times; then every timeout by time, the compute ones listed first in
+    # ``who`` order and the upload ones in the order they were scheduled (``compute_order``)
+    compute_order = np.argsort(compute_end_s, kind="stable")
+    times = np.concatenate([compute_end_s, upload_end_s[compute_order]])
+    order = np.argsort(times, kind="stable")
+    listed = np.concatenate([devices, devices[compute_order]])
+    codes = np.concatenate([np.full(m, C_END, np.int8), np.full(m, U_END, np.int8)])
     return SlotActivity(
         np.concatenate([np.full(m, start_s), times[order]]),
-        np.concatenate([devices, np.tile(devices, 2)[order]]),
+        np.concatenate([devices, listed[order]]),
         np.concatenate([np.full(m, C_START, np.int8), codes[order]]),
     )
 
