@@ -402,7 +402,7 @@ def main(argv=None) -> int:
             "updates": updates,
             "model": args.model,
             "train": args.train,
-            "wall_s": round(wall, 4),
+            "wall_s": round(wall, 6),
             "per_update_ms": round(1e3 * wall / max(updates, 1), 4),
             "appfl_version": version("appfl"),
             "requested_updates": args.updates,
