@@ -832,7 +832,7 @@ def test_threshold_for_a_cost_model_minimises_the_slot_cost(compute):
 )
 def test_branchwise_log_phi_equals_both_branch_form(values):
     """log phi and its derivative, computed branch by branch, equal the two-branch np.where form bit for bit."""
-    from wflsim.sim.schemes import controller as ctl
+    from wflsim.sim.schemes import phi as ctl
 
     k = np.asarray(values, dtype=np.float64).reshape(1, -1)
     with np.errstate(all="ignore"):
