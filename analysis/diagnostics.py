@@ -22,11 +22,13 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from wflsim.sim.errors import Diagnostic as Diagnostic
 from wflsim.sim.errors import DiagnosticsError as DiagnosticsError
 
-from .io import load_events, load_manifest
+from .io import event_codes, events_frame, load_events_table, load_manifest
 from .tidy import plain_dtypes
 
 #: A stale server's step per applied update above this many times the synchronous one is
@@ -505,17 +507,119 @@ def device_slot_outcomes(events: pd.DataFrame) -> pd.DataFrame:
     return out.reset_index(drop=True)
 
 
-def diagnose_folder(folder: str | os.PathLike[str]) -> list[Diagnostic]:
+def diagnose_folder(folder: str | os.PathLike[str], *, verify: bool = True) -> list[Diagnostic]:
     """The diagnostics of a run folder (its trace, filtered to :data:`DIAGNOSED_EVENTS`, and
-    its manifest's resolved scenario and summary).
+    its manifest's resolved scenario and summary); the same findings as :func:`diagnose` on
+    the folder's events, read leanly: the per-device rows go straight from Arrow into the
+    device-slot table (:func:`device_slot_outcomes_arrow`), the upload events are read only
+    for a shared uplink (the one check that reads them), and only the other rows become a
+    DataFrame.
+
+    Args:
+        folder: the run folder.
+        verify: check every part against its SHA-256 (False: the caller just wrote them).
 
     Raises:
         FileNotFoundError: no ``manifest.json`` or no completed frame in ``folder``.
     """
     path = Path(folder)
     manifest = load_manifest(path)
-    events = load_events(path, events=list(DIAGNOSED_EVENTS), columns=list(DIAGNOSED_COLUMNS))
-    return diagnose(events, manifest.get("scenario_resolved") or {}, manifest.get("summary"))
+    scenario = manifest.get("scenario_resolved") or {}
+    shared = ((scenario.get("uplink") or {}).get("mode", "dedicated")) != "dedicated"
+    other = [
+        e
+        for e in DIAGNOSED_EVENTS
+        if e not in _PER_DEVICE_EVENTS and (shared or e not in _UPLOAD_EVENTS)
+    ]
+    # one read of the columns the checks read, unfiltered (a filter on ``event`` decodes every
+    # column of every row group anyway, events being interleaved); rows picked by event code
+    table, missing = load_events_table(path, columns=list(DIAGNOSED_COLUMNS), verify=verify)
+    if table.num_rows == 0:
+        return []
+    codes, names = event_codes(table["event"])
+
+    def picked(events: list[str] | tuple[str, ...]) -> np.ndarray:
+        return np.isin(codes, [i for i, n in enumerate(names) if n in events])
+
+    rest = events_frame(table.filter(pa.array(picked(other))))
+    for c in missing:
+        rest[c] = pd.Series(pd.NA, index=rest.index, dtype=pd.ArrowDtype(pa.float64()))
+    if rest.shape[0] == 0 and not picked(_PER_DEVICE_EVENTS).any():
+        return []
+    outcomes = device_slot_outcomes_arrow(table, (codes, names))
+    return _checks(_Run(rest, outcomes, scenario, manifest.get("summary") or {}))
+
+
+#: The events whose rows :func:`device_slot_outcomes` reads (one per device and slot or more).
+_PER_DEVICE_EVENTS = ("decision", "energy", "device_slot")
+#: The decision rows are looked up in a dense (slot, device) grid when it has at most this many
+#: cells per row read (else by sorting their keys).
+_DENSE_FACTOR = 4
+#: The events only the shared-uplink check reads.
+_UPLOAD_EVENTS = ("compute_end", "upload_start", "upload_end")
+
+
+def device_slot_outcomes_arrow(
+    table: pa.Table, codes: tuple[np.ndarray, list[str]] | None = None
+) -> pd.DataFrame:
+    """:func:`device_slot_outcomes` of an events table (Arrow) holding at least the
+    ``device_slot`` rows, or the ``energy`` and ``decision`` rows: the same DataFrame (the
+    rows of the ``device_slot`` or ``energy`` events in trace order), built with numpy.
+    ``codes``: the table's :func:`~wflsim.analysis.io.event_codes`, if already computed."""
+    code, names = codes if codes is not None else event_codes(table["event"])
+
+    def rows(which: str, cols: list[str]) -> pa.Table:
+        mask = code == (names.index(which) if which in names else -1)
+        return table.select([c for c in cols if c in table.column_names]).filter(pa.array(mask))
+
+    def ints(t: pa.Table, c: str) -> np.ndarray:
+        return t[c].to_numpy().astype(np.int64, copy=False)
+
+    def flags(t: pa.Table, c: str, default: bool) -> np.ndarray:
+        if c not in t.column_names:
+            return np.full(t.num_rows, default)
+        return pc.fill_null(t[c], default).to_numpy().astype(bool, copy=False)
+
+    name = (
+        "device_slot"
+        if "device_slot" in names and bool((code == names.index("device_slot")).any())
+        else "energy"
+    )
+    main = rows(name, ["slot", "device", "participating", "success", "dropped", "available"])
+    slot, device = ints(main, "slot"), ints(main, "device")
+    out = {
+        "slot": slot,
+        "device": device,
+        "participating": flags(main, "participating", False),
+        "success": flags(main, "success", False),
+        "dropped": flags(main, "dropped", False),
+    }
+    if name == "device_slot":
+        available = flags(main, "available", True)
+    else:  # the slot's first decision row of the device; True where there is none
+        dec = rows("decision", ["slot", "device", "available"])
+        d_slot, d_dev = ints(dec, "slot"), ints(dec, "device")
+        available = np.ones(slot.shape, dtype=bool)
+        if d_slot.size and slot.size:
+            lo = int(min(slot.min(), d_slot.min()))
+            span = int(max(device.max(), d_dev.max())) + 1
+            size = (int(max(slot.max(), d_slot.max())) - lo + 1) * span
+            d_key = (d_slot - lo) * span + d_dev
+            key = (slot - lo) * span + device
+            d_avail = flags(dec, "available", True)
+            if size <= _DENSE_FACTOR * (slot.size + d_slot.size):  # a (slot, device) grid
+                first = np.full(size, d_slot.size, dtype=np.int64)
+                np.minimum.at(first, d_key, np.arange(d_slot.size))
+                at = first[key]
+                hit = at < d_slot.size
+                available[hit] = d_avail[at[hit]]
+            else:
+                keys, first_at = np.unique(d_key, return_index=True)
+                pos = np.minimum(np.searchsorted(keys, key), keys.size - 1)
+                hit = keys[pos] == key
+                available[hit] = d_avail[first_at[pos[hit]]]
+    out["available"] = np.asarray(available, dtype=bool)
+    return pd.DataFrame(out)
 
 
 def diagnose(
@@ -533,7 +637,11 @@ def diagnose(
     """
     if len(events) == 0:
         return []
-    run = _Run(events, device_slot_outcomes(events), scenario, summary or {})
+    return _checks(_Run(events, device_slot_outcomes(events), scenario, summary or {}))
+
+
+def _checks(run: _Run) -> list[Diagnostic]:
+    """Every check of :data:`CHECKS` on ``run``, their findings in order."""
     out: list[Diagnostic] = []
     for check in CHECKS:
         out.extend(check(run))

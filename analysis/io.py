@@ -16,8 +16,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from wflsim.sim.rundir import (
@@ -137,10 +139,41 @@ def _first_file(run: str | Path) -> Path:
 
 def events_frame(table: pa.Table) -> pd.DataFrame:
     """An events table (Arrow) as the DataFrame :func:`load_events` returns: nullable dtypes
-    (an int32 column with nulls stays integer), ``event`` categorical."""
-    df = table.to_pandas(types_mapper=pd.ArrowDtype)
-    df["event"] = df["event"].astype(str).astype("category")
+    (an int32 column with nulls stays integer), ``event`` categorical (its categories the event
+    names present, sorted)."""
+    df = table.drop_columns(["event"]).to_pandas(types_mapper=pd.ArrowDtype)
+    if len(df.index) != table.num_rows:  # no other column: pandas gave no rows
+        df = pd.DataFrame(index=pd.RangeIndex(table.num_rows))
+    df.insert(table.schema.get_field_index("event"), "event", event_categorical(table["event"]))
     return df
+
+
+def event_codes(column: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, list[str]]:
+    """The ``event`` column (a dictionary, as the trace stores it, or strings) as integer codes
+    per row and the names they index (``names[codes[i]]`` is row ``i``'s event), without a
+    Python string per row."""
+    if not pa.types.is_dictionary(column.type):
+        column = pc.dictionary_encode(column)
+    if isinstance(column, pa.ChunkedArray):
+        column = (
+            column.unify_dictionaries().combine_chunks()
+            if column.num_chunks
+            else pa.DictionaryArray.from_arrays(pa.array([], pa.int8()), pa.array([], pa.string()))
+        )
+    codes = column.indices.to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+    return codes, [str(n) for n in column.dictionary.to_pylist()]
+
+
+def event_categorical(column: pa.ChunkedArray | pa.Array) -> pd.Categorical:
+    """The ``event`` column as a pandas categorical whose categories are the names present,
+    sorted (what ``astype(str).astype("category")`` gives), built from :func:`event_codes`."""
+    codes, listed = event_codes(column)
+    names = np.asarray(listed, dtype=object)
+    used = np.flatnonzero(np.bincount(codes, minlength=len(names)))
+    order = used[np.argsort(names[used].astype(str), kind="stable")]
+    remap = np.full(len(names), -1, dtype=np.int64)
+    remap[order] = np.arange(order.size)
+    return pd.Categorical.from_codes(remap[codes], categories=list(names[order]))
 
 
 def load_events(
@@ -163,6 +196,22 @@ def load_events(
     Raises:
         RunFolderError: the parts and the manifest disagree (:func:`events_files`).
     """
+    table, missing = load_events_table(run, events, columns, verify=verify)
+    df = events_frame(table)
+    for c in missing:
+        df[c] = pd.Series(pd.NA, index=df.index, dtype=pd.ArrowDtype(pa.float64()))
+    return df
+
+
+def load_events_table(
+    run: str | Path,
+    events: list[str] | None = None,
+    columns: list[str] | None = None,
+    *,
+    verify: bool = True,
+) -> tuple[pa.Table, list[str]]:
+    """:func:`load_events`'s rows as one Arrow table, and the asked columns the trace does not
+    have (which :func:`load_events` adds as all-null). Same arguments and errors."""
     files = events_files(run, verify=verify)
     if not files:
         raise FileNotFoundError(f"the trace of {run} has no completed frame yet")
@@ -176,10 +225,7 @@ def load_events(
     filters = None if events is None else [("event", "in", list(events))]
     tables = [pq.read_table(f, columns=cols, filters=filters) for f in files]
     table = pa.concat_tables(tables, promote_options="permissive") if len(tables) > 1 else tables[0]
-    df = events_frame(table)
-    for c in missing:
-        df[c] = pd.Series(pd.NA, index=df.index, dtype=pd.ArrowDtype(pa.float64()))
-    return df
+    return table, missing
 
 
 def load_manifest(run: str | Path) -> dict[str, Any]:

@@ -265,6 +265,35 @@ def test_device_slot_outcomes_equal_the_tidy_tables(level: str) -> None:
     )
 
 
+@pytest.mark.parametrize(("level", "dense"), [("events", 4), ("events", 0), ("device_slots", 4)])
+def test_arrow_device_slot_outcomes_equal_the_dataframe_ones(
+    level: str, dense: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The run folder's device-slot outcomes, built from Arrow, equal the DataFrame path's exactly."""
+    from wflsim.analysis import diagnostics
+    from wflsim.analysis.diagnostics import device_slot_outcomes, device_slot_outcomes_arrow
+
+    monkeypatch.setattr(diagnostics, "_DENSE_FACTOR", dense)  # 0: the sorted-keys lookup
+    from wflsim.analysis.io import load_events, load_events_table
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PlausibilityWarning)
+        wflsim.run(
+            base_scenario(
+                availability={"model": "markov", "online_s": 2.0, "offline_s": 1.0},
+                trace={"level": level},
+            ),
+            out=tmp_path / "r",
+            progress=False,
+        )
+    table, _ = load_events_table(tmp_path / "r")
+    frame = load_events(tmp_path / "r")
+    fast = device_slot_outcomes_arrow(table)
+    slow = device_slot_outcomes(frame)
+    assert not fast["available"].all() and fast["participating"].any()
+    pd.testing.assert_frame_equal(fast, slow)
+
+
 def test_every_code_is_documented() -> None:
     """Every diagnostic code is in docs/diagnostics.md's table."""
     text = (REPO / "docs" / "diagnostics.md").read_text(encoding="utf-8")
