@@ -22,7 +22,9 @@ keys. No crash safety (no
 fsync, no checkpoint, no manifest), no channel streams keyed per device, and the frame's plan
 needs no optimisation: ``fixed_power`` sends at P_bar, ``two_timescale``'s limit plans every
 frame as the controller's first frame (gamma = 0, p_max = P_bar) and sends at the
-Proposition-1 power ``p_min``, so the controller's per-frame MM solve is work only wflsim does.
+Proposition-1 power ``p_min``, so the controller's per-frame MM solve is work only wflsim does,
+and from the second frame on the two do not write the same rows (wflsim's controller picks
+``gamma`` and ``p_max`` per device: different devices take part); both counts are printed.
 
 ``wflsim``: ``wflsim.app.runner.execute`` into a run folder on the same scenario (its
 closed-form kernel, the trace at ``--level``, a checkpoint and a manifest per frame, the keyed
@@ -392,6 +394,11 @@ EVENT_ORDER = (
 ).split()
 
 
+def trace_rows(folder: Path) -> int:
+    """Rows in the Parquet files of ``folder`` (their footers only: a few milliseconds)."""
+    return sum(pq.ParquetFile(f).metadata.num_rows for f in sorted(folder.glob("*.parquet")))
+
+
 def wflsim_table(n: int, slots: int, scheme: str, level: str) -> dict[str, Any]:
     """The same scenario as a wflsim scenario table."""
     with SCENARIO.open("rb") as fh:
@@ -440,19 +447,23 @@ def main(argv: list[str] | None = None) -> None:
             warnings.simplefilter("ignore")
             prep = wflsim.prepare(wflsim_table(args.devices, args.slots, scheme, args.level))
 
-        def limit(scheme: str = scheme) -> None:
+        rows: dict[str, int] = {}
+
+        def limit(scheme: str = scheme, rows: dict[str, int] = rows) -> None:
             folder = Path(tempfile.mkdtemp(prefix="limit-"))
             try:
                 run_limit(folder, args.devices, args.slots, scheme, args.level)
+                rows["limit"] = trace_rows(folder)
             finally:
                 shutil.rmtree(folder, ignore_errors=True)
 
-        def ours(prep: Any = prep) -> None:
+        def ours(prep: Any = prep, rows: dict[str, int] = rows) -> None:
             folder = Path(tempfile.mkdtemp(prefix="wflsim-"))
             try:
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")
                     execute(prep, NullLearner(NUM_PARAMS), folder / "run")
+                rows["wflsim"] = trace_rows(folder / "run" / "events")
             finally:
                 shutil.rmtree(folder, ignore_errors=True)
 
@@ -465,6 +476,10 @@ def main(argv: list[str] | None = None) -> None:
                     f"{s:.2f} s ({r:.2f} M device-slots/s)" for s, r in zip(v, rate, strict=True)
                 )
             )
+        print(
+            f"  rows written: limit {rows['limit']:,}, wflsim {rows['wflsim']:,} "
+            f"(wflsim/limit {rows['wflsim'] / max(rows['limit'], 1):.3f})"
+        )
         print(
             "  "
             + ratio_line(
