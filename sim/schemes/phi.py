@@ -1,6 +1,6 @@
 """``phi(k) = expm1(k) / k`` and the functions of it the controller's cost needs (pure,
 vectorised, float64 in and out, any shape; ``k >= 0`` is the dimensionless exponent
-``k = ln2 u S / (W Dt)`` of the minimum transmit power, see :mod:`.controller`).
+``k = ln2 u S / (W Dt)`` of the minimum transmit power, see :mod:`wflsim.sim.schemes.controller`).
 
 ``phi`` and its derivatives give ``x = h_min / H`` on the untruncated piece of the expected cost
 (Theorem 2) and its slope; ``log phi``, its derivative and its inverse give the start scan's
