@@ -40,7 +40,7 @@ evaluation) with it. Median over ``--reps`` slots after ``--warmup`` unrecorded 
 The simulator's own slot work outside the learner (channel, scheme, trace rows) is not included:
 a network-only run of this scenario costs milliseconds per slot (docs/performance.md).
 
-    WFLSIM_DATA_DIR=/work/shared/datasets python benchmarks/slot_profile.py     # ~5 min on 2 cores
+    WFLSIM_DATA_DIR=data python benchmarks/slot_profile.py     # ~5 min on 2 cores
     python benchmarks/slot_profile.py --data-dir data --quick                   # smoke: 3 devices
 """
 
