@@ -264,6 +264,7 @@ def _unflushed(table: Any) -> int:
 # ---------------------------------------------------------------------------- the event clock
 
 
+@pytest.mark.slow  # a long statistical run; CI runs it (pytest -m slow)
 def test_fedasync_staleness_is_geometric_with_mean_n_minus_one():
     """N always-online devices, i.i.d. exponential cycles, buffer 1: s ~ Geometric(1/N), mean N - 1.
 

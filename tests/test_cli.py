@@ -192,6 +192,7 @@ def test_mnist_ideal_short_run_learns(tmp_path, data_dir):
     assert ev["accuracy"].iloc[-1] > ev["accuracy"].iloc[0] + 0.1
 
 
+@pytest.mark.slow  # a wflsim process run end to end; CI runs it (pytest -m slow)
 def test_python_module_entry_point(tmp_path):
     """python -m wflsim.app.cli works like the console script."""
     res = subprocess.run(
@@ -310,6 +311,7 @@ def _cli(*args: str) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.slow  # a wflsim process run end to end; CI runs it (pytest -m slow)
 def test_verbose_logs_the_run_and_each_frame(tmp_path):
     """-v logs the run's start, each completed frame and the end on stderr, one line each."""
     res = _cli("-v", "run", str(QUICK), *SHORT, "--out", str(tmp_path / "r"))
@@ -319,6 +321,7 @@ def test_verbose_logs_the_run_and_each_frame(tmp_path):
     assert any("completed" in ln for ln in lines)
 
 
+@pytest.mark.slow  # a wflsim process run end to end; CI runs it (pytest -m slow)
 def test_default_logs_nothing(tmp_path):
     """Without -v the run writes no log line (only the summary on stdout)."""
     res = _cli("run", str(QUICK), *SHORT, "--out", str(tmp_path / "r"))
@@ -326,6 +329,7 @@ def test_default_logs_nothing(tmp_path):
     assert "wflsim INFO" not in res.stderr and "wflsim DEBUG" not in res.stderr
 
 
+@pytest.mark.slow  # a wflsim process run end to end; CI runs it (pytest -m slow)
 def test_log_level_reaches_the_sweep_workers(tmp_path):
     """--log-level debug in a two-worker sweep: both workers log their points and checkpoints."""
     res = _cli(
