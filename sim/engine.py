@@ -44,6 +44,7 @@ from .strategies import DEFAULT as DEFAULT_STRATEGY
 from .strategies import StrategySpec
 from .trace import SCHEMA, TraceBuffer, TraceLevel, event_code
 from .world.availability import Availability, Changes
+from .world.cellular import Cells
 from .world.channel import Channel, SlotChannel
 from .world.compute import ComputeJitter
 from .world.mobility import Mobility
@@ -165,6 +166,10 @@ class Engine:
             with :func:`set_learner_strategy`.
         selection: which of the devices a slot's plan lets take part the server asks
             (``[strategy.selection]``, :mod:`wflsim.sim.selection`; None: all of them).
+        cells: several cells (``[cells]``, :mod:`wflsim.sim.world.cellular`; None: one cell, the
+            paper's). At every frame start the devices associate (``handover`` rows where one
+            changes cell), the channel sees each device's distance to its serving site, and
+            the scheme plans on its gains times its cell's planning factor.
 
     Raises:
         ValueError: the server refuses the engine's parts (a stale-update server with a
@@ -195,6 +200,7 @@ class Engine:
         server: Server | None = None,
         strategy: StrategySpec | None = None,
         selection: Selection | None = None,
+        cells: Cells | None = None,
     ) -> None:
         self.config = config
         self.system = system
@@ -207,6 +213,8 @@ class Engine:
         self.hooks = hooks if hooks is not None else Hooks()
         self.jitter = jitter
         self.availability = availability
+        #: the run's cells (``[cells]``; None: one cell)
+        self.cells = cells
         learner.set_update_rule(scheme.update_rule)
         #: the server strategy the learner steps with
         self.strategy = strategy if strategy is not None else StrategySpec()
@@ -238,7 +246,7 @@ class Engine:
         self.server: Server = (
             server
             if server is not None
-            else SyncServer(make_kernel(config.kernel, config.uplink, system))
+            else SyncServer(make_kernel(config.kernel, config.uplink, system, cells))
         )
         #: the constants the scheme plans on (``p_min``): the band it expects (``[uplink]``)
         self.planned_system = config.uplink.planned_system(system)
@@ -249,6 +257,8 @@ class Engine:
         self.stop_reason: str | None = None
         self.server.bind(self)
         self.stats = self.server.new_stats(n)
+        if cells is not None:
+            self.stats.handovers = 0
 
     # ------------------------------------------------------------------ processes
 
@@ -301,8 +311,16 @@ class Engine:
         b.add("frame_start", now, k, t0)
         when = t0 * self.system.deadline_s if cfg.mobility_clock == "nominal" else now
         motion = self.mobility.kinematics(when)
-        large = self.channel.large_scale(k, motion)
         pos = np.asarray(motion.positions_m, dtype=np.float64)
+        cells = self.cells
+        if cells is None:
+            large = self.channel.large_scale(k, motion)
+            planned_large = large.gain
+        else:
+            assoc = cells.associate(pos)
+            large = self.channel.large_scale(k, cells.relative(motion))
+            cells.frame_gains(assoc, large.gain, large.shadowing_db)
+            planned_large = large.gain * cells.device_plan_factor
         b.add(
             "position",
             now,
@@ -315,10 +333,25 @@ class Engine:
             large_scale_gain=large.gain,
             shadowing_db=large.shadowing_db,
             los=large.los,
+            cell=None if cells is None else assoc.serving.astype(np.int32),
         )
+        if cells is not None:
+            moved = np.flatnonzero(assoc.handover)
+            if moved.shape[0]:
+                b.add(
+                    "handover",
+                    now,
+                    k,
+                    t0,
+                    moved.astype(np.int32),
+                    cell=assoc.serving[moved].astype(np.int32),
+                    previous_cell=assoc.previous[moved].astype(np.int32),
+                )
+            assert self.stats.handovers is not None
+            self.stats.handovers += int(moved.shape[0])
         queue = self.queue_j.copy()
         plan = self.scheme.plan_frame(
-            FrameContext(frame=k, large_scale_gain=large.gain, queue_j=queue)
+            FrameContext(frame=k, large_scale_gain=planned_large, queue_j=queue)
         )
         self.scheme.update_rule.check_inputs(plan.update)
         self.learner.begin_frame(k, plan.update)
@@ -344,6 +377,8 @@ class Engine:
         fr = self._frame
         assert fr is not None
         gains = self.channel.slot(t, fr.large)
+        if self.cells is not None:  # the slot's gains to every site (interference)
+            self.cells.slot_gains(t, gains.gain, fr.large.speed_mps)
         avail = self.availability
         available = online_until = None
         if avail is not None:
@@ -375,13 +410,17 @@ class Engine:
             costs = slots.slot_costs(fr.costs, slowdown, self.jitter.scales_clock)
             if self.jitter.known:
                 planned = costs
-        p_min = slots.min_tx_power_w(planned, gains.seen_gain, self.planned_system)
+        seen, large = gains.seen_gain, fr.large.gain
+        if self.cells is not None:  # the scheme plans on its cell's margin
+            factor = self.cells.device_plan_factor
+            seen, large = seen * factor, large * factor
+        p_min = slots.min_tx_power_w(planned, seen, self.planned_system)
         plan = self.scheme.plan_slot(
             SlotContext(
                 slot=t,
                 frame=k,
-                channel_gain=gains.seen_gain,
-                large_scale_gain=fr.large.gain,
+                channel_gain=seen,
+                large_scale_gain=large,
                 gamma=fr.plan.gamma,
                 queue_j=fr.queue_j,
                 compute_s=planned.compute_s,

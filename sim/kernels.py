@@ -47,6 +47,8 @@ import simpy
 
 from .slot import SlotUploads, dedicated_transmission
 from .trace import event_code
+from .world.cellular import Cells
+from .world.cellular_uplink import CellularUplink
 from .world.system import SystemConstants
 from .world.uplink import SharedUplink, TdmaUplink, UplinkSpec, build_uplink
 
@@ -480,6 +482,8 @@ class EventKernel(SlotKernel):
             bound_s = _work_bound_s(
                 uploads, who, deadline_s, closes_at, one_at_a_time=isinstance(link, TdmaUplink)
             )
+            if isinstance(link, CellularUplink) and closes_at != "deadline":
+                bound_s = float("inf")  # interference can slow any upload: no bound but its end
             work_end_s = np.full(n, start + bound_s)
         self._drops = []
         if online_until_s is not None and who.shape[0]:
@@ -538,12 +542,27 @@ KERNELS: dict[str, type[SlotKernel]] = {k.name: k for k in (ClosedFormKernel, Ev
 
 
 def make_kernel(
-    name: str, uplink: UplinkSpec | None = None, system: SystemConstants | None = None
+    name: str,
+    uplink: UplinkSpec | None = None,
+    system: SystemConstants | None = None,
+    cells: Cells | None = None,
 ) -> SlotKernel:
     """The kernel called ``name`` (``closed_form`` or ``event``), with the uplink ``uplink``
-    (default dedicated bands; a shared one needs ``system`` and the event kernel)."""
+    (default dedicated bands; a shared one needs ``system`` and the event kernel); with
+    several cells (``cells``) the cells' uplinks, which need the event kernel where uploads
+    interact (a cell shares its band, or two cells share one: interference)."""
     if name not in KERNELS:
         raise ValueError(f"unknown slot kernel {name!r}; known: {', '.join(KERNELS)}")
+    if cells is not None:
+        if not cells.layout.interacts:
+            return KERNELS[name]()
+        if name != "event":
+            raise ValueError(
+                f"the {name} kernel cannot play cells whose uploads interact (a shared band or "
+                "inter-cell interference): use the event kernel"
+            )
+        assert system is not None, "the cells' uplink needs the system's band and noise"
+        return EventKernel(build_uplink(uplink or UplinkSpec(), system, U_START, U_END, cells))
     if uplink is None or not uplink.shared:
         return KERNELS[name]()
     if name != "event":

@@ -2,7 +2,8 @@
 
 Components with state each have ``state_dict()`` / ``load_state_dict()``: the engine (clock,
 next frame, queues, totals), the scheme, the channel, the mobility model and the learner (with its
-update rule) and, where devices come and go, the availability model. Random streams need no state: every draw is keyed by the run's seed and the
+update rule) and, where devices come and go, the availability model; with several cells
+(``[cells]``), the association and the fading of the links to the other sites. Random streams need no state: every draw is keyed by the run's seed and the
 device, slot or frame it belongs to (:mod:`wflsim.sim.rng`). A state is a nested ``dict`` whose
 leaves are numpy arrays, numbers, strings, booleans or None.
 
@@ -44,7 +45,7 @@ def run_state(engine: Engine) -> dict[str, Any]:
         "mobility": engine.mobility.state_dict(),
         "learner": engine.learner.state_dict(),
         "availability": None if engine.availability is None else engine.availability.state_dict(),
-    }
+    } | ({} if engine.cells is None else {"cells": engine.cells.state_dict()})
 
 
 def load_run_state(engine: Engine, state: dict[str, Any]) -> None:
@@ -70,6 +71,11 @@ def load_run_state(engine: Engine, state: dict[str, Any]) -> None:
         )
     if engine.availability is not None and avail is not None:
         engine.availability.load_state_dict(avail)
+    cells = state.get("cells")
+    if (cells is None) != (engine.cells is None):
+        raise ValueError("checkpoint and run differ in [cells] (one has several cells)")
+    if engine.cells is not None and cells is not None:
+        engine.cells.load_state_dict(cells)
 
 
 def _encode(node: Any, path: str, arrays: dict[str, np.ndarray]) -> Any:

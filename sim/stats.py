@@ -32,6 +32,8 @@ class RunStats:
     energy_per_device_j: np.ndarray = field(default_factory=lambda: np.zeros(0))
     #: ``{"frame", "reason"}`` of a run ended before its last frame (:meth:`Engine.request_stop`)
     stopped_early: dict[str, Any] | None = None
+    #: devices that changed cell at a frame start (``[cells]`` only; None: one cell)
+    handovers: int | None = None
 
     @property
     def outage_rate(self) -> float:
@@ -50,26 +52,30 @@ class RunStats:
 
     def as_dict(self) -> dict[str, Any]:
         """The summary written to ``manifest.json``."""
-        return {
-            "slots": self.slots,
-            "final_accuracy": self.last_accuracy,
-            "initial_accuracy": self.first_accuracy,
-            "final_loss": self.last_loss,
-            "total_energy_j": self.energy_j,
-            "wasted_energy_j": self.wasted_energy_j,
-            "mean_energy_per_device_slot_j": self.energy_j / self.device_slots
-            if self.device_slots
-            else 0.0,
-            "outage_rate": self.outage_rate,
-            "dropout_rate": self.dropout_rate,
-            "available_fraction": self.available_device_slots / self.device_slots
-            if self.device_slots
-            else 1.0,
-            "drops": self.drops,
-            "simulated_time_s": self.simulated_time_s,
-            "wall_time_s": self.wall_time_s,
-            "trace_rows": self.rows,
-        } | ({} if self.stopped_early is None else {"stopped_early": dict(self.stopped_early)})
+        return (
+            {
+                "slots": self.slots,
+                "final_accuracy": self.last_accuracy,
+                "initial_accuracy": self.first_accuracy,
+                "final_loss": self.last_loss,
+                "total_energy_j": self.energy_j,
+                "wasted_energy_j": self.wasted_energy_j,
+                "mean_energy_per_device_slot_j": self.energy_j / self.device_slots
+                if self.device_slots
+                else 0.0,
+                "outage_rate": self.outage_rate,
+                "dropout_rate": self.dropout_rate,
+                "available_fraction": self.available_device_slots / self.device_slots
+                if self.device_slots
+                else 1.0,
+                "drops": self.drops,
+                "simulated_time_s": self.simulated_time_s,
+                "wall_time_s": self.wall_time_s,
+                "trace_rows": self.rows,
+            }
+            | ({} if self.stopped_early is None else {"stopped_early": dict(self.stopped_early)})
+            | ({} if self.handovers is None else {"handovers": self.handovers})
+        )
 
     def state_dict(self) -> dict[str, Any]:
         """Every field (for checkpoints)."""
@@ -77,13 +83,15 @@ class RunStats:
         out["energy_per_device_j"] = self.energy_per_device_j.copy()
         if self.stopped_early is None:
             del out["stopped_early"]  # the checkpoints of every run that is not stopped early
+        if self.handovers is None:
+            del out["handovers"]  # one cell: the checkpoint as before [cells]
         return out
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore :meth:`state_dict`."""
         for k in self.__dataclass_fields__:
-            if k == "stopped_early":
-                self.stopped_early = state.get(k)
+            if k in ("stopped_early", "handovers"):
+                setattr(self, k, state.get(k))
                 continue
             v = state.get(k, 0) if k in ("available_device_slots", "drops") else state[k]
             setattr(self, k, np.array(v, dtype=np.float64) if k == "energy_per_device_j" else v)

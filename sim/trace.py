@@ -21,8 +21,9 @@ import pyarrow.parquet as pq
 
 # 2: device_slot and upload_planned_s; 3: availability events; 4: stale updates ([server]);
 # 5: selected ([strategy.selection]); 6: probe_loss and probe_energy_j (power_of_choice);
-# 7: strategy rows (kept, prox_term, control_update_norm, server_step_norm)
-TRACE_SCHEMA_VERSION = "7"
+# 7: strategy rows (kept, prox_term, control_update_norm, server_step_norm); 8: [cells] (cell,
+# previous_cell, handover rows)
+TRACE_SCHEMA_VERSION = "8"
 
 #: What a run's trace records (``[trace] level``): every event (the paper's) or, for large
 #: network studies, the device events of a slot folded into one ``device_slot`` row per device.
@@ -59,6 +60,7 @@ EVENTS: dict[str, str] = {
     "flush": "[server] mode semi_sync / async only, in place of aggregate: the server applies its buffer of updates (n_success of them; at every slot's end in semi_sync, every buffer_size arrivals in async); model_version is the new version",
     "stale": "[server] mode semi_sync / async only: an update arrived more than max_staleness server steps after its model version and is discarded",
     "strategy": "[strategy] other than fedavg, learning runs only: one per upload a server step applied, what the strategy decided about it (kept, prox_term, control_update_norm) and the step's size (server_step_norm); at the aggregate's time (sync) or the slot's end, when the learner takes the slot's steps (semi_sync / async); at both trace levels",
+    "handover": "[cells] only: at a frame start, one per device that changes its serving cell (cell: the new one, previous_cell: the old one), after the position rows; a first association is not a handover",
 }
 
 # name -> (arrow type, unit, description)
@@ -68,9 +70,17 @@ COLUMNS: dict[str, tuple[pa.DataType, str, str]] = {
     "slot": (pa.int64(), "-", "global slot index t (0-based); -1 for events before the first slot"),
     "device": (pa.int32(), "-", "device index n (0-based); null for server events"),
     "event": (pa.dictionary(pa.int8(), pa.string()), "-", "event name (see the event table)"),
-    "x_m": (pa.float64(), "m", "device x position (server at the origin)"),
+    "x_m": (
+        pa.float64(),
+        "m",
+        "device x position (server, or with [cells] the layout, at the origin)",
+    ),
     "y_m": (pa.float64(), "m", "device y position"),
-    "distance_m": (pa.float64(), "m", "device-server distance (before clipping at min_distance_m)"),
+    "distance_m": (
+        pa.float64(),
+        "m",
+        "device-server distance (with [cells]: to its serving site; before clipping at min_distance_m)",
+    ),
     "large_scale_gain": (
         pa.float64(),
         "linear",
@@ -85,6 +95,16 @@ COLUMNS: dict[str, tuple[pa.DataType, str, str]] = {
         pa.bool_(),
         "-",
         "line-of-sight state of the frame (position rows; null for path-loss models without one)",
+    ),
+    "cell": (
+        pa.int32(),
+        "-",
+        "[cells] only: the device's serving cell in the frame (position rows) or the cell it hands over to (handover rows)",
+    ),
+    "previous_cell": (
+        pa.int32(),
+        "-",
+        "handover rows: the cell the device leaves",
     ),
     "channel_gain": (
         pa.float64(),

@@ -1,12 +1,15 @@
-"""The combination matrix: server mode x uplink x availability x scheme x training x trace level.
+"""The combination matrix: server mode x uplink x availability x scheme x training x trace level
+x cells.
 
 Each cell is a small scenario that either runs to its end or is refused, before anything runs,
 with a one-line :class:`~wflsim.sim.errors.ScenarioError` that names the field. A refusal must be
 listed in :data:`REFUSED` (empty today: every cell runs); a cell refused for anything else, or a
 listed cell that runs, fails its test (so the table stays the truth).
 
-The default run covers all 720 cells (360 network only, 360 with training on the digits MLP; about
-40 s on 2 cores). ``python tests/test_matrix.py`` prints the whole matrix: how many cells run, how
+The default run covers all 1,080 cells (720 network only, 360 with training on the digits MLP;
+about 60 s on 2 cores). The cells dimension: one cell, or two sites on one band (the uplink
+dimension in each cell, inter-cell interference, devices that may hand over); it is crossed with
+the network-only cells (what [cells] changes is the world, not the learner). ``python tests/test_matrix.py`` prints the whole matrix: how many cells run, how
 many are refused, and why.
 """
 
@@ -30,10 +33,17 @@ SERVERS = ("sync", "semi_sync", "async")
 UPLINKS = ("dedicated", "ofdma", "tdma")
 AVAILABILITY = (False, True)
 LEVELS = ("events", "device_slots")
+CELLS = ("one", "two")
 
 
 def scenario(
-    server: str, uplink: str, churn: bool, scheme: str, training: bool, level: str
+    server: str,
+    uplink: str,
+    churn: bool,
+    scheme: str,
+    training: bool,
+    level: str,
+    cells: str = "one",
 ) -> dict[str, Any]:
     """The cell's scenario: 5 devices, 2 frames of 3 slots, fading, unequal batches."""
     data: dict[str, Any] = {
@@ -62,25 +72,36 @@ def scenario(
             "online_s": {"dist": "exponential", "mean": 0.5},
             "offline_s": {"dist": "exponential", "mean": 0.2},
         }
+    if cells == "two":
+        data["cells"] = {"sites_m": [[-250.0, 0.0], [250.0, 0.0]], "hysteresis_db": 0.0}
+        data["mobility"] = {"model": "random_waypoint", "speed_mps": [50.0, 100.0]}
     return data
 
 
-#: What the matrix refuses, by (server, uplink, churn, scheme, training, level) -> the field
+#: What the matrix refuses, by (server, uplink, churn, scheme, training, level, cells) -> the field
 #: (none today: every combination runs)
 REFUSED: dict[tuple[Any, ...], str] = {}
 
 
 def expected_refusal(
-    server: str, uplink: str, churn: bool, scheme: str, training: bool, level: str
+    server: str, uplink: str, churn: bool, scheme: str, training: bool, level: str, cells: str
 ) -> str | None:
     """The field a cell is refused on (None: it runs)."""
-    return REFUSED.get((server, uplink, churn, scheme, training, level))
+    return REFUSED.get((server, uplink, churn, scheme, training, level, cells))
 
 
 def cells(training: bool) -> list[tuple[Any, ...]]:
     """Every cell of the matrix with or without training."""
     return list(
-        itertools.product(SERVERS, UPLINKS, AVAILABILITY, sorted(SCHEMES), (training,), LEVELS)
+        itertools.product(
+            SERVERS,
+            UPLINKS,
+            AVAILABILITY,
+            sorted(SCHEMES),
+            (training,),
+            LEVELS,
+            ("one",) if training else CELLS,
+        )
     )
 
 

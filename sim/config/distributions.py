@@ -281,3 +281,11 @@ def per_device_values(
             "use a value (or distribution) in the field's range (docs/scenario.md)",
         )
     return values
+
+
+def lists_as_pairs(value: Any) -> Any:
+    """A file's ``[[x, y], ...]`` holds lists: take them as the pairs (a ``before`` validator
+    of a ``list[tuple[float, float]]`` field, also in strict validation)."""
+    if isinstance(value, list):
+        return [tuple(v) if isinstance(v, list) else v for v in value]
+    return value

@@ -368,7 +368,45 @@ def validate_scenario(data: Mapping[str, Any]) -> Scenario:
     _check_mobility_work(scenario)
     _check_uplink(scenario)
     _check_availability(scenario)
+    _check_cells(scenario)
     return scenario
+
+
+def _check_cells(scenario: Scenario) -> None:
+    """Several cells: a layout that can be built; where their uploads interact (a cell shares
+    its band, or two cells share one), the event kernel and the energy actually spent."""
+    if scenario.cells is None:
+        return
+    from ..world.cellular import build_layout
+
+    if scenario.channel.replay is not None:
+        raise ScenarioError(
+            "channel.replay",
+            "a replayed channel holds each device's gain to one base station; several cells "
+            "need its gains to every site",
+            "remove channel.replay, or remove [cells]",
+        )
+    layout = build_layout(scenario.cells, scenario.network.cell_radius_m, scenario.uplink.mode)
+    if not layout.interacts:
+        return
+    why = (
+        "cells share a band (inter-cell interference)"
+        if layout.interferes
+        else ("a cell shares its band among its uploads")
+    )
+    if scenario.run.kernel == "closed_form":
+        raise ScenarioError(
+            "run.kernel",
+            f'"closed_form" cannot play these cells: {why}, so uploads interact',
+            'use kernel = "auto" or "event", or give each cell its own band and a dedicated uplink',
+        )
+    if scenario.trace.late_upload_energy == "full":
+        raise ScenarioError(
+            "trace.late_upload_energy",
+            f'"full" charges a late upload its whole payload at a rate these cells do not '
+            f"have ({why}: the rate changes as uploads come and go)",
+            'use "until_deadline" (energy = power x time actually transmitted)',
+        )
 
 
 def _check_uplink(scenario: Scenario) -> None:

@@ -23,6 +23,7 @@ from pydantic import (
 from ..selection import SelectionConfig
 from ..servers.config import ServerConfig
 from ..world.availability import AlwaysConfig, AvailabilityConfig
+from ..world.cells_config import CellsConfig
 from ..world.channel.config import ChannelConfig
 from ..world.compute import ComputeConfig
 from ..world.mobility.config import MobilityConfig
@@ -363,6 +364,8 @@ class Scenario(Strict):
     uplink: UplinkConfig = Field(default_factory=UplinkConfig)
     availability: AvailabilityConfig = Field(default_factory=AlwaysConfig)
     server: ServerConfig = Field(default_factory=ServerConfig)
+    #: several cells (docs/cells.md); None: one cell, the paper's
+    cells: CellsConfig | None = None
     sweep: SweepConfig = Field(default_factory=SweepConfig)
 
     @field_validator("name")

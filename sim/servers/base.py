@@ -38,6 +38,7 @@ from ..slot import FrameCosts, SlotOutcome, SlotRules, SlotUploads
 from ..stats import RunStats
 from ..trace import TraceBuffer
 from ..world.availability import Availability, Changes
+from ..world.cellular import Cells
 from ..world.channel import LargeScale, SlotChannel
 from ..world.compute import ComputeJitter
 from ..world.system import SystemConstants
@@ -197,6 +198,7 @@ class Host(Protocol):
     rules: SlotRules  #: when a slot closes, what a late upload costs
     availability: Availability | None
     jitter: ComputeJitter | None
+    cells: Cells | None  #: several cells (``[cells]``; None: one)
     buffer: TraceBuffer  #: the trace rows of the frame in progress
     queue_j: np.ndarray  #: the energy-deficit queues, J, ``(N,)``
     selection: Selection  #: which candidates of a slot the server asks (``[strategy.selection]``)

@@ -192,7 +192,9 @@ class StaleServer(Server):
         n = engine.num_devices
         self._cycles_started = np.zeros(n, dtype=np.int64)
         self._tally = Tally(n)
-        self._uplink = build_uplink(engine.config.uplink, engine.system, _U_START, _U_END)
+        self._uplink = build_uplink(
+            engine.config.uplink, engine.system, _U_START, _U_END, engine.cells
+        )
         self._drop_timer_s = np.full(n, np.nan)
 
     def new_stats(self, num_devices: int) -> AsyncStats:

@@ -149,6 +149,20 @@ class ProcessorSharing:
         timer = self.env.timeout(delay)
         timer.callbacks.append(partial(self._fire, self._generation))
 
+    @staticmethod
+    def idle_state() -> dict[str, Any]:
+        """:meth:`state_dict` of a sharing with nothing in flight and no completion pending."""
+        nothing = np.zeros(0)
+        return {
+            "jobs": np.zeros(0, dtype=np.int64),
+            "size": nothing,
+            "left": nothing,
+            "rate": nothing,
+            "since": 0.0,
+            "next": -1,
+            "due": float("nan"),
+        }
+
     def state_dict(self) -> dict[str, Any]:
         """The jobs in flight (ascending), their sizes, bits left and rates as of the last
         change (``since``, absolute s), the job that ends first and when its completion fires

@@ -52,6 +52,7 @@ from typing import Any, Literal
 import numpy as np
 from numpy.typing import NDArray
 
+from .cellular import Cells
 from .physics import equal_share_hz, noise_psd_w_per_hz, shared_rate_bps
 from .shared_uplink import LogFn, SharedUplink
 from .sharing import DONE_REL_TOL, ProcessorSharing, RateModel
@@ -150,9 +151,24 @@ class UplinkSpec:
 
 
 def build_uplink(
-    spec: UplinkSpec, system: SystemConstants, upload_start: int, upload_end: int
+    spec: UplinkSpec,
+    system: SystemConstants,
+    upload_start: int,
+    upload_end: int,
+    cells: Cells | None = None,
 ) -> SharedUplink | None:
-    """The shared uplink of ``spec`` (None: dedicated bands)."""
+    """The shared uplink of ``spec`` (None: dedicated bands); with several cells whose uploads
+    interact (``cells``: a cell shares its band, or two cells share one), the cells' uplink
+    with inter-cell interference (:class:`~wflsim.sim.world.cellular_uplink.CellularUplink`),
+    whatever ``spec.mode`` (each cell has its own)."""
+    if cells is not None:
+        if not cells.layout.interacts:
+            return None
+        from .cellular_uplink import CellularUplink
+
+        return CellularUplink(
+            cells, system.bandwidth_hz, system.noise_w, upload_start, upload_end, spec.order
+        )
     if spec.mode == "ofdma":
         return OfdmaUplink(system.bandwidth_hz, system.noise_w, upload_start, upload_end)
     if spec.mode == "tdma":

@@ -63,18 +63,7 @@ class OfdmaUplink(SharedUplink):
         return {"sharing": self.sharing.state_dict()}
 
     def _idle_state(self) -> dict[str, Any]:
-        nothing = np.zeros(0)
-        return {
-            "sharing": {
-                "jobs": np.zeros(0, dtype=np.int64),
-                "size": nothing,
-                "left": nothing,
-                "rate": nothing,
-                "since": 0.0,
-                "next": -1,
-                "due": float("nan"),
-            }
-        }
+        return {"sharing": ProcessorSharing.idle_state()}
 
     def _load(self, state: dict[str, Any], schedule_at: Callable[[float], simpy.Event]) -> None:
         sharing = state["sharing"]

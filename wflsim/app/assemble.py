@@ -25,6 +25,7 @@ from wflsim.sim.selection import Selection
 from wflsim.sim.servers import Server, make_server
 from wflsim.sim.strategies import StrategySpec
 from wflsim.sim.world.availability import AlwaysConfig
+from wflsim.sim.world.cellular import build_layout
 from wflsim.sim.world.compute import NoJitterConfig, build_jitter
 from wflsim.sim.world.system import SystemConstants
 from wflsim.sim.world.uplink import UplinkSpec
@@ -140,6 +141,9 @@ def kernel_of(scenario: Scenario) -> KernelName:
     if kernel != "auto":
         return kernel
     interacting = uplink_of(scenario).shared or not isinstance(scenario.availability, AlwaysConfig)
+    if scenario.cells is not None:  # a cell shares its band, or two cells share one
+        layout = build_layout(scenario.cells, scenario.network.cell_radius_m, scenario.uplink.mode)
+        interacting = interacting or layout.interacts
     per_cycle = scenario.server.mode == "async" and not isinstance(
         scenario.compute.jitter, NoJitterConfig
     )
@@ -187,11 +191,12 @@ def build_engine(
         "hooks": hooks,
         "jitter": build_jitter(sc.compute, system.num_devices, prep.streams),
         "availability": prep.availability,
+        "cells": prep.cells,
     }
     if not isinstance(learner, NullLearner):
         check_stale_rule(sc, scheme.update_rule.name)
     config = parts[0]
-    kernel = make_kernel(config.kernel, config.uplink, system)
+    kernel = make_kernel(config.kernel, config.uplink, system, prep.cells)
     if server is None:
         server = make_server(sc.server, kernel)
     strategy = StrategySpec(sc.strategy.name, sc.strategy.params)

@@ -456,6 +456,14 @@ def summary_lines(prep: Prepared, stats: RunStats, out: Path) -> list[str]:
             if not isinstance(sc.availability, AlwaysConfig)
             else []
         ),
+        *(
+            [
+                f"  cells            {sc.cells.num_cells}, {s.get('handovers', 0)} handover(s) "
+                "(devices that changed cell at a frame start)"
+            ]
+            if sc.cells is not None
+            else []
+        ),
         f"  simulated time   {s['simulated_time_s']:.4g} s over {s['slots']} slots",
         f"  wall time        {s['wall_time_s']:.1f} s",
     ]

@@ -145,6 +145,7 @@ def run_manifest(prep: Prepared, system: SystemConstants) -> dict[str, Any]:
         "availability": {"model": "always"}
         if prep.availability is None
         else prep.availability.describe(),
+        "cells": None if prep.cells is None else prep.cells.describe(system),
         "versions": package_versions(),
         "command": sys.argv,
         "started_at": folders.now_iso(),

@@ -40,6 +40,7 @@ from wflsim.sim.strategies import STRATEGIES
 from wflsim.sim.updates import UPDATE_RULES
 from wflsim.sim.world import physics
 from wflsim.sim.world.availability import Availability, build_availability
+from wflsim.sim.world.cellular import Cells, build_cells, build_layout
 from wflsim.sim.world.channel import Channel, build_channel
 from wflsim.sim.world.mobility import Mobility, build_mobility
 from wflsim.sim.world.system import DeviceArrays, SystemConstants
@@ -72,6 +73,8 @@ class Prepared:
     base_dir: Path | None = field(default=None)
     #: when devices are online (``[availability]``; None: always)
     availability: Availability | None = field(default=None)
+    #: several cells (``[cells]``; None: one cell)
+    cells: Cells | None = field(default=None)
 
 
 @dataclass(frozen=True)
@@ -242,10 +245,17 @@ def prepare_scenario(
     devices = resolve_devices(scenario.devices, n, streams)
     devices = devices.with_local_steps(resolve_local_steps(scenario.learning, devices.batch_size))
     check_deadline(scenario.run, devices, scenario.learning)
+    # with several cells the devices live in the layout's area, and a link may be as long as
+    # its diameter plus the farthest site's distance
+    area_m = link_m = scenario.network.cell_radius_m
+    if scenario.cells is not None:
+        lay = build_layout(scenario.cells, area_m, scenario.uplink.mode)
+        area_m = lay.area_radius_m
+        link_m = area_m + float(np.hypot(lay.sites_m[:, 0], lay.sites_m[:, 1]).max())
     mobility = build_mobility(
         scenario.mobility,
         num_devices=n,
-        cell_radius_m=scenario.network.cell_radius_m,
+        cell_radius_m=area_m,
         min_distance_m=scenario.network.min_distance_m,
         streams=streams,
         base_dir=base_dir,
@@ -254,7 +264,7 @@ def prepare_scenario(
         scenario.channel,
         num_devices=n,
         min_distance_m=scenario.network.min_distance_m,
-        cell_radius_m=scenario.network.cell_radius_m,
+        cell_radius_m=link_m,
         slot_s=scenario.run.deadline_s,
         frames=scenario.run.frames,
         slots_per_frame=scenario.run.slots_per_frame,
@@ -271,6 +281,17 @@ def prepare_scenario(
     num_params = payload_num_params(scenario.learning)
     system = resolve_system(scenario, devices)  # the devices with the strategy's extra cycles
     check_derived(scenario, system.devices, channel, num_params)
+    cells = None
+    if scenario.cells is not None:
+        cells = build_cells(
+            scenario.cells,
+            channel=channel,
+            channel_cfg=scenario.channel,
+            system=system,
+            uplink_mode=scenario.uplink.mode,
+            cell_radius_m=scenario.network.cell_radius_m,
+            streams=streams,
+        )
     if strict or warn:
         report_findings(cross_findings(scenario, devices), strict=strict)
     ddir = resolve_data_dir(data_dir, scenario, base_dir)
@@ -311,6 +332,7 @@ def prepare_scenario(
         system,
         base_dir,
         availability,
+        cells,
     )
 
 

@@ -71,6 +71,7 @@ __all__ = [
     "SmallScale",
     "Tr38901",
     "build_channel",
+    "build_fading",
 ]
 
 
@@ -89,7 +90,12 @@ def _pathloss(cfg: ChannelConfig, min_distance_m: float, cell_radius_m: float) -
     return Tr38901(pl.model, pl.carrier_ghz, pl.los, pl.ut_height_m, min_distance_m)
 
 
-def _fading(cfg: ChannelConfig, num_devices: int, slot_s: float, streams: Streams) -> FadingModel:
+def _fading(
+    cfg: ChannelConfig, num_devices: int, slot_s: float, streams: Streams, key: str = "fading"
+) -> FadingModel:
+    """The ``[channel]``'s fading over ``num_devices`` links, drawn from the keyed stream
+    ``key`` (``"fading"``: the devices' own links; ``"cell_fading"``: their links to the other
+    sites of ``[cells]``, :func:`wflsim.sim.world.cellular.build_cells`)."""
     f = cfg.fading
     if isinstance(f, NoFadingConfig):
         return NoFading(num_devices)
@@ -104,11 +110,14 @@ def _fading(cfg: ChannelConfig, num_devices: int, slot_s: float, streams: Stream
     correlated = isinstance(f.correlation, GaussMarkovConfig)
     return Fading(
         family,
-        streams.keyed("fading"),
+        streams.keyed(key),
         num_devices,
         carrier_ghz=cfg.carrier_ghz if correlated else None,
         slot_s=slot_s if correlated else None,
     )
+
+
+build_fading = _fading
 
 
 def build_channel(

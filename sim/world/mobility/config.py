@@ -7,6 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from ...config.distributions import lists_as_pairs
 from ...config.limits import MAX_DEVICES, path_problem, shorten
 
 #: Fastest random-waypoint speed, m/s (faster than any vehicle on or near the ground; a jet
@@ -61,9 +62,7 @@ class MobilityConfig(BaseModel):
     @classmethod
     def _lists_as_pairs(cls, value: Any) -> Any:
         """A file's ``[[x, y], ...]`` holds lists: take them as the pairs."""
-        if isinstance(value, list):
-            return [tuple(v) if isinstance(v, list) else v for v in value]
-        return value
+        return lists_as_pairs(value)
 
     @field_validator("speed_mps")
     @classmethod
