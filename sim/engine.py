@@ -37,6 +37,7 @@ from .learner import Learner, ProbingLearner
 from .schemes.base import FrameContext, Scheme, SlotContext
 from .selection import Selection
 from .servers.base import FrameState, Server, SlotEnd, SlotPlanning
+from .servers.hierarchy import CloudRounds
 from .servers.synchronous import SyncServer
 from .slot import SlotOutcome, SlotRules
 from .stats import RunStats
@@ -170,6 +171,10 @@ class Engine:
             paper's). At every frame start the devices associate (``handover`` rows where one
             changes cell), the channel sees each device's distance to its serving site, and
             the scheme plans on its gains times its cell's planning factor.
+        hierarchy: edge servers at the cells' base stations and a cloud (``[server.hierarchy]``,
+            :mod:`wflsim.sim.servers.hierarchy`; needs ``cells``; None: flat aggregation). The
+            learner is told each device's edge at every frame start (``assign_edges``) and
+            takes the cloud rounds (``cloud_send``, ``cloud_receive``) the engine times.
 
     Raises:
         ValueError: the server refuses the engine's parts (a stale-update server with a
@@ -201,6 +206,7 @@ class Engine:
         strategy: StrategySpec | None = None,
         selection: Selection | None = None,
         cells: Cells | None = None,
+        hierarchy: CloudRounds | None = None,
     ) -> None:
         self.config = config
         self.system = system
@@ -215,6 +221,12 @@ class Engine:
         self.availability = availability
         #: the run's cells (``[cells]``; None: one cell)
         self.cells = cells
+        if hierarchy is not None and cells is None:
+            raise ValueError(
+                "hierarchical aggregation needs cells: their base stations are the edges"
+            )
+        #: the cloud tier (``[server.hierarchy]``; None: flat aggregation)
+        self.hierarchy = hierarchy
         learner.set_update_rule(scheme.update_rule)
         #: the server strategy the learner steps with
         self.strategy = strategy if strategy is not None else StrategySpec()
@@ -259,6 +271,8 @@ class Engine:
         self.stats = self.server.new_stats(n)
         if cells is not None:
             self.stats.handovers = 0
+        if hierarchy is not None:
+            self.stats.cloud_rounds, self.stats.backhaul_energy_j = 0, 0.0
 
     # ------------------------------------------------------------------ processes
 
@@ -272,6 +286,9 @@ class Engine:
             if cfg.evaluate:
                 self._eval(frame=0, slot=-1)
         self.server.resume()
+        rounds = self.hierarchy
+        if rounds is not None and rounds.due_s is not None:  # a cloud round in flight
+            self._env.timeout_at(rounds.due_s, self._cloud_arrives)
         hooks = self.hooks
         for k in range(self.next_frame, stop_frame):
             if hooks.frame_start is not None:
@@ -301,6 +318,46 @@ class Engine:
         server plays it out, the engine closes it."""
         end = yield from self.server.play_slot(k, t)
         self._close_slot(k, t, end)
+        rounds = self.hierarchy
+        if rounds is not None and rounds.due(t):
+            yield from self._cloud_round(k, t)
+        self._finish_slot(k, t, end.outcome)
+
+    def _cloud_round(self, k: int, t: int) -> Any:
+        """A cloud round after slot ``t`` (:mod:`wflsim.sim.servers.hierarchy`): the edges send
+        their models now; under ``sync`` the next slot waits for the cloud model to reach every
+        edge, under stale updates the edges keep serving and adopt it on arrival."""
+        rounds = self.hierarchy
+        assert rounds is not None
+        duration_s, energy_j = rounds.next_round()
+        now = self._env.now
+        self.buffer.add("cloud_round", now, k, t, backhaul_s=duration_s, backhaul_energy_j=energy_j)
+        st = self.stats
+        assert st.cloud_rounds is not None and st.backhaul_energy_j is not None
+        st.cloud_rounds += 1
+        st.backhaul_energy_j += energy_j
+        send = getattr(self.learner, "cloud_send", None)
+        if send is not None:
+            send()
+        if self.server.fixed_slot_grid:
+            if rounds.due_s is not None:
+                raise RuntimeError("a cloud round started before the previous one ended")
+            rounds.due_s = now + duration_s
+            self._env.timeout_at(rounds.due_s, self._cloud_arrives)
+            return
+        yield self._env.timeout(duration_s)
+        receive = getattr(self.learner, "cloud_receive", None)
+        if receive is not None:
+            receive()
+
+    def _cloud_arrives(self, _event: Any = None) -> None:
+        """The cloud model of the round in flight reaches the edges (stale updates)."""
+        rounds = self.hierarchy
+        assert rounds is not None
+        rounds.due_s = None
+        receive = getattr(self.learner, "cloud_receive", None)
+        if receive is not None:
+            receive()
 
     # ------------------------------------------------------------------ frame
 
@@ -318,6 +375,9 @@ class Engine:
             planned_large = large.gain
         else:
             assoc = cells.associate(pos)
+            assign = getattr(self.learner, "assign_edges", None)
+            if self.hierarchy is not None and assign is not None:
+                assign(assoc.serving)  # a device trains on its cell's edge model
             large = self.channel.large_scale(k, cells.relative(motion))
             cells.frame_gains(assoc, large.gain, large.shadowing_db)
             planned_large = large.gain * cells.device_plan_factor
@@ -434,8 +494,8 @@ class Engine:
 
     def _close_slot(self, k: int, t: int, end: SlotEnd) -> None:
         """The end of slot ``t``, the same for every server: the queues after the slot's energy,
-        the ``energy`` rows (trace level ``events``), the scheme's ``observe``, the run's
-        totals, the evaluation every ``eval_every_slots`` slots, the hooks, the progress."""
+        the ``energy`` rows (trace level ``events``), the scheme's ``observe``, the run's totals
+        (then :meth:`_finish_slot`)."""
         now = self._env.now
         out = end.outcome
         self.queue_j = out.queue_j
@@ -456,6 +516,12 @@ class Engine:
         st.wasted_energy_j += float(out.wasted_energy_j.sum())
         st.energy_per_device_j += out.energy_j
         st.simulated_time_s = now
+
+    def _finish_slot(self, k: int, t: int, out: SlotOutcome) -> None:
+        """After slot ``t`` is closed (and a cloud round that follows it has been taken): the
+        evaluation every ``eval_every_slots`` slots, the hooks, the progress."""
+        st = self.stats
+        st.simulated_time_s = self._env.now
         cfg = self.config
         last = t == cfg.frames * cfg.slots_per_frame - 1
         if cfg.evaluate and ((t + 1) % cfg.eval_every_slots == 0 or last):
@@ -638,6 +704,8 @@ class Engine:
         server = self.server.state_dict()
         if server is not None:  # a server with state of its own (cycles in flight, versions)
             out["server"] = server
+        if self.hierarchy is not None:  # rounds taken, the one in flight
+            out["hierarchy"] = self.hierarchy.state_dict()
         return out
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -653,3 +721,7 @@ class Engine:
         self.stats.load_state_dict(state["stats"])
         if self.server.state_dict() is not None:
             self.server.load_state_dict(state.get("server"))
+        if (self.hierarchy is None) != ("hierarchy" not in state):
+            raise ValueError("engine state and this run differ in [server.hierarchy]")
+        if self.hierarchy is not None:
+            self.hierarchy.load_state_dict(state["hierarchy"])

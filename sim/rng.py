@@ -50,6 +50,7 @@ STREAM_IDS: dict[str, int] = {
     "selection_pool": 17,  # the d candidates power_of_choice draws and probes, per device and slot
     "probe_sampling": 18,  # the minibatch of a power_of_choice loss probe, per device and slot
     "cell_fading": 19,  # [cells]: fast fading of a device's links to the other sites, per slot
+    "backhaul": 20,  # [server.hierarchy]: backhaul latencies drawn per cloud round
 }
 
 _GLOBAL = 2**31 - 1  # spawn-key slot used for streams that are not per device

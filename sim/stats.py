@@ -34,6 +34,9 @@ class RunStats:
     stopped_early: dict[str, Any] | None = None
     #: devices that changed cell at a frame start (``[cells]`` only; None: one cell)
     handovers: int | None = None
+    #: cloud rounds taken and their backhaul energy, J (``[server.hierarchy]`` only; None: flat)
+    cloud_rounds: int | None = None
+    backhaul_energy_j: float | None = None
 
     @property
     def outage_rate(self) -> float:
@@ -75,6 +78,14 @@ class RunStats:
             }
             | ({} if self.stopped_early is None else {"stopped_early": dict(self.stopped_early)})
             | ({} if self.handovers is None else {"handovers": self.handovers})
+            | (
+                {}
+                if self.cloud_rounds is None
+                else {
+                    "cloud_rounds": self.cloud_rounds,
+                    "backhaul_energy_j": self.backhaul_energy_j,
+                }
+            )
         )
 
     def state_dict(self) -> dict[str, Any]:
@@ -83,14 +94,15 @@ class RunStats:
         out["energy_per_device_j"] = self.energy_per_device_j.copy()
         if self.stopped_early is None:
             del out["stopped_early"]  # the checkpoints of every run that is not stopped early
-        if self.handovers is None:
-            del out["handovers"]  # one cell: the checkpoint as before [cells]
+        for k in ("handovers", "cloud_rounds", "backhaul_energy_j"):
+            if out[k] is None:
+                del out[k]  # one cell, flat: the checkpoint as before [cells]
         return out
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore :meth:`state_dict`."""
         for k in self.__dataclass_fields__:
-            if k in ("stopped_early", "handovers"):
+            if k in ("stopped_early", "handovers", "cloud_rounds", "backhaul_energy_j"):
                 setattr(self, k, state.get(k))
                 continue
             v = state.get(k, 0) if k in ("available_device_slots", "drops") else state[k]

@@ -22,7 +22,8 @@ import pyarrow.parquet as pq
 # 2: device_slot and upload_planned_s; 3: availability events; 4: stale updates ([server]);
 # 5: selected ([strategy.selection]); 6: probe_loss and probe_energy_j (power_of_choice);
 # 7: strategy rows (kept, prox_term, control_update_norm, server_step_norm); 8: [cells] (cell,
-# previous_cell, handover rows)
+# previous_cell, handover rows) and [server.hierarchy] (cloud_round rows, backhaul_s,
+# backhaul_energy_j)
 TRACE_SCHEMA_VERSION = "8"
 
 #: What a run's trace records (``[trace] level``): every event (the paper's) or, for large
@@ -61,6 +62,7 @@ EVENTS: dict[str, str] = {
     "stale": "[server] mode semi_sync / async only: an update arrived more than max_staleness server steps after its model version and is discarded",
     "strategy": "[strategy] other than fedavg, learning runs only: one per upload a server step applied, what the strategy decided about it (kept, prox_term, control_update_norm) and the step's size (server_step_norm); at the aggregate's time (sync) or the slot's end, when the learner takes the slot's steps (semi_sync / async); at both trace levels",
     "handover": "[cells] only: at a frame start, one per device that changes its serving cell (cell: the new one, previous_cell: the old one), after the position rows; a first association is not a handover",
+    "cloud_round": "[server.hierarchy] only: after every cloud_every_slots slots, the edges send their models to the cloud (time_s: when they send; backhaul_s: until the cloud model reaches the last edge; backhaul_energy_j: the backhaul's energy, both ways)",
 }
 
 # name -> (arrow type, unit, description)
@@ -105,6 +107,16 @@ COLUMNS: dict[str, tuple[pa.DataType, str, str]] = {
         pa.int32(),
         "-",
         "handover rows: the cell the device leaves",
+    ),
+    "backhaul_s": (
+        pa.float64(),
+        "s",
+        "cloud_round rows: from the edges sending their models to the cloud model reaching the last edge",
+    ),
+    "backhaul_energy_j": (
+        pa.float64(),
+        "J",
+        "cloud_round rows: the backhaul's energy for the round (every edge's model up and the cloud's down)",
     ),
     "channel_gain": (
         pa.float64(),

@@ -6,10 +6,11 @@ with a one-line :class:`~wflsim.sim.errors.ScenarioError` that names the field. 
 listed in :data:`REFUSED` (empty today: every cell runs); a cell refused for anything else, or a
 listed cell that runs, fails its test (so the table stays the truth).
 
-The default run covers all 1,080 cells (720 network only, 360 with training on the digits MLP;
-about 60 s on 2 cores). The cells dimension: one cell, or two sites on one band (the uplink
-dimension in each cell, inter-cell interference, devices that may hand over); it is crossed with
-the network-only cells (what [cells] changes is the world, not the learner). ``python tests/test_matrix.py`` prints the whole matrix: how many cells run, how
+The default run covers all 1,440 cells (720 network only, 720 with training on the digits MLP;
+about 80 s on 2 cores). The cells dimension: one cell, or two sites on one band (the uplink
+dimension in each cell, inter-cell interference, devices that may hand over) whose base
+stations are edge servers under a cloud every 2 slots ([server.hierarchy]: one edge model per
+cell, the server mode per edge). ``python tests/test_matrix.py`` prints the whole matrix: how many cells run, how
 many are refused, and why.
 """
 
@@ -75,6 +76,11 @@ def scenario(
     if cells == "two":
         data["cells"] = {"sites_m": [[-250.0, 0.0], [250.0, 0.0]], "hysteresis_db": 0.0}
         data["mobility"] = {"model": "random_waypoint", "speed_mps": [50.0, 100.0]}
+        data.setdefault("server", {})["hierarchy"] = {
+            "cloud_every_slots": 2,
+            "backhaul_latency_s": 0.02,
+            "backhaul_energy_j_per_bit": 1e-9,
+        }
     return data
 
 
@@ -100,7 +106,7 @@ def cells(training: bool) -> list[tuple[Any, ...]]:
             sorted(SCHEMES),
             (training,),
             LEVELS,
-            ("one",) if training else CELLS,
+            CELLS,
         )
     )
 

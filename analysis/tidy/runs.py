@@ -411,7 +411,7 @@ def runs_table(runs: RunsArg) -> pd.DataFrame:
     (from ``manifest.json``), ``wall_time_s`` (:func:`run_wall_time_s`), ``learning`` (False: network-only), ``num_devices``, ``frames``,
     ``slots_per_frame``, ``deadline_s``, ``model``, ``lam``, ``server_mode`` (``[server] mode``),
     ``server`` (:func:`server_label`), ``strategy`` (:func:`strategy_label`), ``uplink``
-    (:func:`uplink_label`), ``scheme_label`` and ``same_as`` (for a sweep point
+    (:func:`uplink_label`), ``cells`` (:func:`cells_label`), ``scheme_label`` and ``same_as`` (for a sweep point
     sharing another point's run: that run's ``run``, whose folder ``run_dir`` is; else ``""``).
 
     ``variant`` names the scenario fields (beyond the other ID columns and the seed) that differ
@@ -476,8 +476,42 @@ def uplink_label(uplink: dict[str, Any]) -> str:
     return label + (f" ({'; '.join(extra)})" if extra else "")
 
 
+def cells_label(cells: dict[str, Any] | None) -> str:
+    """A run's ``[cells]`` table in a few words: ``one cell``, ``7 cells (reuse 1)``,
+    ``7 cells (reuse 3; plan on mean interference)``, ``2 cells (bands [0, 0]; uplinks ofdma,
+    tdma)``."""
+    if not cells:
+        return "one cell"
+    if cells.get("sites_m") is not None:
+        count = len(cells["sites_m"])
+    else:
+        rings = int(cells.get("rings") or 0)
+        count = 1 + 3 * rings * (rings + 1)
+    extra = []
+    if cells.get("bands") is not None:
+        extra.append(f"bands {json.dumps(cells['bands'])}")
+    else:
+        extra.append(f"reuse {int(cells.get('reuse_factor', 1))}")
+    if cells.get("uplink") is not None:
+        extra.append("uplinks " + ", ".join(str(m) for m in cells["uplink"]))
+    plan = cells.get("plan_on", "noise")
+    if plan == "mean_interference":
+        activity = float(cells.get("planning_activity", 1.0))
+        extra.append("plan on mean interference" + (f" x {activity:g}" if activity != 1 else ""))
+    elif plan == "margin":
+        extra.append(f"plan on {float(cells.get('margin_db', 0.0)):g} dB margin")
+    if cells.get("association", "strongest") != "strongest":
+        extra.append(str(cells["association"]))
+    return f"{count} cell{'s' if count != 1 else ''} ({'; '.join(extra)})"
+
+
 #: The tables :func:`runs_table` folds into one labelled value each (``variant`` and columns).
-_FOLDED = {"server": server_label, "strategy": strategy_label, "uplink": uplink_label}
+_FOLDED = {
+    "server": server_label,
+    "strategy": strategy_label,
+    "uplink": uplink_label,
+    "cells": cells_label,
+}
 
 
 def _runs_info(runs: RunsArg) -> tuple[pd.DataFrame, list[_Run]]:
@@ -494,7 +528,7 @@ def _runs_info(runs: RunsArg) -> tuple[pd.DataFrame, list[_Run]]:
         # literature names the mode, the strategy and the access scheme (a selection rule,
         # part of the strategy's label, too)
         flat = {k: v for k, v in flat.items() if k.split(".")[0] not in _FOLDED}
-        flat.update({t: label_of_table(sc.get(t, {})) for t, label_of_table in _FOLDED.items()})
+        flat.update({t: label_of_table(sc.get(t) or {}) for t, label_of_table in _FOLDED.items()})
         flats.append(flat)
         learning = sc.get("learning", {})
         scheme = sc.get("scheme", {})
@@ -531,6 +565,7 @@ def _runs_info(runs: RunsArg) -> tuple[pd.DataFrame, list[_Run]]:
                 "server": server_label(sc.get("server", {})),
                 "strategy": strategy_label(sc.get("strategy", {})),
                 "uplink": uplink_label(sc.get("uplink", {})),
+                "cells": cells_label(sc.get("cells")),
                 "scheme_label": SCHEME_LABELS.get(name, name),
                 "same_as": "" if r.shares is None else label_of.get(r.shares, r.shares.name),
             }

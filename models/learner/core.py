@@ -586,6 +586,33 @@ class TorchLearner:
             precision=self.precision,
         )
 
+    def evaluate_model(
+        self, w: torch.Tensor, buffers: dict[str, torch.Tensor]
+    ) -> tuple[float, float]:
+        """``(mean cross-entropy, accuracy)`` of the model ``w`` ``(D,)`` with ``buffers`` on
+        the test split (a model the learner does not hold: the cloud's, under a hierarchy)."""
+        return evaluate(
+            self.net,
+            w,
+            buffers,
+            self.x_test,
+            self.y_test,
+            max_samples=self.eval_max_samples,
+            batch_size=self.eval_batch_size,
+            precision=self.precision,
+        )
+
+    def replace_model(self, w: torch.Tensor, buffers: dict[str, torch.Tensor]) -> None:
+        """Make ``w`` ``(D,)`` (and ``buffers``) the model from now on, as a new version that is
+        no server step (a cloud model arriving at an edge): the steps announced so far are taken
+        first; updates started before keep the version they started on; neither the update
+        rule's accumulators nor the Fig. 1 metric see it."""
+        self.stale.materialise()
+        self.stale.version += 1
+        self.stale.materialised = self.stale.version
+        self._w = w.detach().to(self.device, torch.float32).clone()
+        self.buffers = {k: v.clone() for k, v in buffers.items()}
+
     def end_frame(self, frame: int) -> None:
         """Close the frame (the rule computes what the next frame needs)."""
         self.stale.materialise()

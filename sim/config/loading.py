@@ -376,6 +376,12 @@ def _check_cells(scenario: Scenario) -> None:
     """Several cells: a layout that can be built; where their uploads interact (a cell shares
     its band, or two cells share one), the event kernel and the energy actually spent."""
     if scenario.cells is None:
+        if scenario.server.hierarchy is not None:
+            raise ScenarioError(
+                "server.hierarchy",
+                "hierarchical aggregation needs edge servers: the base stations of [cells]",
+                "add a [cells] table, or remove [server.hierarchy]",
+            )
         return
     from ..world.cellular import build_layout
 

@@ -266,6 +266,9 @@ class Server(ABC):
 
     #: the ``[server] mode`` values this server runs
     modes: ClassVar[tuple[str, ...]]
+    #: whether slot ``t`` always ends at ``(t + 1) tau_0`` (stale updates) rather than when its
+    #: play ends: a cloud round (``[server.hierarchy]``) then cannot hold the next slot back
+    fixed_slot_grid: ClassVar[bool] = False
 
     def __init__(self) -> None:
         self._host: Host | None = None

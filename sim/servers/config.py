@@ -33,6 +33,7 @@ from pydantic import Field, model_validator
 
 from ..config.distributions import Strict
 from ..config.limits import MAX_DEVICES
+from .hierarchy import HierarchyConfig
 
 F64 = NDArray[np.float64]
 
@@ -78,6 +79,9 @@ class ServerConfig(Strict):
         allow_inf_nan=False,
         description="server learning rate eta_g, multiplies learning.lr in a server step",
     )
+    #: edge servers at the cells' base stations and a cloud (:mod:`wflsim.sim.servers.hierarchy`;
+    #: None: one server, flat aggregation)
+    hierarchy: HierarchyConfig | None = None
     max_staleness: int | None = Field(
         None,
         ge=0,

@@ -152,6 +152,8 @@ class StaleServer(Server):
             return ClosedFormStaleServer(config)
         return cls(config)
 
+    fixed_slot_grid = True
+
     def __init__(self, config: ServerConfig) -> None:
         if config.mode not in ("semi_sync", "async"):
             raise ValueError(f"server.mode {config.mode!r} is not a stale-update mode")

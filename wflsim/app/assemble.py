@@ -23,6 +23,7 @@ from wflsim.sim.learner import Learner, NullLearner
 from wflsim.sim.schemes import build_scheme
 from wflsim.sim.selection import Selection
 from wflsim.sim.servers import Server, make_server
+from wflsim.sim.servers.hierarchy import CloudRounds
 from wflsim.sim.strategies import StrategySpec
 from wflsim.sim.world.availability import AlwaysConfig
 from wflsim.sim.world.cellular import build_layout
@@ -81,6 +82,10 @@ def make_learner(prep: Prepared) -> Learner:
             ) from None
         raise
     partition_system(prep, learner)  # local epochs on its partition must fit the deadline
+    if prep.scenario.server.hierarchy is not None and prep.cells is not None:
+        from wflsim.models.learner.hierarchy import HierarchicalLearner
+
+        return HierarchicalLearner(learner, prep.cells.num_cells)
     return learner
 
 
@@ -201,4 +206,20 @@ def build_engine(
         server = make_server(sc.server, kernel)
     strategy = StrategySpec(sc.strategy.name, sc.strategy.params)
     selection = Selection(sc.strategy.selection, prep.streams)
-    return Engine(*parts, server=server, strategy=strategy, selection=selection, **options)
+    hierarchy = None
+    if sc.server.hierarchy is not None and prep.cells is not None:
+        streams = prep.streams
+        hierarchy = CloudRounds(
+            sc.server.hierarchy,
+            prep.cells.num_cells,
+            system.full_payload_bits,
+            lambda r: streams.device("backhaul", int(r)),
+        )
+    return Engine(
+        *parts,
+        server=server,
+        strategy=strategy,
+        selection=selection,
+        hierarchy=hierarchy,
+        **options,
+    )

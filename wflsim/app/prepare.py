@@ -281,6 +281,7 @@ def prepare_scenario(
     num_params = payload_num_params(scenario.learning)
     system = resolve_system(scenario, devices)  # the devices with the strategy's extra cycles
     check_derived(scenario, system.devices, channel, num_params)
+    check_hierarchy(scenario, system)
     cells = None
     if scenario.cells is not None:
         cells = build_cells(
@@ -334,6 +335,28 @@ def prepare_scenario(
         availability,
         cells,
     )
+
+
+def check_hierarchy(scenario: Scenario, system: SystemConstants) -> None:
+    """Under stale updates a cloud round must end before the next one starts (the edges keep
+    serving while the models travel): refuse a round trip that can last ``k2 tau_0`` or more.
+
+    Raises:
+        ScenarioError: naming ``server.hierarchy.cloud_every_slots``.
+    """
+    h = scenario.server.hierarchy
+    if h is None or scenario.server.mode == "sync":
+        return
+    longest = h.max_round_s(system.full_payload_bits)
+    period = h.cloud_every_slots * scenario.run.deadline_s
+    if longest >= period:
+        raise ScenarioError(
+            "server.hierarchy.cloud_every_slots",
+            f"a cloud round can take {longest:.4g} s (the model's {system.full_payload_bits:.4g} "
+            f"bit both ways at the longest latency) but one starts every {period:.4g} s "
+            f"(server.mode = {scenario.server.mode!r} keeps the slots' grid)",
+            "take cloud rounds less often, or give the backhaul a higher rate or less latency",
+        )
 
 
 def resolve_system(scenario: Scenario, devices: DeviceArrays) -> SystemConstants:
