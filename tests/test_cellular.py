@@ -9,13 +9,15 @@ import math
 import numpy as np
 import pytest
 import simpy
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import wflsim
 from conftest import base_scenario, events, run_in_memory, saved_and_continued
 from wflsim.app.run import build_engine, make_learner
 from wflsim.sim.errors import ScenarioError
 from wflsim.sim.world.cells import mean_interference_w
-from wflsim.sim.world.cells_config import CellsConfig
+from wflsim.sim.world.cells_config import CellsConfig, read_sites_file
 from wflsim.sim.world.cellular import (
     CellLayout,
     Cells,
@@ -348,3 +350,63 @@ def test_closed_form_runs_cells_that_do_not_interact():
     closed, _ = run_in_memory({**data, "run": {**data["run"], "kernel": "closed_form"}})
     event, _ = run_in_memory({**data, "run": {**data["run"], "kernel": "event"}})
     assert closed.equals(event)
+
+
+def test_sites_from_a_file_become_the_scenarios_sites(tmp_path):
+    """A sites file's rows (and band column) are the cells' sites and bands, relative to the scenario's folder."""
+    (tmp_path / "sites.csv").write_text("x_m,y_m,band\n0,0,0\n800,0,0\n400,700,1\n")
+    (tmp_path / "s.toml").write_text(
+        'name = "f"\n[learning]\nenabled = false\nnum_params = 1000\n'
+        '[cells]\nsites_file = "sites.csv"\n'
+    )
+    prep = wflsim.prepare(tmp_path / "s.toml")
+    assert prep.cells is not None
+    np.testing.assert_array_equal(prep.cells.layout.sites_m, [[0, 0], [800, 0], [400, 700]])
+    assert prep.cells.layout.band.tolist() == [0, 0, 1]
+    assert prep.scenario.cells.sites_file is None
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "x,y\n1,2\n",  # no x_m / y_m columns
+        "x_m,y_m\n",  # no site
+        "x_m,y_m\n1,nan\n",  # not finite
+        "x_m,y_m\n1,abc\n",  # not a number
+        "x_m,y_m,band\n0,0,-1\n",  # a negative band
+        "x_m,y_m\n0,0\n0,0\n",  # two sites at one point
+    ],
+)
+def test_a_bad_sites_file_is_refused_naming_the_field(tmp_path, text):
+    """A sites file that is malformed is refused with a ScenarioError naming a cells field."""
+    (tmp_path / "sites.csv").write_text(text)
+    data = cells_scenario()
+    data["cells"] = {"sites_file": str(tmp_path / "sites.csv")}
+    with pytest.raises(ScenarioError) as err:
+        wflsim.prepare(data)
+    assert err.value.field.startswith("cells")
+
+
+def test_a_missing_sites_file_is_refused(tmp_path):
+    """A sites file that is not there is refused naming cells.sites_file."""
+    data = cells_scenario()
+    data["cells"] = {"sites_file": str(tmp_path / "nowhere.csv")}
+    with pytest.raises(ScenarioError) as err:
+        wflsim.prepare(data)
+    assert err.value.field == "cells.sites_file"
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(st.binary(max_size=300))
+def test_any_bytes_as_a_sites_file_give_sites_or_a_scenario_error(tmp_path, blob):
+    """Whatever bytes a sites file holds, reading it gives sites or a ScenarioError naming the field, nothing else."""
+    path = tmp_path / "sites.csv"
+    path.write_bytes(blob)
+    try:
+        sites, bands = read_sites_file(path)
+    except ScenarioError as err:
+        assert err.field == "cells.sites_file"
+        return
+    assert 1 <= len(sites) and all(np.isfinite(s).all() for s in np.asarray(sites))

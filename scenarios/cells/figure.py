@@ -19,6 +19,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.axes import Axes  # noqa: E402
 
 from wflsim.analysis import tidy  # noqa: E402
 from wflsim.analysis.stats import over_seeds  # noqa: E402
@@ -38,7 +39,7 @@ K2 = {"flat": ("flat", "#7f7f7f"), "1": ("k2 = 1", "#9467bd"), "5": ("k2 = 5", "
 SCHEMES = {"two_timescale": "Proposed (two_timescale)", "ideal": "Ideal FL"}
 
 
-def _curve(ax_t, ax_e, folder: Path, label: str, color: str, style: str = "-") -> int:
+def _curve(ax_t: Axes, ax_e: Axes, folder: Path, label: str, color: str, style: str = "-") -> int:
     """Plot one sweep's mean accuracy against time and energy; returns its number of seeds."""
     ev = tidy.evaluations(folder)
     stats = over_seeds(ev, by=["slot"], value_cols=["accuracy", "time_s", "cum_energy_j"])

@@ -368,11 +368,11 @@ def validate_scenario(data: Mapping[str, Any]) -> Scenario:
     _check_mobility_work(scenario)
     _check_uplink(scenario)
     _check_availability(scenario)
-    _check_cells(scenario)
+    check_cells(scenario)
     return scenario
 
 
-def _check_cells(scenario: Scenario) -> None:
+def check_cells(scenario: Scenario) -> None:
     """Several cells: a layout that can be built; where their uploads interact (a cell shares
     its band, or two cells share one), the event kernel and the energy actually spent."""
     if scenario.cells is None:
@@ -392,6 +392,8 @@ def _check_cells(scenario: Scenario) -> None:
             "need its gains to every site",
             "remove channel.replay, or remove [cells]",
         )
+    if scenario.cells.sites_file is not None:
+        return  # checked again once the file is read (wflsim.app.prepare)
     layout = build_layout(scenario.cells, scenario.network.cell_radius_m, scenario.uplink.mode)
     if not layout.interacts:
         return

@@ -5,11 +5,14 @@ one cell, the paper's, exactly as before."""
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
 from ..config.distributions import Strict, lists_as_pairs
+from ..config.limits import path_problem, shorten
+from ..errors import ScenarioError
 
 _Float = Annotated[float, Field(allow_inf_nan=False)]
 
@@ -44,6 +47,11 @@ class CellsConfig(Strict):
         min_length=1,
         max_length=MAX_SITES,
         description="explicit sites: [[x, y], ...] in metres (the first is cell 0)",
+    )
+    sites_file: str | None = Field(
+        None,
+        description="explicit sites from a CSV file with columns x_m, y_m (and band), one row "
+        "per site; a relative path is taken from the scenario file's folder",
     )
     reuse_factor: Literal[1, 3, 7] = Field(
         1, description="bands by frequency reuse: 1 (all cells one band), 3 or 7 (hexagonal grid)"
@@ -97,21 +105,33 @@ class CellsConfig(Strict):
         """A file's ``[[x, y], ...]`` holds lists: take them as the pairs."""
         return lists_as_pairs(value)
 
+    @field_validator("sites_file")
+    @classmethod
+    def _path(cls, value: str | None) -> str | None:
+        if value is not None:
+            problem = path_problem(value)
+            if problem is not None:
+                raise ValueError(f"{problem} (got {shorten(value)!r})")
+        return value
+
     @model_validator(mode="after")
     def _combinations(self) -> CellsConfig:
-        if (self.rings is None) == (self.sites_m is None):
+        given = [self.rings is not None, self.sites_m is not None, self.sites_file is not None]
+        if sum(given) != 1:
             raise ValueError(
-                "give the sites either as rings (a hexagonal layout) or as sites_m, not both "
-                "and not neither"
+                "give the sites one way: rings (a hexagonal layout), sites_m or sites_file"
             )
-        if self.sites_m is not None and self.inter_site_distance_m is not None:
-            raise ValueError("inter_site_distance_m is for rings; sites_m gives the positions")
+        if self.rings is None and self.inter_site_distance_m is not None:
+            raise ValueError("inter_site_distance_m is for rings; the sites give the positions")
         if self.bands is not None and self.reuse_factor != 1:
             raise ValueError("give bands or reuse_factor, not both")
-        n = self.num_cells
-        for name, values in (("bands", self.bands), ("uplink", self.uplink)):
-            if values is not None and len(values) != n:
-                raise ValueError(f"{name} needs one entry per cell: {n} cells, {len(values)} given")
+        if self.sites_file is None:  # a file's sites are counted once it is read
+            n = self.num_cells
+            for name, values in (("bands", self.bands), ("uplink", self.uplink)):
+                if values is not None and len(values) != n:
+                    raise ValueError(
+                        f"{name} needs one entry per cell: {n} cells, {len(values)} given"
+                    )
         if self.plan_on != "margin" and self.margin_db != 0.0:
             raise ValueError('margin_db is used with plan_on = "margin" only')
         if self.plan_on != "mean_interference" and self.planning_activity != 1.0:
@@ -120,7 +140,10 @@ class CellsConfig(Strict):
 
     @property
     def num_cells(self) -> int:
-        """``C``, the number of sites."""
+        """``C``, the number of sites (not known for ``sites_file`` before it is read:
+        :func:`resolve_sites_file`)."""
+        if self.sites_file is not None:
+            raise ValueError("the sites of cells.sites_file are not read yet")
         if self.sites_m is not None:
             return len(self.sites_m)
         assert self.rings is not None
@@ -131,3 +154,90 @@ class CellsConfig(Strict):
         if self.inter_site_distance_m is not None:
             return float(self.inter_site_distance_m)
         return math.sqrt(3.0) * float(cell_radius_m)
+
+
+#: The largest sites file read, bytes.
+MAX_SITES_FILE_BYTES = 1_000_000
+
+
+def read_sites_file(
+    path: Path, field: str = "cells.sites_file"
+) -> tuple[list[tuple[float, float]], list[int] | None]:
+    """The sites (and bands, when the file has a ``band`` column) of a CSV file with a header
+    row naming ``x_m`` and ``y_m`` (metres) and one row per site.
+
+    Raises:
+        ScenarioError: a file that is missing, too large, not text, without those columns, with
+            a value that is not a finite number (or a band that is not an integer >= 0), or with
+            no row or more than :data:`MAX_SITES`, naming ``field``.
+    """
+    import csv
+    import io
+
+    def fail(problem: str, fix: str = "see docs/scenario.md, [cells]") -> ScenarioError:
+        return ScenarioError(field, f"{path}: {problem}", fix)
+
+    try:
+        if path.stat().st_size > MAX_SITES_FILE_BYTES:
+            raise fail(f"larger than {MAX_SITES_FILE_BYTES:,} bytes", "give at most 1,000 sites")
+        text = path.read_bytes().decode("utf-8")
+    except FileNotFoundError:
+        raise fail(
+            "no such file", "give the path of a CSV file (relative to the scenario's folder)"
+        ) from None
+    except (OSError, UnicodeDecodeError) as err:
+        raise fail(f"cannot be read as UTF-8 text ({type(err).__name__})") from None
+    rows = list(csv.reader(io.StringIO(text)))
+    if not rows or not {"x_m", "y_m"} <= {c.strip() for c in rows[0]}:
+        raise fail("the header row must name the columns x_m and y_m (and optionally band)")
+    head = [c.strip() for c in rows[0]]
+    body = [r for r in rows[1:] if any(c.strip() for c in r)]
+    if not 1 <= len(body) <= MAX_SITES:
+        raise fail(f"{len(body)} sites; give 1 to {MAX_SITES}")
+    ix, iy = head.index("x_m"), head.index("y_m")
+    ib = head.index("band") if "band" in head else None
+    sites: list[tuple[float, float]] = []
+    bands: list[int] = []
+    for line, r in enumerate(body, start=2):
+        try:
+            x, y = float(r[ix]), float(r[iy])
+            band = int(r[ib]) if ib is not None else 0
+        except (ValueError, IndexError):
+            raise fail(f"row {line}: x_m and y_m must be numbers (band an integer)") from None
+        if not (math.isfinite(x) and math.isfinite(y)) or band < 0 or band > MAX_SITES:
+            raise fail(f"row {line}: positions must be finite, bands in [0, {MAX_SITES}]")
+        sites.append((x, y))
+        bands.append(band)
+    return sites, (bands if ib is not None else None)
+
+
+def resolve_sites_file(cfg: CellsConfig, base_dir: Path | None) -> CellsConfig:
+    """``cfg`` with the sites (and bands) of its ``sites_file`` as ``sites_m`` (and ``bands``),
+    the file resolved against ``base_dir`` (the scenario file's folder); ``cfg`` itself without a
+    file.
+
+    Raises:
+        ScenarioError: the file (:func:`read_sites_file`), a file with a ``band`` column and
+            ``bands`` or ``reuse_factor`` given too, or counts that do not match (``cells``).
+    """
+    if cfg.sites_file is None:
+        return cfg
+    path = Path(cfg.sites_file).expanduser()
+    if not path.is_absolute() and base_dir is not None:
+        path = Path(base_dir) / path
+    sites, bands = read_sites_file(path)
+    data = cfg.model_dump()
+    data.update(sites_file=None, sites_m=sites)
+    if bands is not None:
+        if cfg.bands is not None or cfg.reuse_factor != 1:
+            raise ScenarioError(
+                "cells.sites_file",
+                f"{path} gives a band per site, and the scenario gives cells.bands or "
+                "cells.reuse_factor too",
+                "give the bands one way",
+            )
+        data["bands"] = bands
+    try:
+        return CellsConfig.model_validate(data)
+    except ValueError as err:
+        raise ScenarioError("cells", f"with the sites of {path}: {err}".splitlines()[0]) from None

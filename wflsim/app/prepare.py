@@ -18,6 +18,7 @@ from wflsim.sim.config.derived import check_derived, check_slot_wait
 from wflsim.sim.config.loading import (
     Override,
     apply_overrides,
+    check_cells,
     parse_scenario_text,
     plain_value,
     read_scenario_file,
@@ -40,6 +41,7 @@ from wflsim.sim.strategies import STRATEGIES
 from wflsim.sim.updates import UPDATE_RULES
 from wflsim.sim.world import physics
 from wflsim.sim.world.availability import Availability, build_availability
+from wflsim.sim.world.cells_config import resolve_sites_file
 from wflsim.sim.world.cellular import Cells, build_cells, build_layout
 from wflsim.sim.world.channel import Channel, build_channel
 from wflsim.sim.world.mobility import Mobility, build_mobility
@@ -238,6 +240,11 @@ def prepare_scenario(
     """
     check_scheme(scenario)
     check_strategy(scenario)
+    if scenario.cells is not None and scenario.cells.sites_file is not None:
+        # the file's sites become the scenario's (its manifest, fingerprint and kernel see them)
+        resolved = resolve_sites_file(scenario.cells, base_dir)
+        scenario = scenario.model_copy(update={"cells": resolved})
+        check_cells(scenario)
     if strict or warn:
         report_implausible(scenario, strict=strict)
     streams = Streams(scenario.seed)
