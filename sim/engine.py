@@ -379,7 +379,8 @@ class Engine:
             if self.hierarchy is not None and assign is not None:
                 assign(assoc.serving)  # a device trains on its cell's edge model
             large = self.channel.large_scale(k, cells.relative(motion))
-            cells.frame_gains(assoc, large.gain, large.shadowing_db)
+            if cells.layout.interacts:  # the gains to every site: the cells' uplink reads them
+                cells.frame_gains(assoc, large.gain, large.shadowing_db)
             planned_large = large.gain * cells.device_plan_factor
         b.add(
             "position",
@@ -437,7 +438,7 @@ class Engine:
         fr = self._frame
         assert fr is not None
         gains = self.channel.slot(t, fr.large)
-        if self.cells is not None:  # the slot's gains to every site (interference)
+        if self.cells is not None and self.cells.layout.interacts:  # the cells' uplink reads them
             self.cells.slot_gains(t, gains.gain, fr.large.speed_mps)
         avail = self.availability
         available = online_until = None

@@ -6,8 +6,9 @@ with a one-line :class:`~wflsim.sim.errors.ScenarioError` that names the field. 
 listed in :data:`REFUSED` (empty today: every cell runs); a cell refused for anything else, or a
 listed cell that runs, fails its test (so the table stays the truth).
 
-The default run covers all 1,440 cells (720 network only, 720 with training on the digits MLP;
-about 80 s on 2 cores). The cells dimension: one cell, or two sites on one band (the uplink
+The default run covers 1,080 cells (720 network only, 360 with training on the digits MLP in one
+cell; about 70 s on 2 cores); ``pytest -m slow`` the 360 with training on two cells' edge servers
+(about 40 s). The cells dimension: one cell, or two sites on one band (the uplink
 dimension in each cell, inter-cell interference, devices that may hand over) whose base
 stations are edge servers under a cloud every 2 slots ([server.hierarchy]: one edge model per
 cell, the server mode per edge). ``python tests/test_matrix.py`` prints the whole matrix: how many cells run, how
@@ -96,8 +97,8 @@ def expected_refusal(
     return REFUSED.get((server, uplink, churn, scheme, training, level, cells))
 
 
-def cells(training: bool) -> list[tuple[Any, ...]]:
-    """Every cell of the matrix with or without training."""
+def cells(training: bool, layouts: tuple[str, ...] = CELLS) -> list[tuple[Any, ...]]:
+    """Every cell of the matrix with or without training (in the layouts ``layouts``)."""
     return list(
         itertools.product(
             SERVERS,
@@ -106,7 +107,7 @@ def cells(training: bool) -> list[tuple[Any, ...]]:
             sorted(SCHEMES),
             (training,),
             LEVELS,
-            CELLS,
+            layouts,
         )
     )
 
@@ -141,9 +142,16 @@ def test_network_only_cell_runs_or_is_refused_with_its_field(cell):
     _check(cell)
 
 
-@pytest.mark.parametrize("cell", cells(True), ids=_ids(cells(True)))
+@pytest.mark.parametrize("cell", cells(True, ("one",)), ids=_ids(cells(True, ("one",))))
 def test_training_cell_runs_or_is_refused_with_its_field(cell):
     """A cell with training (digits MLP) runs, or is refused in one line naming the expected field."""
+    _check(cell)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("cell", cells(True, ("two",)), ids=_ids(cells(True, ("two",))))
+def test_training_cell_with_edge_servers_runs_or_is_refused_with_its_field(cell):
+    """A cell with training on two cells' edge servers runs, or is refused in one line naming the expected field."""
     _check(cell)
 
 

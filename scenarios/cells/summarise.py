@@ -13,11 +13,10 @@ import argparse
 import json
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 from wflsim.analysis import tidy
-from wflsim.analysis.stats import over_seeds
+from wflsim.analysis.stats import format_over_seeds, over_seeds, to_markdown
 
 
 def first_reach(ev: pd.DataFrame, target: float, col: str) -> float:
@@ -66,15 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.columns:
         values = [c for c in args.columns if c in values]
     table = over_seeds(runs, by=["configuration"], value_cols=values)
-    cols = ["configuration", "n"]
-    print("| " + " | ".join(cols + values) + " |")
-    print("|" + "---|" * (len(cols) + len(values)))
-    for _, r in table.iterrows():
-        cells = [str(r["configuration"]), str(int(r["n"]))]
-        for v in values:
-            lo, hi = r[f"{v}_ci_low"], r[f"{v}_ci_high"]
-            cells.append(f"{r[v]:.3g} [{lo:.3g}, {hi:.3g}]" if np.isfinite(lo) else f"{r[v]:.3g}")
-        print("| " + " | ".join(cells) + " |")
+    print(to_markdown(format_over_seeds(table, digits=3)[["configuration", "n", *values]]))
     return 0
 
 
