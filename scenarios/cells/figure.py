@@ -77,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
             folder = root / f"{scheme}-{key}"
             if folder.is_dir():
                 ref = key == "one"
-                seeds.add(_curve(*axes[row], folder, label, color, style, ref))
+                seeds.add(_curve(axes[row][0], axes[row][1], folder, label, color, style, ref))
         axes[row][0].set_title(f"{SCHEMES[scheme]}: one cell and 7 cells", fontsize=10)
         axes[row][1].set_title(f"{SCHEMES[scheme]}: against the devices' energy", fontsize=10)
     for row, (scheme, flat) in enumerate((("two_timescale", "reuse1-mean"), ("ideal", "reuse1"))):
@@ -85,7 +85,8 @@ def main(argv: list[str] | None = None) -> int:
             suffix = flat if k2 == "flat" else f"{flat}-k{k2}"
             folder = root / f"{scheme}-{suffix}"
             if folder.is_dir():
-                seeds.add(_curve(*axes[2 + row], folder, label, color, style, k2 == "flat"))
+                ax_t, ax_e = axes[2 + row][0], axes[2 + row][1]
+                seeds.add(_curve(ax_t, ax_e, folder, label, color, style, k2 == "flat"))
         plan = ", plan on mean I" if scheme == "two_timescale" else ""
         axes[2 + row][0].set_title(
             f"{SCHEMES[scheme]}, 7 cells, reuse 1{plan}:\nflat vs a cloud every k2 slots",
