@@ -7,8 +7,7 @@ listed in :data:`REFUSED` (empty today: every cell runs); a cell refused for any
 listed cell that runs, fails its test (so the table stays the truth).
 
 The default run covers 1,080 cells (720 network only, 360 with training on the digits MLP in one
-cell; about 70 s on 2 cores); ``pytest -m slow`` the 360 with training on two cells' edge servers
-(about 40 s). The cells dimension: one cell, or two sites on one band (the uplink
+cell; 1 min 41 s on 2 cores); ``pytest -m slow`` the 360 with training on two cells' edge servers. The cells dimension: one cell, or two sites on one band (the uplink
 dimension in each cell, inter-cell interference, devices that may hand over) whose base
 stations are edge servers under a cloud every 2 slots ([server.hierarchy]: one edge model per
 cell, the server mode per edge). ``python tests/test_matrix.py`` prints the whole matrix: how many cells run, how
