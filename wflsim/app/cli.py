@@ -464,6 +464,15 @@ def summary_lines(prep: Prepared, stats: RunStats, out: Path) -> list[str]:
             if sc.cells is not None
             else []
         ),
+        *(
+            [
+                f"  cloud rounds     {s.get('cloud_rounds', 0)} (every "
+                f"{sc.server.hierarchy.cloud_every_slots} slot(s)), backhaul "
+                f"{s.get('backhaul_energy_j', 0.0):.4g} J (not in the devices' energy)"
+            ]
+            if sc.server.hierarchy is not None
+            else []
+        ),
         f"  simulated time   {s['simulated_time_s']:.4g} s over {s['slots']} slots",
         f"  wall time        {s['wall_time_s']:.1f} s",
     ]
