@@ -410,3 +410,75 @@ def test_any_bytes_as_a_sites_file_give_sites_or_a_scenario_error(tmp_path, blob
         assert err.field == "cells.sites_file"
         return
     assert 1 <= len(sites) and all(np.isfinite(s).all() for s in np.asarray(sites))
+
+
+_FLOATS = st.one_of(
+    st.floats(allow_nan=True, allow_infinity=True), st.sampled_from([0.0, -1.0, 1e12, 250.0])
+)
+
+
+def _mostly(valid, hostile):
+    """Valid values about three times in four (so that runs happen), hostile ones the rest."""
+    return st.one_of(valid, valid, valid, hostile)
+
+
+_SITES = st.lists(
+    st.tuples(st.floats(-900.0, 900.0), st.floats(-900.0, 900.0)).map(list),
+    min_size=1,
+    max_size=4,
+    unique_by=lambda p: (round(p[0]), round(p[1])),
+)
+_LAYOUT = st.one_of(
+    st.fixed_dictionaries({"rings": st.integers(0, 2)}),
+    st.fixed_dictionaries({"sites_m": _SITES}),
+    st.fixed_dictionaries(
+        {},
+        optional={
+            "rings": st.integers(-1, 20),
+            "sites_m": st.lists(st.lists(_FLOATS, min_size=1, max_size=3), max_size=4),
+        },
+    ),
+)
+_CELLS = st.tuples(
+    _LAYOUT,
+    st.fixed_dictionaries(
+        {},
+        optional={
+            "reuse_factor": _mostly(st.just(1), st.sampled_from([2, 3, 7])),
+            "uplink": st.lists(st.sampled_from(["dedicated", "ofdma", "tdma", "fdma"]), max_size=4),
+            "association": st.sampled_from(["strongest", "nearest", "random"]),
+            "hysteresis_db": _mostly(st.floats(0.0, 10.0), _FLOATS),
+            "plan_on": st.sampled_from(["noise", "mean_interference", "margin", "oracle"]),
+            "margin_db": _mostly(st.just(0.0), _FLOATS),
+            "area_radius_m": _mostly(st.floats(600.0, 3000.0), _FLOATS),
+        },
+    ),
+).map(lambda parts: {**parts[0], **parts[1]})
+_HIERARCHY = st.one_of(
+    st.none(),
+    st.fixed_dictionaries(
+        {},
+        optional={
+            "cloud_every_slots": _mostly(st.integers(1, 3), st.integers(-1, 0)),
+            "backhaul_latency_s": _mostly(
+                st.floats(0.0, 0.2), st.just({"dist": "uniform", "low": -1.0, "high": 0.1})
+            ),
+            "backhaul_rate_bps": _mostly(st.floats(1e6, 1e10), _FLOATS),
+            "backhaul_energy_j_per_bit": _mostly(st.floats(0.0, 1e-6), _FLOATS),
+        },
+    ),
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(_CELLS, _HIERARCHY, st.sampled_from(["sync", "async"]))
+def test_any_cells_and_hierarchy_tables_run_or_are_refused_in_one_line(cells, hierarchy, mode):
+    """Whatever a [cells] and [server.hierarchy] table hold, the run completes or is refused with a one-line ScenarioError naming a field."""
+    data = base_scenario(run={"frames": 1, "slots_per_frame": 2, "deadline_s": 0.8}, cells=cells)
+    data["server"] = {"mode": mode}
+    if hierarchy is not None:
+        data["server"]["hierarchy"] = hierarchy
+    try:
+        run_in_memory(data)
+    except ScenarioError as err:
+        assert err.field and "\n" not in str(err), str(err)
