@@ -482,3 +482,21 @@ def test_any_cells_and_hierarchy_tables_run_or_are_refused_in_one_line(cells, hi
         run_in_memory(data)
     except ScenarioError as err:
         assert err.field and "\n" not in str(err), str(err)
+
+
+def test_labels_tell_layouts_and_hierarchies_apart():
+    """The runs table's labels name the layout and the cloud period, so configurations that differ only there are not pooled."""
+    from wflsim.analysis.tidy import cells_label, server_label
+
+    assert cells_label(None) == "one cell"
+    assert cells_label({"rings": 1, "reuse_factor": 3}) == "7 cells (reuse 3)"
+    assert cells_label({"sites_m": [[0, 0], [1, 1]], "bands": [0, 0], "plan_on": "margin",
+                        "margin_db": 3.0}) == "2 cells (bands [0, 0]; plan on 3 dB margin)"  # fmt: skip
+    assert server_label({"mode": "sync"}) == "sync"
+    h = {"cloud_every_slots": 5, "backhaul_latency_s": 0.02, "backhaul_energy_j_per_bit": 1e-8}
+    assert server_label({"mode": "sync", "hierarchy": h}) == (
+        "sync (cloud every 5 slots, backhaul latency 0.02 s, 1e-08 J/bit)"
+    )
+    assert server_label({"mode": "sync", "hierarchy": {**h, "cloud_every_slots": 1}}) != (
+        server_label({"mode": "sync", "hierarchy": h})
+    )

@@ -384,7 +384,8 @@ def partition_label(partition: str | None, alpha: float | None) -> str:
 def server_label(server: dict[str, Any]) -> str:
     """A run's ``[server]`` table in a few words: ``sync``, ``semi_sync``, ``FedAsync`` (async,
     buffer 1) or ``FedBuff-K``, with the server learning rate, staleness function and limit where
-    they are not the defaults."""
+    they are not the defaults, and a hierarchy's cloud period and backhaul
+    (``sync (cloud every 5 slots, backhaul latency 0.02 s, 1e-08 J/bit)``)."""
     mode = server.get("mode", "sync")
     if mode == "async":
         k = int(server.get("buffer_size", 1))
@@ -402,6 +403,20 @@ def server_label(server: dict[str, Any]) -> str:
         extra.append(f"{st['function']} {params}")
     if server.get("max_staleness") is not None:
         extra.append(f"max staleness {server['max_staleness']}")
+    h = server.get("hierarchy")
+    if h:  # edge servers and a cloud ([server.hierarchy])
+        k2 = int(h.get("cloud_every_slots", 1))
+        tier = [f"cloud every {k2} slot{'s' if k2 != 1 else ''}"]
+        lat = h.get("backhaul_latency_s", 0.0)
+        if isinstance(lat, dict):
+            tier.append(f"backhaul latency {describe_budget(lat)}")
+        elif float(lat) != 0.0:
+            tier.append(f"backhaul latency {float(lat):g} s")
+        if float(h.get("backhaul_rate_bps", 1e9)) != 1e9:
+            tier.append(f"{float(h['backhaul_rate_bps']):g} bit/s")
+        if float(h.get("backhaul_energy_j_per_bit", 0.0)) != 0.0:
+            tier.append(f"{float(h['backhaul_energy_j_per_bit']):g} J/bit")
+        extra.append(", ".join(tier))
     return label + (f" ({'; '.join(extra)})" if extra else "")
 
 
