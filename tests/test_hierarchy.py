@@ -83,9 +83,9 @@ def device_step(learner, w0, samples, lr):
     return torch.cat([model.get_parameter(n).detach().reshape(-1) for n in names])
 
 
-def test_hierfavg_after_k1_times_k2_steps_matches_a_loop_over_model_copies():
-    """Two edges, k1 = 2 local steps, k2 = 3 slots: the cloud model is the data-weighted average of the edges' models, each the weighted average of its devices' SGD, slot after slot."""
-    k1, k2 = 2, 3
+@pytest.mark.parametrize(("k1", "k2"), [(1, 1), (2, 3)])
+def test_hierfavg_after_k1_times_k2_steps_matches_a_loop_over_model_copies(k1, k2):
+    """Two edges, k1 local steps, k2 slots: the cloud model is the data-weighted average of the edges' models, each the weighted average of its devices' SGD (k1 = k2 = 1: flat FedSGD over both cells)."""
     engine = run_engine(scenario(k2=k2, slots=k2, local_steps=k1))
     hl = engine.learner
     base = hl.base
