@@ -271,3 +271,29 @@ def test_point_names_of_letters_outside_ascii_stay_within_160_bytes():
         assert len(p.name.encode("utf-8")) <= 160
         p.name.encode("utf-8").decode("utf-8")  # whole letters only
     assert a.name != b.name
+
+
+def test_worker_told_to_stop_while_preparing_starts_no_run(tmp_path, monkeypatch):
+    """Ctrl-C reaching a worker while it prepares its point (no run to interrupt yet): the point
+    is 'not started' and nothing is run, rather than run to its end deaf to the next signal."""
+    import wflsim.app.run as run_module
+    from wflsim.app import sweep
+
+    real = run_module.make_learner
+
+    def signalled_while_preparing(prep):
+        sweep._STOPPING.set()  # what the worker's signal handler does when no run is in flight
+        return real(prep)
+
+    monkeypatch.setattr(run_module, "make_learner", signalled_while_preparing)
+    out = tmp_path / "point"
+    try:
+        result = sweep.run_point(
+            str(SCENARIO), NET_OVERRIDES, 0, str(out), None, None, in_worker=True
+        )
+    finally:
+        sweep._STOPPING.clear()
+    assert result == {"status": "not started"}
+    assert (
+        not out.exists() or not any(out.glob("*.parquet")) and not (out / "manifest.json").exists()
+    )

@@ -123,9 +123,12 @@ _PARENT: list[int] = []
 
 def _stop_worker(signum: int, frame: object) -> None:
     """SIGTERM / SIGINT in a worker: interrupt the run in progress once (its manifest then
-    says ``interrupted``) and start no other; an idle worker whose parent is gone leaves."""
+    says ``interrupted``) and start no other; an idle worker whose parent is gone, or one told
+    a second time, leaves."""
     if _STOPPING.is_set():
-        return
+        if not _IN_RUN.is_set():  # told again while idle: nothing left to record, leave now
+            os._exit(130)
+        return  # the run in progress is writing its 'interrupted' manifest
     _STOPPING.set()
     if _IN_RUN.is_set():
         raise KeyboardInterrupt
@@ -210,6 +213,10 @@ def run_point(
         learner = make_learner(prep)
         _IN_RUN.set()
         try:
+            if in_worker and _STOPPING.is_set():
+                # told to stop while preparing (the handler saw no run to interrupt then): a
+                # signal from here on finds _IN_RUN set and interrupts the run instead
+                return {"status": "not started"}
             if mode == "resume":
                 stats = resume(prep, learner, Path(out), hooks=hooks)
                 if stats is None:
@@ -517,6 +524,15 @@ def _run_pool(
         deadline = time.monotonic() + 60.0
         for proc in procs:  # the runs in flight write their 'interrupted' manifests
             proc.join(timeout=max(0.0, deadline - time.monotonic()))
+        for proc in procs:  # a worker still there after a minute: the sweep does not wait on it
+            # (is_alive can also say True of a worker the pool's own thread has just reaped)
+            if proc.is_alive() and proc.pid is not None:
+                try:
+                    os.kill(proc.pid, signal.SIGKILL)
+                    log.info("sweep worker %d still there after 60 s: killed", proc.pid)
+                except ProcessLookupError:
+                    pass
+                proc.join(timeout=5.0)
         for fut, name in futures.items():
             if fut.done() and not fut.cancelled():
                 try:
