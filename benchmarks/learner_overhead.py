@@ -1,7 +1,7 @@
 """How much does wflsim's batched learner cost over plain PyTorch? One simulated slot's learning.
 
 Workload (defaults = the paper's MNIST setting): ``--devices`` 30 devices x ``--batch`` 512
-samples, the paper's MNIST CNN (``build_model("cnn_mnist", "mnist")``, 440,812 parameters), CPU,
+samples, the paper's MNIST CNN (``build_model("cnn_mnist", "mnist")``, 440,812 parameters), CPU (``--device cuda``: a GPU),
 synthetic MNIST-shaped data (60,000 x 1 x 28 x 28 standard-normal images, uniform labels) or the
 real MNIST with ``--data-dir``. Variants, timed side by side in one process, interleaved:
 
@@ -66,6 +66,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="the learner's vmap_chunk_samples: 'auto' (the learner's default), N, or 0 = no bound",
     )
     p.add_argument("--data-dir", default=None, help="use the real MNIST from this folder")
+    p.add_argument(
+        "--device",
+        default="cpu",
+        help="torch device of every variant: cpu (default) or cuda (each slot ends synchronised)",
+    )
     p.add_argument("--lr", type=float, default=0.05)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument(
@@ -109,6 +114,15 @@ def main(argv: list[str] | None = None) -> None:
     _common.print_header("learner_overhead: one slot's learning, wflsim vs raw PyTorch")
 
     n, b = args.devices, args.batch
+    dev = torch.device(args.device)
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        sys.exit("learner_overhead: --device cuda but torch sees no CUDA device")
+
+    def sync() -> None:
+        """Wait for the device's queued kernels, so that a slot's wall time is all its work."""
+        if dev.type == "cuda":
+            torch.cuda.synchronize(dev)
+
     if args.data_dir:
         x_tr, y_tr, x_te, y_te = load_dataset("mnist", args.data_dir)
         data_desc = f"real MNIST from {args.data_dir}"
@@ -139,6 +153,7 @@ def main(argv: list[str] | None = None) -> None:
             lr=args.lr,
             sampling_streams=Streams(args.seed + seed_off),  # as from_config: per (device, slot)
             vmap_chunk_samples=chunk,
+            device=dev,
         )
 
     ids = np.arange(n, dtype=np.int64)
@@ -159,48 +174,55 @@ def main(argv: list[str] | None = None) -> None:
     def run_a() -> None:
         la.compute(slot["a"], ids)
         la.apply(slot["a"], ids)
+        sync()
         slot["a"] += 1
 
     def run_f() -> None:
         lf.compute(slot["f"], ids)
         lf.apply(slot["f"], ids)
+        sync()
         slot["f"] += 1
 
     # b: one batch
-    mb = fresh_model().train()
+    x_dev, y_dev = x_tr.to(dev), y_tr.to(dev)  # b and c gather on the device, as the learner
+    mb = fresh_model().to(dev).train()
     opt_b = torch.optim.SGD(mb.parameters(), lr=args.lr)
     samp_b = Sampler(parts, b, args.seed + 10)
 
     def run_b() -> None:
-        idx = torch.from_numpy(np.concatenate(samp_b.draw()))
-        x, y = x_tr[idx], y_tr[idx]
+        idx = torch.from_numpy(np.concatenate(samp_b.draw())).to(dev)
+        x, y = x_dev[idx], y_dev[idx]
         opt_b.zero_grad(set_to_none=True)
         F.cross_entropy(mb(x), y).backward()
         opt_b.step()
+        sync()
 
     # c: Python loop over devices
-    mc = fresh_model().train()
+    mc = fresh_model().to(dev).train()
     params_c = [p for p in mc.parameters() if p.requires_grad]
     sizes_c = [p.numel() for p in params_c]
     d = sum(sizes_c)
     opt_c = torch.optim.SGD(params_c, lr=args.lr)
     samp_c = Sampler(parts, b, args.seed + 20)
-    grads_c = torch.empty(n, d)
-    bw = torch.full((n,), float(b))
+    grads_c = torch.empty(n, d, device=dev)
+    bw = torch.full((n,), float(b), device=dev)
 
     def run_c() -> None:
         for row, idx_np in enumerate(samp_c.draw()):
-            idx = torch.from_numpy(idx_np)
+            idx = torch.from_numpy(idx_np).to(dev)
             opt_c.zero_grad(set_to_none=True)
-            F.cross_entropy(mc(x_tr[idx]), y_tr[idx]).backward()
+            F.cross_entropy(mc(x_dev[idx]), y_dev[idx]).backward()
             torch.cat([p.grad.reshape(-1) for p in params_c], out=grads_c[row])
         g = (bw @ grads_c) / bw.sum()
         for p, piece in zip(params_c, torch.split(g, sizes_c), strict=True):
             p.grad = piece.view_as(p)
         opt_c.step()
+        sync()
 
     print(f"workload: {n} devices x {b} samples = {n * b:,} samples per slot; cnn_mnist, D = {d:,}")
     print(f"data: {data_desc}")
+    name = torch.cuda.get_device_name(dev) if dev.type == "cuda" else "CPU"
+    print(f"device: {dev} ({name}), torch {torch.__version__}")
     print(f"learner vmap_chunk_samples: {chunk}")
     print(
         f"a': frozen fraction per device {frozen.min():.3f}..{frozen.max():.3f} (gamma {args.gamma})"

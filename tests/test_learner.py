@@ -88,7 +88,7 @@ def reference_grads(learner: TorchLearner) -> torch.Tensor:
     """Per-device loop with plain autograd on a copy of the model: the uploads of the last compute."""
     ids = learner.computed_ids
     local = learner.local_params(ids)
-    masks = rule(learner).masks()[torch.as_tensor(ids)]
+    masks = rule(learner).masks().to(local.device)[torch.as_tensor(ids)]
     out = []
     for row in range(ids.size):
         net = copy.deepcopy(learner.model).train()
