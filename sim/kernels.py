@@ -47,6 +47,7 @@ import simpy
 
 from .slot import SlotUploads, dedicated_transmission
 from .trace import event_code
+from .world.aircomp import aircomp_transmission
 from .world.cellular import Cells
 from .world.cellular_uplink import CellularUplink
 from .world.system import SystemConstants
@@ -169,6 +170,75 @@ class SlotKernel(ABC):
             env, who, uploads.compute_s, transmitted_s, deadline_s, record=record
         )
         return SlotResult(activity, transmitted_s, arrived)
+
+    def play_aircomp(
+        self,
+        env: simpy.Environment,
+        uploads: SlotUploads,
+        latency_s: float,
+        deadline_s: float,
+        closes_at: Literal["deadline", "last_upload"],
+        record: bool = True,
+        online_until_s: npt.NDArray[np.float64] | None = None,
+        group: npt.NDArray[np.int64] | None = None,
+    ) -> SlotResultPlay:
+        """An over-the-air slot (``[uplink] mode = "aircomp"``), the same closed form on every
+        kernel: the participants (``uploads.participating``: the aligned devices) compute, then
+        each sum (``group``: the devices' cells; None: one sum) transmits for ``latency_s``
+        (:func:`wflsim.sim.world.aircomp.aircomp_transmission`); each device transmits
+        ``uploads.upload_full_s`` of it (its own coordinates' symbols). Nothing interacts but the
+        common transmissions, so no per-device process plays them. A device that goes offline
+        (``online_until_s``) before its work ends is dropped there.
+
+        The server waits until ``tau_0`` (``deadline``) or the last sum's end, whichever is
+        later."""
+        start = float(env.now)
+        part = uploads.participating
+        tx_start_s, transmitted_s, arrived = aircomp_transmission(
+            uploads.compute_s, part, latency_s, deadline_s, closes_at, group
+        )
+        computed_s: npt.NDArray[np.float64] | None = None
+        dropped: npt.NDArray[np.bool_] | None = None
+        drop_at = np.full(part.shape, np.inf)
+        if online_until_s is not None:
+            work_end = np.where(arrived, tx_start_s + latency_s, uploads.compute_s)
+            left = np.asarray(online_until_s, dtype=np.float64) - start
+            dropped = part & (left < work_end)
+            drop_at = np.where(dropped, left, np.inf)
+            computed_s = np.where(dropped, np.minimum(uploads.compute_s, left), uploads.compute_s)
+            transmitted_s = np.where(
+                dropped & arrived, np.clip(left - tx_start_s, 0.0, transmitted_s), transmitted_s
+            )
+            arrived = arrived & ~dropped
+        wait_s = deadline_s
+        if closes_at == "last_upload" and part.any():
+            wait_s = max(deadline_s, float((tx_start_s + latency_s)[part].max()))
+        yield env.timeout(wait_s)
+        if not record or not part.any():
+            return SlotResult(SlotActivity.empty(), transmitted_s, arrived, computed_s, dropped)
+        who = np.flatnonzero(part)
+        c, t0, d_at = uploads.compute_s[who], tx_start_s[who], drop_at[who]
+        c_end_seen = c <= d_at
+        sends = ((transmitted_s[who] > 0.0) | arrived[who]) & (t0 <= d_at)
+        done = arrived[who]
+        gone = np.isfinite(d_at)
+        t_all = np.concatenate(
+            [np.full(who.size, start), start + c[c_end_seen], start + t0[sends]]
+            + [start + t0[done] + latency_s, start + d_at[gone]]
+        )
+        d_all = np.concatenate([who, who[c_end_seen], who[sends], who[done], who[gone]])
+        k_all = np.concatenate(
+            [
+                np.full(who.size, C_START, np.int8),
+                np.full(int(c_end_seen.sum()), C_END, np.int8),
+                np.full(int(sends.sum()), U_START, np.int8),
+                np.full(int(done.sum()), U_END, np.int8),
+                np.full(int(gone.sum()), DROPPED, np.int8),
+            ]
+        )
+        order = np.argsort(t_all, kind="stable")
+        activity = SlotActivity(t_all[order], d_all[order], k_all[order], has_upload_start=True)
+        return SlotResult(activity, transmitted_s, arrived, computed_s, dropped)
 
 
 class ClosedFormKernel(SlotKernel):

@@ -31,6 +31,12 @@ Call order within a run (device indices are 0-based ``int64`` numpy arrays):
   the materialised one) over a minibatch of its own ``B_n`` samples keyed by ``(slot, device)``
   apart from its training minibatches (a forward pass: nothing is trained, the model, its
   buffers and the training batches do not change).
+* ``receive_over_the_air(air)`` under ``[uplink] mode = "aircomp"`` only, just before ``apply``
+  (:class:`AirCompLearner`): the slot's over-the-air sum (:class:`OverTheAir`): ``apply`` then
+  aggregates what the server received, each upload weighted by its realised coefficient plus
+  the receiver's noise, in place of the uploads' exact weighted mean; afterwards the learner's
+  ``last_aggregation_mse`` is the mean squared error per entry between the received and the
+  exact aggregate (None when nothing was aggregated).
 * ``end_frame(frame)`` after the last slot of a frame.
 * ``state_dict()`` / ``load_state_dict(state)`` at frame boundaries (checkpoint and resume): a
   nested dict of numpy arrays and plain numbers, no torch objects.
@@ -61,6 +67,7 @@ engine calls, in place of ``compute`` and ``apply`` (:class:`VersionedLearner`):
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
@@ -68,7 +75,15 @@ import numpy as np
 from .strategies import StrategySpec
 from .updates import UpdateInputs, UpdateRuleSpec
 
-__all__ = ["Learner", "NullLearner", "ProbingLearner", "UpdateRuleSpec", "VersionedLearner"]
+__all__ = [
+    "AirCompLearner",
+    "Learner",
+    "NullLearner",
+    "OverTheAir",
+    "ProbingLearner",
+    "UpdateRuleSpec",
+    "VersionedLearner",
+]
 
 
 @runtime_checkable
@@ -131,6 +146,52 @@ class ProbingLearner(Protocol):
     def probe_losses(self, slot: int, device_ids: np.ndarray) -> np.ndarray: ...
 
 
+@dataclass(frozen=True)
+class OverTheAir:
+    """A slot's over-the-air sums as the learner applies them (``[uplink] mode = "aircomp"``,
+    docs/aircomp.md). For the ``k`` devices in the sums (the ``success_ids`` of the ``apply``
+    that follows, ascending), each in its sum ``group_n`` (its cell; 0 with one cell):
+
+    ``g_hat = sum_n w_n (mu_n + ratio_n (u_n - mu_n)) + sigma_bar sum_s W_s noise_std_s e_s``
+
+    with ``w_n = B_n / sum B`` over them (the rule's weights), ``u_n`` the device's upload,
+    ``mu_n`` its mean (side information), ``W_s`` the weight of sum ``s``'s devices,
+    ``sigma_bar`` the largest of their standard deviations (the common scale the devices
+    normalise by) and ``e_s`` independent standard normals per entry keyed by
+    ``(seed, stream_index)``; ``ratio_n = 1`` and ``noise_std = 0`` give the digital aggregate.
+    """
+
+    slot: int  #: the slot
+    ratio: np.ndarray  #: ``c_n / a_n`` per device in the sums, ``(k,)``: 1 = perfectly aligned
+    #: ``(G,)`` per sum ``sqrt(noise / eta) / (sum of a_n over its devices in it)``: its noise
+    #: per entry of a unit-variance update, rescaled like the sum (a number: one sum)
+    noise_std: np.ndarray | float
+    group: np.ndarray | None = None  #: ``(k,)`` each device's sum (None: all in sum 0)
+    stream_index: int | None = None  #: the noise's key (None: the slot)
+
+    @property
+    def groups(self) -> np.ndarray:
+        """``(k,)`` each device's sum."""
+        if self.group is None:
+            return np.zeros(self.ratio.shape[0], dtype=np.int64)
+        return np.asarray(self.group, dtype=np.int64)
+
+    @property
+    def noise_stds(self) -> np.ndarray:
+        """``(G,)`` the noise of each sum."""
+        return np.atleast_1d(np.asarray(self.noise_std, dtype=np.float64))
+
+
+@runtime_checkable
+class AirCompLearner(Protocol):
+    """A learner that can apply an over-the-air sum (see the module docstring)."""
+
+    #: the last apply's error (one value, or one per sum's aggregate; None: not over the air)
+    last_aggregation_mse: float | np.ndarray | None
+
+    def receive_over_the_air(self, air: OverTheAir) -> None: ...
+
+
 class NullLearner:
     """A learner that trains nothing: the network-only mode (channels, controller, energy).
 
@@ -140,6 +201,8 @@ class NullLearner:
 
     stable_fraction: float = float("nan")
     num_samples: np.ndarray | None = None
+    #: nothing is aggregated, so no error is measured (:class:`AirCompLearner`)
+    last_aggregation_mse: float | None = None
 
     def __init__(self, num_params: int) -> None:
         if num_params <= 0:
@@ -165,6 +228,9 @@ class NullLearner:
 
     def apply(self, slot: int, success_ids: np.ndarray) -> None:
         """Nothing to do."""
+
+    def receive_over_the_air(self, air: OverTheAir) -> None:
+        """Nothing to aggregate."""
 
     def start_update(self, key: int, device: int, sample_key: int, slot: int = 0) -> None:
         """Nothing to keep."""

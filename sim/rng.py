@@ -51,6 +51,7 @@ STREAM_IDS: dict[str, int] = {
     "probe_sampling": 18,  # the minibatch of a power_of_choice loss probe, per device and slot
     "cell_fading": 19,  # [cells]: fast fading of a device's links to the other sites, per slot
     "backhaul": 20,  # [server.hierarchy]: backhaul latencies drawn per cloud round
+    "aircomp_noise": 21,  # [uplink] mode = "aircomp": the receiver's noise on the sum, per slot
 }
 
 _GLOBAL = 2**31 - 1  # spawn-key slot used for streams that are not per device

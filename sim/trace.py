@@ -23,8 +23,9 @@ import pyarrow.parquet as pq
 # 5: selected ([strategy.selection]); 6: probe_loss and probe_energy_j (power_of_choice);
 # 7: strategy rows (kept, prox_term, control_update_norm, server_step_norm); 8: [cells] (cell,
 # previous_cell, handover rows) and [server.hierarchy] (cloud_round rows, backhaul_s,
-# backhaul_energy_j)
-TRACE_SCHEMA_VERSION = "8"
+# backhaul_energy_j); 9: [uplink] mode = "aircomp" (aircomp rows, eta_w, n_aligned, n_truncated,
+# aircomp_mse, aggregation_mse)
+TRACE_SCHEMA_VERSION = "9"
 
 #: What a run's trace records (``[trace] level``): every event (the paper's) or, for large
 #: network studies, the device events of a slot folded into one ``device_slot`` row per device.
@@ -63,6 +64,7 @@ EVENTS: dict[str, str] = {
     "strategy": "[strategy] other than fedavg, learning runs only: one per upload a server step applied, what the strategy decided about it (kept, prox_term, control_update_norm) and the step's size (server_step_norm); at the aggregate's time (sync) or the slot's end, when the learner takes the slot's steps (semi_sync / async); at both trace levels",
     "handover": "[cells] only: at a frame start, one per device that changes its serving cell (cell: the new one, previous_cell: the old one), after the position rows; a first association is not a handover",
     "cloud_round": "[server.hierarchy] only: after every cloud_every_slots slots, the edges send their models to the cloud (time_s: when they send; backhaul_s: until the cloud model reaches the last edge; backhaul_energy_j: the backhaul's energy, both ways)",
+    "aircomp": "[uplink] mode = 'aircomp' only: at a slot's end, before its aggregate row: the over-the-air sum (eta_w, n_aligned, n_truncated, the closed-form aircomp_mse and, with training, the measured aggregation_mse)",
 }
 
 # name -> (arrow type, unit, description)
@@ -283,6 +285,27 @@ COLUMNS: dict[str, tuple[pa.DataType, str, str]] = {
         pa.float64(),
         "fraction",
         "parameters of the global model stable by the paper's Fig. 1 rule (last I = 10 updates < 0.5 % of the total absolute update); null before 10 slots and without training",
+    ),
+    "eta_w": (
+        pa.float64(),
+        "W",
+        "aircomp rows: the receiver's denoising factor eta (the sum arrives scaled by sqrt(eta)); 0 when nobody transmits",
+    ),
+    "n_aligned": (pa.int32(), "-", "aircomp rows: devices the power rule let transmit in the sum"),
+    "n_truncated": (
+        pa.int32(),
+        "-",
+        "aircomp rows: devices the scheme let take part that the power rule kept silent (gain under the threshold)",
+    ),
+    "aircomp_mse": (
+        pa.float64(),
+        "-",
+        "aircomp rows: the closed-form MSE per entry of the received sum of unit-variance updates, sum_n (c_n - a_n)^2 + N0 / eta (true gains; Cao et al., eq. 8); null when nobody transmits",
+    ),
+    "aggregation_mse": (
+        pa.float64(),
+        "(update units)^2",
+        "aircomp rows, learning runs: the mean squared error per entry between the aggregate the server received and the exact weighted mean of the same uploads; null without training or when nothing was aggregated",
     ),
     "model_version": (
         pa.int64(),

@@ -47,6 +47,7 @@ import torch
 from torch import nn
 
 from wflsim.sim.config.catalogue import MODELS, DatasetError, epoch_steps
+from wflsim.sim.learner import OverTheAir
 from wflsim.sim.strategies import NoParams
 from wflsim.sim.updates import UpdateInputs
 
@@ -208,6 +209,10 @@ class TorchLearner:
         )
         #: whether the server steps' strategy rows are kept for the trace (not under FedAvg)
         self.logs_steps = False
+        #: the pending over-the-air sum of the next apply (None: digital uploads)
+        self._air: OverTheAir | None = None
+        #: the last apply's MSE per entry, received vs exact aggregate (None: not over the air)
+        self.last_aggregation_mse: float | None = None
         #: the strategy rows of the steps taken, not yet taken by the engine
         self.strategy_rows: list[dict[str, np.ndarray]] = []
         self._started = False
@@ -486,9 +491,59 @@ class TorchLearner:
         batch = self.data.draw_probe(slot, ids)
         return self.paths.losses(self._w, batch, self.buffers).double().cpu().numpy()
 
+    def receive_over_the_air(self, air: OverTheAir) -> None:
+        """The next :meth:`apply` aggregates what an over-the-air sum delivers
+        (:class:`~wflsim.sim.learner.OverTheAir`; ``[uplink] mode = "aircomp"``)."""
+        std = air.noise_stds
+        if air.ratio.ndim != 1 or not np.isfinite(air.ratio).all() or not (std >= 0).all():
+            raise ValueError("an over-the-air sum needs finite ratios (k,) and noise_std >= 0")
+        if air.groups.shape != air.ratio.shape or (
+            air.groups.size and air.groups.max() >= std.size
+        ):
+            raise ValueError("an over-the-air sum needs a sum per device within noise_std")
+        self._air = air
+
+    def _over_the_air(
+        self, uploads: torch.Tensor, air: OverTheAir, weights: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The uploads ``(k, D)`` as the sum weighs them, ``mu_n + ratio_n (u_n - mu_n)`` on
+        the entries each device sends (its nonzero ones: frozen entries are not sent), and the
+        receiver's noise ``sigma_bar noise_std e`` on the entries anyone sends, ``(D,)``; ``mu_n``
+        and ``sigma_n``: the mean and standard deviation of device ``n``'s sent entries,
+        ``sigma_bar`` their largest (the common scale the updates are normalised by)."""
+        if air.ratio.shape[0] != uploads.shape[0]:
+            raise ValueError(
+                f"an over-the-air sum of {air.ratio.shape[0]} devices for {uploads.shape[0]} uploads"
+            )
+        sent = uploads != 0
+        count = sent.sum(dim=1, keepdim=True).clamp_min(1)
+        mu = uploads.sum(dim=1, keepdim=True) / count
+        centred = torch.where(sent, uploads - mu, torch.zeros_like(uploads))
+        sigma = torch.sqrt((centred * centred).sum(dim=1) / count.squeeze(1))
+        ratio = torch.as_tensor(air.ratio, dtype=uploads.dtype, device=uploads.device)
+        weighed = uploads + (ratio[:, None] - 1.0) * centred
+        noise = torch.zeros(uploads.shape[1], dtype=uploads.dtype, device=uploads.device)
+        # the sums' noises are independent: the aggregate's is N(0, sum_s (W_s std_s)^2)
+        w = weights.detach().cpu().numpy().astype(np.float64)
+        share = np.bincount(air.groups, weights=w, minlength=air.noise_stds.size) / w.sum()
+        std = float(np.sqrt(np.sum((share * air.noise_stds) ** 2)))
+        if std > 0.0 and uploads.shape[0]:
+            index = air.slot if air.stream_index is None else air.stream_index
+            seed = (
+                self.streams.int_seed("aircomp_noise", index)
+                if self.streams is not None and hasattr(self.streams, "int_seed")
+                else int(np.random.SeedSequence([21, index]).generate_state(1)[0])
+            )
+            gen = torch.Generator(device="cpu").manual_seed(seed)
+            e = torch.randn(uploads.shape[1], generator=gen, dtype=torch.float32)
+            scale = float(sigma.max()) * std
+            noise = (e.to(uploads.device) * scale) * sent.any(dim=0)
+        return weighed, noise
+
     def apply(self, slot: int, success_ids: np.ndarray) -> None:
         """Aggregate the uploads that arrived (eq. 3), step (eq. 4 or the strategy's), let the
-        rule account it."""
+        rule account it; after :meth:`receive_over_the_air`, the sum the air delivered."""
+        self.last_aggregation_mse = None
         ok = self._check_ids(success_ids)
         w_t = self._w
         if ok.size:
@@ -499,6 +554,11 @@ class TorchLearner:
             rows = torch.as_tensor([pos[int(n)] for n in ok], device=self.device)
             bw = torch.as_tensor(self.batch_sizes[ok], dtype=torch.float32, device=self.device)
             uploads = self._uploads[rows]
+            air, self._air = self._air, None
+            if air is not None:  # what the air delivers: exact mean kept for the error
+                exact_uploads = uploads
+                bw_air = torch.as_tensor(self.batch_sizes[ok], dtype=torch.float32)
+                uploads, noise = self._over_the_air(uploads, air, bw_air)
 
             def call(index: np.ndarray | None, values: torch.Tensor) -> torch.Tensor:
                 if index is None:  # every row: the rule's call without strategies
@@ -512,6 +572,10 @@ class TorchLearner:
             g = self.strategy.aggregate(
                 uploads, bw, self.local_steps[ok], uploaded, rule_mean_over(uploads, call)
             )
+            if air is not None:
+                g = g + noise
+                exact = call(None, exact_uploads)
+                self.last_aggregation_mse = float(torch.mean((g - exact) ** 2))
             note = getattr(self.rule, "server_gradient", None)  # optional (PlainRule: nothing)
             if note is not None:
                 note(g)

@@ -19,6 +19,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from wflsim.sim.learner import OverTheAir
+
 from .core import TorchLearner
 from .stale import StaleUpdates
 
@@ -53,6 +55,10 @@ class HierarchicalLearner:
             raise ValueError("num_edges must be >= 1")
         self.base = base
         self.edges = [edge_copy(base) for _ in range(int(num_edges))]
+        #: the next apply's over-the-air sums, and the last apply's error per edge (NaN:
+        #: nothing aggregated there; None: not over the air)
+        self._air: OverTheAir | None = None
+        self.last_aggregation_mse: np.ndarray | None = None
         self.num_params = base.num_params
         self.num_samples = base.num_samples
         self.local_steps = base.local_steps
@@ -125,11 +131,33 @@ class HierarchicalLearner:
         for c, ids in self._groups(device_ids):
             self.edges[c].compute(slot, ids)
 
+    def receive_over_the_air(self, air: OverTheAir) -> None:
+        """The next :meth:`apply`'s over-the-air sums (``[uplink] mode = "aircomp"``): each
+        edge receives its own cell's (``air.group``: the devices' cells, the edges' order)."""
+        self._air = air
+
     def apply(self, slot: int, success_ids: np.ndarray) -> None:
-        """Each edge aggregates the uploads of its devices that arrived and steps its model."""
+        """Each edge aggregates the uploads of its devices that arrived (or, over the air, the
+        sum its base station received) and steps its model."""
+        air, self._air = self._air, None
+        ids = np.asarray(success_ids, dtype=np.int64)
+        mse = np.full(len(self.edges), np.nan)
         for c, ok in self._groups(success_ids):
+            if air is not None:
+                mine = np.isin(ids, ok)
+                self.edges[c].receive_over_the_air(
+                    OverTheAir(
+                        slot=slot,
+                        ratio=air.ratio[mine],
+                        noise_std=float(air.noise_stds[c]) if c < air.noise_stds.size else 0.0,
+                        stream_index=slot * len(self.edges) + c,  # each edge's own noise
+                    )
+                )
             self.edges[c].apply(slot, ok)
+            if air is not None and self.edges[c].last_aggregation_mse is not None:
+                mse[c] = self.edges[c].last_aggregation_mse
             self.weights[c] += float(self.batch_sizes[ok].sum())
+        self.last_aggregation_mse = None if air is None else mse
 
     def probe_losses(self, slot: int, device_ids: np.ndarray) -> np.ndarray:
         """``power_of_choice``'s probes, each on its device's edge model."""

@@ -383,6 +383,7 @@ def check_cells(scenario: Scenario) -> None:
                 "add a [cells] table, or remove [server.hierarchy]",
             )
         return
+    from ..world.cells_config import cell_uplink_mode
     from ..world.cellular import build_layout
 
     if scenario.channel.replay is not None:
@@ -394,7 +395,9 @@ def check_cells(scenario: Scenario) -> None:
         )
     if scenario.cells.sites_file is not None:
         return  # checked again once the file is read (wflsim.app.prepare)
-    layout = build_layout(scenario.cells, scenario.network.cell_radius_m, scenario.uplink.mode)
+    layout = build_layout(
+        scenario.cells, scenario.network.cell_radius_m, cell_uplink_mode(scenario.uplink.mode)
+    )
     if not layout.interacts:
         return
     why = (
@@ -408,7 +411,7 @@ def check_cells(scenario: Scenario) -> None:
             f'"closed_form" cannot play these cells: {why}, so uploads interact',
             'use kernel = "auto" or "event", or give each cell its own band and a dedicated uplink',
         )
-    if scenario.trace.late_upload_energy == "full":
+    if scenario.trace.late_upload_energy == "full" and scenario.uplink.mode != "aircomp":
         raise ScenarioError(
             "trace.late_upload_energy",
             f'"full" charges a late upload its whole payload at a rate these cells do not '
@@ -420,7 +423,14 @@ def check_cells(scenario: Scenario) -> None:
 def _check_uplink(scenario: Scenario) -> None:
     """A shared uplink needs the event kernel, and charges the time actually transmitted."""
     mode = scenario.uplink.mode
-    if mode == "dedicated":
+    if mode == "aircomp" and scenario.cells is not None and scenario.cells.uplink is not None:
+        raise ScenarioError(
+            "cells.uplink",
+            'under uplink.mode = "aircomp" every cell\'s uploads are its over-the-air sum; a '
+            "cell cannot share its band digitally at the same time",
+            "remove cells.uplink, or another uplink.mode (docs/aircomp.md)",
+        )
+    if mode in ("dedicated", "aircomp"):  # aircomp: one common transmission, a closed form
         return
     if scenario.run.kernel == "closed_form":
         raise ScenarioError(

@@ -344,7 +344,7 @@ def cross_findings(scenario: Scenario, devices: DeviceArrays) -> list[Finding]:
     out: list[Finding] = []
     n = devices.num_devices
     up, server = scenario.uplink, scenario.server
-    if up.mode != "dedicated" and up.planned_concurrent_uploads == 1 and n > 1:
+    if up.mode in ("ofdma", "tdma") and up.planned_concurrent_uploads == 1 and n > 1:
         out.append(
             Finding(
                 "uplink.planned_concurrent_uploads",

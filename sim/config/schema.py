@@ -274,10 +274,30 @@ class TraceConfig(Strict):
 class UplinkConfig(Strict):
     """How the uploads of a slot share the band ``network.bandwidth_hz`` (``sim/world/uplink.py``)."""
 
-    mode: Literal["dedicated", "ofdma", "tdma"] = Field(
+    mode: Literal["dedicated", "ofdma", "tdma", "aircomp"] = Field(
         "dedicated",
         description="dedicated: each device its own band W (the paper's model); ofdma: W shared "
-        "equally by the uploads in flight; tdma: one upload at a time on W",
+        "equally by the uploads in flight; tdma: one upload at a time on W; aircomp: every "
+        "participant sends its update at once on W, the server receives their sum "
+        "(over-the-air aggregation, docs/aircomp.md)",
+    )
+    power_control: Literal["truncated_inversion", "optimal"] | None = Field(
+        None,
+        description="aircomp only: truncated_inversion (BAA: a device whose gain clears "
+        "threshold_gain_db inverts its channel; the default) or optimal (Cao et al.'s "
+        "MSE-optimal powers, no truncation)",
+    )
+    threshold_gain_db: _Float | None = Field(
+        None,
+        ge=-300.0,
+        le=100.0,
+        description="aircomp, truncated_inversion: the channel power gain under which a device "
+        "stays silent, dB (default: none, every participant inverts)",
+    )
+    values_per_symbol: Literal[1, 2] | None = Field(
+        None,
+        description="aircomp only: real values per symbol, 1 (BAA's real analog symbols; the "
+        "default) or 2 (I and Q): the transmission takes ceil(D' / v) / W s",
     )
     order: Literal["fcfs", "edf"] = Field(
         "fcfs", description="tdma's queue: by ready time (fcfs) or earliest deadline first (edf)"
@@ -295,6 +315,22 @@ class UplinkConfig(Strict):
         le=MAX_DEVICES,
         description="k: the scheme computes p_min for a band W / k with noise N0 / k",
     )
+
+    @model_validator(mode="after")
+    def _aircomp_fields(self) -> UplinkConfig:
+        if self.mode != "aircomp":
+            for name in ("power_control", "threshold_gain_db", "values_per_symbol"):
+                if getattr(self, name) is not None:
+                    raise ValueError(
+                        f'{name} applies to mode = "aircomp" (over-the-air aggregation), '
+                        f'not to mode = "{self.mode}": remove it, or set mode = "aircomp"'
+                    )
+        elif self.power_control == "optimal" and self.threshold_gain_db is not None:
+            raise ValueError(
+                'threshold_gain_db is truncated inversion\'s; power_control = "optimal" '
+                'truncates nobody: remove threshold_gain_db, or use "truncated_inversion"'
+            )
+        return self
 
     def noise_dbm(self, network: NetworkConfig) -> float:
         """The noise power over ``network.bandwidth_hz``, dBm: ``network.noise_dbm``, or

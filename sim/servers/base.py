@@ -37,6 +37,7 @@ from ..selection import Selection, SelectionInputs, probe_energy_j, probe_time_s
 from ..slot import FrameCosts, SlotOutcome, SlotRules, SlotUploads
 from ..stats import RunStats
 from ..trace import TraceBuffer
+from ..world.aircomp import AirCompPlan
 from ..world.availability import Availability, Changes
 from ..world.cellular import Cells
 from ..world.channel import LargeScale, SlotChannel
@@ -176,6 +177,8 @@ class SlotInProgress:
     probe_energy_j: np.ndarray | None = None
     #: the probe phase at the slot's start, s: the asked devices start after it (0: none)
     probe_phase_s: float = 0.0
+    #: ``[uplink] mode = "aircomp"``: the slot's over-the-air plan (None: digital uploads)
+    aircomp: AirCompPlan | None = None
 
 
 @dataclass(frozen=True)

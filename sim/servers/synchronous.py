@@ -21,9 +21,12 @@ from .. import slot as slots
 from ..config.limits import MAX_SLOT_WAIT_S
 from ..errors import RunDiverged, SlotTooLong
 from ..kernels import C_END, DROPPED, U_END, U_START, SlotActivity, SlotKernel
+from ..learner import AirCompLearner
 from ..slot import SlotOutcome
 from ..trace import event_code
+from ..world.aircomp import AirCompPlan
 from ..world.availability import Changes
+from .aircomp import over_the_air, over_the_air_sum, received_noise_w
 from .base import (
     Server,
     SlotEnd,
@@ -74,14 +77,26 @@ class SyncServer(Server):
         assert sl is not None
         if sl.probe_phase_s > 0:  # power_of_choice: the server waits for the loss probes
             yield eng.clock.timeout(sl.probe_phase_s)
-        result = yield from self.kernel.play_slot(
-            eng.clock,
-            sl.uploads,
-            eng.system.deadline_s,
-            eng.rules.closes_at,
-            record=eng.record_events,
-            online_until_s=sl.online_until_s,
-        )
+        if sl.aircomp is not None:
+            result = yield from self.kernel.play_aircomp(
+                eng.clock,
+                sl.uploads,
+                sl.aircomp.latency_s,
+                eng.system.deadline_s,
+                eng.rules.closes_at,
+                record=eng.record_events,
+                online_until_s=sl.online_until_s,
+                group=None if eng.cells is None else sl.aircomp.group,
+            )
+        else:
+            result = yield from self.kernel.play_slot(
+                eng.clock,
+                sl.uploads,
+                eng.system.deadline_s,
+                eng.rules.closes_at,
+                record=eng.record_events,
+                online_until_s=sl.online_until_s,
+            )
         self._check_wait(t, eng.clock.now - sl.start_s - sl.probe_phase_s)
         return self._slot_end(k, t, result)
 
@@ -132,6 +147,9 @@ class SyncServer(Server):
             up = slots.slot_uploads(
                 pick.chosen, plan.tx_power_w, costs, gains.gain, eng.system, eng.rules.closes_at
             )
+        air = None
+        if eng.config.uplink.aircomp:  # the power rule's aligned devices, powers and receiver
+            up, air = over_the_air(up, sp, costs, eng.system, eng.config.uplink, eng.cells)
         who = np.flatnonzero(up.participating)
         planned_compute_s = (
             up.compute_s
@@ -156,6 +174,7 @@ class SyncServer(Server):
             available=available,
             probe_energy_j=probe_energy,
             probe_phase_s=probe_phase_s,
+            aircomp=air,
         )
         eng.learner.compute(t, who)
 
@@ -197,6 +216,14 @@ class SyncServer(Server):
         if eng.rules.closes_at == "deadline":
             b.add("deadline", sl.deadline_s, k, t)
         ok = np.flatnonzero(out.success)
+        if sl.aircomp is not None:  # the learner applies the received sums, not the uploads'
+            air = sl.aircomp
+            received = received_noise_w(
+                air, sl.uploads, result.transmitted_s, eng.system, eng.rules.closes_at, eng.cells
+            )
+            learner = eng.learner
+            assert isinstance(learner, AirCompLearner), "checked when the engine was built"
+            learner.receive_over_the_air(over_the_air_sum(air, ok, t, received))
         eng.learner.apply(t, ok)
         if not eng.learner.is_finite():
             raise RunDiverged.at(t, "the global model has non-finite weights")
@@ -211,10 +238,43 @@ class SyncServer(Server):
             slot_duration_s=now - sl.start_s,
             stable_fraction=None if np.isnan(stable) else stable,
         )
+        if sl.aircomp is not None:
+            self._log_sums(k, t, sl.aircomp, received, ok)
         log_strategy_rows(eng, now, k, t)
         eng.stats.successes += len(ok)
         self._slot = None
         return SlotEnd(out, sl.available, cols)
+
+    def _log_sums(
+        self, k: int, t: int, air: AirCompPlan, noise_w: np.ndarray, ok: np.ndarray
+    ) -> None:
+        """One ``aircomp`` row per sum (per cell with ``[cells]``), before the aggregate row:
+        its receiver's ``eta``, the devices aligned and truncated, the closed-form MSE with the
+        noise received and the learner's measured error of the aggregate it went into."""
+        eng = self.host
+        now = eng.clock.now
+        measured = getattr(eng.learner, "last_aggregation_mse", None)
+        mse = air.mse(noise_w)
+        num = air.eta.shape[0]
+        aligned = np.bincount(air.group[air.aligned], minlength=num)
+        truncated = np.bincount(air.group[air.truncated], minlength=num)
+        per_sum = np.full(num, np.nan)
+        if measured is not None:
+            per_sum[:] = np.asarray(measured, dtype=np.float64)  # one value, or one per sum
+        for g in range(num):
+            m = float(per_sum[g])
+            eng.buffer.add(
+                "aircomp",
+                now,
+                k,
+                t,
+                cell=None if eng.cells is None else g,
+                eta_w=float(air.eta[g]),
+                n_aligned=int(aligned[g]),
+                n_truncated=int(truncated[g]),
+                aircomp_mse=None if np.isnan(mse[g]) else float(mse[g]),
+                aggregation_mse=None if np.isnan(m) else m,
+            )
 
     def _log_activity(
         self, k: int, t: int, out: SlotOutcome, activity: SlotActivity, changes: Changes

@@ -38,12 +38,14 @@ device's energy is ``p_n`` times it.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 F64 = NDArray[np.float64]
 B8 = NDArray[np.bool_]
+I64 = NDArray[np.int64]
 
 
 def aircomp_latency_s(num_params: int, bandwidth_hz: float, values_per_symbol: int = 1) -> float:
@@ -151,7 +153,8 @@ def optimal_eta(
     ``MSE = sum over q_n < eta of a_n^2 (sqrt(q_n) t - 1)^2 + N0 t^2``: a quadratic in ``t``,
     minimised at ``t = sum a_n^2 sqrt(q_n) / (sum a_n^2 q_n + N0)`` and clipped to the interval;
     the best of the intervals is the optimum (Cao et al., Theorem 1). Devices with ``a_n = 0``
-    or no channel take no part.
+    or no channel take no part. Every interval at once (prefix sums over the sorted devices):
+    no Python loop over devices.
 
     Returns:
         ``(eta, tx_power_w, mse)``.
@@ -166,25 +169,23 @@ def optimal_eta(
     quality = peak[live] * g[live] / (a[live] ** 2)
     order = np.argsort(quality, kind="stable")
     q, w2 = quality[order], (a[live] ** 2)[order]
-    bounds = np.concatenate(([0.0], q, [np.inf]))
-    best = (math.inf, 0.0)
-    for k in range(
-        q.shape[0] + 1
-    ):  # eta in (bounds[k], bounds[k + 1]]: the k weakest at full power
-        lo, hi = float(bounds[k]), float(bounds[k + 1])
-        if hi <= lo:
-            continue
-        t_min = 1.0 / math.sqrt(hi) if math.isfinite(hi) else 0.0  # t = 1 / sqrt(eta)
-        t_max = 1.0 / math.sqrt(lo) if lo > 0.0 else math.inf
-        sq, ww = np.sqrt(q[:k]), w2[:k]
-        t = float(np.sum(ww * sq)) / (float(np.sum(ww * q[:k])) + noise_w)
-        t = min(max(t, t_min), t_max)
-        if not t > 0.0:
-            continue
-        mse = float(np.sum(ww * (sq * t - 1.0) ** 2)) + noise_w * t * t
-        if mse < best[0]:
-            best = (mse, 1.0 / (t * t))
-    eta = best[1]
+    zero = np.zeros(1)
+    # interval k: eta in (bounds[k], bounds[k + 1]], the k weakest devices at full power
+    s0 = np.concatenate((zero, np.cumsum(w2)))
+    s1 = np.concatenate((zero, np.cumsum(w2 * np.sqrt(q))))
+    s2 = np.concatenate((zero, np.cumsum(w2 * q)))
+    lo = np.concatenate((zero, q))
+    hi = np.concatenate((q, [np.inf]))
+    with np.errstate(divide="ignore"):
+        t_min = np.where(np.isfinite(hi), 1.0 / np.sqrt(hi), 0.0)  # t = 1 / sqrt(eta)
+        t_max = np.where(lo > 0.0, 1.0 / np.sqrt(np.where(lo > 0.0, lo, 1.0)), np.inf)
+    t = np.clip(s1 / (s2 + noise_w), t_min, t_max)
+    mse = t * t * s2 - 2.0 * t * s1 + s0 + noise_w * t * t
+    mse = np.where((hi > lo) & (t > 0.0), mse, np.inf)
+    k = int(np.argmin(mse))
+    if not np.isfinite(mse[k]):
+        raise ValueError("no interval of eta gives a finite MSE")
+    eta = 1.0 / float(t[k]) ** 2
     p = optimal_powers(g, a, peak, eta)
     return eta, p, aircomp_mse(g, p, a, eta, noise_w)
 
@@ -214,3 +215,194 @@ def normalise(updates: ArrayLike) -> tuple[F64, F64, F64]:
     std = u.std(axis=1)
     std = np.where(std > 0.0, std, 1.0)
     return (u - mean[:, None]) / std[:, None], mean, std
+
+
+# ----------------------------------------------------------------------------- one slot
+
+#: The power-control rules of ``[uplink] mode = "aircomp"`` (``[uplink] power_control``).
+POWER_RULES = ("truncated_inversion", "optimal")
+
+
+@dataclass(frozen=True)
+class AirCompPlan:
+    """One slot's over-the-air transmissions, decided at the slot's start: ``(N,)`` arrays over
+    devices and ``(G,)`` over the sums (one per cell; one without ``[cells]``)."""
+
+    aligned: B8  #: transmits in its sum
+    truncated: B8  #: asked to take part, silent: its gain is below the threshold
+    tx_power_w: F64  #: W per unit-variance symbol (0 when silent)
+    #: ``a_n``: the target weights, ``B_n`` over the aligned of its sum (each sum's add to 1)
+    weights: F64
+    #: ``c_n = sqrt(p_n g_n / eta)`` with the true gain: the weight the sum actually gives
+    coefficient: F64
+    group: I64  #: each device's sum (its cell)
+    eta: F64  #: ``(G,)`` each receiver's denoising factor, W (0: nobody transmits)
+    noise_w: F64  #: ``(G,)`` the noise each sum was planned on, W
+    latency_s: float  #: ``T``: the transmission window of a sum, s
+
+    def mse(self, noise_w: F64 | None = None) -> F64:
+        """``(G,)`` the closed-form MSE per entry of each received sum of unit-variance updates,
+        ``sum_n (c_n - a_n)^2 + N0 / eta`` (Cao et al., eq. 8) with the true gains and the
+        noise ``noise_w`` (default: the planned); NaN where nobody transmits."""
+        noise = self.noise_w if noise_w is None else np.asarray(noise_w, dtype=np.float64)
+        g = self.eta.shape[0]
+        bias = np.bincount(self.group, weights=(self.coefficient - self.weights) ** 2, minlength=g)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.where(self.eta > 0.0, bias + noise / self.eta, np.nan)
+
+
+def _plan_one(
+    part: B8,
+    b: F64,
+    seen: F64,
+    true: F64,
+    peak: F64,
+    noise_w: float,
+    rule: str,
+    threshold_gain: float,
+) -> tuple[B8, F64, F64, F64, float]:
+    """One sum's plan over its devices: ``(aligned, tx_power_w, weights, coefficient, eta)``."""
+    can = part & (seen > 0.0) & (peak > 0.0)
+    aligned = can & (seen >= threshold_gain) if rule == "truncated_inversion" else can
+    zeros = np.zeros(part.shape, dtype=np.float64)
+    if not aligned.any():
+        return aligned, zeros, zeros, zeros, 0.0
+    a = np.where(aligned, b, 0.0)
+    a = a / a.sum()
+    safe = np.where(aligned, seen, 1.0)
+    if rule == "truncated_inversion":
+        eta = float(np.min((peak * safe / np.where(aligned, a * a, 1.0))[aligned]))
+        p = np.where(aligned, np.minimum(peak, eta * a * a / safe), 0.0)
+    else:
+        eta, p, _ = optimal_eta(np.where(aligned, seen, 0.0), a, peak, noise_w)
+        p = np.where(aligned, p, 0.0)
+    c = np.where(aligned, np.sqrt(p * true / eta), 0.0)
+    return aligned, p, a, c, eta
+
+
+def plan_aircomp(
+    participating: ArrayLike,
+    batch_size: ArrayLike,
+    seen_gain: ArrayLike,
+    true_gain: ArrayLike,
+    peak_power_w: ArrayLike,
+    noise_w: ArrayLike,
+    rule: str,
+    threshold_gain: float,
+    latency_s: float,
+    group: ArrayLike | None = None,
+) -> AirCompPlan:
+    """A slot's over-the-air plan: who transmits in which sum at which power, each receiver's
+    ``eta`` and what the sums will give; ``(N,)`` arrays in, one :class:`AirCompPlan` out.
+
+    The powers come from the gains the devices see (``seen_gain``: their CSI); the sum is made
+    by the true ones (``true_gain``): with imperfect CSI ``c_n != a_n`` (misalignment). Each
+    sum (``group``: a device's cell; None: one sum) is planned on its own:
+
+    * ``truncated_inversion`` (BAA): a participant with ``g_seen >= threshold_gain`` inverts its
+      channel at ``eta = min over the aligned of P_n g_n / a_n^2`` (the largest ``eta`` every
+      aligned device reaches within its peak power); the others stay silent.
+    * ``optimal`` (Cao et al.): every participant, ``eta`` and powers from :func:`optimal_eta`.
+
+    Args:
+        participating: ``(N,)`` bool: the devices the scheme lets take part.
+        batch_size: ``B_n`` ``(N,)``: the target weights are ``B_n / sum B`` over the aligned.
+        seen_gain, true_gain: ``(N,)`` linear channel power gains (to the device's own site).
+        peak_power_w: ``P_n`` ``(N,)``, W.
+        noise_w: ``N0`` each sum is planned on, W: a number, or ``(G,)``.
+        rule: one of :data:`POWER_RULES`.
+        threshold_gain: ``g_th``, linear (truncated inversion; ignored by ``optimal``).
+        latency_s: ``T`` (:func:`aircomp_latency_s`), s.
+        group: ``(N,)`` each device's sum, ``0 .. G - 1`` (None: all in sum 0).
+    """
+    if rule not in POWER_RULES:
+        raise ValueError(f"unknown AirComp power rule {rule!r}; known: {', '.join(POWER_RULES)}")
+    part = np.asarray(participating, dtype=bool)
+    n = part.shape[0]
+    grp = np.zeros(n, dtype=np.int64) if group is None else np.asarray(group, dtype=np.int64)
+    num = int(grp.max()) + 1 if n else 1
+    noise = np.broadcast_to(np.asarray(noise_w, dtype=np.float64), (num,)).copy()
+    seen = np.asarray(seen_gain, dtype=np.float64)
+    true = np.asarray(true_gain, dtype=np.float64)
+    peak = np.broadcast_to(np.asarray(peak_power_w, dtype=np.float64), part.shape)
+    b = np.broadcast_to(np.asarray(batch_size, dtype=np.float64), part.shape)
+    aligned = np.zeros(n, dtype=bool)
+    p, a, c = np.zeros(n), np.zeros(n), np.zeros(n)
+    eta = np.zeros(num)
+    for g in range(num):  # one sum per cell: a loop over cells, vectorised over their devices
+        on = grp == g
+        al, pg, ag, cg, eta[g] = _plan_one(
+            part & on, b, seen, true, peak, float(noise[g]), rule, threshold_gain
+        )
+        aligned |= al
+        p, a, c = np.where(on, pg, p), np.where(on, ag, a), np.where(on, cg, c)
+    return AirCompPlan(aligned, part & ~aligned, p, a, c, grp, eta, noise, latency_s)
+
+
+def aircomp_transmission(
+    compute_s: ArrayLike,
+    aligned: ArrayLike,
+    latency_s: float,
+    deadline_s: float,
+    closes_at: str,
+    group: ArrayLike | None = None,
+) -> tuple[F64, F64, B8]:
+    """When each device's sum starts transmitting (s after the slot's start), how long each
+    device transmits and whether its update is in its sum, ``(N,)`` each.
+
+    Under ``closes_at = "deadline"`` every sum is the slot's last ``T``: it starts at
+    ``tau_0 - T``, and an aligned device still computing then is not in it (an outage); under
+    ``"last_upload"`` a sum (``group``: the devices' cells) starts when its last aligned device
+    has computed. Nobody transmits when ``T > tau_0`` under a deadline (start < 0).
+    """
+    c = np.asarray(compute_s, dtype=np.float64)
+    on = np.asarray(aligned, dtype=bool)
+    n = c.shape[0]
+    grp = np.zeros(n, dtype=np.int64) if group is None else np.asarray(group, dtype=np.int64)
+    if closes_at == "deadline":
+        start = np.full(n, deadline_s - latency_s)
+        ready = on & (c <= start * (1.0 + 1e-9)) & (start >= 0.0)
+    else:
+        last = np.zeros(int(grp.max()) + 1 if n else 1)
+        np.maximum.at(last, grp[on], c[on])
+        start = last[grp]
+        ready = on.copy()
+    return start, np.where(ready, latency_s, 0.0), ready
+
+
+def interference_w(
+    plan: AirCompPlan,
+    transmitted: ArrayLike,
+    start_s: ArrayLike,
+    gain_to_site: ArrayLike,
+    co_band: ArrayLike,
+) -> F64:
+    """``(G,)`` the interference each sum's receiver hears from the other sums' devices on its
+    band: ``sum_m p_m g[m, v] f_mv`` over the devices ``m`` transmitting in a co-band cell,
+    ``f_mv`` the fraction of ``v``'s window that ``m``'s sum overlaps (1 when both end at the
+    deadline). An over-the-air symbol occupies the whole band, so nothing is spread.
+
+    Args:
+        plan: the slot's plan (``group``: each device's cell).
+        transmitted: ``(N,)`` whether each device transmits in its sum.
+        start_s: ``(N,)`` its sum's start, s (:func:`aircomp_transmission`).
+        gain_to_site: ``(N, G)`` each device's gain to every site, linear.
+        co_band: ``(G, G)`` bool, ``co_band[a, v]``: cell ``a``'s transmissions reach ``v``'s.
+    """
+    tx = np.asarray(transmitted, dtype=bool)
+    g_all = np.asarray(gain_to_site, dtype=np.float64)
+    num = plan.eta.shape[0]
+    starts = np.zeros(num)
+    starts[plan.group[tx]] = np.asarray(start_s, dtype=np.float64)[tx]
+    t = plan.latency_s
+    lo = np.maximum(starts[:, None], starts[None, :])
+    hi = np.minimum(starts[:, None], starts[None, :]) + t
+    overlap = np.clip((hi - lo) / t, 0.0, 1.0) if t > 0 else np.ones((num, num))
+    # received[m, v]: device m's power at site v, only for transmitting devices
+    received = np.where(tx[:, None], plan.tx_power_w[:, None] * g_all, 0.0)
+    per_cell = np.zeros((num, num))  # [a, v]: cell a's total received power at site v
+    np.add.at(per_cell, plan.group[tx], received[tx])
+    hits = (
+        np.asarray(co_band, dtype=bool) & (np.bincount(plan.group[tx], minlength=num) > 0)[:, None]
+    )
+    return np.asarray((per_cell * overlap * hits).sum(axis=0), dtype=np.float64)

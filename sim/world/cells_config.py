@@ -24,6 +24,17 @@ MAX_RINGS = 10
 CellUplinkMode = Literal["dedicated", "ofdma", "tdma"]
 
 
+def cell_uplink_mode(mode: str) -> CellUplinkMode:
+    """``[uplink] mode`` as a cell's default uplink. Under ``aircomp`` each cell's uploads are
+    its over-the-air sum, one common transmission played in closed form: no event shares a
+    cell's band, as on dedicated bands (the sums of co-band cells still interfere)."""
+    if mode == "aircomp":
+        return "dedicated"
+    if mode not in ("dedicated", "ofdma", "tdma"):
+        raise ValueError(f"uplink mode {mode!r} is not a cell's uplink")
+    return mode  # type: ignore[return-value]
+
+
 class CellsConfig(Strict):
     """Several cells (docs/cells.md): a hexagonal layout (``rings``) or explicit sites
     (``sites_m``), the frequency reuse (``reuse_factor`` or ``bands``), each cell's uplink,

@@ -63,7 +63,7 @@ F64 = NDArray[np.float64]
 I64 = NDArray[np.int64]
 B8 = NDArray[np.bool_]
 
-UplinkMode = Literal["dedicated", "ofdma", "tdma"]
+UplinkMode = Literal["dedicated", "ofdma", "tdma", "aircomp"]
 
 #: What Proposition 1 and Theorem 2 assume of the uplink (the run manifest's ``uplink``).
 CONTROLLER_ASSUMPTION = (
@@ -85,11 +85,23 @@ class UplinkSpec:
     mode: UplinkMode = "dedicated"
     order: UploadOrder = "fcfs"
     planned_concurrent_uploads: int = 1
+    #: ``aircomp``: the power rule (:data:`wflsim.sim.world.aircomp.POWER_RULES`)
+    power_control: str = "truncated_inversion"
+    #: ``aircomp``, truncated inversion: the gain under which a device stays silent, linear
+    threshold_gain: float = 0.0
+    #: ``aircomp``: real values per symbol
+    values_per_symbol: int = 1
 
     @property
     def shared(self) -> bool:
-        """Whether uploads interact (the event kernel plays them)."""
-        return self.mode != "dedicated"
+        """Whether uploads interact through events (the event kernel plays them); an
+        over-the-air slot is one common transmission, a closed form for every kernel."""
+        return self.mode in ("ofdma", "tdma")
+
+    @property
+    def aircomp(self) -> bool:
+        """Whether the slot's uploads are one over-the-air sum (:mod:`wflsim.sim.world.aircomp`)."""
+        return self.mode == "aircomp"
 
     def planned_system(self, system: SystemConstants) -> SystemConstants:
         """The constants the scheme plans on: the band ``W / k`` and its noise ``N0 / k``
@@ -117,6 +129,14 @@ class UplinkSpec:
                 "TDMA: one upload at a time on the band W; an upload waits for the ones before "
                 f"it ({self.order}), and the wait counts against the deadline p_min ignores"
             )
+        elif self.mode == "aircomp":
+            differences.append(
+                "AirComp: the participants send their updates at once on the band W and the "
+                "server receives their sum with noise; the transmission takes ceil(D' / v) / W "
+                f"whatever the number of devices, at the powers of {self.power_control} (not "
+                "the scheme's): the scheme's p_min and the controller's upload costs are the "
+                "digital model's"
+            )
         if self.shared and server_mode != "sync":
             differences.append(
                 f"stale updates ({server_mode}): uploads keep their share across slot "
@@ -130,7 +150,7 @@ class UplinkSpec:
             )
             if self.mode == "dedicated":
                 notes.append("on a dedicated band W this over-provisions power")
-        return {
+        out: dict[str, Any] = {
             "mode": self.mode,
             "bandwidth_hz": system.bandwidth_hz,
             "noise_psd_dbm_hz": float(10.0 * np.log10(psd) + 30.0),
@@ -148,6 +168,15 @@ class UplinkSpec:
                 "notes": notes,
             },
         }
+        if self.aircomp:
+            out["aircomp"] = {
+                "power_control": self.power_control,
+                "threshold_gain_db": (
+                    float(10.0 * np.log10(self.threshold_gain)) if self.threshold_gain > 0 else None
+                ),
+                "values_per_symbol": self.values_per_symbol,
+            }
+        return out
 
 
 def build_uplink(

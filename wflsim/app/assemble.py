@@ -19,13 +19,14 @@ from wflsim.sim.config.schema import Scenario
 from wflsim.sim.engine import Engine, EngineConfig, FrameSink, Hooks, ProgressFn
 from wflsim.sim.errors import ScenarioError
 from wflsim.sim.kernels import KernelName, make_kernel
-from wflsim.sim.learner import Learner, NullLearner
+from wflsim.sim.learner import AirCompLearner, Learner, NullLearner
 from wflsim.sim.schemes import build_scheme
 from wflsim.sim.selection import Selection
 from wflsim.sim.servers import Server, make_server
 from wflsim.sim.servers.hierarchy import CloudRounds
 from wflsim.sim.strategies import StrategySpec
 from wflsim.sim.world.availability import AlwaysConfig
+from wflsim.sim.world.cells_config import cell_uplink_mode
 from wflsim.sim.world.cellular import build_layout
 from wflsim.sim.world.compute import NoJitterConfig, build_jitter
 from wflsim.sim.world.system import SystemConstants
@@ -131,8 +132,17 @@ def engine_config(scenario: Scenario) -> EngineConfig:
 def uplink_of(scenario: Scenario) -> UplinkSpec:
     """The uplink of a scenario (its ``[uplink]`` table)."""
     up = scenario.uplink
+    if up.mode != "aircomp":
+        return UplinkSpec(
+            mode=up.mode, order=up.order, planned_concurrent_uploads=up.planned_concurrent_uploads
+        )
     return UplinkSpec(
-        mode=up.mode, order=up.order, planned_concurrent_uploads=up.planned_concurrent_uploads
+        mode=up.mode,
+        order=up.order,
+        planned_concurrent_uploads=up.planned_concurrent_uploads,
+        power_control=up.power_control or "truncated_inversion",
+        threshold_gain=0.0 if up.threshold_gain_db is None else 10.0 ** (up.threshold_gain_db / 10),
+        values_per_symbol=up.values_per_symbol or 1,
     )
 
 
@@ -147,7 +157,9 @@ def kernel_of(scenario: Scenario) -> KernelName:
         return kernel
     interacting = uplink_of(scenario).shared or not isinstance(scenario.availability, AlwaysConfig)
     if scenario.cells is not None:  # a cell shares its band, or two cells share one
-        layout = build_layout(scenario.cells, scenario.network.cell_radius_m, scenario.uplink.mode)
+        layout = build_layout(
+            scenario.cells, scenario.network.cell_radius_m, cell_uplink_mode(scenario.uplink.mode)
+        )
         interacting = interacting or layout.interacts
     per_cycle = scenario.server.mode == "async" and not isinstance(
         scenario.compute.jitter, NoJitterConfig
@@ -200,6 +212,13 @@ def build_engine(
     }
     if not isinstance(learner, NullLearner):
         check_stale_rule(sc, scheme.update_rule.name)
+    if sc.uplink.mode == "aircomp" and not isinstance(learner, AirCompLearner):
+        raise ScenarioError(
+            "uplink.mode",
+            f"the learner ({type(learner).__name__}) cannot apply an over-the-air sum: it has "
+            "no receive_over_the_air (wflsim.sim.learner.AirCompLearner)",
+            "give the learner that method, or another uplink.mode (docs/aircomp.md)",
+        )
     config = parts[0]
     kernel = make_kernel(config.kernel, config.uplink, system, prep.cells)
     if server is None:

@@ -41,7 +41,7 @@ from wflsim.sim.strategies import STRATEGIES
 from wflsim.sim.updates import UPDATE_RULES
 from wflsim.sim.world import physics
 from wflsim.sim.world.availability import Availability, build_availability
-from wflsim.sim.world.cells_config import resolve_sites_file
+from wflsim.sim.world.cells_config import cell_uplink_mode, resolve_sites_file
 from wflsim.sim.world.cellular import Cells, build_cells, build_layout
 from wflsim.sim.world.channel import Channel, build_channel
 from wflsim.sim.world.mobility import Mobility, build_mobility
@@ -256,7 +256,7 @@ def prepare_scenario(
     # its diameter plus the farthest site's distance
     area_m = link_m = scenario.network.cell_radius_m
     if scenario.cells is not None:
-        lay = build_layout(scenario.cells, area_m, scenario.uplink.mode)
+        lay = build_layout(scenario.cells, area_m, cell_uplink_mode(scenario.uplink.mode))
         area_m = lay.area_radius_m
         link_m = area_m + float(np.hypot(lay.sites_m[:, 0], lay.sites_m[:, 1]).max())
     mobility = build_mobility(
@@ -296,7 +296,7 @@ def prepare_scenario(
             channel=channel,
             channel_cfg=scenario.channel,
             system=system,
-            uplink_mode=scenario.uplink.mode,
+            uplink_mode=cell_uplink_mode(scenario.uplink.mode),
             cell_radius_m=scenario.network.cell_radius_m,
             streams=streams,
         )
@@ -322,6 +322,7 @@ def prepare_scenario(
     check_slot_wait(scenario, system, channel, scheme.closes_at)
     if scenario.learning.enabled:
         check_stale_rule(scenario, scheme.update_rule.name)
+    check_aircomp(scenario, scheme.update_rule.name)
     # last: nothing is fetched for a bad scenario
     if scenario.learning.enabled and check_data and download:
         if scenario.learning.dataset in FETCHABLE:
@@ -392,6 +393,54 @@ def resolve_system(scenario: Scenario, devices: DeviceArrays) -> SystemConstants
         else None,
         upload_factor=costs.upload_factor,
     )
+
+
+#: The server strategies whose step needs only the weighted sum of the updates (what an
+#: over-the-air sum delivers).
+SUM_STRATEGIES = ("fedavg", "fedavgm", "fedadagrad", "fedadam", "fedyogi", "fedprox")
+
+#: Why an update rule's uploads cannot be summed over the air (the others can).
+_NOT_OVER_THE_AIR = {
+    "quantisation": "its updates are quantised to bits per value (a digital payload); analog "
+    "symbols carry the real values",
+    "topk_ef": "each device sends its own K coordinates with their indices (a digital, sparse "
+    "payload): the symbols of a sum carry one coordinate each, the same for every device",
+}
+
+
+def check_aircomp(scenario: Scenario, rule: str) -> None:
+    """``[uplink] mode = "aircomp"``: refused where the over-the-air sum cannot be what the
+    scenario asks (the physical reason in the message).
+
+    Raises:
+        ScenarioError: on the field that conflicts, with the reason.
+    """
+    if scenario.uplink.mode != "aircomp":
+        return
+    fix = "or another uplink.mode (docs/aircomp.md)"
+    if scenario.server.mode != "sync":
+        raise ScenarioError(
+            "server.mode",
+            f'"{scenario.server.mode}" lets each device upload when it is done, so there is no '
+            "common transmission: an over-the-air sum needs every update on the same symbols at "
+            "one instant",
+            f'use server.mode = "sync", {fix}',
+        )
+    if rule in _NOT_OVER_THE_AIR:
+        raise ScenarioError(
+            "scheme.name",
+            f"scheme {scenario.scheme.name!r} trains with update rule {rule!r}: "
+            f"{_NOT_OVER_THE_AIR[rule]}",
+            f"use a scheme that sends real-valued updates (e.g. two_timescale, ideal), {fix}",
+        )
+    name = scenario.strategy.name
+    if name not in SUM_STRATEGIES:
+        raise ScenarioError(
+            "strategy.name",
+            f"{name!r} needs each device's update (order statistics, distances or per-device "
+            "state), and the server of an over-the-air sum receives only their weighted sum",
+            f"use one of {', '.join(SUM_STRATEGIES)}, {fix}",
+        )
 
 
 def check_stale_rule(scenario: Scenario, rule: str) -> None:

@@ -1,0 +1,315 @@
+"""``[uplink] mode = "aircomp"`` wired into runs: the slot, the power rules, the learner's noisy
+sum, the trace, the refusals (the physics alone: tests/test_aircomp.py)."""
+
+from __future__ import annotations
+
+import copy
+import math
+import tomllib
+
+import numpy as np
+import pytest
+import torch
+from test_learner import tiny_learner
+
+import wflsim
+from conftest import REPO, run_in_memory
+from golden_runs import column_hashes
+from wflsim.sim.errors import ScenarioError
+from wflsim.sim.learner import OverTheAir
+from wflsim.sim.world.aircomp import aircomp_latency_s, expected_aligned, plan_aircomp
+
+QUICK = tomllib.loads((REPO / "scenarios" / "quickstart.toml").read_text())
+
+
+def quick(frames: int = 2, **uplink: object) -> dict:
+    """The quick start (digits MLP, ideal scheme) over an AirComp uplink."""
+    data = copy.deepcopy(QUICK)
+    data["run"]["frames"] = frames
+    data["uplink"] = {"mode": "aircomp", **uplink}
+    return data
+
+
+def network(frames: int = 4, **uplink: object) -> dict:
+    """The quick start, network only (D = 9,610), static devices, over an AirComp uplink."""
+    data = quick(frames, **uplink)
+    data["learning"] = {"enabled": False, "num_params": 9610}
+    data["mobility"] = {"model": "static"}
+    return data
+
+
+def rows(table, event: str):
+    """The rows of one event as a DataFrame."""
+    df = table.to_pandas()
+    return df[df.event == event]
+
+
+def test_perfect_alignment_without_noise_is_the_digital_aggregate() -> None:
+    """ratio 1 and no noise: the model after apply equals the digital FedSGD step bit for bit."""
+    digital = tiny_learner([4, 6, 5])
+    air = tiny_learner([4, 6, 5])
+    for lr in (digital, air):
+        lr.compute(0, np.arange(3))
+    air.receive_over_the_air(OverTheAir(slot=0, ratio=np.ones(3), noise_std=0.0))
+    digital.apply(0, np.arange(3))
+    air.apply(0, np.arange(3))
+    assert torch.equal(digital._w, air._w)
+    assert air.last_aggregation_mse == 0.0 and digital.last_aggregation_mse is None
+
+
+def test_misalignment_scales_each_update_around_its_mean() -> None:
+    """ratio_n != 1 without noise: the aggregate is the weighted mean of mu_n + ratio_n (u_n -
+    mu_n), computed here by hand from the uploads, and the measured MSE is its error."""
+    learner = tiny_learner([4, 4], hidden=None, lr=1.0)
+    learner.compute(0, np.arange(2))
+    u = learner.gradients.clone()
+    w0 = learner._w.clone()
+    ratio = np.array([0.5, 1.5])
+    learner.receive_over_the_air(OverTheAir(slot=0, ratio=ratio, noise_std=0.0))
+    learner.apply(0, np.arange(2))
+    sent = u != 0
+    mu = u.sum(1, keepdim=True) / sent.sum(1, keepdim=True)
+    shaped = u + (torch.tensor(ratio, dtype=u.dtype)[:, None] - 1) * torch.where(sent, u - mu, 0)
+    want = shaped.mean(0)
+    torch.testing.assert_close(w0 - learner._w, want, rtol=1e-6, atol=1e-7)
+    exact = u.mean(0)
+    assert learner.last_aggregation_mse == pytest.approx(float(((want - exact) ** 2).mean()))
+
+
+def test_noise_enters_the_model_with_the_stated_variance() -> None:
+    """Noise only: the measured MSE per entry over 200 slots is (sigma_bar noise_std)^2 within
+    10 % (200 x 43 entries: the mean of chi-square draws has a relative std of about 1.4 %)."""
+    ratios = []
+    for slot in range(200):
+        learner = tiny_learner([5, 5, 5], seed=slot % 7)
+        learner.compute(slot, np.arange(3))
+        u = learner.gradients
+        sent = u != 0
+        mu = u.sum(1, keepdim=True) / sent.sum(1, keepdim=True)
+        sigma = torch.sqrt((torch.where(sent, u - mu, 0) ** 2).sum(1) / sent.sum(1)).max()
+        learner.receive_over_the_air(OverTheAir(slot=slot, ratio=np.ones(3), noise_std=0.01))
+        learner.apply(slot, np.arange(3))
+        ratios.append(learner.last_aggregation_mse / (float(sigma) * 0.01) ** 2)
+    assert np.mean(ratios) == pytest.approx(1.0, rel=0.1)
+
+
+def test_plan_mse_matches_the_received_sum_with_imperfect_csi() -> None:
+    """The plan's closed-form MSE (misaligned by CSI error, plus noise) against the error of
+    400,000 received entries of unit-variance updates: within 4 standard errors."""
+    rng = np.random.default_rng(3)
+    n = 6
+    true = rng.exponential(1e-10, n)
+    seen = true * rng.uniform(0.7, 1.3, n)
+    plan = plan_aircomp(
+        np.ones(n, bool), np.arange(1, n + 1), seen, true, 1.0, 1e-12, "optimal", 0.0, 1.0
+    )
+    x = rng.standard_normal((n, 400_000))
+    eta = float(plan.eta[0])
+    amp = np.sqrt(plan.tx_power_w * true / eta)
+    got = amp @ x + rng.normal(0.0, math.sqrt(1e-12 / eta), x.shape[1])
+    err = (got - plan.weights @ x) ** 2
+    assert abs(err.mean() - plan.mse()[0]) < 4 * err.std() / math.sqrt(err.size)
+
+
+def test_expected_aligned_devices_under_a_threshold() -> None:
+    """Truncated inversion under Rayleigh fading: the mean number aligned per slot over 80
+    slots against sum_n exp(-g_th / H_n), within 5 standard errors of the Bernoulli sum."""
+    data = network(frames=4, threshold_gain_db=-112.0)
+    table, _ = run_in_memory(data)
+    air = rows(table, "aircomp")
+    h = rows(table, "position").groupby("device")["large_scale_gain"].first().to_numpy()
+    prob = expected_aligned(h, 10 ** (-112.0 / 10))
+    assert 0.1 < prob.mean() < 0.9  # a threshold that truncates some devices and keeps others
+    want = prob.sum()
+    se = math.sqrt((prob * (1 - prob)).sum() / len(air))
+    assert abs(air["n_aligned"].mean() - want) < 5 * se
+    assert (air["n_aligned"] + air["n_truncated"] == 30).all()  # ideal: everyone asked
+
+
+def test_energy_is_power_times_the_transmission() -> None:
+    """Without freezing every aligned device transmits for T = ceil(D / v) / W at its power:
+    energy_upload_j = tx_power_w x T, and T does not grow with the number of devices."""
+    table, _ = run_in_memory(network(frames=2, values_per_symbol=2))
+    up = rows(table, "upload_end")
+    t_s = aircomp_latency_s(9610, QUICK["network"]["bandwidth_hz"], 2)
+    np.testing.assert_allclose(up["upload_s"], t_s)
+    np.testing.assert_allclose(up["energy_upload_j"], up["tx_power_w"] * t_s, rtol=1e-12)
+
+
+def test_slot_length_does_not_grow_with_the_devices() -> None:
+    """ideal (waits for the last upload): every slot lasts the last compute plus T, for 30
+    devices as for 300 (the same hardware: the same compute time)."""
+    lengths = []
+    for n in (30, 300):
+        data = network(frames=1)
+        data["network"]["num_devices"] = n
+        data["run"]["deadline_s"] = 0.0325  # below compute + T: the slot is the work's length
+        table, _ = run_in_memory(data)
+        lengths.append(rows(table, "aggregate")["slot_duration_s"].to_numpy())
+    t_s = aircomp_latency_s(9610, QUICK["network"]["bandwidth_hz"], 1)
+    compute_s = QUICK["devices"]["batch_size"] * 2e6 / 2e9
+    for got in lengths:
+        np.testing.assert_allclose(got, compute_s + t_s, rtol=1e-9)
+
+
+def test_learning_run_records_the_sum_and_trains() -> None:
+    """A learning run: one aircomp row per slot before its aggregate, the measured MSE positive
+    and finite, and the model learns (final accuracy above 0.5)."""
+    table, stats = run_in_memory(quick(frames=2))
+    air = rows(table, "aircomp")
+    assert len(air) == 40
+    assert (air["aggregation_mse"] > 0).all() and np.isfinite(air["aggregation_mse"]).all()
+    assert (air["eta_w"] > 0).all()
+    acc = rows(table, "eval")["accuracy"].to_numpy()
+    assert acc[-1] > 0.5
+
+
+def test_device_slots_level_keeps_the_aircomp_rows() -> None:
+    """[trace] level = "device_slots": the same aircomp rows as the full trace."""
+    full, _ = run_in_memory(network(frames=2))
+    data = network(frames=2)
+    data["trace"] = {"level": "device_slots"}
+    folded, _ = run_in_memory(data)
+    cols = ["slot", "eta_w", "n_aligned", "n_truncated", "aircomp_mse"]
+    a = rows(full, "aircomp")[cols].reset_index(drop=True)
+    b = rows(folded, "aircomp")[cols].reset_index(drop=True)
+    assert a.equals(b)
+
+
+def test_same_seed_gives_the_same_trace() -> None:
+    """Same scenario and seed: network columns bit-identical between two runs."""
+    a, _ = run_in_memory(network(frames=2, threshold_gain_db=-115.0))
+    b, _ = run_in_memory(network(frames=2, threshold_gain_db=-115.0))
+    assert column_hashes(a) == column_hashes(b)
+
+
+@pytest.mark.parametrize(
+    ("extra", "field"),
+    [
+        ({"server": {"mode": "semi_sync"}}, "server.mode"),
+        ({"strategy": {"name": "fedmedian"}}, "strategy.name"),
+        ({"scheme": {"name": "fedhq"}}, "scheme.name"),
+    ],
+)
+def test_what_an_air_sum_cannot_be_is_refused(extra: dict, field: str) -> None:
+    """Stale updates, order-statistic strategies and quantised updates are refused, naming the
+    field."""
+    data = {**quick(), **extra}
+    with pytest.raises(ScenarioError) as err:
+        wflsim.prepare(data)
+    assert err.value.field == field
+
+
+def test_aircomp_fields_need_the_aircomp_mode() -> None:
+    """power_control under another uplink mode is a one-line error naming the field."""
+    data = copy.deepcopy(QUICK)
+    data["uplink"] = {"mode": "ofdma", "power_control": "optimal"}
+    with pytest.raises(ScenarioError, match="aircomp"):
+        wflsim.prepare(data)
+
+
+def cells(bands: list[int], learning: bool = False, hierarchy: bool = False) -> dict:
+    """Two cells 600 m apart, 30 devices, over AirComp (network only unless ``learning``)."""
+    data = quick(frames=2) if learning else network(frames=2)
+    data["mobility"] = {"model": "static"}
+    data["cells"] = {"sites_m": [[-300.0, 0.0], [300.0, 0.0]], "bands": bands}
+    data["network"]["cell_radius_m"] = 400.0
+    if hierarchy:
+        data["server"] = {"hierarchy": {"cloud_every_slots": 2, "backhaul_rate_bps": 1e12}}
+    return data
+
+
+def test_each_cell_is_its_own_sum() -> None:
+    """With two cells every slot has one aircomp row per cell, and each cell aligns the devices
+    it serves (ideal, no threshold: all of them)."""
+    table, _ = run_in_memory(cells([0, 1]))
+    air = rows(table, "aircomp")
+    assert len(air) == 2 * 40 and set(air["cell"]) == {0, 1}
+    pos = rows(table, "position")
+    served = pos[pos.frame == 0].groupby("cell")["device"].count()  # static: the same each frame
+    per_cell = air.groupby("cell")["n_aligned"].max()
+    assert per_cell.to_dict() == served.to_dict()
+
+
+def test_co_band_cells_interfere_with_each_others_sums() -> None:
+    """On one band each sum hears the other cell's transmissions: the closed-form MSE is
+    never lower than on separate bands (the same powers: truncated inversion ignores noise)
+    and higher in some slot."""
+    apart, _ = run_in_memory(cells([0, 1]))
+    shared, _ = run_in_memory(cells([0, 0]))
+    a = rows(apart, "aircomp")["aircomp_mse"].to_numpy()
+    b = rows(shared, "aircomp")["aircomp_mse"].to_numpy()
+    np.testing.assert_array_equal(rows(apart, "aircomp")["eta_w"], rows(shared, "aircomp")["eta_w"])
+    assert (b >= a).all() and (b > a * 1.01).any()
+
+
+def test_interference_matches_a_loop_over_devices() -> None:
+    """interference_w against a direct double loop over devices and cells, with windows that
+    half overlap."""
+    from wflsim.sim.world.aircomp import interference_w
+
+    rng = np.random.default_rng(5)
+    n, g = 9, 3
+    group = rng.integers(0, g, n)
+    plan = plan_aircomp(
+        np.ones(n, bool),
+        np.ones(n),
+        rng.exponential(1e-9, n),
+        rng.exponential(1e-9, n),
+        1.0,
+        1e-13,
+        "optimal",
+        0.0,
+        0.2,
+        group,
+    )
+    sent = rng.random(n) < 0.8
+    start = np.array([0.0, 0.1, 0.0])[group]
+    gains = rng.exponential(1e-10, (n, g))
+    co = ~np.eye(g, dtype=bool)
+    co[0, 2] = co[2, 0] = False
+    want = np.zeros(g)
+    for v in range(g):
+        for m in range(n):
+            a = group[m]
+            if sent[m] and co[a, v]:
+                lo, hi = max(start[m], [0.0, 0.1, 0.0][v]), min(start[m], [0.0, 0.1, 0.0][v]) + 0.2
+                want[v] += plan.tx_power_w[m] * gains[m, v] * max(0.0, hi - lo) / 0.2
+    np.testing.assert_allclose(interference_w(plan, sent, start, gains, co), want, rtol=1e-12)
+
+
+def test_hierarchy_edges_apply_their_cells_sums() -> None:
+    """[server.hierarchy] over AirComp: each edge applies its cell's sum (a measured error per
+    cell row), the cloud averages them, and the model learns."""
+    table, _ = run_in_memory(cells([0, 1], learning=True, hierarchy=True))
+    air = rows(table, "aircomp")
+    assert len(air) == 80 and (air["aggregation_mse"].dropna() > 0).all()
+    assert air.groupby("cell")["aggregation_mse"].count().min() > 30
+    assert len(rows(table, "cloud_round")) == 20
+    assert rows(table, "eval")["accuracy"].to_numpy()[-1] > 0.5
+
+
+def test_a_learning_run_resumes_to_the_uninterrupted_run(tmp_path) -> None:
+    """Failed as frame 2 starts and resumed: events and final model equal the uninterrupted
+    run's (the receiver's noise is keyed by slot, so it is drawn again identically)."""
+    from conftest import assert_resume_equals_whole
+
+    data = quick(frames=3, threshold_gain_db=-115.0)
+    data["scheme"] = {"name": "two_timescale", "V": 100.0}
+    assert_resume_equals_whole(data, tmp_path / "run")
+
+
+def test_devices_going_offline_leave_the_sum() -> None:
+    """[availability]: a device that goes offline before its sum ends is dropped, not in the
+    sum (success false), and charged only what it transmitted before it left."""
+    data = network(frames=4)
+    data["run"]["deadline_s"] = 0.05
+    data["availability"] = {"model": "markov", "online_s": 0.5, "offline_s": 0.2}
+    table, _ = run_in_memory(data)
+    drops = rows(table, "dropped")
+    assert len(drops) > 0
+    energy = rows(table, "energy").set_index(["slot", "device"])
+    lost = energy.loc[list(zip(drops["slot"], drops["device"], strict=True))]
+    assert not lost["success"].any()
+    t_s = aircomp_latency_s(9610, QUICK["network"]["bandwidth_hz"], 1)
+    assert (lost["energy_upload_j"] <= lost["tx_power_w"] * t_s * (1 + 1e-12)).all()
