@@ -331,7 +331,7 @@ def upload_concurrency(events: pd.DataFrame, mode: str) -> np.ndarray:
 def _concurrency(run: _Run) -> list[Diagnostic]:
     up = run.get("uplink", {}) or {}
     mode = up.get("mode", "dedicated")
-    if mode == "dedicated":
+    if mode in ("dedicated", "aircomp"):  # aircomp: every update is on the band at once, by design
         return []
     k = int(up.get("planned_concurrent_uploads", 1))
     seen = upload_concurrency(run.events, mode)

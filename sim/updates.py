@@ -131,3 +131,39 @@ def expect_inputs(inputs: object, kind: type[_I]) -> _I:
     if not isinstance(inputs, kind):
         raise TypeError(f"this update rule takes {kind.__name__}, got {type(inputs).__name__}")
     return inputs
+
+
+@dataclass(frozen=True)
+class OverTheAir:
+    """A slot's over-the-air sums as the learner applies them (``[uplink] mode = "aircomp"``,
+    docs/aircomp.md). For the ``k`` devices in the sums (the ``success_ids`` of the ``apply``
+    that follows, ascending), each in its sum ``group_n`` (its cell; 0 with one cell):
+
+    ``g_hat = sum_n w_n (mu_n + ratio_n (u_n - mu_n)) + sigma_bar sum_s W_s noise_std_s e_s``
+
+    with ``w_n = B_n / sum B`` over them (the rule's weights), ``u_n`` the device's upload,
+    ``mu_n`` its mean (side information), ``W_s`` the weight of sum ``s``'s devices,
+    ``sigma_bar`` the largest of their standard deviations (the common scale the devices
+    normalise by) and ``e_s`` independent standard normals per entry keyed by
+    ``(seed, stream_index)``; ``ratio_n = 1`` and ``noise_std = 0`` give the digital aggregate.
+    """
+
+    slot: int  #: the slot
+    ratio: np.ndarray  #: ``c_n / a_n`` per device in the sums, ``(k,)``: 1 = perfectly aligned
+    #: ``(G,)`` per sum ``sqrt(noise / eta) / (sum of a_n over its devices in it)``: its noise
+    #: per entry of a unit-variance update, rescaled like the sum (a number: one sum)
+    noise_std: np.ndarray | float
+    group: np.ndarray | None = None  #: ``(k,)`` each device's sum (None: all in sum 0)
+    stream_index: int | None = None  #: the noise's key (None: the slot)
+
+    @property
+    def groups(self) -> np.ndarray:
+        """``(k,)`` each device's sum."""
+        if self.group is None:
+            return np.zeros(self.ratio.shape[0], dtype=np.int64)
+        return np.asarray(self.group, dtype=np.int64)
+
+    @property
+    def noise_stds(self) -> np.ndarray:
+        """``(G,)`` the noise of each sum."""
+        return np.atleast_1d(np.asarray(self.noise_std, dtype=np.float64))

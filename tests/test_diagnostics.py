@@ -105,6 +105,17 @@ def test_planned_concurrency_far_from_the_run_is_named() -> None:
     assert "raise it towards" in d.fix
 
 
+def test_aircomp_sum_is_no_concurrency_mismatch() -> None:
+    """Over the air every update is on the band at once by design: no concurrency finding."""
+    result = _run(
+        uplink={"mode": "aircomp"},
+        scheme={"name": "ideal"},
+        network={"num_devices": 12, "cell_radius_m": 500.0},
+    )
+    assert (result.events["event"] == "aircomp").any()
+    assert "planned_concurrency_mismatch" not in _codes(result.diagnostics)
+
+
 def test_dedicated_band_healthy_run_has_no_diagnostics() -> None:
     """The paper's setting (dedicated bands, fixed power) gives no diagnostic."""
     assert _run().diagnostics == []

@@ -47,9 +47,8 @@ import torch
 from torch import nn
 
 from wflsim.sim.config.catalogue import MODELS, DatasetError, epoch_steps
-from wflsim.sim.learner import OverTheAir
 from wflsim.sim.strategies import NoParams
-from wflsim.sim.updates import UpdateInputs
+from wflsim.sim.updates import OverTheAir, UpdateInputs
 
 from .. import data as _data
 from ..nets import build_model

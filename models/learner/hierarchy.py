@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from wflsim.sim.learner import OverTheAir
+from wflsim.sim.updates import OverTheAir
 
 from .core import TorchLearner
 from .stale import StaleUpdates

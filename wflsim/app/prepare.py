@@ -397,7 +397,7 @@ def resolve_system(scenario: Scenario, devices: DeviceArrays) -> SystemConstants
 
 #: The server strategies whose step needs only the weighted sum of the updates (what an
 #: over-the-air sum delivers).
-SUM_STRATEGIES = ("fedavg", "fedavgm", "fedadagrad", "fedadam", "fedyogi", "fedprox")
+SUM_STRATEGIES = ("fedavg", "fedavgm", "fedadagrad", "fedadam", "fedyogi", "fedprox", "fednova")
 
 #: Why an update rule's uploads cannot be summed over the air (the others can).
 _NOT_OVER_THE_AIR = {
