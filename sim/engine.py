@@ -273,6 +273,9 @@ class Engine:
             self.stats.handovers = 0
         if hierarchy is not None:
             self.stats.cloud_rounds, self.stats.backhaul_energy_j = 0, 0.0
+        if config.uplink.aircomp:
+            st = self.stats
+            st.air_aligned, st.air_asked, st.air_mse_total, st.air_mse_count = 0, 0, 0.0, 0
 
     # ------------------------------------------------------------------ processes
 

@@ -8,6 +8,17 @@ from typing import Any
 
 import numpy as np
 
+#: The totals only some runs keep (None otherwise; left out of their checkpoints).
+_OPTIONAL = (
+    "handovers",
+    "cloud_rounds",
+    "backhaul_energy_j",
+    "air_aligned",
+    "air_asked",
+    "air_mse_total",
+    "air_mse_count",
+)
+
 
 @dataclass
 class RunStats:
@@ -37,6 +48,13 @@ class RunStats:
     #: cloud rounds taken and their backhaul energy, J (``[server.hierarchy]`` only; None: flat)
     cloud_rounds: int | None = None
     backhaul_energy_j: float | None = None
+    #: over the air (``[uplink] mode = "aircomp"`` only; None: digital): devices the power
+    #: rule let into the sums and devices the scheme asked, over the run; the sum and count
+    #: of the measured aggregation errors (training runs)
+    air_aligned: int | None = None
+    air_asked: int | None = None
+    air_mse_total: float | None = None
+    air_mse_count: int | None = None
 
     @property
     def outage_rate(self) -> float:
@@ -86,7 +104,17 @@ class RunStats:
                     "backhaul_energy_j": self.backhaul_energy_j,
                 }
             )
+            | ({} if self.air_aligned is None else self._air_summary())
         )
+
+    def _air_summary(self) -> dict[str, Any]:
+        """The over-the-air totals: the share of the asked devices in the sums and the mean
+        measured aggregation error (None without training)."""
+        asked, count = self.air_asked or 0, self.air_mse_count or 0
+        return {
+            "aircomp_aligned_share": (self.air_aligned or 0) / asked if asked else None,
+            "aircomp_mean_aggregation_mse": (self.air_mse_total or 0.0) / count if count else None,
+        }
 
     def state_dict(self) -> dict[str, Any]:
         """Every field (for checkpoints)."""
@@ -94,15 +122,15 @@ class RunStats:
         out["energy_per_device_j"] = self.energy_per_device_j.copy()
         if self.stopped_early is None:
             del out["stopped_early"]  # the checkpoints of every run that is not stopped early
-        for k in ("handovers", "cloud_rounds", "backhaul_energy_j"):
+        for k in _OPTIONAL:
             if out[k] is None:
-                del out[k]  # one cell, flat: the checkpoint as before [cells]
+                del out[k]  # one cell, flat, digital: the checkpoint as before
         return out
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore :meth:`state_dict`."""
         for k in self.__dataclass_fields__:
-            if k in ("stopped_early", "handovers", "cloud_rounds", "backhaul_energy_j"):
+            if k == "stopped_early" or k in _OPTIONAL:
                 setattr(self, k, state.get(k))
                 continue
             v = state.get(k, 0) if k in ("available_device_slots", "drops") else state[k]

@@ -313,3 +313,19 @@ def test_devices_going_offline_leave_the_sum() -> None:
     assert not lost["success"].any()
     t_s = aircomp_latency_s(9610, QUICK["network"]["bandwidth_hz"], 1)
     assert (lost["energy_upload_j"] <= lost["tx_power_w"] * t_s * (1 + 1e-12)).all()
+
+
+def test_summary_totals_match_the_aircomp_rows() -> None:
+    """The run summary's aligned share and mean aggregation error are the aircomp rows' totals;
+    a digital run's summary has neither."""
+    table, stats = run_in_memory(quick(frames=1, threshold_gain_db=-115.0))
+    air = rows(table, "aircomp")
+    summary = stats.as_dict()
+    share = air["n_aligned"].sum() / (air["n_aligned"] + air["n_truncated"]).sum()
+    assert summary["aircomp_aligned_share"] == pytest.approx(share, rel=1e-12)
+    mse = air["aggregation_mse"].dropna()
+    assert summary["aircomp_mean_aggregation_mse"] == pytest.approx(mse.mean(), rel=1e-9)
+    digital = copy.deepcopy(QUICK)
+    digital["run"]["frames"] = 1
+    _, plain = run_in_memory(digital)
+    assert "aircomp_aligned_share" not in plain.as_dict()

@@ -3,11 +3,12 @@ x cells.
 
 Each cell is a small scenario that either runs to its end or is refused, before anything runs,
 with a one-line :class:`~wflsim.sim.errors.ScenarioError` that names the field. A refusal must be
-listed in :data:`REFUSED` (empty today: every cell runs); a cell refused for anything else, or a
-listed cell that runs, fails its test (so the table stays the truth).
+listed in :data:`REFUSED` (over the air: stale updates and digital payloads, with their physical
+reasons); a cell refused for anything else, or a listed cell that runs, fails its test (so the
+table stays the truth).
 
-The default run covers the 720 cells in one cell (360 network only, 360 with training on the
-digits MLP; about a minute on 2 cores); ``pytest -m slow`` the 720 on two cells' edge servers. The cells dimension: one cell, or two sites on one band (the uplink
+The default run covers the 960 cells in one cell (480 network only, 480 with training on the
+digits MLP); ``pytest -m slow`` the 960 on two cells' edge servers. The cells dimension: one cell, or two sites on one band (the uplink
 dimension in each cell, inter-cell interference, devices that may hand over) whose base
 stations are edge servers under a cloud every 2 slots ([server.hierarchy]: one edge model per
 cell, the server mode per edge). ``python tests/test_matrix.py`` prints the whole matrix: how many cells run, how
@@ -31,7 +32,7 @@ from wflsim.sim.errors import ScenarioError  # noqa: E402
 from wflsim.sim.schemes import SCHEMES  # noqa: E402
 
 SERVERS = ("sync", "semi_sync", "async")
-UPLINKS = ("dedicated", "ofdma", "tdma")
+UPLINKS = ("dedicated", "ofdma", "tdma", "aircomp")
 AVAILABILITY = (False, True)
 LEVELS = ("events", "device_slots")
 CELLS = ("one", "two")
@@ -84,9 +85,28 @@ def scenario(
     return data
 
 
+#: Schemes whose uploads are digital payloads (quantised bits, Top-K with indices): an
+#: over-the-air sum carries real values on common symbols (docs/aircomp.md).
+DIGITAL_UPLOADS = ("fedhq", "topk_ef")
+
+
+def _refused() -> dict[tuple[Any, ...], str]:
+    """Over the air (docs/aircomp.md): stale updates have no common transmission instant
+    (``server.mode``); quantised and Top-K uploads are digital (``scheme.name``)."""
+    out: dict[tuple[Any, ...], str] = {}
+    for server, churn, scheme, training, level, layout in itertools.product(
+        SERVERS, AVAILABILITY, sorted(SCHEMES), (False, True), LEVELS, CELLS
+    ):
+        key = (server, "aircomp", churn, scheme, training, level, layout)
+        if server != "sync":
+            out[key] = "server.mode"
+        elif scheme in DIGITAL_UPLOADS:
+            out[key] = "scheme.name"
+    return out
+
+
 #: What the matrix refuses, by (server, uplink, churn, scheme, training, level, cells) -> the field
-#: (none today: every combination runs)
-REFUSED: dict[tuple[Any, ...], str] = {}
+REFUSED: dict[tuple[Any, ...], str] = _refused()
 
 
 def expected_refusal(

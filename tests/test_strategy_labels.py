@@ -69,3 +69,17 @@ def test_accuracy_figure_colours_strategies_of_one_scheme_apart(tmp_path):
     fig = F.accuracy_vs_latency(tidy.load(tmp_path, ["evaluations"]).evaluations)
     colours = {to_hex(line.get_color()) for line in fig.axes[0].get_lines()}
     assert len(colours) == 2
+
+
+def test_uplink_label_tells_aircomp_power_rules_apart():
+    """AirComp's label names the power rule and the truncation threshold."""
+    assert tidy.uplink_label({"mode": "aircomp"}) == "AirComp (truncated inversion)"
+    assert (
+        tidy.uplink_label(
+            {"mode": "aircomp", "power_control": "truncated_inversion", "threshold_gain_db": -125.0}
+        )
+        == "AirComp (truncated inversion; threshold -125 dB)"
+    )
+    assert tidy.uplink_label({"mode": "aircomp", "power_control": "optimal"}) == (
+        "AirComp (optimal powers)"
+    )

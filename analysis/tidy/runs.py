@@ -477,17 +477,25 @@ def strategy_label(strategy: dict[str, Any]) -> str:
 
 def uplink_label(uplink: dict[str, Any]) -> str:
     """A run's ``[uplink]`` table in a few words: ``dedicated``, ``OFDMA (planned k 15)``,
-    ``TDMA (edf)``, with the planned concurrent uploads, the queue order and the noise density
-    where they are not the defaults."""
+    ``TDMA (edf)``, ``AirComp (truncated inversion; threshold -125 dB)``, with the planned
+    concurrent uploads, the queue order, the noise density and AirComp's power rule where they
+    are not the defaults."""
     mode = str(uplink.get("mode", "dedicated"))
     extra = []
+    if mode == "aircomp":  # the power rule, its threshold and symbols: what tells AirComps apart
+        rule = uplink.get("power_control") or "truncated_inversion"
+        extra.append("optimal powers" if rule == "optimal" else "truncated inversion")
+        if uplink.get("threshold_gain_db") is not None:
+            extra.append(f"threshold {float(uplink['threshold_gain_db']):g} dB")
+        if uplink.get("values_per_symbol") not in (None, 1):
+            extra.append(f"{int(uplink['values_per_symbol'])} values per symbol")
     if mode == "tdma" and uplink.get("order", "fcfs") != "fcfs":
         extra.append(str(uplink["order"]))
     if int(uplink.get("planned_concurrent_uploads", 1)) != 1:
         extra.append(f"planned k {int(uplink['planned_concurrent_uploads'])}")
     if uplink.get("noise_psd_dbm_hz") is not None:
         extra.append(f"N0 {float(uplink['noise_psd_dbm_hz']):g} dBm/Hz")
-    label = mode.upper() if mode in ("ofdma", "tdma") else mode
+    label = {"ofdma": "OFDMA", "tdma": "TDMA", "aircomp": "AirComp"}.get(mode, mode)
     return label + (f" ({'; '.join(extra)})" if extra else "")
 
 

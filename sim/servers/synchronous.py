@@ -261,6 +261,14 @@ class SyncServer(Server):
         per_sum = np.full(num, np.nan)
         if measured is not None:
             per_sum[:] = np.asarray(measured, dtype=np.float64)  # one value, or one per sum
+        st = eng.stats
+        st.air_aligned = (st.air_aligned or 0) + int(air.aligned.sum())
+        st.air_asked = (st.air_asked or 0) + int((air.aligned | air.truncated).sum())
+        if measured is not None:  # each aggregate once: one value, or one per edge
+            values = np.atleast_1d(np.asarray(measured, dtype=np.float64))
+            values = values[np.isfinite(values)]
+            st.air_mse_total = (st.air_mse_total or 0.0) + float(values.sum())
+            st.air_mse_count = (st.air_mse_count or 0) + int(values.size)
         for g in range(num):
             m = float(per_sum[g])
             eng.buffer.add(

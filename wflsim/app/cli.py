@@ -473,6 +473,15 @@ def summary_lines(prep: Prepared, stats: RunStats, out: Path) -> list[str]:
             if sc.server.hierarchy is not None
             else []
         ),
+        *(
+            [
+                f"  over the air     {_share(s.get('aircomp_aligned_share'))} of the asked "
+                "devices in the sums; mean aggregation error "
+                f"{_mse(s.get('aircomp_mean_aggregation_mse'))}"
+            ]
+            if sc.uplink.mode == "aircomp"
+            else []
+        ),
         f"  simulated time   {s['simulated_time_s']:.4g} s over {s['slots']} slots",
         f"  wall time        {s['wall_time_s']:.1f} s",
     ]
@@ -489,6 +498,16 @@ def summary_lines(prep: Prepared, stats: RunStats, out: Path) -> list[str]:
             )
         )
     return lines
+
+
+def _share(value: float | None) -> str:
+    """A share as a percentage, or ``n/a``."""
+    return "n/a" if value is None else f"{100.0 * value:.1f} %"
+
+
+def _mse(value: float | None) -> str:
+    """A mean squared error per entry, or what its absence means."""
+    return "n/a (no training)" if value is None else f"{value:.3g} per entry"
 
 
 def _one_line(text: str) -> str:
