@@ -329,3 +329,11 @@ def test_summary_totals_match_the_aircomp_rows() -> None:
     digital["run"]["frames"] = 1
     _, plain = run_in_memory(digital)
     assert "aircomp_aligned_share" not in plain.as_dict()
+
+
+def test_both_kernels_give_the_same_trace() -> None:
+    """The closed-form and the event kernel play an over-the-air slot identically."""
+    from conftest import on_both_kernels
+
+    closed, event = on_both_kernels(network(frames=2, threshold_gain_db=-115.0))
+    assert column_hashes(closed) == column_hashes(event)
