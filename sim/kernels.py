@@ -181,12 +181,14 @@ class SlotKernel(ABC):
         record: bool = True,
         online_until_s: npt.NDArray[np.float64] | None = None,
         group: npt.NDArray[np.int64] | None = None,
+        num_groups: int | None = None,
     ) -> SlotResultPlay:
         """An over-the-air slot (``[uplink] mode = "aircomp"``), the same closed form on every
         kernel: the participants (``uploads.participating``: the aligned devices) compute, then
-        each sum (``group``: the devices' cells; None: one sum) transmits for ``latency_s``
-        (:func:`wflsim.sim.world.aircomp.aircomp_transmission`); each device transmits
-        ``uploads.upload_full_s`` of it (its own coordinates' symbols). Nothing interacts but the
+        each sum (``group``: the devices' cells, ``num_groups`` of them; None: one sum) transmits
+        for ``latency_s`` (:func:`wflsim.sim.world.aircomp.aircomp_transmission`); each device
+        transmits ``uploads.upload_full_s`` of it (its own coordinates' symbols), from the
+        window's start (its ``upload_end`` then). Nothing interacts but the
         common transmissions, so no per-device process plays them. A device that goes offline
         (``online_until_s``) before its work ends is dropped there.
 
@@ -194,14 +196,17 @@ class SlotKernel(ABC):
         later."""
         start = float(env.now)
         part = uploads.participating
-        tx_start_s, transmitted_s, arrived = aircomp_transmission(
-            uploads.compute_s, part, latency_s, deadline_s, closes_at, group
+        tx_start_s, _, arrived = aircomp_transmission(
+            uploads.compute_s, part, latency_s, deadline_s, closes_at, group, num_groups
         )
+        # each device transmits on its own coordinates' symbols of the window
+        own_s = np.minimum(uploads.upload_full_s, latency_s)
+        transmitted_s = np.where(arrived, own_s, 0.0)
         computed_s: npt.NDArray[np.float64] | None = None
         dropped: npt.NDArray[np.bool_] | None = None
         drop_at = np.full(part.shape, np.inf)
         if online_until_s is not None:
-            work_end = np.where(arrived, tx_start_s + latency_s, uploads.compute_s)
+            work_end = np.where(arrived, tx_start_s + own_s, uploads.compute_s)
             left = np.asarray(online_until_s, dtype=np.float64) - start
             dropped = part & (left < work_end)
             drop_at = np.where(dropped, left, np.inf)
@@ -224,7 +229,7 @@ class SlotKernel(ABC):
         gone = np.isfinite(d_at)
         t_all = np.concatenate(
             [np.full(who.size, start), start + c[c_end_seen], start + t0[sends]]
-            + [start + t0[done] + latency_s, start + d_at[gone]]
+            + [start + t0[done] + transmitted_s[who][done], start + d_at[gone]]
         )
         d_all = np.concatenate([who, who[c_end_seen], who[sends], who[done], who[gone]])
         k_all = np.concatenate(
@@ -623,6 +628,8 @@ def make_kernel(
     interact (a cell shares its band, or two cells share one: interference)."""
     if name not in KERNELS:
         raise ValueError(f"unknown slot kernel {name!r}; known: {', '.join(KERNELS)}")
+    if uplink is not None and uplink.aircomp:  # one common transmission: SlotKernel.play_aircomp
+        return KERNELS[name]()
     if cells is not None:
         if not cells.layout.interacts:
             return KERNELS[name]()

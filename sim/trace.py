@@ -300,12 +300,12 @@ COLUMNS: dict[str, tuple[pa.DataType, str, str]] = {
     "aircomp_mse": (
         pa.float64(),
         "-",
-        "aircomp rows: the closed-form MSE per entry of the received sum of unit-variance updates, sum_n (c_n - a_n)^2 + N0 / eta (true gains; Cao et al., eq. 8); null when nobody transmits",
+        "aircomp rows: the closed-form MSE per entry of the sum the server reconstructs from the devices that made it into it, for unit-variance updates: (sum_n (c_n - a_n)^2 + N / eta) / s^2 with the true gains, the noise N the receiver heard (interference included) and s the weight those devices carry (Cao et al., eq. 8, for s = 1); null when nobody made it",
     ),
     "aggregation_mse": (
         pa.float64(),
         "(update units)^2",
-        "aircomp rows, learning runs: the mean squared error per entry between the aggregate the server received and the exact weighted mean of the same uploads; null without training or when nothing was aggregated",
+        "aircomp rows, learning runs: the mean squared error per entry between the aggregate the server applied and the same aggregation of the exact uploads (with [cells] and a flat server every cell's row carries the one aggregate's; under [server.hierarchy] each edge's own); null without training or when nothing was aggregated",
     ),
     "model_version": (
         pa.int64(),

@@ -502,11 +502,24 @@ class TorchLearner:
             raise ValueError("an over-the-air sum needs a sum per device within noise_std")
         self._air = air
 
+    def _sent_entries(
+        self, ok: np.ndarray, trained: torch.Tensor | None, uploads: torch.Tensor
+    ) -> torch.Tensor:
+        """``(k, D)`` bool: the entries each device in the sum sends (not frozen by the update
+        rule, trained in its sub-model; every entry otherwise)."""
+        masks = getattr(self.rule, "masks", None)
+        if callable(masks):
+            frozen = masks()[torch.as_tensor(ok)]
+            return ~frozen.to(uploads.device)
+        if trained is not None:
+            return trained.to(device=uploads.device, dtype=torch.bool)
+        return torch.ones_like(uploads, dtype=torch.bool)
+
     def _over_the_air(
-        self, uploads: torch.Tensor, air: OverTheAir, weights: torch.Tensor
+        self, uploads: torch.Tensor, air: OverTheAir, weights: torch.Tensor, sent: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """The uploads ``(k, D)`` as the sum weighs them, ``mu_n + ratio_n (u_n - mu_n)`` on
-        the entries each device sends (its nonzero ones: frozen entries are not sent), and the
+        the entries each device sends (``sent``, ``(k, D)``: frozen entries are not sent), and the
         receiver's noise ``sigma_bar noise_std e`` on the entries anyone sends, ``(D,)``; ``mu_n``
         and ``sigma_n``: the mean and standard deviation of device ``n``'s sent entries,
         ``sigma_bar`` their largest (the common scale the updates are normalised by)."""
@@ -514,7 +527,6 @@ class TorchLearner:
             raise ValueError(
                 f"an over-the-air sum of {air.ratio.shape[0]} devices for {uploads.shape[0]} uploads"
             )
-        sent = uploads != 0
         count = sent.sum(dim=1, keepdim=True).clamp_min(1)
         mu = uploads.sum(dim=1, keepdim=True) / count
         centred = torch.where(sent, uploads - mu, torch.zeros_like(uploads))
@@ -553,11 +565,13 @@ class TorchLearner:
             rows = torch.as_tensor([pos[int(n)] for n in ok], device=self.device)
             bw = torch.as_tensor(self.batch_sizes[ok], dtype=torch.float32, device=self.device)
             uploads = self._uploads[rows]
+            trained = None if self._trained is None else self._trained[rows]
             air, self._air = self._air, None
-            if air is not None:  # what the air delivers: exact mean kept for the error
+            if air is not None:  # what the air delivers: the exact uploads kept for the error
                 exact_uploads = uploads
                 bw_air = torch.as_tensor(self.batch_sizes[ok], dtype=torch.float32)
-                uploads, noise = self._over_the_air(uploads, air, bw_air)
+                sent = self._sent_entries(ok, trained, uploads)
+                uploads, noise = self._over_the_air(uploads, air, bw_air, sent)
 
             def call(index: np.ndarray | None, values: torch.Tensor) -> torch.Tensor:
                 if index is None:  # every row: the rule's call without strategies
@@ -566,14 +580,19 @@ class TorchLearner:
                     values, ok[index], bw[torch.as_tensor(index, device=bw.device)]
                 )
 
-            trained = None if self._trained is None else self._trained[rows]
             uploaded = trained if wants_upload_mask(self.strategy, self.rule) else None
             g = self.strategy.aggregate(
                 uploads, bw, self.local_steps[ok], uploaded, rule_mean_over(uploads, call)
             )
             if air is not None:
                 g = g + noise
-                exact = call(None, exact_uploads)
+                exact = self.strategy.aggregate(  # the same aggregation of the exact uploads
+                    exact_uploads,
+                    bw,
+                    self.local_steps[ok],
+                    uploaded,
+                    rule_mean_over(exact_uploads, call),
+                )
                 self.last_aggregation_mse = float(torch.mean((g - exact) ** 2))
             note = getattr(self.rule, "server_gradient", None)  # optional (PlainRule: nothing)
             if note is not None:

@@ -60,6 +60,7 @@ def over_the_air(
         spec.threshold_gain,
         window_s,
         group,
+        None if cells is None else cells.num_cells,
     )
     on = plan.aligned
     values = costs.payload_bits / float(system.bits_per_param)
@@ -98,9 +99,11 @@ def received_noise_w(
         system.deadline_s,
         closes_at,
         plan.group,
+        plan.eta.shape[0],
     )
-    sent = np.asarray(transmitted_s) > 0.0
-    return noise + interference_w(plan, sent, start, cells.slot_gain, cells.layout.co_band)
+    return noise + interference_w(
+        plan, np.asarray(transmitted_s), start, cells.slot_gain, cells.layout.co_band
+    )
 
 
 def over_the_air_sum(

@@ -87,6 +87,7 @@ class SyncServer(Server):
                 record=eng.record_events,
                 online_until_s=sl.online_until_s,
                 group=None if eng.cells is None else sl.aircomp.group,
+                num_groups=None if eng.cells is None else eng.cells.num_cells,
             )
         else:
             result = yield from self.kernel.play_slot(
@@ -227,6 +228,8 @@ class SyncServer(Server):
         eng.learner.apply(t, ok)
         if not eng.learner.is_finite():
             raise RunDiverged.at(t, "the global model has non-finite weights")
+        if sl.aircomp is not None:  # before the aggregate row: what the aggregate applied
+            self._log_sums(k, t, sl.aircomp, received, out.success)
         stable = float(eng.learner.stable_fraction)
         b.add(
             "aggregate",
@@ -238,15 +241,13 @@ class SyncServer(Server):
             slot_duration_s=now - sl.start_s,
             stable_fraction=None if np.isnan(stable) else stable,
         )
-        if sl.aircomp is not None:
-            self._log_sums(k, t, sl.aircomp, received, ok)
         log_strategy_rows(eng, now, k, t)
         eng.stats.successes += len(ok)
         self._slot = None
         return SlotEnd(out, sl.available, cols)
 
     def _log_sums(
-        self, k: int, t: int, air: AirCompPlan, noise_w: np.ndarray, ok: np.ndarray
+        self, k: int, t: int, air: AirCompPlan, noise_w: np.ndarray, arrived: np.ndarray
     ) -> None:
         """One ``aircomp`` row per sum (per cell with ``[cells]``), before the aggregate row:
         its receiver's ``eta``, the devices aligned and truncated, the closed-form MSE with the
@@ -254,7 +255,7 @@ class SyncServer(Server):
         eng = self.host
         now = eng.clock.now
         measured = getattr(eng.learner, "last_aggregation_mse", None)
-        mse = air.mse(noise_w)
+        mse = air.mse(noise_w, arrived)
         num = air.eta.shape[0]
         aligned = np.bincount(air.group[air.aligned], minlength=num)
         truncated = np.bincount(air.group[air.truncated], minlength=num)

@@ -240,15 +240,26 @@ class AirCompPlan:
     noise_w: F64  #: ``(G,)`` the noise each sum was planned on, W
     latency_s: float  #: ``T``: the transmission window of a sum, s
 
-    def mse(self, noise_w: F64 | None = None) -> F64:
-        """``(G,)`` the closed-form MSE per entry of each received sum of unit-variance updates,
-        ``sum_n (c_n - a_n)^2 + N0 / eta`` (Cao et al., eq. 8) with the true gains and the
-        noise ``noise_w`` (default: the planned); NaN where nobody transmits."""
+    def mse(self, noise_w: F64 | None = None, arrived: B8 | None = None) -> F64:
+        """``(G,)`` the closed-form MSE per entry of each sum the server reconstructs, for
+        unit-variance updates, with the true gains and the noise ``noise_w`` (default: the
+        planned): over the devices that made it into the sum (``arrived``; default: every
+        aligned one), renormalised by the weight ``s`` they carry,
+        ``sum_n ((c_n - a_n) / s)^2 + N0 / (eta s^2)`` (Cao et al., eq. 8, for ``s = 1``);
+        NaN where nobody made it."""
         noise = self.noise_w if noise_w is None else np.asarray(noise_w, dtype=np.float64)
-        g = self.eta.shape[0]
-        bias = np.bincount(self.group, weights=(self.coefficient - self.weights) ** 2, minlength=g)
+        num = self.eta.shape[0]
+        on = self.aligned if arrived is None else np.asarray(arrived, dtype=bool) & self.aligned
+        carried = np.bincount(self.group[on], weights=self.weights[on], minlength=num)
+        bias = np.bincount(
+            self.group[on], weights=(self.coefficient[on] - self.weights[on]) ** 2, minlength=num
+        )
         with np.errstate(divide="ignore", invalid="ignore"):
-            return np.where(self.eta > 0.0, bias + noise / self.eta, np.nan)
+            return np.where(
+                (self.eta > 0.0) & (carried > 0.0),
+                (bias + noise / self.eta) / (carried * carried),
+                np.nan,
+            )
 
 
 def _plan_one(
@@ -291,6 +302,7 @@ def plan_aircomp(
     threshold_gain: float,
     latency_s: float,
     group: ArrayLike | None = None,
+    num_groups: int | None = None,
 ) -> AirCompPlan:
     """A slot's over-the-air plan: who transmits in which sum at which power, each receiver's
     ``eta`` and what the sums will give; ``(N,)`` arrays in, one :class:`AirCompPlan` out.
@@ -314,13 +326,15 @@ def plan_aircomp(
         threshold_gain: ``g_th``, linear (truncated inversion; ignored by ``optimal``).
         latency_s: ``T`` (:func:`aircomp_latency_s`), s.
         group: ``(N,)`` each device's sum, ``0 .. G - 1`` (None: all in sum 0).
+        num_groups: ``G`` (None: one more than the largest ``group``); a sum nobody is in has
+            ``eta = 0``.
     """
     if rule not in POWER_RULES:
         raise ValueError(f"unknown AirComp power rule {rule!r}; known: {', '.join(POWER_RULES)}")
     part = np.asarray(participating, dtype=bool)
     n = part.shape[0]
     grp = np.zeros(n, dtype=np.int64) if group is None else np.asarray(group, dtype=np.int64)
-    num = int(grp.max()) + 1 if n else 1
+    num = num_groups if num_groups is not None else (int(grp.max()) + 1 if n else 1)
     noise = np.broadcast_to(np.asarray(noise_w, dtype=np.float64), (num,)).copy()
     seen = np.asarray(seen_gain, dtype=np.float64)
     true = np.asarray(true_gain, dtype=np.float64)
@@ -346,6 +360,7 @@ def aircomp_transmission(
     deadline_s: float,
     closes_at: str,
     group: ArrayLike | None = None,
+    num_groups: int | None = None,
 ) -> tuple[F64, F64, B8]:
     """When each device's sum starts transmitting (s after the slot's start), how long each
     device transmits and whether its update is in its sum, ``(N,)`` each.
@@ -363,7 +378,7 @@ def aircomp_transmission(
         start = np.full(n, deadline_s - latency_s)
         ready = on & (c <= start * (1.0 + 1e-9)) & (start >= 0.0)
     else:
-        last = np.zeros(int(grp.max()) + 1 if n else 1)
+        last = np.zeros(num_groups if num_groups is not None else (int(grp.max()) + 1 if n else 1))
         np.maximum.at(last, grp[on], c[on])
         start = last[grp]
         ready = on.copy()
@@ -372,24 +387,28 @@ def aircomp_transmission(
 
 def interference_w(
     plan: AirCompPlan,
-    transmitted: ArrayLike,
+    transmitted_s: ArrayLike,
     start_s: ArrayLike,
     gain_to_site: ArrayLike,
     co_band: ArrayLike,
 ) -> F64:
     """``(G,)`` the interference each sum's receiver hears from the other sums' devices on its
-    band: ``sum_m p_m g[m, v] f_mv`` over the devices ``m`` transmitting in a co-band cell,
-    ``f_mv`` the fraction of ``v``'s window that ``m``'s sum overlaps (1 when both end at the
-    deadline). An over-the-air symbol occupies the whole band, so nothing is spread.
+    band: ``sum_m p_m g[m, v] d_m f_mv`` over the devices ``m`` transmitting in a co-band cell,
+    ``d_m`` the share of its window's symbols ``m`` transmits on (its own coordinates, or until
+    it went offline) and ``f_mv`` the fraction of ``v``'s window that ``m``'s sum overlaps (1 when
+    both end at the deadline): the mean power per symbol of ``v``'s window. An over-the-air
+    symbol occupies the whole band, so nothing is spread.
 
     Args:
         plan: the slot's plan (``group``: each device's cell).
-        transmitted: ``(N,)`` whether each device transmits in its sum.
+        transmitted_s: ``(N,)`` how long each device transmitted in its sum's window, s.
         start_s: ``(N,)`` its sum's start, s (:func:`aircomp_transmission`).
         gain_to_site: ``(N, G)`` each device's gain to every site, linear.
         co_band: ``(G, G)`` bool, ``co_band[a, v]``: cell ``a``'s transmissions reach ``v``'s.
     """
-    tx = np.asarray(transmitted, dtype=bool)
+    sent_s = np.asarray(transmitted_s, dtype=np.float64)
+    tx = sent_s > 0.0
+    duty = np.clip(sent_s / plan.latency_s, 0.0, 1.0) if plan.latency_s > 0 else tx * 1.0
     g_all = np.asarray(gain_to_site, dtype=np.float64)
     num = plan.eta.shape[0]
     starts = np.zeros(num)
@@ -399,7 +418,7 @@ def interference_w(
     hi = np.minimum(starts[:, None], starts[None, :]) + t
     overlap = np.clip((hi - lo) / t, 0.0, 1.0) if t > 0 else np.ones((num, num))
     # received[m, v]: device m's power at site v, only for transmitting devices
-    received = np.where(tx[:, None], plan.tx_power_w[:, None] * g_all, 0.0)
+    received = np.where(tx[:, None], (plan.tx_power_w * duty)[:, None] * g_all, 0.0)
     per_cell = np.zeros((num, num))  # [a, v]: cell a's total received power at site v
     np.add.at(per_cell, plan.group[tx], received[tx])
     hits = (

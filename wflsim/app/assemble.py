@@ -156,7 +156,8 @@ def kernel_of(scenario: Scenario) -> KernelName:
     if kernel != "auto":
         return kernel
     interacting = uplink_of(scenario).shared or not isinstance(scenario.availability, AlwaysConfig)
-    if scenario.cells is not None:  # a cell shares its band, or two cells share one
+    if scenario.cells is not None and scenario.uplink.mode != "aircomp":
+        # a cell shares its band, or two cells share one (over the air: a closed form anyway)
         layout = build_layout(
             scenario.cells, scenario.network.cell_radius_m, cell_uplink_mode(scenario.uplink.mode)
         )
