@@ -6,7 +6,8 @@ the simulated time and energy to first reach a target accuracy (over the seeds t
 of the MSE per entry between the received and the exact aggregate) and the share of the asked
 devices in the sums.
 
-    python scenarios/aircomp/summarise.py runs/aircomp-mnist --target 0.8
+    python scenarios/aircomp/summarise.py runs/aircomp-mnist --target 0.8 --csv runs.csv
+    python scenarios/aircomp/summarise.py --from-csv runs.csv more.csv   # rows of several runs
 """
 
 from __future__ import annotations
@@ -71,14 +72,25 @@ def per_run(root: Path, target: float) -> pd.DataFrame:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("folder", help="the output folder of run_studies.sh")
+    p.add_argument("folder", nargs="?", help="the output folder of run_studies.sh")
+    p.add_argument(
+        "--from-csv",
+        nargs="+",
+        default=None,
+        help="read the per-run rows from these CSVs (written by --csv) instead of a folder",
+    )
     p.add_argument("--target", type=float, default=0.8, help="target test accuracy (fraction)")
     p.add_argument("--columns", nargs="+", default=None, help="the measures to print (all)")
     p.add_argument("--csv", default=None, help="also write the per-run rows to this CSV")
     args = p.parse_args(argv)
-    runs = per_run(Path(args.folder), args.target)
+    if args.from_csv:
+        runs = pd.concat([pd.read_csv(f) for f in args.from_csv], ignore_index=True)
+    elif args.folder:
+        runs = per_run(Path(args.folder), args.target)
+    else:
+        p.error("give the study's folder or --from-csv")
     if runs.empty:
-        p.error(f"no sweep folders under {args.folder}")
+        p.error(f"no runs in {args.folder or args.from_csv}")
     if args.csv:
         runs.to_csv(args.csv, index=False)
     values = [c for c in runs.columns if c not in ("configuration", "seed")]
