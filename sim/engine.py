@@ -421,7 +421,9 @@ class Engine:
         self.learner.begin_frame(k, plan.update)
         b.add("freeze", now, k, t0, ids, gamma=plan.gamma, queue_j=queue, **plan.columns)
         costs = slots.frame_costs(plan.cost.payload_bits, plan.cost.compute_fraction, self.system)
-        self._frame = FrameState(frame=k, large=large, queue_j=queue, plan=plan, costs=costs)
+        self._frame = FrameState(
+            frame=k, large=large, queue_j=queue, plan=plan, costs=costs, planned_gain=planned_large
+        )
 
     def _frame_end(self, k: int) -> None:
         self.learner.end_frame(k)

@@ -10,6 +10,8 @@ import tomllib
 import numpy as np
 import pytest
 import torch
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 from test_learner import tiny_learner
 
 import wflsim
@@ -436,3 +438,113 @@ def test_the_aircomp_row_comes_before_the_aggregate() -> None:
     ev = table.to_pandas()
     for _, slot in ev[ev.event.isin(["aircomp", "aggregate"])].groupby("slot"):
         assert list(slot["event"]) == ["aircomp", "aggregate"]
+
+
+# ---------------------------------------------------------------- the paper's controller, adapted
+
+
+def test_controller_slope_matches_monte_carlo() -> None:
+    """K, the expected drift-plus-penalty per unit of u, against 2,000,000 Rayleigh draws of the
+    gain: E[(-I + Q eta a^2 T / h) 1{eta a^2 / h <= p_max}], within 4 standard errors."""
+    from wflsim.sim.world.aircomp import controller_frame
+
+    i_val, q, h_mean, eta, a, t_full, peak = 2.0, 300.0, 1e-10, 1e-8, 0.1, 0.01, 1.0
+    _, p_max, _, k = controller_frame(
+        [i_val], [q], [0.01], 0.1, 0.01, t_full, [peak], [h_mean], eta, [a]
+    )
+    h = np.random.default_rng(11).exponential(h_mean, 2_000_000)
+    z = np.where(eta * a * a / h <= p_max[0], -i_val + q * eta * a * a * t_full / h, 0.0)
+    assert p_max[0] == pytest.approx(i_val / (q * t_full))  # the energy price binds, below P
+    assert abs(z.mean() - k[0]) < 4 * z.std() / math.sqrt(z.size)
+
+
+def test_controller_gamma_is_the_brute_force_minimum() -> None:
+    """gamma from the closed form against a grid of u in [0, u_max] with the expected cost
+    integrated numerically over the Rayleigh gain (threshold p_max = min(P, I / (Q T)) computed
+    here), for a device whose price binds, one whose energy is free, one that sits out (I < 0)
+    and one that must freeze to fit its computation before the window."""
+    from scipy import integrate
+
+    from wflsim.sim.world.aircomp import controller_frame
+
+    i_val = np.array([2.0, 2.0, -1.0, 2.0])
+    q = np.array([300.0, 0.0, 30.0, 300.0])
+    theta = np.array([0.05, 0.05, 0.05, 0.2])  # device 3: only u <= 0.45 fits
+    tau0, window, t_full, eta, a, h_mean = 0.1, 0.01, 0.01, 1e-8, 0.1, 1e-10
+    gamma, _, _, _ = controller_frame(
+        i_val, q, theta, tau0, window, t_full, np.ones(4), np.full(4, h_mean), eta, np.full(4, a)
+    )
+    for n in range(4):
+        u_max = min(1.0, (tau0 - window) / theta[n])
+        p_max = min(1.0, i_val[n] / (q[n] * t_full)) if q[n] > 0 else 1.0
+
+        def cost(u: float, n: int = n, p_max: float = p_max) -> float:
+            if i_val[n] <= 0 or u == 0:
+                return 0.0 if u == 0 else -i_val[n] * 0.0 + abs(i_val[n]) * u  # I <= 0: a loss
+
+            def density(h: float) -> float:
+                value = -i_val[n] * u + q[n] * eta * a * a * u * t_full / h
+                return value * math.exp(-h / h_mean) / h_mean
+
+            return integrate.quad(density, eta * a * a / p_max, 60 * h_mean, limit=200)[0]
+
+        grid = np.linspace(0.0, u_max, 41)
+        best = grid[int(np.argmin([cost(u) for u in grid]))]
+        assert 1.0 - gamma[n] == pytest.approx(best, abs=1e-9), n
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    i_val=st.floats(1e-6, 1e3),
+    q=st.floats(0.0, 1e4),
+    x_scale=st.floats(1e-3, 500.0),
+    t_full=st.floats(1e-4, 1.0),
+)
+def test_controller_takes_part_whenever_the_update_is_worth_something(
+    i_val: float, q: float, x_scale: float, t_full: float
+) -> None:
+    """For any I > 0 the frame's slope K is negative (K = -I Psi(x) or below, Psi > 0): over the
+    air the controller never freezes beyond what the deadline needs."""
+    from wflsim.sim.world.aircomp import controller_frame
+
+    h_mean, a = 1e-10, 0.1
+    eta = x_scale * h_mean / (a * a)
+    threshold = min(1.0, i_val / (q * t_full)) if q > 0 else 1.0
+    assume(x_scale / threshold < 700.0)  # beyond: a chance below e^-700, counted as none
+    gamma, p_max, _, k = controller_frame(
+        [i_val], [q], [0.01], 0.1, 0.01, t_full, [1.0], [h_mean], eta, [a]
+    )
+    assert k[0] <= 0.0 and gamma[0] == 0.0 and p_max[0] > 0.0
+
+
+def test_controller_rule_inverts_within_the_frames_threshold() -> None:
+    """power_control = "controller" under the paper's scheme: every participant inverts its
+    seen gain at the frame's eta (p = eta a^2 / h), never above the frame's threshold, and every
+    device that stays out had p above it."""
+    from wflsim.sim.world.aircomp import planned_eta
+
+    data = network(frames=2, power_control="controller")
+    data["scheme"] = {"name": "two_timescale", "V": 10.0}
+    table, _ = run_in_memory(data)
+    dec = rows(table, "decision")
+    pos = rows(table, "position")
+    b = np.full(30, 32.0)
+    for frame, d in dec.groupby("frame"):
+        h_large = pos[pos.frame == frame].sort_values("device")["large_scale_gain"].to_numpy()
+        eta = planned_eta(np.ones(30), h_large, b)
+        p = eta * (1 / 30) ** 2 / d["seen_channel_gain"].to_numpy(dtype=float)
+        part = d["participating"].to_numpy(dtype=bool)
+        p_max = d["max_tx_power_w"].to_numpy(dtype=float)
+        assert part.any() and (~part).any()
+        np.testing.assert_allclose(d["tx_power_w"].to_numpy(dtype=float)[part], p[part], rtol=1e-9)
+        assert (p[part] <= p_max[part] * (1 + 1e-12)).all()
+        assert (p[~part] > p_max[~part]).all()
+
+
+def test_controller_needs_a_scheme_with_the_threshold() -> None:
+    """power_control = "controller" with a scheme that has no Proposition-1 threshold is refused
+    naming uplink.power_control."""
+    data = quick(power_control="controller")  # ideal: no threshold
+    with pytest.raises(ScenarioError) as err:
+        wflsim.prepare(data)
+    assert err.value.field == "uplink.power_control"

@@ -281,11 +281,13 @@ class UplinkConfig(Strict):
         "participant sends its update at once on W, the server receives their sum "
         "(over-the-air aggregation, docs/aircomp.md)",
     )
-    power_control: Literal["truncated_inversion", "optimal"] | None = Field(
+    power_control: Literal["truncated_inversion", "optimal", "controller"] | None = Field(
         None,
         description="aircomp only: truncated_inversion (BAA: a device whose gain clears "
-        "threshold_gain_db inverts its channel; the default) or optimal (Cao et al.'s "
-        "MSE-optimal powers, no truncation)",
+        "threshold_gain_db inverts its channel; the default), optimal (Cao et al.'s "
+        "MSE-optimal powers, no truncation) or controller (the paper's controller adapted: "
+        "the scheme's drift-plus-penalty decides who inverts, against a receiver scaling "
+        "fixed per frame)",
     )
     threshold_gain_db: _Float | None = Field(
         None,
@@ -325,10 +327,11 @@ class UplinkConfig(Strict):
                         f'{name} applies to mode = "aircomp" (over-the-air aggregation), '
                         f'not to mode = "{self.mode}": remove it, or set mode = "aircomp"'
                     )
-        elif self.power_control == "optimal" and self.threshold_gain_db is not None:
+        elif self.power_control in ("optimal", "controller") and self.threshold_gain_db is not None:
             raise ValueError(
-                'threshold_gain_db is truncated inversion\'s; power_control = "optimal" '
-                'truncates nobody: remove threshold_gain_db, or use "truncated_inversion"'
+                f"threshold_gain_db is truncated inversion's; power_control = "
+                f'"{self.power_control}" sets no fixed threshold: remove threshold_gain_db, '
+                'or use "truncated_inversion"'
             )
         return self
 

@@ -141,8 +141,51 @@ class FrameController:
             lam=np.asarray(self.weights.lam, dtype=np.float64),
         )
 
+    def over_the_air(self, ctx: FrameContext, freeze: bool) -> ControllerDecision:
+        """The per-frame problem over the air (``[uplink] power_control = "controller"``):
+        :func:`wflsim.sim.world.aircomp.controller_frame`'s closed form; without freezing
+        (``freeze`` False, or frame 0) ``gamma = 0`` where the full computation fits before the
+        window, else the device sits the frame out."""
+        from ..world.aircomp import controller_frame, planned_eta
+
+        s, d = self.system, self.system.devices
+        assert s.aircomp_window_s is not None
+        params = self.params(ctx)
+        eta = planned_eta(d.peak_power_w, ctx.large_scale_gain, d.batch_size)
+        a = d.batch_size / d.batch_size.sum()
+        gamma, p_max, cost, slope = controller_frame(
+            params.net_value,
+            params.queue_j,
+            params.theta_s,
+            s.deadline_s,
+            s.aircomp_window_s,
+            s.aircomp_window_s,
+            params.peak_power_w,
+            params.mean_gain,
+            eta,
+            a,
+        )
+        if not freeze or ctx.frame == 0:  # nothing frozen: take part at u = 1 or not at all
+            fits = params.theta_s <= s.deadline_s - s.aircomp_window_s
+            take = (gamma < 1.0) & fits
+            gamma = np.where(take, 0.0, 1.0)
+            p_max = np.where(take, p_max, 0.0)
+            cost = np.where(take, slope, 0.0)
+        n = gamma.shape[0]
+        return ControllerDecision(
+            gamma,
+            p_max,
+            {
+                "max_tx_power_w": p_max,
+                "expected_cost": cost,
+                "iterations": np.zeros(n, dtype=np.int32),
+            },
+        )
+
     def no_freezing(self, ctx: FrameContext) -> ControllerDecision:
         """``gamma = 0`` with the Proposition-1 threshold ``p_max`` at ``u = 1``."""
+        if self.system.aircomp_window_s is not None:
+            return self.over_the_air(ctx, freeze=False)
         params = self.params(ctx)
         n = params.n_devices
         gamma = np.zeros(n)
@@ -169,6 +212,8 @@ class FrameController:
         scores that freezing needs exist only after a frame)."""
         if ctx.frame == 0:
             return self.no_freezing(ctx)
+        if self.system.aircomp_window_s is not None:
+            return self.over_the_air(ctx, freeze=True)
         res = controller.solve_gamma(self.params(ctx), tol=self.tol, max_iter=self.max_iter)
         return ControllerDecision(
             res.gamma,
@@ -225,6 +270,30 @@ def threshold_slot_plan(
     dec = controller.slot_power_decision(p_min, p_max_w, ctx.payload_bits)
     return SlotPlan(
         participate=dec.transmit, tx_power_w=dec.tx_power_w, columns={"max_tx_power_w": p_max_w}
+    )
+
+
+def over_the_air_slot_plan(ctx: SlotContext, p_max_w: F64, system: SystemConstants) -> SlotPlan:
+    """Proposition 1 adapted to over-the-air aggregation (docs/aircomp.md): a device inverts its
+    channel, ``p = eta a^2 / h`` on the gain it sees (``eta``: the frame's receiver scaling,
+    :func:`wflsim.sim.world.aircomp.planned_eta`; ``a = B / sum B``), and takes part iff
+    ``p <= p_max`` (the frame's threshold, 0 for a device sitting the frame out) and its
+    computation ends before the window opens."""
+    from ..world.aircomp import planned_eta
+
+    d = system.devices
+    assert system.aircomp_window_s is not None
+    eta = planned_eta(d.peak_power_w, ctx.large_scale_gain, d.batch_size)
+    a = d.batch_size / d.batch_size.sum()
+    h = ctx.channel_gain
+    with np.errstate(divide="ignore"):
+        p = np.where(h > 0.0, eta * a * a / np.where(h > 0.0, h, 1.0), np.inf)
+    fits = ctx.compute_s <= system.deadline_s - system.aircomp_window_s
+    go = (p_max_w > 0.0) & (p <= p_max_w) & fits & (ctx.payload_bits > 0)
+    return SlotPlan(
+        participate=go,
+        tx_power_w=np.where(go, p, 0.0),
+        columns={"max_tx_power_w": p_max_w},
     )
 
 
@@ -317,7 +386,9 @@ class FreezingScheme(Memoryless):
         return freezing_plan(dec.gamma, ctx.frame, self.system, dec.columns)
 
     def plan_slot(self, ctx: SlotContext) -> SlotPlan:
-        """Proposition 1, no outage, or peak power."""
+        """Proposition 1 (over the air: its adapted threshold), no outage, or peak power."""
+        if self.power == "threshold" and self.system.aircomp_window_s is not None:
+            return over_the_air_slot_plan(ctx, self.p_max_w, self.system)
         if self.power == "threshold":
             return threshold_slot_plan(ctx, self.p_max_w, self.target_outage)
         if self.power == "no_outage":

@@ -22,6 +22,7 @@ from ..world.aircomp import (
     aircomp_transmission,
     interference_w,
     plan_aircomp,
+    planned_eta,
 )
 from ..world.cellular import Cells
 from ..world.system import SystemConstants
@@ -36,6 +37,7 @@ def over_the_air(
     system: SystemConstants,
     spec: UplinkSpec,
     cells: Cells | None = None,
+    planned_gain: np.ndarray | None = None,
 ) -> tuple[SlotUploads, AirCompPlan]:
     """The slot's uploads under AirComp and its plan: the aligned devices take part (a
     truncated one neither computes nor transmits), at the rule's powers, each transmitting
@@ -49,6 +51,11 @@ def over_the_air(
     if cells is not None:
         assert cells.plan_factor is not None
         noise = system.noise_w / cells.plan_factor
+    controlled = spec.power_control == "controller"
+    eta_w = None
+    if controlled:  # the receiver's scaling the scheme planned the frame with
+        assert planned_gain is not None, "the controller rule needs the frame's planned gains"
+        eta_w = planned_eta(system.devices.peak_power_w, planned_gain, system.devices.batch_size)
     plan = plan_aircomp(
         uploads.participating,
         system.devices.batch_size,
@@ -61,6 +68,8 @@ def over_the_air(
         window_s,
         group,
         None if cells is None else cells.num_cells,
+        uploads.tx_power_w if controlled else None,
+        eta_w,
     )
     on = plan.aligned
     values = costs.payload_bits / float(system.bits_per_param)

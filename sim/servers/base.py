@@ -58,6 +58,8 @@ class FrameState:
     queue_j: np.ndarray  #: queues at the frame start (the frame's price), J
     plan: FramePlan  #: the scheme's frame decision
     costs: FrameCosts  #: its cost plan in seconds and joules
+    #: the large-scale gains the scheme planned the frame on (None: the true ones, ``large``)
+    planned_gain: np.ndarray | None = None
 
 
 @dataclass(frozen=True)

@@ -150,7 +150,8 @@ class SyncServer(Server):
             )
         air = None
         if eng.config.uplink.aircomp:  # the power rule's aligned devices, powers and receiver
-            up, air = over_the_air(up, sp, costs, eng.system, eng.config.uplink, eng.cells)
+            gain = fr.planned_gain if fr.planned_gain is not None else fr.large.gain
+            up, air = over_the_air(up, sp, costs, eng.system, eng.config.uplink, eng.cells, gain)
         who = np.flatnonzero(up.participating)
         planned_compute_s = (
             up.compute_s

@@ -220,7 +220,7 @@ def normalise(updates: ArrayLike) -> tuple[F64, F64, F64]:
 # ----------------------------------------------------------------------------- one slot
 
 #: The power-control rules of ``[uplink] mode = "aircomp"`` (``[uplink] power_control``).
-POWER_RULES = ("truncated_inversion", "optimal")
+POWER_RULES = ("truncated_inversion", "optimal", "controller")
 
 
 @dataclass(frozen=True)
@@ -303,6 +303,8 @@ def plan_aircomp(
     latency_s: float,
     group: ArrayLike | None = None,
     num_groups: int | None = None,
+    tx_power_w: ArrayLike | None = None,
+    eta_w: float | None = None,
 ) -> AirCompPlan:
     """A slot's over-the-air plan: who transmits in which sum at which power, each receiver's
     ``eta`` and what the sums will give; ``(N,)`` arrays in, one :class:`AirCompPlan` out.
@@ -328,6 +330,13 @@ def plan_aircomp(
         group: ``(N,)`` each device's sum, ``0 .. G - 1`` (None: all in sum 0).
         num_groups: ``G`` (None: one more than the largest ``group``); a sum nobody is in has
             ``eta = 0``.
+        tx_power_w, eta_w: ``controller`` only: the scheme's powers (``eta a_n^2 / g_seen`` with
+            ``a_n = B_n / sum B`` over all devices, :func:`controller_frame`) and the receiver's
+            fixed ``eta`` (:func:`planned_eta`); each sum is then renormalised by the weight its
+            devices carry, ``s``: its weights ``a_n / s``, coefficients ``c_n / s``, ``eta s^2``.
+
+    * ``controller`` (the paper's controller adapted): the scheme's participants transmit at
+      its powers; nobody else is truncated.
     """
     if rule not in POWER_RULES:
         raise ValueError(f"unknown AirComp power rule {rule!r}; known: {', '.join(POWER_RULES)}")
@@ -340,6 +349,20 @@ def plan_aircomp(
     true = np.asarray(true_gain, dtype=np.float64)
     peak = np.broadcast_to(np.asarray(peak_power_w, dtype=np.float64), part.shape)
     b = np.broadcast_to(np.asarray(batch_size, dtype=np.float64), part.shape)
+    if rule == "controller":
+        if tx_power_w is None or eta_w is None:
+            raise ValueError("the controller rule needs the scheme's powers and eta")
+        given = np.asarray(tx_power_w, dtype=np.float64)
+        a_full = b / b.sum()
+        on = part & (seen > 0.0) & (given > 0.0) & (eta_w > 0.0)
+        p = np.where(on, np.minimum(peak, given), 0.0)
+        c_full = np.where(on, np.sqrt(p * true / eta_w) if eta_w > 0 else 0.0, 0.0)
+        carried = np.bincount(grp[on], weights=a_full[on], minlength=num)
+        scale = np.where(on, carried[grp], 1.0)
+        eta = np.where(carried > 0.0, eta_w * carried * carried, 0.0)
+        a = np.where(on, a_full / scale, 0.0)
+        c = np.where(on, c_full / scale, 0.0)
+        return AirCompPlan(on, part & ~on, p, a, c, grp, eta, noise, latency_s)
     aligned = np.zeros(n, dtype=bool)
     p, a, c = np.zeros(n), np.zeros(n), np.zeros(n)
     eta = np.zeros(num)
@@ -425,3 +448,90 @@ def interference_w(
         np.asarray(co_band, dtype=bool) & (np.bincount(plan.group[tx], minlength=num) > 0)[:, None]
     )
     return np.asarray((per_cell * overlap * hits).sum(axis=0), dtype=np.float64)
+
+
+# ------------------------------------------------------------- the paper's controller, adapted
+
+
+def planned_eta(peak_power_w: ArrayLike, mean_gain: ArrayLike, batch_size: ArrayLike) -> float:
+    """The receiver's scaling under ``power_control = "controller"``, W: the largest ``eta`` at
+    which every device, at its mean gain, inverts its channel within its peak power,
+    ``min_n P_n H_n / a_n^2`` with ``a_n = B_n / sum B`` over all devices (fixed for a frame, so
+    that a device's power does not depend on who else takes part)."""
+    p = np.asarray(peak_power_w, dtype=np.float64)
+    h = np.asarray(mean_gain, dtype=np.float64)
+    b = np.asarray(batch_size, dtype=np.float64)
+    a = b / b.sum()
+    live = (p > 0) & (h > 0) & (a > 0)
+    if not live.any():
+        return 0.0
+    return float(np.min((p * h / (a * a))[live]))
+
+
+def controller_frame(
+    net_value: ArrayLike,
+    queue_j: ArrayLike,
+    theta_s: ArrayLike,
+    deadline_s: float,
+    window_s: float,
+    upload_full_s: float,
+    peak_power_w: ArrayLike,
+    mean_gain: ArrayLike,
+    eta_w: float,
+    weights: ArrayLike,
+) -> tuple[F64, F64, F64, F64]:
+    """The paper's per-frame problem (P4) over the air, in closed form: ``(gamma, p_max, cost,
+    K)``, ``(N,)`` each (``K``: the expected cost per unit of ``u``) (docs/aircomp.md, "The paper's controller under AirComp").
+
+    A device that takes part at ``u = 1 - gamma`` inverts its channel, ``p = eta a^2 / h``, for
+    ``u T_full`` (its share ``u D`` of the window's symbols; ``T_full``: the whole model's
+    transmission, ``upload_full_s``): the drift-plus-penalty of taking part is
+    ``-I u + Q eta a^2 u T_full / h``, so it takes part iff ``p <= p_max`` with
+    ``p_max = min(P, I / (Q T_full))`` (``P`` where ``Q = 0``; 0 where ``I <= 0``): Proposition 1's
+    threshold, now independent of ``u``. With ``h ~ Exp(H)`` and ``x = eta a^2 / (p_max H)`` the
+    expected cost is ``Z(u) = u K``, ``K = -I e^{-x} + Q eta a^2 T_full E1(x) / H`` (Theorem 2's
+    form with ``e_com = eta a^2 u T_full``): linear in ``u``, so the minimum is at an end of the
+    feasible range: ``u = min(1, (tau_0 - T) / theta)`` (the computation must end before the
+    window ``T = window_s`` opens) where ``K < 0``, else ``u = 0`` (the device sits the frame out,
+    ``gamma = 1``). No MM iteration is needed.
+
+    Args:
+        net_value: ``I = V B lam - Q e_cmp`` per unit of ``u``, ``(N,)``.
+        queue_j: ``Q``, J, ``(N,)``.
+        theta_s: ``theta = c B / f``, the full computation, s, ``(N,)``.
+        deadline_s: ``tau_0``, s.
+        window_s: ``T``, the sum's window, s.
+        upload_full_s: ``T_full``, the whole model's symbols, s (``window_s``; a device sends
+            ``u`` of them).
+        peak_power_w: ``P``, W, ``(N,)``.
+        mean_gain: ``H``, linear, ``(N,)``.
+        eta_w: the receiver's ``eta`` (:func:`planned_eta`), W.
+        weights: ``a_n = B_n / sum B`` over all devices, ``(N,)``.
+    """
+    from scipy.special import exp1
+
+    i_val = np.asarray(net_value, dtype=np.float64)
+    q = np.asarray(queue_j, dtype=np.float64)
+    theta = np.asarray(theta_s, dtype=np.float64)
+    peak = np.asarray(peak_power_w, dtype=np.float64)
+    h = np.asarray(mean_gain, dtype=np.float64)
+    a = np.asarray(weights, dtype=np.float64)
+    n = i_val.shape[0]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        p_max = np.where(q > 0.0, np.minimum(peak, i_val / (q * upload_full_s)), peak)
+        p_max = np.where((i_val > 0.0) & (eta_w > 0.0), p_max, 0.0)
+        x_raw = np.where(p_max > 0.0, eta_w * a * a / (p_max * h), np.inf)
+        x = np.clip(x_raw, 1e-300, 700.0)
+        k = -i_val * np.exp(-x) + q * eta_w * a * a * upload_full_s * exp1(x) / h
+        k = np.where(x_raw > 700.0, 0.0, k)  # takes part with probability < e^-700: never
+        u_max = np.clip((deadline_s - window_s) / theta, 0.0, 1.0)
+    go = (p_max > 0.0) & (k < 0.0) & (u_max > 0.0)
+    u = np.where(go, u_max, 0.0)
+    cost = np.where(go, u * k, 0.0)
+    slope = np.where(p_max > 0.0, k, 0.0)
+    return (
+        np.asarray(1.0 - u, dtype=np.float64),
+        np.where(go, p_max, 0.0),
+        cost.reshape(n),
+        np.asarray(slope, dtype=np.float64).reshape(n),
+    )

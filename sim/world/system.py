@@ -105,6 +105,9 @@ class SystemConstants:
     #: what the server strategy multiplies each upload's payload by (``[strategy]``: 2 when a
     #: device sends a second ``D``-vector with its model's; 1: the model's payload alone)
     upload_factor: float = 1.0
+    #: ``[uplink] power_control = "controller"`` over the air: the sum's window ``T`` and the
+    #: whole model's transmission, s (None: the digital model; :meth:`UplinkSpec.planned_system`)
+    aircomp_window_s: float | None = None
 
     @property
     def num_devices(self) -> int:

@@ -105,7 +105,16 @@ class UplinkSpec:
 
     def planned_system(self, system: SystemConstants) -> SystemConstants:
         """The constants the scheme plans on: the band ``W / k`` and its noise ``N0 / k``
-        (``system`` itself for ``k = 1``)."""
+        (``system`` itself for ``k = 1``); over the air under ``power_control = "controller"``
+        the system with the sum's window (``aircomp_window_s``: the scheme's controller then
+        plans on the over-the-air costs)."""
+        if self.aircomp and self.power_control == "controller":  # the controller over the air
+            from .aircomp import aircomp_latency_s
+
+            window_s = aircomp_latency_s(
+                system.num_params, system.bandwidth_hz, self.values_per_symbol
+            )
+            return replace(system, aircomp_window_s=window_s)
         k = self.planned_concurrent_uploads
         if k == 1:
             return system
@@ -129,13 +138,21 @@ class UplinkSpec:
                 "TDMA: one upload at a time on the band W; an upload waits for the ones before "
                 f"it ({self.order}), and the wait counts against the deadline p_min ignores"
             )
+        elif self.mode == "aircomp" and self.power_control == "controller":
+            differences.append(
+                "AirComp: the participants send their updates at once on the band W and the "
+                "server receives their sum with noise; the transmission takes ceil(D / v) / W "
+                "whatever the number of devices; the controller is adapted to it (Proposition 1 "
+                "as a gain threshold against the frame's receiver scaling, Theorem 2 in closed "
+                "form: docs/aircomp.md)"
+            )
         elif self.mode == "aircomp":
             differences.append(
                 "AirComp: the participants send their updates at once on the band W and the "
                 "server receives their sum with noise; the transmission takes ceil(D' / v) / W "
                 f"whatever the number of devices, at the powers of {self.power_control} (not "
                 "the scheme's): the scheme's p_min and the controller's upload costs are the "
-                "digital model's"
+                'digital model\'s (power_control = "controller" adapts them)'
             )
         if self.shared and server_mode != "sync":
             differences.append(

@@ -322,7 +322,7 @@ def prepare_scenario(
     check_slot_wait(scenario, system, channel, scheme.closes_at)
     if scenario.learning.enabled:
         check_stale_rule(scenario, scheme.update_rule.name)
-    check_aircomp(scenario, scheme.update_rule.name)
+    check_aircomp(scenario, scheme.update_rule.name, scheme)
     # last: nothing is fetched for a bad scenario
     if scenario.learning.enabled and check_data and download:
         if scenario.learning.dataset in FETCHABLE:
@@ -408,7 +408,7 @@ _NOT_OVER_THE_AIR = {
 }
 
 
-def check_aircomp(scenario: Scenario, rule: str) -> None:
+def check_aircomp(scenario: Scenario, rule: str, scheme: object = None) -> None:
     """``[uplink] mode = "aircomp"``: refused where the over-the-air sum cannot be what the
     scenario asks (the physical reason in the message).
 
@@ -432,6 +432,18 @@ def check_aircomp(scenario: Scenario, rule: str) -> None:
             f"scheme {scenario.scheme.name!r} trains with update rule {rule!r}: "
             f"{_NOT_OVER_THE_AIR[rule]}",
             f"use a scheme that sends real-valued updates (e.g. two_timescale, ideal), {fix}",
+        )
+    controlled = getattr(scheme, "power", None) == "threshold" and (
+        getattr(scheme, "controller", None) is not None
+    )
+    if scenario.uplink.power_control == "controller" and not controlled:
+        raise ScenarioError(
+            "uplink.power_control",
+            f'"controller" is the paper\'s controller adapted: the scheme decides who inverts '
+            f"its channel by the drift-plus-penalty against the frame's threshold, and scheme "
+            f"{scenario.scheme.name!r} does not (it has no Proposition-1 threshold)",
+            "use scheme two_timescale, only_pc or random_freezing, or power_control = "
+            '"truncated_inversion" or "optimal"',
         )
     name = scenario.strategy.name
     if name not in SUM_STRATEGIES:
