@@ -517,7 +517,7 @@ def controller_frame(
     h = np.asarray(mean_gain, dtype=np.float64)
     a = np.asarray(weights, dtype=np.float64)
     n = i_val.shape[0]
-    with np.errstate(divide="ignore", invalid="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # tiny Q: p_max = P
         p_max = np.where(q > 0.0, np.minimum(peak, i_val / (q * upload_full_s)), peak)
         p_max = np.where((i_val > 0.0) & (eta_w > 0.0), p_max, 0.0)
         x_raw = np.where(p_max > 0.0, eta_w * a * a / (p_max * h), np.inf)
