@@ -479,8 +479,10 @@ def test_controller_gamma_is_the_brute_force_minimum() -> None:
         p_max = min(1.0, i_val[n] / (q[n] * t_full)) if q[n] > 0 else 1.0
 
         def cost(u: float, n: int = n, p_max: float = p_max) -> float:
-            if i_val[n] <= 0 or u == 0:
-                return 0.0 if u == 0 else -i_val[n] * 0.0 + abs(i_val[n]) * u  # I <= 0: a loss
+            if u == 0:
+                return 0.0
+            if i_val[n] <= 0:  # no value, and energy to pay: any u > 0 costs more than none
+                return abs(i_val[n]) * u + 1e-12
 
             def density(h: float) -> float:
                 value = -i_val[n] * u + q[n] * eta * a * a * u * t_full / h
