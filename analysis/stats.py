@@ -174,6 +174,13 @@ def accuracy_vs_energy(evaluations: pd.DataFrame) -> pd.DataFrame:
     return evaluations[cols].reset_index(drop=True)
 
 
+def first_reach(evaluations: pd.DataFrame, target: float, column: str) -> float:
+    """``column`` (e.g. ``time_s``, ``cum_energy_j``) at the first of one run's evaluations, in
+    their order, whose accuracy is at least ``target`` (a fraction); NaN if none reaches it."""
+    hit = evaluations[evaluations["accuracy"] >= target]
+    return float(hit[column].iloc[0]) if len(hit) else float("nan")
+
+
 def accuracy_vs_time(evaluations: pd.DataFrame) -> pd.DataFrame:
     """Per evaluation: ``run``, ``slot``, ``cum_latency_s`` (s, simulated) and ``accuracy``."""
     cols = [c for c in ID_COLUMNS if c in evaluations] + ["slot", "cum_latency_s", "accuracy"]

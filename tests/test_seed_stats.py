@@ -201,3 +201,16 @@ def test_seeds_needed_is_the_smallest_n_whose_interval_excludes_zero():
 def test_seeds_needed_beyond_the_cap_is_none():
     """A mean a billionth of its spread would need more seeds than counted: None."""
     assert seeds_needed(1e-9, 1.0) is None
+
+
+def test_first_reach_takes_the_first_evaluation_at_the_target():
+    """first_reach: the column at the first evaluation whose accuracy reaches the target, NaN if
+    none does (a later, higher one does not count)."""
+    import pandas as pd
+
+    from wflsim.analysis.stats import first_reach
+
+    ev = pd.DataFrame({"accuracy": [0.2, 0.81, 0.79, 0.9], "time_s": [1.0, 2.0, 3.0, 4.0]})
+    assert first_reach(ev, 0.8, "time_s") == 2.0
+    assert first_reach(ev, 0.9, "time_s") == 4.0
+    assert np.isnan(first_reach(ev, 0.95, "time_s"))

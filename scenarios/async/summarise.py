@@ -21,17 +21,11 @@ import numpy as np
 import pandas as pd
 
 from wflsim.analysis import tidy
-from wflsim.analysis.stats import over_seeds
+from wflsim.analysis.stats import first_reach, over_seeds
 
 ORDER = ["sync", "semi_sync", "FedAsync", "FedBuff-5", "FedBuff-10"]
 #: The columns that name a configuration (``--by`` picks among them); the others are measures.
 KEYS = ["scheme", "strategy", "server", "uplink"]
-
-
-def first_reach(ev: pd.DataFrame, target: float, col: str) -> float:
-    """``col`` at the first evaluation with accuracy >= ``target`` (NaN: never)."""
-    hit = ev[ev["accuracy"] >= target]
-    return float(hit[col].iloc[0]) if len(hit) else float("nan")
 
 
 def per_run(folder: Path, target: float) -> pd.DataFrame:

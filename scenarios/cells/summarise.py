@@ -16,13 +16,7 @@ from pathlib import Path
 import pandas as pd
 
 from wflsim.analysis import tidy
-from wflsim.analysis.stats import format_over_seeds, over_seeds, to_markdown
-
-
-def first_reach(ev: pd.DataFrame, target: float, col: str) -> float:
-    """``col`` at the first evaluation with accuracy >= ``target`` (NaN: never)."""
-    hit = ev[ev["accuracy"] >= target]
-    return float(hit[col].iloc[0]) if len(hit) else float("nan")
+from wflsim.analysis.stats import first_reach, format_over_seeds, over_seeds, to_markdown
 
 
 def per_run(root: Path, target: float) -> pd.DataFrame:
