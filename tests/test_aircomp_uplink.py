@@ -10,7 +10,7 @@ import tomllib
 import numpy as np
 import pytest
 import torch
-from hypothesis import assume, given, settings
+from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 from test_learner import tiny_learner
 
@@ -502,6 +502,7 @@ def test_controller_gamma_is_the_brute_force_minimum() -> None:
     x_scale=st.floats(1e-3, 500.0),
     t_full=st.floats(1e-4, 1.0),
 )
+@example(i_val=1.0, q=5e-324, x_scale=1.0, t_full=0.5)  # Q T underflows to 0: the peak holds
 def test_controller_takes_part_whenever_the_update_is_worth_something(
     i_val: float, q: float, x_scale: float, t_full: float
 ) -> None:
@@ -511,7 +512,8 @@ def test_controller_takes_part_whenever_the_update_is_worth_something(
 
     h_mean, a = 1e-10, 0.1
     eta = x_scale * h_mean / (a * a)
-    threshold = min(1.0, i_val / (q * t_full)) if q > 0 else 1.0
+    q_t = q * t_full
+    threshold = min(1.0, i_val / q_t) if q_t > 0 else 1.0
     assume(x_scale / threshold < 700.0)  # beyond: a chance below e^-700, counted as none
     gamma, p_max, _, k = controller_frame(
         [i_val], [q], [0.01], 0.1, 0.01, t_full, [1.0], [h_mean], eta, [a]
