@@ -146,6 +146,8 @@ class OverTheAir:
     ``sigma_bar`` the largest of their standard deviations (the common scale the devices
     normalise by) and ``e_s`` independent standard normals per entry keyed by
     ``(seed, stream_index)``; ``ratio_n = 1`` and ``noise_std = 0`` give the digital aggregate.
+    A rule that averages each entry over the devices that sent it divides the entry's noise by
+    their weight share.
     """
 
     slot: int  #: the slot

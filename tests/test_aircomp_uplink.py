@@ -12,7 +12,7 @@ import pytest
 import torch
 from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
-from test_learner import tiny_learner
+from test_learner import rule, tiny_learner, with_freezing
 
 import wflsim
 from conftest import REPO, run_in_memory
@@ -89,6 +89,32 @@ def test_noise_enters_the_model_with_the_stated_variance() -> None:
         learner.receive_over_the_air(OverTheAir(slot=slot, ratio=np.ones(3), noise_std=0.01))
         learner.apply(slot, np.arange(3))
         ratios.append(learner.last_aggregation_mse / (float(sigma) * 0.01) ** 2)
+    assert np.mean(ratios) == pytest.approx(1.0, rel=0.1)
+
+
+def test_a_per_coordinate_mean_divides_each_entrys_noise_by_its_senders_weight() -> None:
+    """aggregation = "per_coordinate" under freezing: the receiver divides an entry's sum, and its
+    noise, by the weight share A_j of the devices that sent it, so the measured MSE over 200
+    slots is (sigma_bar noise_std)^2 mean_j(1 / A_j^2) within 10 % (0 where nobody sent j)."""
+    ratios = []
+    for slot in range(200):
+        learner = with_freezing(
+            tiny_learner([3, 5, 2], seed=slot % 7, aggregation="per_coordinate"),
+            np.array([0.5, 0.0, 0.8]),
+        )
+        learner.compute(slot, np.arange(3))
+        u = learner.gradients.double()
+        sent = ~rule(learner).masks()
+        count = sent.sum(dim=1, keepdim=True)
+        centred = torch.where(sent, u - u.sum(dim=1, keepdim=True) / count, 0.0)
+        sigma = float(torch.sqrt((centred**2).sum(dim=1) / count.squeeze(1)).max())
+        share = (torch.tensor([3.0, 5.0, 2.0], dtype=torch.float64) @ sent.double()) / 10.0
+        gain_sq = torch.where(share > 0, 1.0 / share.clamp_min(1e-30) ** 2, 0.0)
+        assert (share == 0.5).any()  # an entry only device 1 sent: its noise is doubled
+        learner.receive_over_the_air(OverTheAir(slot=slot, ratio=np.ones(3), noise_std=0.01))
+        learner.apply(slot, np.arange(3))
+        want = (sigma * 0.01) ** 2 * float(gain_sq.mean())
+        ratios.append(learner.last_aggregation_mse / want)
     assert np.mean(ratios) == pytest.approx(1.0, rel=0.1)
 
 

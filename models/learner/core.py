@@ -52,6 +52,7 @@ from wflsim.sim.updates import OverTheAir, UpdateInputs
 
 from .. import data as _data
 from ..nets import build_model
+from . import aggregate
 from .evaluation import evaluate
 from .flat import FlatModel
 from .gradients import PRECISIONS, GradientPaths
@@ -62,6 +63,7 @@ from .stable_fraction import StableFraction
 from .stale import StaleUpdates
 from .strategies import (
     FedAvg,
+    RuleCall,
     Strategy,
     StrategySettings,
     build_strategy,
@@ -86,6 +88,22 @@ def resolve_device(device: str | torch.device) -> torch.device:
     if dev.type == "cuda" and not torch.cuda.is_available():
         raise ValueError(f"learning device {str(device)!r} requested but CUDA is not available")
     return dev
+
+
+def _noise_gain(
+    call: RuleCall,
+    sent: torch.Tensor,
+    weights: torch.Tensor,
+) -> torch.Tensor:
+    """``(D,)`` how the rule's normalisation scales an over-the-air sum's noise on each entry:
+    the rule's aggregate of the sent indicator ``sent`` ``(k, D)`` over eq. 3's (the sum's own
+    normalisation). 1 under eq. 3, ``sum B / sum of B over the senders`` under a per-coordinate
+    mean (``aggregation = "per_coordinate"``, FjORD): the receiver divides the entry's sum, and
+    its noise, by the weight of those who sent it; 0 where nobody sent it."""
+    indicator = sent.to(weights.dtype)
+    plain = aggregate.weighted_mean(indicator, weights)
+    ruled = call(None, indicator)
+    return torch.where(plain > 0, ruled / plain.clamp_min(1e-30), 0.0)
 
 
 class TorchLearner:
@@ -585,7 +603,7 @@ class TorchLearner:
                 uploads, bw, self.local_steps[ok], uploaded, rule_mean_over(uploads, call)
             )
             if air is not None:
-                g = g + noise
+                g = g + noise * _noise_gain(call, sent, bw)
                 exact = self.strategy.aggregate(  # the same aggregation of the exact uploads
                     exact_uploads,
                     bw,
