@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1"}
@@ -242,6 +243,7 @@ def test_out_given_as_a_link_to_a_directory_is_used(tmp_path):
 # ---------------------------------------------------------------------- stopped before a frame
 
 
+@pytest.mark.slow  # a full run in a subprocess, resumed
 def test_rerun_proceeds_in_a_folder_stopped_before_its_first_manifest(tmp_path):
     """A disk full at the first manifest leaves marker and events/: a re-run proceeds."""
     path, out = scenario(tmp_path), tmp_path / "d"
@@ -253,6 +255,7 @@ def test_rerun_proceeds_in_a_folder_stopped_before_its_first_manifest(tmp_path):
     assert table(out).equals(reference(tmp_path, path))
 
 
+@pytest.mark.slow  # a full run in a subprocess, resumed
 def test_resume_starts_a_folder_stopped_before_its_first_manifest_from_frame_0(tmp_path):
     """--resume with the scenario of a folder that holds no completed frame runs from frame 0."""
     path, out = scenario(tmp_path), tmp_path / "d"
@@ -370,6 +373,7 @@ def test_resume_refuses_an_edited_checkpoint(tmp_path):
     assert snapshot(out) == before
 
 
+@pytest.mark.slow  # a full run in a subprocess, resumed
 def test_resume_ignores_an_edited_status_and_completes_the_run(tmp_path):
     """A failed run whose manifest was edited to say completed: --resume finishes it anyway."""
     path, out = scenario(tmp_path), tmp_path / "d"
@@ -383,6 +387,7 @@ def test_resume_ignores_an_edited_status_and_completes_the_run(tmp_path):
     assert table(out).equals(reference(tmp_path, path))
 
 
+@pytest.mark.slow  # a full run in a subprocess, resumed
 def test_sweep_resumes_a_point_whose_status_was_edited_to_completed(tmp_path):
     """A sweep's point that failed, its manifest edited to say completed: the sweep's repeat
     resumes it instead of skipping it, and its events are the uninterrupted run's."""
@@ -396,6 +401,7 @@ def test_sweep_resumes_a_point_whose_status_was_edited_to_completed(tmp_path):
     assert table(out / "seed=3").equals(reference(tmp_path, path))
 
 
+@pytest.mark.slow  # a full run in a subprocess, resumed
 def test_resume_after_a_kill_while_the_checkpoint_is_replaced(tmp_path):
     """Killed as the checkpoint of frame 3 was written (the manifest already names it): --resume
     takes the previous checkpoint, which the manifest also records, and completes the run."""
@@ -449,6 +455,7 @@ def test_resume_refuses_a_copied_part_beyond_the_frame_in_flight(tmp_path):
     assert resume_refuses_a_copy_of_frame_0(tmp_path / "d", 9)
 
 
+@pytest.mark.slow  # a full run in a subprocess, resumed
 def test_resume_recomputes_the_unlisted_part_of_the_frame_in_flight(tmp_path):
     """A failed run with an unlisted part of frame 4 (what a kill between the part and the
     manifest leaves): --resume replaces it and the events equal the uninterrupted run's."""
@@ -460,6 +467,7 @@ def test_resume_recomputes_the_unlisted_part_of_the_frame_in_flight(tmp_path):
     assert table(out).equals(reference(tmp_path, path))
 
 
+@pytest.mark.slow  # a full run in a subprocess, resumed
 def test_resume_takes_over_a_lock_naming_a_pid_another_process_now_has(tmp_path):
     """A failed run whose lock names the pid of a live process that is no wflsim writer (the
     pid was reused): --resume completes the run instead of 'in use ... wait' for ever."""

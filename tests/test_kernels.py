@@ -85,7 +85,7 @@ def test_no_participant_waits_for_the_deadline():
 #: network side is that of the network-only runs; its training is what costs time). The composed
 #: runs are left out: churn and a shared uplink need the event kernel, stale servers use none.
 _GOLDEN = sorted(n for n in golden_runs() if not n.startswith(("mnist", "composed"))) + [
-    "mnist-two_timescale-s0"
+    pytest.param("mnist-two_timescale-s0", marks=pytest.mark.slow)  # 27 s of training
 ]
 
 
