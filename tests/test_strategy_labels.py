@@ -83,3 +83,6 @@ def test_uplink_label_tells_aircomp_power_rules_apart():
     assert tidy.uplink_label({"mode": "aircomp", "power_control": "optimal"}) == (
         "AirComp (optimal powers)"
     )
+    assert tidy.uplink_label({"mode": "aircomp", "power_control": "controller"}) == (
+        "AirComp (controller)"
+    )

@@ -475,6 +475,14 @@ def strategy_label(strategy: dict[str, Any]) -> str:
     return label + (f" ({'; '.join(extra)})" if extra else "")
 
 
+#: AirComp's power rules (``uplink.power_control``) as the labels name them.
+_AIRCOMP_RULES = {
+    "truncated_inversion": "truncated inversion",
+    "optimal": "optimal powers",
+    "controller": "controller",
+}
+
+
 def uplink_label(uplink: dict[str, Any]) -> str:
     """A run's ``[uplink]`` table in a few words: ``dedicated``, ``OFDMA (planned k 15)``,
     ``TDMA (edf)``, ``AirComp (truncated inversion; threshold -125 dB)``, with the planned
@@ -483,8 +491,8 @@ def uplink_label(uplink: dict[str, Any]) -> str:
     mode = str(uplink.get("mode", "dedicated"))
     extra = []
     if mode == "aircomp":  # the power rule, its threshold and symbols: what tells AirComps apart
-        rule = uplink.get("power_control") or "truncated_inversion"
-        extra.append("optimal powers" if rule == "optimal" else "truncated inversion")
+        rule = str(uplink.get("power_control") or "truncated_inversion")
+        extra.append(_AIRCOMP_RULES.get(rule, rule))
         if uplink.get("threshold_gain_db") is not None:
             extra.append(f"threshold {float(uplink['threshold_gain_db']):g} dB")
         if uplink.get("values_per_symbol") not in (None, 1):
