@@ -505,6 +505,26 @@ def test_coinciding_lines_are_noted_and_both_stay_visible(data):
     assert widths["Only-PC"] == widths["Proposed"]
 
 
+def test_many_coinciding_lines_leave_the_panel_its_room():
+    """Eleven equal lines: the panel's title says how many coincide in one short note (a list of
+    them would squeeze the panel to nothing), and the figure's notes name every one of them."""
+    from wflsim.analysis.figures.bands import _note_coinciding
+    from wflsim.analysis.figures.common import DataFigure
+
+    fig = DataFigure(figsize=(4.0, 3.4), layout="constrained")
+    ax = fig.subplots()
+    ax.set_title("Participation")
+    x = np.arange(10.0)
+    drawn = [
+        (f"a long series label number {i}", ax.plot(x, np.ones(10), zorder=3 + i)[0])
+        for i in range(11)
+    ]
+    notes = _note_coinciding(ax, drawn)
+    assert ax.get_title().splitlines()[0] == "Participation"
+    assert len(ax.get_title().splitlines()) <= 1 + 3 and "10 lines coincide" in ax.get_title()
+    assert fig.notes == notes and all(f"number {i}" in " ".join(notes) for i in range(10))
+
+
 def test_distinct_lines_are_not_noted(data):
     """Only-PC's queue 1.5 times Proposed's: no note, both lines at the same width."""
     d, _ = data

@@ -446,11 +446,18 @@ def _coincide(
     return bool(max(gap_a.max(), gap_b.max()) <= tol)
 
 
+#: A panel's title says which lines coincide in at most this many lines of text; beyond, it says
+#: how many do and the figure's notes name them (many series: the panel would have no room left).
+_TITLE_NOTE_LINES = 3
+
+
 def _note_coinciding(ax: Axes, drawn: Sequence[tuple[str, Line2D | None]]) -> list[str]:
     """Lines of different series that coincide (within :data:`_COINCIDE` of the panel's y span
     in the axis' scale, over the same x range): the lower one is drawn wider, as an outline
     around the one on top (markers of both stay visible), and the panel's title says
-    "Only-PC coincides with Proposed". Call once the axis' scale is set. Returns the notes."""
+    "Only-PC coincides with Proposed" (beyond :data:`_TITLE_NOTE_LINES` lines of such text, how
+    many lines coincide; the figure's notes name them). Call once the axis' scale is set.
+    Returns the notes."""
     lines = [(label, ln) for label, ln in drawn if ln is not None]
     lines.sort(key=lambda item: -item[1].get_zorder())  # top first
     curves = [_curve(ax, ln) for _, ln in lines]
@@ -480,7 +487,18 @@ def _note_coinciding(ax: Axes, drawn: Sequence[tuple[str, Line2D | None]]) -> li
         fig = ax.get_figure(root=True)
         width_in = ax.get_position().width * fig.get_figwidth() if fig is not None else _PANEL
         wrap = max(30, int(11 * width_in))  # characters per title line at the title's size
-        lines_out = [ax.get_title()] + [textwrap.fill(n, wrap) for n in notes]
+        said = [textwrap.fill(n, wrap) for n in notes]
+        long = sum(t.count("\n") + 1 for t in said) > _TITLE_NOTE_LINES
+        if long and isinstance(fig, DataFigure):  # the figure's notes list them
+            hidden = sum(len(h) for h in under.values())
+            said = [
+                textwrap.fill(
+                    f"{hidden} {'line coincides' if hidden == 1 else 'lines coincide'} with "
+                    "another (listed in the notes)",
+                    wrap,
+                )
+            ]
+        lines_out = [ax.get_title(), *said]
         ax.set_title("\n".join(t for t in lines_out if t), fontsize="medium")
         if isinstance(fig, DataFigure):
             fig.notes += [n for n in notes if n not in fig.notes]
