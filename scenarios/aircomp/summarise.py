@@ -1,10 +1,14 @@
-"""Issue 38's study as one table: per configuration (a sweep folder of run_studies.sh: an uplink
-and a number of devices), over the seeds (mean and 95 % Student-t interval): the latency per
-round (mean slot length), the devices' energy per round and in total, the final test accuracy,
-the simulated time and energy to first reach a target accuracy (over the seeds that reach it;
-``reached``: the share that do), and over the air the measured aggregation error (mean over slots
-of the MSE per entry between the received and the exact aggregate) and the share of the asked
-devices in the sums.
+"""Issue 38's studies as one table: per configuration (a sweep folder of run_studies.sh or
+run_controller_study.sh: an uplink and a number of devices or a noise level), over the seeds
+(mean and 95 % Student-t interval): the latency per round (mean slot length), the devices' energy
+per round and in total, the final test accuracy, the simulated time and energy to first reach a
+target accuracy (over the seeds that reach it; ``reached``: the share that do), and over the air
+the measured aggregation error (mean over slots of the MSE per entry between the received and the
+exact aggregate, in the updates' units), the closed-form error of the received sum for
+unit-variance updates (``sum_mse``: the plan's, comparable across runs whatever the model learnt)
+and the share of the asked devices in the sums; ``participation``: the share of device-slots in
+which a device took part; ``completed``: 1 for a run that completed, 0 for one that failed (its
+rows cover the slots it played).
 
     python scenarios/aircomp/summarise.py runs/aircomp-mnist --target 0.8 --csv runs.csv
     python scenarios/aircomp/summarise.py --from-csv runs.csv more.csv   # rows of several runs
@@ -14,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +27,13 @@ import pandas as pd
 from wflsim.analysis import tidy
 from wflsim.analysis.io import load_events
 from wflsim.analysis.stats import first_reach, format_over_seeds, over_seeds, to_markdown
+
+
+def natural_key(name: str) -> tuple[object, ...]:
+    """Sort key of a configuration's name with its numbers as numbers, a number after ``-``
+    negative: ``n10 < n30 < n100``, ``n0-104 < n0-84`` (N0 in dBm)."""
+    parts = re.split(r"(-?\d+)", name)
+    return tuple(int(x) if i % 2 else x for i, x in enumerate(parts))
 
 
 def per_run(root: Path, target: float) -> pd.DataFrame:
@@ -36,7 +48,14 @@ def per_run(root: Path, target: float) -> pd.DataFrame:
             events = load_events(
                 run_dir,
                 ["aggregate", "aircomp"],
-                ["slot", "slot_duration_s", "n_aligned", "n_truncated", "aggregation_mse"],
+                [
+                    "slot",
+                    "slot_duration_s",
+                    "n_aligned",
+                    "n_truncated",
+                    "aircomp_mse",
+                    "aggregation_mse",
+                ],
             )
             agg = events[events["event"] == "aggregate"]
             air = events[events["event"] == "aircomp"]
@@ -46,14 +65,19 @@ def per_run(root: Path, target: float) -> pd.DataFrame:
                 {
                     "configuration": folder.name,
                     "seed": r["seed"],
+                    "completed": float(r["status"] == "completed"),
                     "round_latency_s": float(agg["slot_duration_s"].astype(float).mean()),
                     "energy_per_round_j": float(summary["total_energy_j"]) / max(slots, 1),
                     "total_energy_j": float(summary["total_energy_j"]),
                     "final_accuracy": float(ev["accuracy"].iloc[-1]),
+                    "participation": 1.0 - float(summary["dropout_rate"]),
                     "reached": float((ev["accuracy"] >= target).any()),
                     f"time_to_{target:g}_s": first_reach(ev, target, "time_s"),
                     f"energy_to_{target:g}_j": first_reach(ev, target, "cum_energy_j"),
                     "aggregation_mse": float(air["aggregation_mse"].astype(float).mean())
+                    if len(air)
+                    else float("nan"),
+                    "sum_mse": float(air["aircomp_mse"].astype(float).mean())
                     if len(air)
                     else float("nan"),
                     "aligned_share": float(air["n_aligned"].astype(float).sum() / asked)
@@ -92,6 +116,7 @@ def main(argv: list[str] | None = None) -> int:
         values = [c for c in args.columns if c in values]
     runs = runs.replace([np.inf, -np.inf], np.nan)
     table = over_seeds(runs, by=["configuration"], value_cols=values)
+    table = table.sort_values("configuration", key=lambda c: c.map(natural_key), kind="stable")
     print(to_markdown(format_over_seeds(table, digits=3)[["configuration", "n", *values]]))
     return 0
 
