@@ -118,6 +118,49 @@ def test_a_per_coordinate_mean_divides_each_entrys_noise_by_its_senders_weight()
     assert np.mean(ratios) == pytest.approx(1.0, rel=0.1)
 
 
+def _pruned_over_the_air(ratio: np.ndarray, noise_std: float):
+    """A tiny learner under pruning (devices keep 30, 30 and 12 of 43 entries: 13 kept by
+    nobody) after one over-the-air slot: (model before, after, uploads, kept masks, lr)."""
+    from wflsim.sim.learner import UpdateRuleSpec
+    from wflsim.sim.rng import Streams
+    from wflsim.sim.updates import PruningInputs
+
+    learner = tiny_learner([6, 5, 7], sampling_streams=Streams(7))
+    learner.set_update_rule(UpdateRuleSpec("pruning"))
+    d = learner.num_params
+    learner.begin_frame(0, PruningInputs(kept=np.full(3, d, dtype=np.int64)))
+    learner.compute(0, np.arange(3))
+    learner.apply(0, np.arange(3))  # a global gradient for the importance ranks
+    learner.begin_frame(1, PruningInputs(kept=np.array([30, 30, 12], dtype=np.int64)))
+    learner.compute(1, np.arange(3))
+    u, kept = learner.gradients.clone(), learner.rule.trained(np.arange(3)).clone()
+    w0 = learner.global_params()
+    learner.receive_over_the_air(OverTheAir(slot=1, ratio=ratio, noise_std=noise_std))
+    learner.apply(1, np.arange(3))
+    return w0, learner.global_params(), u, kept, learner.lr_at(1)
+
+
+def test_a_pruned_device_is_misaligned_only_on_the_entries_it_kept() -> None:
+    """pruning over the air without noise: each device's mean is over its kept entries and its
+    misalignment ratio_n (u_n - mu_n) reaches only those; the step against one computed here."""
+    ratio = np.array([1.0, 0.5, 1.5])
+    w0, w1, u, kept, lr = _pruned_over_the_air(ratio, 0.0)
+    mu = u.sum(dim=1, keepdim=True) / kept.sum(dim=1, keepdim=True)  # u is 0 where not kept
+    shaped = u + (torch.tensor(ratio, dtype=u.dtype)[:, None] - 1) * torch.where(kept, u - mu, 0.0)
+    bw = torch.tensor([6.0, 5.0, 7.0])
+    assert (~kept.any(dim=0)).sum() == 13
+    torch.testing.assert_close(w1, w0 - lr * (bw @ shaped) / bw.sum(), rtol=1e-6, atol=1e-7)
+
+
+def test_an_entry_no_device_kept_hears_no_noise() -> None:
+    """pruning over the air with the receiver's noise: the 13 entries no device kept stay where
+    they were; the others move."""
+    w0, w1, _, kept, _ = _pruned_over_the_air(np.ones(3), 0.01)
+    nobody = ~kept.any(dim=0)
+    assert nobody.sum() == 13 and torch.equal(w1[nobody], w0[nobody])
+    assert (w1[~nobody] != w0[~nobody]).all()
+
+
 def test_plan_mse_matches_the_received_sum_with_imperfect_csi() -> None:
     """The plan's closed-form MSE (misaligned by CSI error, plus noise) against the error of
     400,000 received entries of unit-variance updates: within 4 standard errors."""

@@ -521,14 +521,22 @@ class TorchLearner:
         self._air = air
 
     def _sent_entries(
-        self, ok: np.ndarray, trained: torch.Tensor | None, uploads: torch.Tensor
+        self,
+        ok: np.ndarray,
+        rows: torch.Tensor,
+        trained: torch.Tensor | None,
+        uploads: torch.Tensor,
     ) -> torch.Tensor:
-        """``(k, D)`` bool: the entries each device in the sum sends (not frozen by the update
-        rule, trained in its sub-model; every entry otherwise)."""
+        """``(k, D)`` bool: the entries each device in the sum sends (rows ``rows`` of this
+        slot's computed devices): not frozen by the update rule, trained in its sub-model or kept
+        by its pruning mask; every entry otherwise."""
         masks = getattr(self.rule, "masks", None)
         if callable(masks):
             frozen = masks()[torch.as_tensor(ok)]
             return ~frozen.to(uploads.device)
+        if trained is None:  # the rule's own (pruning, sub-models), still there before settle
+            mine = self.rule.trained(self._ids)
+            trained = None if mine is None else mine[rows]
         if trained is not None:
             return trained.to(device=uploads.device, dtype=torch.bool)
         return torch.ones_like(uploads, dtype=torch.bool)
@@ -588,7 +596,7 @@ class TorchLearner:
             if air is not None:  # what the air delivers: the exact uploads kept for the error
                 exact_uploads = uploads
                 bw_air = torch.as_tensor(self.batch_sizes[ok], dtype=torch.float32)
-                sent = self._sent_entries(ok, trained, uploads)
+                sent = self._sent_entries(ok, rows, trained, uploads)
                 uploads, noise = self._over_the_air(uploads, air, bw_air, sent)
 
             def call(index: np.ndarray | None, values: torch.Tensor) -> torch.Tensor:
