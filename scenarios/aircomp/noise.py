@@ -3,7 +3,8 @@ N0: final test accuracy, the devices' total energy, the share of device-slots wi
 taking part, and over the air the closed-form error of the received sum for unit-variance updates
 (``sum_mse``, against the signal's own variance, shaded); one colour per uplink (the OFDMA and
 optimal-powers colours as in figure.py), mean over seeds with its 95 % Student-t interval; a
-black ring marks a configuration whose runs failed (their values cover the slots they played).
+hollow marker off the line is a configuration whose runs failed (their values cover the slots
+they played).
 
     python scenarios/aircomp/summarise.py runs/aircomp-controller --csv runs/aircomp-controller/runs.csv
     python scenarios/aircomp/noise.py runs/aircomp-controller/runs.csv --out runs/aircomp-controller/noise.png
@@ -64,12 +65,13 @@ def main(argv: list[str] | None = None) -> int:
             hi = rows[f"{col}_ci_high"].to_numpy(dtype=float)
             if scale == "log":
                 lo = np.where(lo > 0, lo, mean)  # a log axis: no interval below 0
-            ax.errorbar(rows["n0_dbm"], mean, yerr=[mean - lo, hi - mean], color=color,
-                        marker=marker, capsize=3, label=name)  # fmt: skip
             failed = rows["completed"].to_numpy(dtype=float) < 1.0
+            done = np.where(failed, np.nan, mean)  # the line joins the completed runs only
+            ax.errorbar(rows["n0_dbm"], done, yerr=[done - lo, hi - done], color=color,
+                        marker=marker, capsize=3, label=name)  # fmt: skip
             if failed.any():  # their values cover only the slots the runs played
-                ax.plot(rows["n0_dbm"][failed], mean[failed], marker, ms=13, mfc="none",
-                        color="black", label="runs failed (diverged)")  # fmt: skip
+                ax.plot(rows["n0_dbm"][failed], mean[failed], marker, ms=9, mfc="none",
+                        color=color, label="runs that failed (diverged): over the slots played")  # fmt: skip
         if col == "sum_mse":  # the signal's variance, from independent to identical updates
             ax.axhspan(1.0 / DEVICES, 1.0, color="0.85", zorder=0,
                        label="the signal: the mean of 30 unit-variance updates,\n"

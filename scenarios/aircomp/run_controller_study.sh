@@ -9,10 +9,14 @@
 # runs/aircomp-controller), then the report over all of them in OUT/report; the script exits 1
 # when a run failed (each sweep's output names it).
 set -euo pipefail
-out=${1:-runs/aircomp-controller}
+out=runs/aircomp-controller
 extra=()
 failed=0
-while [[ $# -gt 0 && "$1" != "--" ]]; do shift; done
+if [[ $# -gt 0 && "$1" != "--" ]]; then out=$1; shift; fi
+if [[ $# -gt 0 && "$1" != "--" ]]; then
+  echo "run_controller_study.sh: unexpected '$1': more sweep options go after --" >&2
+  exit 2
+fi
 if [[ $# -gt 0 ]]; then shift; extra+=("$@"); fi
 here=$(dirname "$0")
 declare -A uplinks=(

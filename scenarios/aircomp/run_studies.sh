@@ -7,10 +7,14 @@
 # One sweep folder per configuration, OUT/<uplink>-n<devices> (default OUT runs/aircomp-mnist),
 # then the report over all of them in OUT/report.
 set -euo pipefail
-out=${1:-runs/aircomp-mnist}
+out=runs/aircomp-mnist
 extra=()
-if [[ $# -ge 2 && "$2" != "--" ]]; then extra=(--data-dir "$2"); fi
-while [[ $# -gt 0 && "$1" != "--" ]]; do shift; done
+if [[ $# -gt 0 && "$1" != "--" ]]; then out=$1; shift; fi
+if [[ $# -gt 0 && "$1" != "--" ]]; then extra=(--data-dir "$1"); shift; fi
+if [[ $# -gt 0 && "$1" != "--" ]]; then
+  echo "run_studies.sh: unexpected '$1': more sweep options go after --" >&2
+  exit 2
+fi
 if [[ $# -gt 0 ]]; then shift; extra+=("$@"); fi
 here=$(dirname "$0")
 declare -A uplinks=(

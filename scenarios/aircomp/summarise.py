@@ -90,7 +90,9 @@ def per_run(root: Path, target: float) -> pd.DataFrame:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("folder", nargs="?", help="the output folder of run_studies.sh")
+    p.add_argument(
+        "folder", nargs="?", help="the output folder of run_studies.sh or run_controller_study.sh"
+    )
     p.add_argument(
         "--from-csv",
         nargs="+",
