@@ -654,3 +654,16 @@ def test_axis_units_match_the_trace_doc(data):
     assert units["cost"] == "J^2"
     for label, column in checks:
         assert _label_unit(label) == shown.get(units[column], units[column]), (label, column)
+
+
+def test_save_study_figure_titles_and_writes_into_a_new_folder(tmp_path):
+    """save_study_figure puts the title above the panels and writes the PNG, making its folder."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots()
+    ax.plot([0, 1], [0, 1])
+    out = F.save_study_figure(fig, tmp_path / "new" / "fig.png", "a title", fontsize=9)
+    assert out == tmp_path / "new" / "fig.png" and out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert fig.get_suptitle() == "a title"
+    assert ax.get_position().y1 <= 0.95
+    plt.close(fig)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import numpy as np
@@ -427,3 +428,24 @@ def _no_offset(fig: _F) -> _F:
                     d = 0.05 * abs(mid) if mid != 0 else 1.0
                     set_(mid - d, mid + d)
     return fig
+
+
+def save_study_figure(
+    fig: Figure,
+    out: str | Path,
+    title: str,
+    *,
+    fontsize: float = 11,
+    rect: tuple[float, float, float, float] = (0.0, 0.0, 1.0, 0.95),
+    dpi: int = 120,
+) -> Path:
+    """What a study script's figure ends with: ``title`` above the panels, the panels laid out
+    within ``rect`` (figure fractions: left, bottom, right, top; the title above ``top``), the
+    file written to ``out`` at ``dpi`` (its folder made; the format from its suffix). Returns
+    ``out`` as a path."""
+    fig.suptitle(title, fontsize=fontsize)
+    fig.tight_layout(rect=rect)
+    path = Path(out)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=dpi)
+    return path

@@ -10,7 +10,6 @@ number of devices and uplink (one colour per uplink, as in figure.py), mean over
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 import matplotlib
 
@@ -20,6 +19,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from figure import DEVICES, UPLINKS  # noqa: E402
 
+from wflsim.analysis.figures import save_study_figure  # noqa: E402
 from wflsim.analysis.stats import over_seeds  # noqa: E402
 
 
@@ -58,14 +58,11 @@ def main(argv: list[str] | None = None) -> int:
         ax.grid(axis="y", alpha=0.3, which="both")
     axes[0].legend(fontsize=8, loc="upper left")
     n = int(runs.groupby("configuration")["seed"].nunique().min())
-    fig.suptitle(f"MNIST non-IID, CNN, Ideal FL: digital OFDMA vs AirComp; mean and 95 % "
-                 f"interval over {n} seeds (intervals cut at the axis where they reach 0)",
-                 fontsize=10)  # fmt: skip
-    fig.tight_layout(rect=(0.0, 0.0, 1.0, 0.95))
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=120)
-    print(f"wrote {out}")
+    title = (
+        f"MNIST non-IID, CNN, Ideal FL: digital OFDMA vs AirComp; mean and 95 % interval over {n} "
+        "seeds (intervals cut at the axis where they reach 0)"
+    )
+    print(f"wrote {save_study_figure(fig, args.out, title, fontsize=10)}")
     return 0
 
 

@@ -19,6 +19,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from wflsim.analysis import tidy  # noqa: E402
+from wflsim.analysis.figures import save_study_figure  # noqa: E402
 from wflsim.analysis.stats import over_seeds  # noqa: E402
 
 #: The uplinks of run_studies.sh: sweep prefix -> (label, colour, line style).
@@ -63,13 +64,8 @@ def main(argv: list[str] | None = None) -> int:
         if ax_t.get_legend_handles_labels()[0]:
             ax_t.legend(loc="lower right", fontsize=8)
     n_seeds = ", ".join(str(s) for s in sorted(seeds))
-    fig.suptitle(f"MNIST non-IID, CNN, Ideal FL; mean and 95 % interval over {n_seeds} seeds",
-                 fontsize=11)  # fmt: skip
-    fig.tight_layout(rect=(0.0, 0.0, 1.0, 0.985))
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=120)
-    print(f"wrote {out}")
+    title = f"MNIST non-IID, CNN, Ideal FL; mean and 95 % interval over {n_seeds} seeds"
+    print(f"wrote {save_study_figure(fig, args.out, title, rect=(0.0, 0.0, 1.0, 0.985))}")
     return 0
 
 

@@ -13,7 +13,6 @@ they played).
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 import matplotlib
 
@@ -23,6 +22,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from figure import UPLINKS as FIRST_STUDY  # noqa: E402
 
+from wflsim.analysis.figures import save_study_figure  # noqa: E402
 from wflsim.analysis.stats import over_seeds  # noqa: E402
 
 #: The uplinks of run_controller_study.sh: sweep prefix -> (label, colour, marker).
@@ -84,14 +84,11 @@ def main(argv: list[str] | None = None) -> int:
     handles, labels = axes[1].get_legend_handles_labels()
     axes[0].legend(handles, labels, fontsize=8, loc="lower left")
     n = int(runs.groupby("configuration")["seed"].nunique().min())
-    fig.suptitle(f"digits MLP, 30 devices, 200 slots: the paper's controller digital and over "
-                 f"the air as the SNR falls; mean and 95 % interval over {n} seeds",
-                 fontsize=10)  # fmt: skip
-    fig.tight_layout(rect=(0.0, 0.0, 1.0, 0.95))
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=120)
-    print(f"wrote {out}")
+    title = (
+        "digits MLP, 30 devices, 200 slots: the paper's controller digital and over the air as "
+        f"the SNR falls; mean and 95 % interval over {n} seeds"
+    )
+    print(f"wrote {save_study_figure(fig, args.out, title, fontsize=10)}")
     return 0
 
 

@@ -24,6 +24,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.axes import Axes  # noqa: E402
 
 from wflsim.analysis import tidy  # noqa: E402
+from wflsim.analysis.figures import save_study_figure  # noqa: E402
 from wflsim.analysis.stats import over_seeds  # noqa: E402
 
 #: The layouts of run_studies.sh: sweep suffix -> (label, colour, line style).
@@ -103,13 +104,8 @@ def main(argv: list[str] | None = None) -> int:
             ax.grid(alpha=0.3)
         row[0].legend(loc="lower right", fontsize=7.5)
     n = ", ".join(str(s) for s in sorted(seeds))
-    fig.suptitle(f"MNIST non-IID, 35 devices, MLP; mean and 95 % interval over {n} seeds",
-                 fontsize=11)  # fmt: skip
-    fig.tight_layout(rect=(0.0, 0.0, 1.0, 0.985))
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=120)
-    print(f"wrote {out}")
+    title = f"MNIST non-IID, 35 devices, MLP; mean and 95 % interval over {n} seeds"
+    print(f"wrote {save_study_figure(fig, args.out, title, rect=(0.0, 0.0, 1.0, 0.985))}")
     return 0
 
 

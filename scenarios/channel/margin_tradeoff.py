@@ -13,7 +13,6 @@ intervals on both axes.
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 import matplotlib
 
@@ -22,7 +21,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from wflsim.analysis import channel  # noqa: E402
-from wflsim.analysis.figures import scheme_color  # noqa: E402
+from wflsim.analysis.figures import save_study_figure, scheme_color  # noqa: E402
 
 X, Y = "energy_per_device_slot_j", "outage_rate"
 MARKERS = {0.01: "v", 0.05: "o", 0.2: "^"}  # target outage q -> marker; the paper's rule: "s"
@@ -73,13 +72,8 @@ def main(argv: list[str] | None = None) -> int:
         for q, m in MARKERS.items()
     ]
     fig.legend(handles=handles, loc="center right", fontsize=8, frameon=False)
-    fig.suptitle(
-        "CSI margin: outage against energy (means over seeds, 95 % intervals)", fontsize=11
-    )
-    fig.tight_layout(rect=(0, 0, 0.78, 0.95))
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=130)
+    title = "CSI margin: outage against energy (means over seeds, 95 % intervals)"
+    out = save_study_figure(fig, args.out, title, rect=(0, 0, 0.78, 0.95), dpi=130)
     print(f"figure: {out}")
     return 0
 
