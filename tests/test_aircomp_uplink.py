@@ -257,11 +257,15 @@ def test_same_seed_gives_the_same_trace() -> None:
         ({"server": {"mode": "semi_sync"}}, "server.mode"),
         ({"strategy": {"name": "fedmedian"}}, "strategy.name"),
         ({"scheme": {"name": "fedhq"}}, "scheme.name"),
+        (
+            {"strategy": {"name": "fedavg", "selection": {"rule": "rate_per_joule", "k": 5}}},
+            "strategy.selection.rule",
+        ),
     ],
 )
 def test_what_an_air_sum_cannot_be_is_refused(extra: dict, field: str) -> None:
-    """Stale updates, order-statistic strategies and quantised updates are refused, naming the
-    field."""
+    """Stale updates, order-statistic strategies, quantised updates and a selection by digital
+    rate are refused, naming the field."""
     data = {**quick(), **extra}
     with pytest.raises(ScenarioError) as err:
         wflsim.prepare(data)

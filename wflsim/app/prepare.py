@@ -445,6 +445,14 @@ def check_aircomp(scenario: Scenario, rule: str, scheme: object = None) -> None:
             "use scheme two_timescale, only_pc or random_freezing, or power_control = "
             '"truncated_inversion" or "optimal"',
         )
+    if scenario.strategy.selection.rule == "rate_per_joule":
+        raise ScenarioError(
+            "strategy.selection.rule",
+            '"rate_per_joule" ranks devices by their digital upload rate per joule; over the air '
+            "every device transmits for the same window at the power its channel inversion needs, "
+            "so there is no rate to rank",
+            f'use "uniform", "queue_slack" or "power_of_choice", {fix}',
+        )
     name = scenario.strategy.name
     if name not in SUM_STRATEGIES:
         raise ScenarioError(
