@@ -410,6 +410,9 @@ def test_fjord_stale_update_starts_from_its_tiers_statistics_at_its_version(tmp_
         assert torch.allclose(seen[0][name][0].float(), value[0].float(), atol=1e-6), name
 
 
+#: float32's spacing at 1.0: the model's entries are below 1, so 4 of these is a few ulp of any
+_F32_ULP_AT_1 = float(np.spacing(np.float32(1.0)))
+
 RULE_INPUTS = {
     "topk_ef": (TopKInputs(k=np.array([900, 3000, 5000])), TopKInputs(k=np.array([200] * 3))),
     "pruning": (
@@ -431,7 +434,8 @@ RULE_INPUTS = {
 def test_results_do_not_depend_on_when_the_learner_takes_its_steps(rule: str):
     """The same starts, drops and steps (stale updates across versions and frames, one device
     with two updates in a step) give the same model and rule state whether the learner takes
-    its steps after each announcement or in one go (other batches, other orders)."""
+    its steps after each announcement or in one go (other batches, other orders), to float32
+    rounding."""
 
     def play(eager: bool) -> tuple[torch.Tensor, dict[str, Any], int]:
         a = _catalogue(3)
@@ -465,7 +469,12 @@ def test_results_do_not_depend_on_when_the_learner_takes_its_steps(rule: str):
     w_eager, rule_eager, calls_eager = play(True)
     w_lazy, rule_lazy, calls_lazy = play(False)
     assert calls_lazy < calls_eager
-    assert torch.equal(w_eager, w_lazy)
+    # equal up to float32 rounding: batches of other sizes take other kernels' reduction orders
+    # on some CPUs (measured on an AVX2 machine: 2 ulp at most, 0 on AVX-512)
+    torch.testing.assert_close(w_eager, w_lazy, rtol=0.0, atol=4 * _F32_ULP_AT_1)
     for key, value in rule_eager.items():
         if isinstance(value, np.ndarray):
-            assert np.array_equal(value, rule_lazy[key]), key
+            if value.dtype.kind == "f":
+                np.testing.assert_allclose(value, rule_lazy[key], rtol=0, atol=4 * _F32_ULP_AT_1)
+            else:
+                assert np.array_equal(value, rule_lazy[key]), key
