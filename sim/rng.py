@@ -29,6 +29,8 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy import special
 
+from . import fmath
+
 #: Stable numeric ids of the named streams. Never renumber: traces of old runs depend on them.
 STREAM_IDS: dict[str, int] = {
     "device_params": 1,  # per-device parameters drawn from distributions
@@ -443,7 +445,7 @@ class KeyedStream:
         self, devices: ArrayLike, slot: int, draw: int = 0
     ) -> NDArray[np.float64]:
         """``Exp(1)`` by inversion, ``-log(1 - U)``, ``(N,)`` (finite: ``U < 1``)."""
-        return -np.log1p(-self.uniform(devices, slot, draw))
+        return -fmath.log1p(-self.uniform(devices, slot, draw))
 
     def polar(
         self, devices: ArrayLike, slot: int, draw: int = 0
@@ -453,7 +455,7 @@ class KeyedStream:
         each, from one Philox evaluation. ``sqrt(E) exp(2 pi i U2)`` is Box-Muller's complex
         normal."""
         u = self.uniforms(devices, slot, draw, (0, 1))
-        return -np.log1p(-u[0]), u[1]
+        return -fmath.log1p(-u[0]), u[1]
 
     def standard_complex_normal(
         self, devices: ArrayLike, slot: int, draw: int = 0
@@ -465,15 +467,15 @@ class KeyedStream:
         e, u2 = self.polar(devices, slot, draw)
         r, theta = np.sqrt(e), (2.0 * np.pi) * u2
         x = np.empty(e.shape, dtype=np.complex128)
-        x.real = r * np.cos(theta)
-        x.imag = r * np.sin(theta)
+        x.real = r * fmath.cos(theta)
+        x.imag = r * fmath.sin(theta)
         return x
 
     def standard_normal(self, devices: ArrayLike, slot: int, draw: int = 0) -> NDArray[np.float64]:
         """``N(0, 1)`` by Box-Muller, ``sqrt(-2 log(1 - U1)) cos(2 pi U2)`` (``sqrt(2)`` times the
         real part of :meth:`standard_complex_normal`), ``(N,)``."""
         e, u2 = self.polar(devices, slot, draw)
-        return np.sqrt(2.0 * e) * np.cos(2.0 * np.pi * u2)
+        return np.sqrt(2.0 * e) * fmath.cos(2.0 * np.pi * u2)
 
     def gamma(
         self, devices: ArrayLike, slot: int, shape: float, draw: int = 0
@@ -523,7 +525,7 @@ def gamma_from_exponential(e: ArrayLike, shape: float) -> NDArray[np.float64]:
     with np.errstate(all="ignore"):
         out = np.where(
             low,
-            special.gammaincinv(a, -np.expm1(-np.where(low, e, 0.0))),
-            special.gammainccinv(a, np.exp(-e)),
+            special.gammaincinv(a, -fmath.expm1(-np.where(low, e, 0.0))),
+            special.gammainccinv(a, fmath.exp(-e)),
         )
     return np.asarray(out, dtype=np.float64)

@@ -7,7 +7,8 @@ Each run is a scenario table. Its events table is held in two parts, both in
   events, times, energies, queues, decisions; and the null masks of the training columns) as one
   SHA-256 per column (values and null mask, independent of Arrow chunking and Parquet encoding)
   plus the row count: these are bit-identical on every machine (numpy's elementwise float64
-  arithmetic is IEEE-exact, and the network side never reads a training result);
+  arithmetic is IEEE-exact, the transcendental functions are the C library's on every CPU
+  through wflsim.sim.fmath, and the network side never reads a training result);
 * the training columns (:data:`TRAINING_COLUMNS`: evaluation loss and accuracy, and the stable
   fraction measured on parameter updates) as stored values, compared with the tolerances
   :data:`LOSS_RTOL` and :data:`ACCURACY_ATOL`. The same code gives different training results on

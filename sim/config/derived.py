@@ -18,6 +18,7 @@ import math
 
 import numpy as np
 
+from .. import fmath
 from ..errors import ScenarioError
 from ..world import physics
 from ..world.channel import Channel
@@ -120,7 +121,7 @@ def check_derived(
         )
     with np.errstate(all="ignore"):
         snr = devices.peak_power_w * float(gains.max()) / noise_w
-        rate = net.bandwidth_hz * np.log2(1.0 + snr)
+        rate = net.bandwidth_hz * fmath.log2(1.0 + snr)
     i = _bad(snr)
     if i is not None or _bad(rate) is not None:
         m = i if i is not None else int(_bad(rate) or 0)

@@ -24,6 +24,7 @@ from pydantic import (
     model_validator,
 )
 
+from .. import fmath
 from ..errors import ScenarioError
 from ..rng import Streams
 from .limits import MAX_DEVICES
@@ -204,8 +205,8 @@ def from_uniform(dist: Uniform | LogUniform | Choice, u: np.ndarray) -> np.ndarr
     if isinstance(dist, Uniform):
         return dist.low + (dist.high - dist.low) * u
     if isinstance(dist, LogUniform):
-        lo, hi = np.log(dist.low), np.log(dist.high)
-        return np.exp(lo + (hi - lo) * u)
+        lo, hi = fmath.log(dist.low), fmath.log(dist.high)
+        return fmath.exp(lo + (hi - lo) * u)
     if dist.probs is None:
         raise ValueError("a choice without probs draws a bounded integer, not a double")
     probs = np.asarray(dist.probs, dtype=np.float64)
@@ -219,7 +220,7 @@ def draw(dist: Uniform | LogUniform | Normal | Choice, rng: np.random.Generator)
     if isinstance(dist, Uniform):
         return float(rng.uniform(dist.low, dist.high))
     if isinstance(dist, LogUniform):
-        return float(np.exp(rng.uniform(np.log(dist.low), np.log(dist.high))))
+        return float(fmath.exp(rng.uniform(fmath.log(dist.low), fmath.log(dist.high))))
     if isinstance(dist, Normal):
         x = float(rng.normal(dist.mean, dist.std))
         lo = -np.inf if dist.low is None else dist.low

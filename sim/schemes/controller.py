@@ -60,6 +60,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy.special import exp1
 
+from .. import fmath
 from ..world.physics import compute_energy_j, compute_time_s
 from .phi import _d2phi, _dphi, _dphi_series, _inv_log_phi, _log_phi
 
@@ -81,7 +82,7 @@ __all__ = [
     "truncation_gamma",
 ]
 
-_LN2 = float(np.log(2.0))
+_LN2 = float(fmath.log(2.0))
 #: Above this exponent ``k`` (nats), ``A = e^k - 1`` is treated as overflowing: infeasible.
 _K_MAX = 700.0
 #: Above this ``x = h_min / H`` the success probability ``e^-x`` is treated as 0 (``e^-700 ~ 1e-304``).
@@ -467,8 +468,8 @@ def _z_and_dz(gamma: F64, d: _Derived) -> tuple[F64, F64]:
         kp = d.b_s * d.deadline_s / (dts * dts)  # dk/du
         # e^k and expm1(k) once for both pieces and for phi, phi' (the same values, element by
         # element, as _phi(ks) and _dphi(ks) compute)
-        ek = np.exp(ks)
-        em1 = np.expm1(ks)
+        ek = fmath.exp(ks)
+        em1 = fmath.expm1(ks)
         trunc = u >= d.u_trunc
         pos = ks > 0.0
         phi = np.where(pos, em1 / np.where(pos, ks, 1.0), 1.0)
@@ -483,7 +484,7 @@ def _z_and_dz(gamma: F64, d: _Derived) -> tuple[F64, F64]:
         live = k_ok & d.participating & (x <= _X_MAX) & np.isfinite(xp)
         xs = np.clip(np.where(live, x, 1.0), _X_MIN, _X_MAX)
         xps = np.where(live, xp, 0.0)
-        ex = np.exp(-xs)
+        ex = fmath.exp(-xs)
         # E1 (the costliest function here) only where the cost is live: elsewhere Z = Z' = 0
         e1 = np.zeros_like(xs)
         e1[live] = exp1(xs[live])
@@ -548,14 +549,14 @@ def paper_curvature_bound(params: ControllerParams) -> tuple[F64, F64]:
             dt = d.deadline_s - d.theta_s * u
             k = d.b_s * u / dt
             kp = d.b_s * d.deadline_s / dt**2
-            kpp = 2.0 * d.b_s * d.deadline_s * d.theta_s / dt**3
+            kpp = 2.0 * d.b_s * d.deadline_s * d.theta_s / fmath.power(dt, 3.0)
             return k, kp, kpp
 
         u_g = np.clip(d.u_trunc, 0.0, 1.0)  # u at max(Gamma, 0)
         # untruncated form h = (Q N0 b / I) phi(k)
         coef = q * n0 * d.b_s / np.where(d.participating, i_val, np.nan)
         h1 = coef  # h_min at gamma = 1 (u = 0): phi(0) = 1
-        g1 = np.exp(-h1 / h_mean) / h1
+        g1 = fmath.exp(-h1 / h_mean) / h1
         k, kp, kpp = kfun(u_g)
         dh = -coef * _dphi(k) * kp
         d2h = coef * (_d2phi(k) * kp**2 + _dphi(k) * kpp)
@@ -563,11 +564,11 @@ def paper_curvature_bound(params: ControllerParams) -> tuple[F64, F64]:
         m_untrunc = i_val * g1 * y
         # truncated form h = (N0 / P_bar) expm1(k), derivatives at gamma = 0 (u = 1)
         k0, kp0, kpp0 = kfun(np.ones_like(u_g))
-        dh0 = -(n0 / pbar) * np.exp(k0) * kp0
-        d2h0 = (n0 / pbar) * np.exp(k0) * (kp0**2 + kpp0)
+        dh0 = -(n0 / pbar) * fmath.exp(k0) * kp0
+        d2h0 = (n0 / pbar) * fmath.exp(k0) * (kp0**2 + kpp0)
         k_g, _, _ = kfun(u_g)
-        h_gam = (n0 / pbar) * np.expm1(k_g)
-        m_trunc = np.exp(-h_gam / h_mean) * (
+        h_gam = (n0 / pbar) * fmath.expm1(k_g)
+        m_trunc = fmath.exp(-h_gam / h_mean) * (
             (2.0 * i_val + pbar * q * d.theta_s) * (-dh0) / h_mean + i_val * d2h0 / h_mean
         )
     bad_k0 = (d.deadline_s <= d.theta_s) | ~np.isfinite(k0) | (k0 > _K_MAX)
@@ -600,10 +601,10 @@ def _gamma_at_x_excess(excess: F64, lo: F64, hi: F64, d: _Derived) -> F64:
         tc, uc = np.flatnonzero(trunc), np.flatnonzero(~trunc)
         k = np.empty(np.broadcast_shapes(np.shape(excess), lo.shape))
         # truncated piece: x = a expm1(k) -> k = log1p(x / a)
-        x_a = d.a_clip[tc] * np.expm1(np.minimum(k_a[tc], _K_MAX))
-        k[..., tc] = np.log1p((x_a + excess) / d.a_clip[tc])
+        x_a = d.a_clip[tc] * fmath.expm1(np.minimum(k_a[tc], _K_MAX))
+        k[..., tc] = fmath.log1p((x_a + excess) / d.a_clip[tc])
         # untruncated piece: x = x0 phi(k) -> log phi(k) = log(phi(k_a) + excess / x0)
-        lp = np.log(np.exp(_log_phi(np.minimum(k_a[uc], _K_MAX))) + excess / d.x_unclip[uc])
+        lp = fmath.log(fmath.exp(_log_phi(np.minimum(k_a[uc], _K_MAX))) + excess / d.x_unclip[uc])
         k[..., uc] = _inv_log_phi(np.clip(np.where(np.isfinite(lp), lp, 0.0), 0.0, _K_MAX))
         u = k * d.deadline_s / (d.b_s + d.theta_s * k)
         g = np.clip(1.0 - u, lo, hi)

@@ -12,20 +12,22 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
+from .. import fmath
+
 F64 = NDArray[np.float64]
 
 
 def _phi(k: F64) -> F64:
     """``phi(k) = expm1(k) / k`` (``phi(0) = 1``)."""
     ks = np.where(k > 0.0, k, 1.0)
-    return np.where(k > 0.0, np.expm1(ks) / ks, 1.0)
+    return np.where(k > 0.0, fmath.expm1(ks) / ks, 1.0)
 
 
 def _dphi(k: F64) -> F64:
     """``phi'(k) = (k e^k - expm1(k)) / k^2``; a series below ``k = 1e-2`` (no cancellation)."""
     small = k < 1e-2
     ks = np.where(small, 1.0, k)
-    closed = (ks * np.exp(ks) - np.expm1(ks)) / (ks * ks)
+    closed = (ks * fmath.exp(ks) - fmath.expm1(ks)) / (ks * ks)
     return np.where(small, _dphi_series(k), closed)
 
 
@@ -38,7 +40,7 @@ def _d2phi(k: F64) -> F64:
     """``phi''(k) = (e^k (k^2 - 2k + 2) - 2) / k^3``; a series below ``k = 0.1``."""
     small = k < 0.1
     ks = np.where(small, 1.0, k)
-    closed = (np.exp(ks) * (ks * ks - 2.0 * ks + 2.0) - 2.0) / ks**3
+    closed = (fmath.exp(ks) * (ks * ks - 2.0 * ks + 2.0) - 2.0) / fmath.power(ks, 3.0)
     series = 1 / 3 + k * (1 / 4 + k * (1 / 10 + k * (1 / 36 + k * (1 / 168 + k / 960))))
     return np.where(small, series, closed)
 
@@ -53,9 +55,9 @@ def _log_phi(k: F64) -> F64:
     big = k > 30.0
     mid = (k > 0.0) & ~big
     kb = k[big]
-    out[big] = kb + np.log1p(-np.exp(-kb)) - np.log(kb)
+    out[big] = kb + fmath.log1p(-fmath.exp(-kb)) - fmath.log(kb)
     km = k[mid]
-    out[mid] = np.log(np.expm1(km) / km)
+    out[mid] = fmath.log(fmath.expm1(km) / km)
     return out
 
 
@@ -66,10 +68,10 @@ def _dlog_phi(k: F64) -> F64:
     out = np.empty(k.shape)
     small = k < 1e-2
     ks = k[small]
-    out[small] = 0.5 + ks / 12.0 - ks**3 / 720.0
+    out[small] = 0.5 + ks / 12.0 - fmath.power(ks, 3.0) / 720.0
     closed = ~small
     kc = k[closed]
-    out[closed] = 1.0 / (-np.expm1(-kc)) - 1.0 / kc
+    out[closed] = 1.0 / (-fmath.expm1(-kc)) - 1.0 / kc
     return out
 
 

@@ -31,6 +31,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from pydantic import Field, model_validator
 
+from .. import fmath
 from ..config.distributions import Strict
 from ..config.limits import MAX_DEVICES
 from .hierarchy import HierarchyConfig
@@ -181,7 +182,7 @@ def staleness_weight(
     if function == "constant":
         return np.ones_like(s)
     if function == "polynomial":
-        return np.asarray(np.power(1.0 + s, -float(a)), dtype=np.float64)
+        return np.asarray(fmath.power(1.0 + s, -float(a)), dtype=np.float64)
     if function == "hinge":
         return 1.0 / (float(a) * np.maximum(s - b, 0.0) + 1.0)
     raise ValueError(f"unknown staleness function {function!r}")

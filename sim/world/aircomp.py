@@ -43,6 +43,8 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from .. import fmath
+
 F64 = NDArray[np.float64]
 B8 = NDArray[np.bool_]
 I64 = NDArray[np.int64]
@@ -129,7 +131,7 @@ def expected_aligned(large_scale_gain: ArrayLike, threshold_gain: float) -> F64:
     ``P(g_n >= g_th) = exp(-g_th / H_n)`` (``(n,)``; 0 where ``H_n = 0``)."""
     h = np.asarray(large_scale_gain, dtype=np.float64)
     with np.errstate(divide="ignore"):
-        return np.where(h > 0.0, np.exp(-threshold_gain / np.where(h > 0.0, h, 1.0)), 0.0)
+        return np.where(h > 0.0, fmath.exp(-threshold_gain / np.where(h > 0.0, h, 1.0)), 0.0)
 
 
 def optimal_powers(gain: ArrayLike, weights: ArrayLike, peak_power_w: ArrayLike, eta: float) -> F64:
@@ -522,7 +524,7 @@ def controller_frame(
         p_max = np.where((i_val > 0.0) & (eta_w > 0.0), p_max, 0.0)
         x_raw = np.where(p_max > 0.0, eta_w * a * a / (p_max * h), np.inf)
         x = np.clip(x_raw, 1e-300, 700.0)
-        k = -i_val * np.exp(-x) + q * eta_w * a * a * upload_full_s * exp1(x) / h
+        k = -i_val * fmath.exp(-x) + q * eta_w * a * a * upload_full_s * exp1(x) / h
         k = np.where(x_raw > 700.0, 0.0, k)  # takes part with probability < e^-700: never
         u_max = np.clip((deadline_s - window_s) / theta, 0.0, 1.0)
     go = (p_max > 0.0) & (k < 0.0) & (u_max > 0.0)

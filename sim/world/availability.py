@@ -48,6 +48,7 @@ from numpy.typing import ArrayLike, NDArray
 from pydantic import BeforeValidator, Field, field_validator, model_validator
 from scipy import special
 
+from .. import fmath
 from ..config.distributions import Bounds, PerDevice, Strict, check_bounds, per_device_values
 from ..config.limits import path_problem, shorten
 from ..errors import ScenarioError
@@ -89,7 +90,7 @@ class Exponential(Strict):
 
     def from_uniform(self, u: F64) -> F64:
         """Lengths of uniforms ``u`` in ``[0, 1)``, s."""
-        return np.asarray(-self.mean * np.log1p(-u), dtype=np.float64)
+        return np.asarray(-self.mean * fmath.log1p(-u), dtype=np.float64)
 
     def residual_from_uniform(self, u: F64) -> F64:
         """The residual law is the law itself (memorylessness), s."""
@@ -148,7 +149,7 @@ class LogUniformPeriod(_PeriodRange):
     def from_uniform(self, u: F64) -> F64:
         """Lengths of uniforms ``u`` in ``[0, 1)``, s."""
         lo, hi = math.log(self.low), math.log(self.high)
-        return np.asarray(np.exp(lo + (hi - lo) * u), dtype=np.float64)
+        return np.asarray(fmath.exp(lo + (hi - lo) * u), dtype=np.float64)
 
     def residual_from_uniform(self, u: F64) -> F64:
         """The residual law's quantile, s: ``mu F_e(x) = x`` below ``low``, then
@@ -162,7 +163,7 @@ class LogUniformPeriod(_PeriodRange):
         def cdf_times_mu(x: F64) -> F64:
             span = math.log(b / a)
             x = np.maximum(x, a)
-            return a + (x * np.log(b / x) + x - a * span - a) / span
+            return a + (x * fmath.log(b / x) + x - a * span - a) / span
 
         lo, hi = np.full(target.shape, a), np.full(target.shape, b)
         for _ in range(64):
@@ -186,14 +187,16 @@ class Weibull(Strict):
 
     def from_uniform(self, u: F64) -> F64:
         """Lengths of uniforms ``u`` in ``[0, 1)``, s."""
-        return np.asarray(self.scale * (-np.log1p(-u)) ** (1.0 / self.shape), dtype=np.float64)
+        return np.asarray(
+            self.scale * fmath.power(-fmath.log1p(-u), 1.0 / self.shape), dtype=np.float64
+        )
 
     def residual_from_uniform(self, u: F64) -> F64:
         """The residual law's quantile, s: ``F_e(x) = P(1/k, (x / lambda)^k)`` (the regularised
         lower incomplete gamma function), so ``x = lambda P^-1(1/k, u)^(1/k)``."""
         k = self.shape
         g = special.gammaincinv(1.0 / k, np.asarray(u, dtype=np.float64))
-        return np.asarray(self.scale * g ** (1.0 / k), dtype=np.float64)
+        return np.asarray(self.scale * fmath.power(g, 1.0 / k), dtype=np.float64)
 
 
 class Fixed(Strict):

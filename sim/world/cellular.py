@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from .. import fmath
 from ..errors import ScenarioError
 from ..rng import Streams
 from .cells import (
@@ -225,7 +226,7 @@ class Cells:
         g: F64 = np.asarray(self.median_gain(d.ravel()), dtype=np.float64).reshape(d.shape)
         n = int(d.shape[0])
         if shadowing_db is not None:
-            g = g * (10.0 ** (-np.asarray(shadowing_db, dtype=np.float64) / 10.0))[:, None]
+            g = g * fmath.power(10.0, -np.asarray(shadowing_db, dtype=np.float64) / 10.0)[:, None]
         g[np.arange(n), self.serving] = serving_gain
         self.long_term_gain = g
 
@@ -247,7 +248,7 @@ class Cells:
         plans on, with the difference from Proposition 1's interference-free assumption."""
         assert self.plan_factor is not None
         with np.errstate(divide="ignore"):
-            margin_db = -10.0 * np.log10(self.plan_factor)
+            margin_db = -10.0 * fmath.log10(self.plan_factor)
         return {
             **self.layout.describe(),
             "association": self.association,
@@ -317,7 +318,7 @@ def mean_link_gain(
     Returns:
         the mean linear gain (multiply by a transmit power for the mean interference, W).
     """
-    x, w = np.polynomial.legendre.leggauss(order)
+    x, w = fmath.gauss_legendre(order)
     pieces = []
     weights = []
     for k in range(12):
@@ -326,19 +327,19 @@ def mean_link_gain(
         phi = lo + (hi - lo) * (x + 1.0) / 2.0
         wphi = w * (hi - lo) / 2.0
         edge = (
-            cell_radius_m * _SQRT3 / 2.0 / np.cos(phi - normal)
+            cell_radius_m * _SQRT3 / 2.0 / fmath.cos(phi - normal)
             if hexagon
             else np.full(order, cell_radius_m)
         )
         r = edge[:, None] * (x[None, :] + 1.0) / 2.0  # (phi, r)
         wr = edge[:, None] * w[None, :] / 2.0
-        pieces.append(np.stack([r * np.cos(phi)[:, None], r * np.sin(phi)[:, None]], axis=-1))
+        pieces.append(np.stack([r * fmath.cos(phi)[:, None], r * fmath.sin(phi)[:, None]], axis=-1))
         weights.append(wphi[:, None] * wr * r)  # the Jacobian r
     pts = np.concatenate([p.reshape(-1, 2) for p in pieces])
     wts = np.concatenate([q.ravel() for q in weights])
     d = np.hypot(pts[:, 0] - victim_rel_m[0], pts[:, 1] - victim_rel_m[1])
     area = 1.5 * _SQRT3 * cell_radius_m**2 if hexagon else math.pi * cell_radius_m * cell_radius_m
-    return float(np.dot(wts, median_gain(d)) / area)
+    return float(np.sum(wts * median_gain(d)) / area)
 
 
 def planning_interference_w(

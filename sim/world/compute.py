@@ -34,6 +34,7 @@ from numpy.typing import NDArray
 from pydantic import BeforeValidator, Field
 from scipy import special
 
+from .. import fmath
 from ..config.distributions import Strict
 from ..rng import KeyedStream, Streams
 
@@ -161,7 +162,7 @@ class Throttling(ComputeJitter):
     def from_uniforms(self, u0: F64, u1: F64) -> F64:
         """``exp(sigma sqrt(2) erfinv(u0))``; ``u1`` is not used."""
         z_abs = np.sqrt(2.0) * special.erfinv(u0)
-        return np.asarray(np.exp(self.sigma * z_abs), dtype=np.float64)
+        return np.asarray(fmath.exp(self.sigma * z_abs), dtype=np.float64)
 
     def describe(self) -> dict[str, Any]:
         """``{"model": "throttling", "sigma": ..., "known": ...}``."""
@@ -189,7 +190,7 @@ class BackgroundLoad(ComputeJitter):
 
     def from_uniforms(self, u0: F64, u1: F64) -> F64:
         """``1 + X`` where loaded, ``X = -mean_extra log1p(-u1) ~ Exp(mean mean_extra)``."""
-        extra = -self.mean_extra * np.log1p(-u1)
+        extra = -self.mean_extra * fmath.log1p(-u1)
         return np.where(u0 < self.probability, 1.0 + extra, 1.0)
 
     def describe(self) -> dict[str, Any]:

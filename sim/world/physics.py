@@ -21,6 +21,8 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from .. import fmath
+
 F64 = NDArray[np.float64]
 
 #: 3GPP-style macro-cell path loss ``PL[dB] = 128.1 + 37.6 log10(d[km])`` (paper, Sec. VI).
@@ -31,12 +33,12 @@ PATHLOSS_SLOPE_DB = 37.6
 def dbm_to_w(power_dbm: ArrayLike) -> F64:
     """Convert a power in dBm to watts: ``P[W] = 10^((P[dBm] - 30) / 10)``."""
     with np.errstate(over="ignore"):  # absurd powers become inf; sim.config.derived refuses them
-        return np.power(10.0, (np.asarray(power_dbm, dtype=np.float64) - 30.0) / 10.0)
+        return fmath.power(10.0, (np.asarray(power_dbm, dtype=np.float64) - 30.0) / 10.0)
 
 
 def db_to_linear(gain_db: ArrayLike) -> F64:
     """Convert a gain in dB to a linear power ratio: ``10^(g/10)``."""
-    return np.power(10.0, np.asarray(gain_db, dtype=np.float64) / 10.0)
+    return fmath.power(10.0, np.asarray(gain_db, dtype=np.float64) / 10.0)
 
 
 def distance_m(positions_m: ArrayLike, server_m: ArrayLike = (0.0, 0.0)) -> F64:
@@ -80,12 +82,12 @@ def path_loss_db(
     d_rel = (
         np.maximum(np.asarray(distance_m, dtype=np.float64), min_distance_m) / reference_distance_m
     )
-    return intercept_db + slope_db * np.log10(d_rel)
+    return intercept_db + slope_db * fmath.log10(d_rel)
 
 
 def large_scale_gain(path_loss_db: ArrayLike) -> F64:
     """Large-scale channel power gain ``H = 10^(-PL/10)`` (linear, dimensionless)."""
-    return np.power(10.0, -np.asarray(path_loss_db, dtype=np.float64) / 10.0)
+    return fmath.power(10.0, -np.asarray(path_loss_db, dtype=np.float64) / 10.0)
 
 
 def channel_power_gain(large_scale_gain: ArrayLike, small_scale_gain: ArrayLike) -> F64:
@@ -130,7 +132,7 @@ def rate_bps(
         * np.asarray(channel_gain, dtype=np.float64)
         / np.asarray(noise_w, dtype=np.float64)
     )
-    return np.asarray(bandwidth_hz, dtype=np.float64) * np.log1p(snr) / np.log(2.0)
+    return np.asarray(bandwidth_hz, dtype=np.float64) * fmath.log1p(snr) / fmath.log(2.0)
 
 
 def payload_bits(num_params: int, gamma: ArrayLike, bits_per_param: int = 32) -> F64:
@@ -284,7 +286,7 @@ def min_tx_power_w(
         p = (
             np.asarray(noise_w, dtype=np.float64)
             / np.asarray(channel_gain, dtype=np.float64)
-            * np.expm1(exponent * np.log(2.0))
+            * fmath.expm1(exponent * fmath.log(2.0))
         )
     p = np.where(slack_s > 0.0, p, np.inf)
     return np.where(bits <= 0.0, 0.0, p)
@@ -298,7 +300,7 @@ def outage_probability(min_channel_gain: ArrayLike, large_scale_gain: ArrayLike)
     x = np.asarray(min_channel_gain, dtype=np.float64) / np.asarray(
         large_scale_gain, dtype=np.float64
     )
-    return -np.expm1(-x)
+    return -fmath.expm1(-x)
 
 
 def noise_psd_w_per_hz(noise_w: ArrayLike, bandwidth_hz: ArrayLike) -> F64:
@@ -329,7 +331,7 @@ def shared_rate_bps(
     signal = np.asarray(tx_power_w, dtype=np.float64) * np.asarray(channel_gain, dtype=np.float64)
     with np.errstate(divide="ignore", invalid="ignore"):
         snr = signal / (np.asarray(noise_psd_w_per_hz, dtype=np.float64) * b)
-        rate = b * np.log1p(snr) / np.log(2.0)
+        rate = b * fmath.log1p(snr) / fmath.log(2.0)
     return np.where((b > 0.0) & (signal > 0.0), rate, 0.0)
 
 

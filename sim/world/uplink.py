@@ -52,6 +52,7 @@ from typing import Any, Literal
 import numpy as np
 from numpy.typing import NDArray
 
+from .. import fmath
 from .cellular import Cells
 from .physics import equal_share_hz, noise_psd_w_per_hz, shared_rate_bps
 from .shared_uplink import LogFn, SharedUplink
@@ -170,7 +171,7 @@ class UplinkSpec:
         out: dict[str, Any] = {
             "mode": self.mode,
             "bandwidth_hz": system.bandwidth_hz,
-            "noise_psd_dbm_hz": float(10.0 * np.log10(psd) + 30.0),
+            "noise_psd_dbm_hz": float(10.0 * fmath.log10(psd) + 30.0),
             "order": self.order if self.mode == "tdma" else None,
             "planned_concurrent_uploads": k,
             "plans_on": (
@@ -189,7 +190,9 @@ class UplinkSpec:
             out["aircomp"] = {
                 "power_control": self.power_control,
                 "threshold_gain_db": (
-                    float(10.0 * np.log10(self.threshold_gain)) if self.threshold_gain > 0 else None
+                    float(10.0 * fmath.log10(self.threshold_gain))
+                    if self.threshold_gain > 0
+                    else None
                 ),
                 "values_per_symbol": self.values_per_symbol,
             }

@@ -31,6 +31,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 from scipy import special
 
+from ... import fmath
 from ...rng import KeyedStream, gamma_from_exponential, gamma_from_uniform
 from .base import C128, F64, FadingModel, SmallScale
 
@@ -59,7 +60,11 @@ def gauss_markov_step(previous: C128, rho: F64, innovation: C128) -> C128:
 
 
 def _phasor(u2: F64) -> C128:
-    return np.exp(2j * np.pi * u2)
+    theta = (2.0 * np.pi) * np.asarray(u2, dtype=np.float64)
+    out = np.empty(theta.shape, dtype=np.complex128)
+    out.real = fmath.cos(theta)
+    out.imag = fmath.sin(theta)
+    return out
 
 
 class Family(ABC):
@@ -96,7 +101,7 @@ class RayleighFamily(Family):
 
     def from_uniforms(self, u1: F64, u2: F64 | None, coefficient: bool) -> SmallScale:
         """``g = -log(1 - u1)``: exactly :meth:`KeyedStream.standard_exponential`."""
-        g = -np.log1p(-u1)
+        g = -fmath.log1p(-u1)
         c = np.sqrt(g) * _phasor(u2) if coefficient and u2 is not None else None
         return SmallScale(g, c)
 
@@ -131,7 +136,7 @@ class RicianFamily(Family):
     def from_uniforms(self, u1: F64, u2: F64 | None, coefficient: bool) -> SmallScale:
         """The fading of the keyed ``x`` (see :meth:`from_gaussian`)."""
         assert u2 is not None
-        return self.from_gaussian(np.sqrt(-np.log1p(-u1)) * _phasor(u2), coefficient)
+        return self.from_gaussian(np.sqrt(-fmath.log1p(-u1)) * _phasor(u2), coefficient)
 
     def from_gaussian(self, x: C128, coefficient: bool) -> SmallScale:
         """``c = sqrt(K/(K+1)) + x / sqrt(K+1)``, ``g = |c|^2``."""
@@ -240,7 +245,7 @@ class Fading(FadingModel):
         independent slots."""
         if lag == 0 or not self.correlated:
             return super().lag_correlation(speed_mps, lag)
-        return np.asarray(self.correlation(speed_mps) ** lag, dtype=np.float64)
+        return np.asarray(fmath.power(self.correlation(speed_mps), lag), dtype=np.float64)
 
     def draw(self, slot: int, speed_mps: F64, *, coefficient: bool = False) -> SmallScale:
         """The fading of ``slot`` (slots in order for the Gauss-Markov model); ``speed_mps`` is

@@ -13,6 +13,7 @@ from typing import Any, Literal
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from ... import fmath
 from .. import physics
 from .base import F64, PathLossModel
 
@@ -62,13 +63,13 @@ def _dual_slope_db(
     """The LOS dual-slope shape of UMa and UMi: ``PL1`` up to ``d'_BP``, ``PL2`` beyond."""
     d3d = distance_3d_m(d2d, bs_height_m, ut_height_m)
     dbp = breakpoint_distance_m(bs_height_m, ut_height_m, carrier_ghz)
-    fc_term = 20.0 * np.log10(carrier_ghz)
-    pl1 = intercept_db + slope1_db * np.log10(d3d) + fc_term
+    fc_term = 20.0 * fmath.log10(carrier_ghz)
+    pl1 = intercept_db + slope1_db * fmath.log10(d3d) + fc_term
     pl2 = (
         intercept_db
-        + 40.0 * np.log10(d3d)
+        + 40.0 * fmath.log10(d3d)
         + fc_term
-        - bp_coeff_db * np.log10(dbp**2 + (bs_height_m - ut_height_m) ** 2)
+        - bp_coeff_db * fmath.log10(dbp**2 + (bs_height_m - ut_height_m) ** 2)
     )
     return np.where(d2d <= dbp, pl1, pl2)
 
@@ -98,7 +99,10 @@ def uma_nlos_db(
     d = np.asarray(distance_2d_m, dtype=np.float64)
     d3d = distance_3d_m(d, bs_height_m, ut_height_m)
     pl_nlos = (
-        13.54 + 39.08 * np.log10(d3d) + 20.0 * np.log10(carrier_ghz) - 0.6 * (ut_height_m - 1.5)
+        13.54
+        + 39.08 * fmath.log10(d3d)
+        + 20.0 * fmath.log10(carrier_ghz)
+        - 0.6 * (ut_height_m - 1.5)
     )
     return np.maximum(uma_los_db(d, carrier_ghz, ut_height_m, bs_height_m), pl_nlos)
 
@@ -128,7 +132,9 @@ def umi_nlos_db(
     ``PL' = 35.3 log10(d_3D) + 22.4 + 21.3 log10(f_c) - 0.3 (h_UT - 1.5)``."""
     d = np.asarray(distance_2d_m, dtype=np.float64)
     d3d = distance_3d_m(d, bs_height_m, ut_height_m)
-    pl_nlos = 35.3 * np.log10(d3d) + 22.4 + 21.3 * np.log10(carrier_ghz) - 0.3 * (ut_height_m - 1.5)
+    pl_nlos = (
+        35.3 * fmath.log10(d3d) + 22.4 + 21.3 * fmath.log10(carrier_ghz) - 0.3 * (ut_height_m - 1.5)
+    )
     return np.maximum(umi_los_db(d, carrier_ghz, ut_height_m, bs_height_m), pl_nlos)
 
 
@@ -138,15 +144,15 @@ def uma_los_probability(distance_2d_m: ArrayLike, ut_height_m: float = 1.5) -> F
     ``C' = 0`` for ``h_UT <= 13 m`` and ``((h_UT - 13)/10)^1.5`` up to 23 m."""
     d = np.maximum(np.asarray(distance_2d_m, dtype=np.float64), 18.0)
     c = 0.0 if ut_height_m <= 13.0 else ((ut_height_m - 13.0) / 10.0) ** 1.5
-    base = 18.0 / d + np.exp(-d / 63.0) * (1.0 - 18.0 / d)
-    return base * (1.0 + c * 1.25 * (d / 100.0) ** 3 * np.exp(-d / 150.0))
+    base = 18.0 / d + fmath.exp(-d / 63.0) * (1.0 - 18.0 / d)
+    return base * (1.0 + c * 1.25 * fmath.power(d / 100.0, 3.0) * fmath.exp(-d / 150.0))
 
 
 def umi_los_probability(distance_2d_m: ArrayLike) -> F64:
     """UMi street canyon LOS probability (TR 38.901 Table 7.4.2-1, outdoor users): 1 for
     ``d_2D <= 18 m``, else ``18/d + exp(-d/36) (1 - 18/d)``."""
     d = np.maximum(np.asarray(distance_2d_m, dtype=np.float64), 18.0)
-    return 18.0 / d + np.exp(-d / 36.0) * (1.0 - 18.0 / d)
+    return 18.0 / d + fmath.exp(-d / 36.0) * (1.0 - 18.0 / d)
 
 
 class LogDistance(PathLossModel):

@@ -20,6 +20,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ... import fmath
 from ...errors import ScenarioError
 from .. import physics
 from .base import (
@@ -294,7 +295,7 @@ class ReplayChannel(Channel):
         dist = physics.distance_m(motion.positions_m)
         gain = t.large_scale_gain[frame]
         shadow = None if t.shadowing_db is None else t.shadowing_db[frame]
-        pl = -10.0 * np.log10(gain) - (0.0 if shadow is None else shadow)
+        pl = -10.0 * fmath.log10(gain) - (0.0 if shadow is None else shadow)
         return LargeScale(
             dist,
             pl,

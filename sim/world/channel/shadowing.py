@@ -31,6 +31,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 from scipy import special
 
+from ... import fmath
 from ...rng import KeyedStream
 from .base import B8, F64
 
@@ -38,7 +39,7 @@ from .base import B8, F64
 def gudmundson_correlation(travelled_m: ArrayLike, decorrelation_m: ArrayLike) -> F64:
     """``exp(-d / d_corr)``: correlation of a shadowing process between two points ``d`` metres
     of path apart (both in metres; broadcast)."""
-    return np.exp(
+    return fmath.exp(
         -np.asarray(travelled_m, dtype=np.float64) / np.asarray(decorrelation_m, dtype=np.float64)
     )
 

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ... import fmath
 from ...errors import ScenarioError
 from ...rng import Streams
 from .base import CELL_EDGE_RTOL, F64, id_list
@@ -52,7 +53,7 @@ def uniform_disc_positions_m(
     r = np.sqrt(r2_min + u[:, 0] * (radius_m * radius_m - r2_min))
     r = np.clip(r, min_distance_m, radius_m)  # guard against rounding at the edges
     ang = 2.0 * np.pi * u[:, 1]
-    return np.column_stack((r * np.cos(ang), r * np.sin(ang)))
+    return np.column_stack((r * fmath.cos(ang), r * fmath.sin(ang)))
 
 
 def initial_positions(

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from ... import fmath
 from .base import F64, Mobility, as_positions, check_time
 
 #: Legs drawn at a time per device by :class:`RandomWaypoint`. The paths do not depend on it
@@ -115,7 +116,7 @@ class RandomWaypoint(Mobility):
         u = self._rngs[device].random((self._k, 3))
         r = self.radius_m * np.sqrt(u[:, 0])
         ang = 2.0 * np.pi * u[:, 1]
-        to = np.column_stack((r * np.cos(ang), r * np.sin(ang)))
+        to = np.column_stack((r * fmath.cos(ang), r * fmath.sin(ang)))
         lo, hi = self.speed_range_mps
         speed = lo + (hi - lo) * u[:, 2]
         frm = np.vstack((np.asarray(start_m, dtype=np.float64)[None, :], to[:-1]))
