@@ -36,7 +36,7 @@ cut.)
    ``(N, C)`` slot gains and load, the layout's bands and uplink modes, W and N0, the slot's
    start, deadline and ``closes_at``, and each submit's time. The compute times come from the
    trace's decision rows; the upload ends and arrived flags from its ``upload_end`` rows.
-2. The bare model, written here from scratch (nothing of ``sim/world/cellular_uplink.py`` or
+2. The bare model, written here from scratch (nothing of ``sim/radio/cells/uplink.py`` or
    ``sharing.py`` is used): a SimPy server process per slot (wake the participants, a deadline
    timeout that cuts what is in flight when the slot closes at the deadline, wait for the
    deadline and the last report) and one process per device (wait to be woken, a compute
@@ -99,10 +99,10 @@ from wflsim.app.scenario import validate_scenario  # noqa: E402
 from wflsim.sim.config.loading import read_scenario_file  # noqa: E402
 from wflsim.sim.kernels import EventKernel  # noqa: E402
 from wflsim.sim.learner import NullLearner  # noqa: E402
+from wflsim.sim.radio.cells.config import CellsConfig  # noqa: E402
+from wflsim.sim.radio.cells.layout import build_layout  # noqa: E402
+from wflsim.sim.radio.cells.uplink import CellularUplink  # noqa: E402
 from wflsim.sim.schemes import SCHEMES  # noqa: E402
-from wflsim.sim.world.cells_config import CellsConfig  # noqa: E402
-from wflsim.sim.world.cellular import build_layout  # noqa: E402
-from wflsim.sim.world.cellular_uplink import CellularUplink  # noqa: E402
 
 SCENARIO = _common.REPO / "scenarios" / "paper" / "mnist_iid.toml"
 NUM_PARAMS = 440_812

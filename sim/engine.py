@@ -34,6 +34,8 @@ from .clock import Clock
 from .errors import RunDiverged
 from .kernels import KernelName, make_kernel
 from .learner import Learner, ProbingLearner
+from .radio.cells.component import Cells
+from .radio.spec import UplinkSpec
 from .schemes.base import FrameContext, Scheme, SlotContext
 from .selection import Selection
 from .servers.base import FrameState, Server, SlotEnd, SlotPlanning
@@ -45,12 +47,10 @@ from .strategies import DEFAULT as DEFAULT_STRATEGY
 from .strategies import StrategySpec
 from .trace import SCHEMA, TraceBuffer, TraceLevel, event_code
 from .world.availability import Availability, Changes
-from .world.cellular import Cells
 from .world.channel import Channel, SlotChannel
 from .world.compute import ComputeJitter
 from .world.mobility import Mobility
 from .world.system import SystemConstants
-from .world.uplink import UplinkSpec
 
 
 @dataclass(frozen=True)
@@ -74,7 +74,7 @@ class EngineConfig:
     #: ``events``: every event; ``device_slots``: one ``device_slot`` row per device per slot in
     #: place of its decision, compute, upload and energy rows (:mod:`sim.trace`)
     trace_level: TraceLevel = "events"
-    #: how uploads share the band and what the scheme plans on (:mod:`wflsim.sim.world.uplink`)
+    #: how uploads share the band and what the scheme plans on (:mod:`wflsim.sim.radio`)
     uplink: UplinkSpec = field(default_factory=UplinkSpec)
 
 
@@ -167,7 +167,7 @@ class Engine:
             with :func:`set_learner_strategy`.
         selection: which of the devices a slot's plan lets take part the server asks
             (``[strategy.selection]``, :mod:`wflsim.sim.selection`; None: all of them).
-        cells: several cells (``[cells]``, :mod:`wflsim.sim.world.cellular`; None: one cell, the
+        cells: several cells (``[cells]``, :mod:`wflsim.sim.radio.cells.component`; None: one cell, the
             paper's). At every frame start the devices associate (``handover`` rows where one
             changes cell), the channel sees each device's distance to its serving site, and
             the scheme plans on its gains times its cell's planning factor.

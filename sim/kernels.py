@@ -25,7 +25,7 @@ Each kernel also reports what it decided per device (:meth:`SlotKernel.play_slot
 :class:`SlotResult`): the time each upload actually transmitted and whether it arrived in time,
 from which :func:`wflsim.sim.slot.settle_slot` settles the slot. On dedicated bands both kernels decide
 in closed form (:func:`wflsim.sim.slot.dedicated_transmission`); with a shared uplink
-(:mod:`wflsim.sim.world.uplink`, ``ofdma`` or ``tdma``) the event kernel's uplink component decides
+(:mod:`wflsim.sim.radio`, ``ofdma`` or ``tdma``) the event kernel's uplink component decides
 from its events, and its log holds the real ``upload_start`` times (with TDMA an upload may start
 after its ``compute_end``).
 
@@ -45,13 +45,16 @@ import numpy as np
 import numpy.typing as npt
 import simpy
 
+from .radio.aircomp import aircomp_transmission
+from .radio.cells.component import Cells
+from .radio.cells.uplink import CellularUplink
+from .radio.modes import build_uplink
+from .radio.shared import SharedUplink
+from .radio.spec import UplinkSpec
+from .radio.tdma import TdmaUplink
 from .slot import SlotUploads, dedicated_transmission
 from .trace import event_code
-from .world.aircomp import aircomp_transmission
-from .world.cellular import Cells
-from .world.cellular_uplink import CellularUplink
 from .world.system import SystemConstants
-from .world.uplink import SharedUplink, TdmaUplink, UplinkSpec, build_uplink
 
 KernelName = Literal["closed_form", "event"]
 #: Every kernel name a scenario may give (``auto`` resolves to one of the others).
@@ -186,7 +189,7 @@ class SlotKernel(ABC):
         """An over-the-air slot (``[uplink] mode = "aircomp"``), the same closed form on every
         kernel: the participants (``uploads.participating``: the aligned devices) compute, then
         each sum (``group``: the devices' cells, ``num_groups`` of them; None: one sum) transmits
-        for ``latency_s`` (:func:`wflsim.sim.world.aircomp.aircomp_transmission`); each device
+        for ``latency_s`` (:func:`wflsim.sim.radio.aircomp.aircomp_transmission`); each device
         transmits ``uploads.upload_full_s`` of it (its own coordinates' symbols), from the
         window's start (its ``upload_end`` then). Nothing interacts but the
         common transmissions, so no per-device process plays them. A device that goes offline
@@ -326,7 +329,7 @@ class EventKernel(SlotKernel):
     """One SimPy process per device: it wakes when it participates, computes, uploads and
     reports; the server waits for the deadline and the last report.
 
-    With a shared uplink (``uplink``, :mod:`wflsim.sim.world.uplink`) a device hands its upload to the
+    With a shared uplink (``uplink``, :mod:`wflsim.sim.radio`) a device hands its upload to the
     uplink when its compute ends; the uplink decides when it transmits, for how long and whether
     it arrives, and reports its end; at the deadline it cuts what is still in flight or waiting
     (schemes that close the slot at the deadline).

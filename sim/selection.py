@@ -47,6 +47,7 @@ import numpy as np
 from numpy.typing import NDArray
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from .radio import rates
 from .rng import Streams
 from .world import physics
 from .world.system import DeviceArrays
@@ -142,7 +143,7 @@ class SelectionInputs:
 def rate_per_joule(x: SelectionInputs) -> NDArray[np.float64]:
     """``r / E`` per device, bit/s per J (module docstring; 0 where nothing is sent)."""
     p = x.tx_power_w
-    rate = physics.rate_bps(p, x.seen_gain, x.bandwidth_hz, x.noise_w)
+    rate = rates.rate_bps(p, x.seen_gain, x.bandwidth_hz, x.noise_w)
     with np.errstate(divide="ignore", invalid="ignore"):
         upload_j = np.where(rate > 0, p * x.payload_bits / rate, np.inf)
         score = rate / (x.compute_energy_j + upload_j)

@@ -42,6 +42,7 @@ from typing import Literal
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from .radio import rates
 from .world import physics
 from .world.system import SystemConstants
 
@@ -158,7 +159,7 @@ def min_tx_power_w(costs: FrameCosts, channel_gain: ArrayLike, system: SystemCon
     where the formula would give NaN).
     """
     with np.errstate(invalid="ignore"):
-        p = physics.min_tx_power_w(
+        p = rates.min_tx_power_w(
             costs.payload_bits,
             channel_gain,
             system.bandwidth_hz,
@@ -236,7 +237,7 @@ def slot_uploads(
     part = np.asarray(participate, dtype=bool) & (costs.payload_bits > 0)
     p = np.where(part, np.minimum(np.asarray(tx_power_w, dtype=np.float64), dev.peak_power_w), 0.0)
     h = np.asarray(channel_gain, dtype=np.float64)
-    rate = physics.rate_bps(p, h, system.bandwidth_hz, system.noise_w)
+    rate = rates.rate_bps(p, h, system.bandwidth_hz, system.noise_w)
     need_s = np.where(part, costs.compute_s, 0.0)
     return SlotUploads(
         participating=part,
@@ -245,7 +246,7 @@ def slot_uploads(
         payload_bits=costs.payload_bits,
         compute_s=np.minimum(need_s, system.deadline_s) if closes_at == "deadline" else need_s,
         compute_needed_s=need_s,
-        upload_full_s=np.where(part, physics.upload_time_s(costs.payload_bits, rate), 0.0),
+        upload_full_s=np.where(part, rates.upload_time_s(costs.payload_bits, rate), 0.0),
     )
 
 
@@ -335,7 +336,7 @@ def settle_slot(
         energy_compute_j = energy_compute_j * share
     if probe_energy_j is not None:
         energy_compute_j = energy_compute_j + np.asarray(probe_energy_j, dtype=np.float64)
-    energy_upload_j = np.where(part, physics.upload_energy_j(p, charged_s), 0.0)
+    energy_upload_j = np.where(part, rates.upload_energy_j(p, charged_s), 0.0)
     energy_j = energy_compute_j + energy_upload_j
     return SlotOutcome(
         participating=part,

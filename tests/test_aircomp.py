@@ -1,4 +1,4 @@
-"""Over-the-air aggregation's physics (sim/world/aircomp.py) against closed forms, Monte Carlo with
+"""Over-the-air aggregation's physics (sim/radio/aircomp.py) against closed forms, Monte Carlo with
 fixed seeds and stated tolerances, and a brute-force grid."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from wflsim.sim.world.aircomp import (
+from wflsim.sim.radio.aircomp import (
     aircomp_energy_j,
     aircomp_latency_s,
     aircomp_mse,

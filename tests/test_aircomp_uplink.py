@@ -19,7 +19,7 @@ from conftest import REPO, run_in_memory
 from golden_runs import column_hashes
 from wflsim.sim.errors import ScenarioError
 from wflsim.sim.learner import OverTheAir
-from wflsim.sim.world.aircomp import aircomp_latency_s, expected_aligned, plan_aircomp
+from wflsim.sim.radio.aircomp import aircomp_latency_s, expected_aligned, plan_aircomp
 
 QUICK = tomllib.loads((REPO / "scenarios" / "quickstart.toml").read_text())
 
@@ -318,7 +318,7 @@ def test_co_band_cells_interfere_with_each_others_sums() -> None:
 def test_interference_matches_a_loop_over_devices() -> None:
     """interference_w against a direct double loop over devices and cells, with windows that
     half overlap."""
-    from wflsim.sim.world.aircomp import interference_w
+    from wflsim.sim.radio.aircomp import interference_w
 
     rng = np.random.default_rng(5)
     n, g = 9, 3
@@ -519,7 +519,7 @@ def test_the_aircomp_row_comes_before_the_aggregate() -> None:
 def test_controller_slope_matches_monte_carlo() -> None:
     """K, the expected drift-plus-penalty per unit of u, against 2,000,000 Rayleigh draws of the
     gain: E[(-I + Q eta a^2 T / h) 1{eta a^2 / h <= p_max}], within 4 standard errors."""
-    from wflsim.sim.world.aircomp import controller_frame
+    from wflsim.sim.radio.aircomp import controller_frame
 
     i_val, q, h_mean, eta, a, t_full, peak = 2.0, 300.0, 1e-10, 1e-8, 0.1, 0.01, 1.0
     _, p_max, _, k = controller_frame(
@@ -538,7 +538,7 @@ def test_controller_gamma_is_the_brute_force_minimum() -> None:
     and one that must freeze to fit its computation before the window."""
     from scipy import integrate
 
-    from wflsim.sim.world.aircomp import controller_frame
+    from wflsim.sim.radio.aircomp import controller_frame
 
     i_val = np.array([2.0, 2.0, -1.0, 2.0])
     q = np.array([300.0, 0.0, 30.0, 300.0])
@@ -581,7 +581,7 @@ def test_controller_takes_part_whenever_the_update_is_worth_something(
 ) -> None:
     """For any I > 0 the frame's slope K is negative (K = -I Psi(x) or below, Psi > 0): over the
     air the controller never freezes beyond what the deadline needs."""
-    from wflsim.sim.world.aircomp import controller_frame
+    from wflsim.sim.radio.aircomp import controller_frame
 
     h_mean, a = 1e-10, 0.1
     eta = x_scale * h_mean / (a * a)
@@ -598,7 +598,7 @@ def test_controller_rule_inverts_within_the_frames_threshold() -> None:
     """power_control = "controller" under the paper's scheme: every participant inverts its
     seen gain at the frame's eta (p = eta a^2 / h), never above the frame's threshold, and every
     device that stays out had p above it."""
-    from wflsim.sim.world.aircomp import planned_eta
+    from wflsim.sim.radio.aircomp import planned_eta
 
     data = network(frames=2, power_control="controller")
     data["scheme"] = {"name": "two_timescale", "V": 10.0}

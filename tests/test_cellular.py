@@ -16,16 +16,15 @@ import wflsim
 from conftest import base_scenario, events, run_in_memory, saved_and_continued
 from wflsim.app.run import build_engine, make_learner
 from wflsim.sim.errors import ScenarioError
-from wflsim.sim.world.cells import mean_interference_w
-from wflsim.sim.world.cells_config import CellsConfig, read_sites_file
-from wflsim.sim.world.cellular import (
-    CellLayout,
-    Cells,
-    build_layout,
+from wflsim.sim.radio.cells.component import Cells
+from wflsim.sim.radio.cells.config import CellsConfig, read_sites_file
+from wflsim.sim.radio.cells.layout import CellLayout, build_layout
+from wflsim.sim.radio.cells.uplink import CellularUplink
+from wflsim.sim.radio.interference import (
+    mean_interference_w,
     mean_link_gain,
     planning_interference_w,
 )
-from wflsim.sim.world.cellular_uplink import CellularUplink
 from wflsim.sim.world.mobility.base import Kinematics, Mobility
 
 W_HZ = 1e6

@@ -18,6 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.special import exp1, expn
 
+from wflsim.sim.radio import rates as rt
 from wflsim.sim.schemes.controller import (
     ControllerParams,
     default_lambda,
@@ -41,7 +42,7 @@ def prop1(h, gamma, p_max, params: ControllerParams):
     """Proposition 1 for channel gains ``h``: p_min from the physics formula, then the decision."""
     u = 1.0 - np.asarray(gamma)
     tau_cmp = ph.compute_time_s(u, params.cycles_per_sample, params.batch_size, params.cpu_hz)
-    p_min = ph.min_tx_power_w(
+    p_min = rt.min_tx_power_w(
         u * params.model_bits, h, params.bandwidth_hz, params.noise_w, params.deadline_s, tau_cmp
     )
     return slot_power_decision(p_min, p_max, u * params.model_bits)
@@ -348,7 +349,7 @@ def _x_and_c(
     tau_cmp = ph.compute_time_s(
         1.0 - gamma, params.cycles_per_sample, params.batch_size, params.cpu_hz
     )
-    n0_a = ph.min_tx_power_w(
+    n0_a = rt.min_tx_power_w(
         u * params.model_bits, 1.0, params.bandwidth_hz, params.noise_w, params.deadline_s, tau_cmp
     )
     p_max = max_tx_power_w(
@@ -383,9 +384,9 @@ def test_expected_cost_matches_monte_carlo():
     h = params.mean_gain * rng.exponential(1.0, (n_slots, params.n_devices))
     dec = prop1(h, np.broadcast_to(gamma, h.shape), np.broadcast_to(p_max, h.shape), params)
     with np.errstate(divide="ignore", invalid="ignore"):
-        rate = ph.rate_bps(dec.tx_power_w, h, params.bandwidth_hz, params.noise_w)
-        t_com = ph.upload_time_s(u * params.model_bits, rate)
-        e_com = ph.upload_energy_j(dec.tx_power_w, np.where(dec.transmit, t_com, 0.0))
+        rate = rt.rate_bps(dec.tx_power_w, h, params.bandwidth_hz, params.noise_w)
+        t_com = rt.upload_time_s(u * params.model_bits, rate)
+        e_com = rt.upload_energy_j(dec.tx_power_w, np.where(dec.transmit, t_com, 0.0))
     t_cmp = ph.compute_time_s(
         1.0 - gamma, params.cycles_per_sample, params.batch_size, params.cpu_hz
     )
@@ -504,7 +505,7 @@ def test_q_zero_cost_and_solution():
         1.0 - gamma, params.cycles_per_sample, params.batch_size, params.cpu_hz
     )
     x = (
-        ph.min_tx_power_w(
+        rt.min_tx_power_w(
             u * params.model_bits,
             params.mean_gain,
             params.bandwidth_hz,
@@ -604,8 +605,8 @@ def test_proposition1_matches_dense_power_grid():
 
     def slot_cost(p: np.ndarray) -> np.ndarray:
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            t_com = ph.upload_time_s(
-                u * params.model_bits, ph.rate_bps(p, h, params.bandwidth_hz, params.noise_w)
+            t_com = rt.upload_time_s(
+                u * params.model_bits, rt.rate_bps(p, h, params.bandwidth_hz, params.noise_w)
             )
             energy = np.where(p > 0.0, e_cmp + p * t_com, 0.0)
         success = (p > 0.0) & (t_cmp + t_com <= params.deadline_s * (1.0 + 1e-12))
@@ -640,7 +641,7 @@ def test_slot_decision_transmits_at_min_power_and_meets_deadline():
     assert t.any() and (~t).any()
     np.testing.assert_array_equal(dec.tx_power_w[~t], 0.0)
     assert np.all(dec.tx_power_w[t] <= p_max[t])
-    rate = ph.rate_bps(dec.tx_power_w[t], h[t], params.bandwidth_hz[t], params.noise_w[t])
+    rate = rt.rate_bps(dec.tx_power_w[t], h[t], params.bandwidth_hz[t], params.noise_w[t])
     finish = params.theta_s[t] * u[t] + u[t] * params.model_bits[t] / rate
     np.testing.assert_allclose(finish, params.deadline_s[t], rtol=1e-9)
 
@@ -793,7 +794,7 @@ def test_threshold_for_a_cost_model_minimises_the_slot_cost(compute):
         dt,
         params.peak_power_w,
     )
-    p_min = ph.min_tx_power_w(
+    p_min = rt.min_tx_power_w(
         bits, h, params.bandwidth_hz, params.noise_w, params.deadline_s, t_cmp
     )
     dec = slot_power_decision(p_min, p_max, bits)
@@ -801,7 +802,7 @@ def test_threshold_for_a_cost_model_minimises_the_slot_cost(compute):
 
     def slot_cost(p: np.ndarray) -> np.ndarray:
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            t_com = ph.upload_time_s(bits, ph.rate_bps(p, h, params.bandwidth_hz, params.noise_w))
+            t_com = rt.upload_time_s(bits, rt.rate_bps(p, h, params.bandwidth_hz, params.noise_w))
             energy = np.where(p > 0.0, e_cmp + p * t_com, 0.0)
         success = (p > 0.0) & (t_cmp + t_com <= params.deadline_s * (1.0 + 1e-12))
         return params.v * np.where(success, x_ok, 0.0) + params.queue_j * energy

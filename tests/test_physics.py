@@ -9,6 +9,7 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
+from wflsim.sim.radio import rates
 from wflsim.sim.world import physics
 
 
@@ -43,14 +44,14 @@ def test_fading_mean_matches_large_scale_gain():
 
 def test_rate_is_shannon():
     """r = W log2(1 + p h / N0), checked by hand at SNR = 3 (r = 2 W)."""
-    assert physics.rate_bps(1.0, 3e-14, 10e6, 1e-14) == pytest.approx(20e6)
+    assert rates.rate_bps(1.0, 3e-14, 10e6, 1e-14) == pytest.approx(20e6)
 
 
 def test_upload_time_and_energy():
     """tau_com = bits / r and E_com = p tau_com; an empty payload takes no time."""
-    t = physics.upload_time_s(np.array([1e6, 0.0]), np.array([2e6, 0.0]))
+    t = rates.upload_time_s(np.array([1e6, 0.0]), np.array([2e6, 0.0]))
     assert t == pytest.approx([0.5, 0.0])
-    assert physics.upload_energy_j(0.2, 0.5) == pytest.approx(0.1)
+    assert rates.upload_energy_j(0.2, 0.5) == pytest.approx(0.1)
 
 
 def test_compute_time_and_energy_by_hand():
@@ -68,27 +69,27 @@ def test_compute_time_and_energy_by_hand():
 def test_min_power_lands_exactly_on_the_deadline(bits, gain, slack):
     """Uploading at p_min takes exactly the time left after computing (when p_min is finite)."""
     w, n0, tcmp = 10e6, 3.98e-14, 0.3
-    p = physics.min_tx_power_w(bits, gain, w, n0, tcmp + slack, tcmp)
+    p = rates.min_tx_power_w(bits, gain, w, n0, tcmp + slack, tcmp)
     assume(np.isfinite(p) and p > 0)
-    t = physics.upload_time_s(bits, physics.rate_bps(p, gain, w, n0))
+    t = rates.upload_time_s(bits, rates.rate_bps(p, gain, w, n0))
     assert t == pytest.approx(slack, rel=1e-9)
 
 
 def test_min_power_infinite_when_compute_exceeds_deadline():
     """No power meets the deadline when computing alone takes longer than tau_0."""
-    assert np.isinf(physics.min_tx_power_w(1e6, 1e-12, 10e6, 1e-14, 0.5, 0.6))
+    assert np.isinf(rates.min_tx_power_w(1e6, 1e-12, 10e6, 1e-14, 0.5, 0.6))
 
 
 def test_min_power_zero_for_empty_payload():
     """Nothing to send needs no power."""
-    assert physics.min_tx_power_w(0.0, 1e-12, 10e6, 1e-14, 0.5, 0.6) == 0.0
+    assert rates.min_tx_power_w(0.0, 1e-12, 10e6, 1e-14, 0.5, 0.6) == 0.0
 
 
 def test_outage_probability_matches_monte_carlo():
     """Pr{g H < h_min} for g ~ Exp(1) equals 1 - exp(-h_min/H) (400k draws, 4 standard errors)."""
     rng = np.random.default_rng(11)
     big_h, h_min = 1e-12, 0.7e-12
-    q = float(physics.outage_probability(h_min, big_h))
+    q = float(rates.outage_probability(h_min, big_h))
     assert q == pytest.approx(1 - math.exp(-0.7))
     n = 400_000
     freq = float(np.mean(big_h * rng.standard_exponential(n) < h_min))

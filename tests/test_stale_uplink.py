@@ -26,7 +26,10 @@ from conftest import (
 from golden_runs import column_hashes
 from wflsim.sim.clock import Clock
 from wflsim.sim.kernels import U_END, U_START
-from wflsim.sim.world.uplink import OfdmaUplink, ProcessorSharing, SharedUplink, TdmaUplink
+from wflsim.sim.radio.ofdma import OfdmaUplink
+from wflsim.sim.radio.shared import SharedUplink
+from wflsim.sim.radio.sharing import ProcessorSharing
+from wflsim.sim.radio.tdma import TdmaUplink
 
 SERVERS = ("semi_sync", "async")
 MODES = ("ofdma", "tdma")

@@ -21,15 +21,14 @@ from wflsim.app.cli import main
 from wflsim.app.run import build_engine, kernel_of, make_learner, prepare_scenario
 from wflsim.sim.config.loading import validate_scenario
 from wflsim.sim.kernels import C_END, U_END, U_START, EventKernel, SlotResult
+from wflsim.sim.radio import rates
+from wflsim.sim.radio.ofdma import OfdmaUplink
+from wflsim.sim.radio.rates import shared_rate_bps
+from wflsim.sim.radio.shared import SharedUplink
+from wflsim.sim.radio.sharing import ProcessorSharing
+from wflsim.sim.radio.tdma import TdmaUplink
 from wflsim.sim.slot import SlotUploads
 from wflsim.sim.world import physics
-from wflsim.sim.world.uplink import (
-    OfdmaUplink,
-    ProcessorSharing,
-    SharedUplink,
-    TdmaUplink,
-    shared_rate_bps,
-)
 
 W_HZ = 10e6
 N0_W = float(physics.dbm_to_w(-104.0))
@@ -353,7 +352,7 @@ def test_planning_on_w_over_k_gives_p_min_of_that_band():
     k = 4
     table, _ = run_in_memory(_shared("ofdma", uplink={"planned_concurrent_uploads": k}))
     dec = events(table, "decision")
-    expected = physics.min_tx_power_w(
+    expected = rates.min_tx_power_w(
         dec["payload_bits"], dec["seen_channel_gain"], W_HZ / k, N0_W / k, 0.8, dec["compute_s"]
     )
     part = dec["participating"].to_numpy(dtype=bool)

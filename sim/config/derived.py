@@ -20,6 +20,7 @@ import numpy as np
 
 from .. import fmath
 from ..errors import ScenarioError
+from ..radio import rates
 from ..world import physics
 from ..world.channel import Channel
 from ..world.system import DeviceArrays, SystemConstants
@@ -203,10 +204,10 @@ def edge_wait_s(
     n = dev.num_devices
     share = n if uplink_mode == "ofdma" else 1
     with np.errstate(all="ignore"):
-        rate = physics.rate_bps(
+        rate = rates.rate_bps(
             dev.peak_power_w, edge_gain, system.bandwidth_hz / share, system.noise_w / share
         )
-        upload = physics.upload_time_s(np.full(n, system.full_payload_bits), rate)
+        upload = rates.upload_time_s(np.full(n, system.full_payload_bits), rate)
         compute = dev.full_compute_time_s()
         if uplink_mode == "tdma":
             worst = int(np.argmax(upload))

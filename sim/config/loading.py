@@ -383,8 +383,8 @@ def check_cells(scenario: Scenario) -> None:
                 "add a [cells] table, or remove [server.hierarchy]",
             )
         return
-    from ..world.cells_config import cell_uplink_mode
-    from ..world.cellular import build_layout
+    from ..radio.cells.config import cell_uplink_mode
+    from ..radio.cells.layout import build_layout
 
     if scenario.channel.replay is not None:
         raise ScenarioError(

@@ -20,10 +20,10 @@ from pydantic import (
     model_validator,
 )
 
+from ..radio.cells.config import CellsConfig
 from ..selection import SelectionConfig
 from ..servers.config import ServerConfig
 from ..world.availability import AlwaysConfig, AvailabilityConfig
-from ..world.cells_config import CellsConfig
 from ..world.channel.config import ChannelConfig
 from ..world.compute import ComputeConfig
 from ..world.mobility.config import MobilityConfig
@@ -272,7 +272,7 @@ class TraceConfig(Strict):
 
 
 class UplinkConfig(Strict):
-    """How the uploads of a slot share the band ``network.bandwidth_hz`` (``sim/world/uplink.py``)."""
+    """How the uploads of a slot share the band ``network.bandwidth_hz`` (``sim/radio/``)."""
 
     mode: Literal["dedicated", "ofdma", "tdma", "aircomp"] = Field(
         "dedicated",

@@ -143,10 +143,10 @@ class FrameController:
 
     def over_the_air(self, ctx: FrameContext, freeze: bool) -> ControllerDecision:
         """The per-frame problem over the air (``[uplink] power_control = "controller"``):
-        :func:`wflsim.sim.world.aircomp.controller_frame`'s closed form; without freezing
+        :func:`wflsim.sim.radio.aircomp.controller_frame`'s closed form; without freezing
         (``freeze`` False, or frame 0) ``gamma = 0`` where the full computation fits before the
         window, else the device sits the frame out."""
-        from ..world.aircomp import controller_frame, planned_eta
+        from ..radio.aircomp import controller_frame, planned_eta
 
         s, d = self.system, self.system.devices
         assert s.aircomp_window_s is not None
@@ -276,10 +276,10 @@ def threshold_slot_plan(
 def over_the_air_slot_plan(ctx: SlotContext, p_max_w: F64, system: SystemConstants) -> SlotPlan:
     """Proposition 1 adapted to over-the-air aggregation (docs/aircomp.md): a device inverts its
     channel, ``p = eta a^2 / h`` on the gain it sees (``eta``: the frame's receiver scaling,
-    :func:`wflsim.sim.world.aircomp.planned_eta`; ``a = B / sum B``), and takes part iff
+    :func:`wflsim.sim.radio.aircomp.planned_eta`; ``a = B / sum B``), and takes part iff
     ``p <= p_max`` (the frame's threshold, 0 for a device sitting the frame out) and its
     computation ends before the window opens."""
-    from ..world.aircomp import planned_eta
+    from ..radio.aircomp import planned_eta
 
     d = system.devices
     assert system.aircomp_window_s is not None

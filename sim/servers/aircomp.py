@@ -1,6 +1,6 @@
 """The synchronous server's over-the-air slot (``[uplink] mode = "aircomp"``, docs/aircomp.md).
 
-At the slot's start the power rule (:func:`wflsim.sim.world.aircomp.plan_aircomp`) decides,
+At the slot's start the power rule (:func:`wflsim.sim.radio.aircomp.plan_aircomp`) decides,
 from the gains the devices see, who transmits in the sum and at which power; the slot's uploads
 become those devices' computations and their share of the common transmission (each device
 transmits on the symbols of the coordinates it sends: ``ceil(D'_n / v) / W`` of the
@@ -15,8 +15,7 @@ from dataclasses import replace
 import numpy as np
 
 from ..learner import OverTheAir
-from ..slot import FrameCosts, SlotUploads
-from ..world.aircomp import (
+from ..radio.aircomp import (
     AirCompPlan,
     aircomp_latency_s,
     aircomp_transmission,
@@ -24,9 +23,10 @@ from ..world.aircomp import (
     plan_aircomp,
     planned_eta,
 )
-from ..world.cellular import Cells
+from ..radio.cells.component import Cells
+from ..radio.spec import UplinkSpec
+from ..slot import FrameCosts, SlotUploads
 from ..world.system import SystemConstants
-from ..world.uplink import UplinkSpec
 from .base import SlotPlanning
 
 

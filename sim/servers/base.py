@@ -32,14 +32,14 @@ import simpy
 
 from ..clock import Clock
 from ..learner import Learner, ProbingLearner
+from ..radio.aircomp import AirCompPlan
+from ..radio.cells.component import Cells
 from ..schemes.base import FramePlan, Scheme, SlotPlan
 from ..selection import Selection, SelectionInputs, probe_energy_j, probe_time_s
 from ..slot import FrameCosts, SlotOutcome, SlotRules, SlotUploads
 from ..stats import RunStats
 from ..trace import TraceBuffer
-from ..world.aircomp import AirCompPlan
 from ..world.availability import Availability, Changes
-from ..world.cellular import Cells
 from ..world.channel import LargeScale, SlotChannel
 from ..world.compute import ComputeJitter
 from ..world.system import SystemConstants

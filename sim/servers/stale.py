@@ -42,7 +42,7 @@ deadline test: in lockstep every device then waits for the server's step, whatev
 arithmetic rounded. So a resumed run replays the uninterrupted one to the bit: the cycles in flight,
 the buffer and the model versions they reference are part of the state (:meth:`state_dict`).
 
-**A shared uplink** (``[uplink] mode = "ofdma" | "tdma"``, :mod:`wflsim.sim.world.uplink`,
+**A shared uplink** (``[uplink] mode = "ofdma" | "tdma"``, :mod:`wflsim.sim.radio`,
 opened for the whole run: :meth:`SharedUplink.open_run`). A cycle's end is no longer known when
 it starts: its compute end is scheduled as above; there its upload joins the uplink with the
 power, gain, payload and whole-band time planned in the slot the cycle started in, and keeps its
@@ -90,11 +90,13 @@ from .. import slot as slots
 from ..clock import LAST_RANK, Order
 from ..errors import RunDiverged
 from ..learner import VersionedLearner
+from ..radio import rates
+from ..radio.modes import build_uplink
+from ..radio.shared import SharedUplink
 from ..slot import DEADLINE_REL_TOL, SlotOutcome, SlotUploads
 from ..trace import event_code
 from ..world import physics
 from ..world.availability import Changes
-from ..world.uplink import SharedUplink, build_uplink
 from .base import (
     Host,
     Server,
@@ -510,7 +512,7 @@ class StaleServer(Server):
             compute_s=computed,
             upload_s=transmitted,
             energy_compute_j=energy_c,
-            energy_upload_j=float(physics.upload_energy_j(p, transmitted)),
+            energy_upload_j=float(rates.upload_energy_j(p, transmitted)),
             channel_gain=float(up.channel_gain[n]),
             payload_bits=float(up.payload_bits[n]),
             upload_full_s=upload_full,
@@ -616,7 +618,7 @@ class StaleServer(Server):
         assert link is not None
         now = float(self.host.clock.now)
         c.upload_s = float(link.transmitted_s[n])
-        c.energy_upload_j = float(physics.upload_energy_j(c.tx_power_w, c.upload_s))
+        c.energy_upload_j = float(rates.upload_energy_j(c.tx_power_w, c.upload_s))
         end = on_boundary_s(now, self.host.system.deadline_s, c.start_s)
         if end > now:
             c.landing = True
@@ -643,7 +645,7 @@ class StaleServer(Server):
                 return  # it arrives at the slot's end, when its device goes offline
         elif link.withdraw(n, at_s):  # waiting or in flight: it leaves the band
             c.upload_s = float(link.transmitted_s[n])
-            c.energy_upload_j = float(physics.upload_energy_j(c.tx_power_w, c.upload_s))
+            c.energy_upload_j = float(rates.upload_energy_j(c.tx_power_w, c.upload_s))
         else:
             return  # its upload ends now: it has arrived (or its completion is due now)
         c.dropped = True

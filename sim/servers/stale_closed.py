@@ -45,9 +45,9 @@ import numpy as np
 
 from ..clock import Order
 from ..learner import NullLearner
+from ..radio import rates
 from ..slot import DEADLINE_REL_TOL, SlotUploads
 from ..trace import event_code
-from ..world import physics
 from .base import Host, SlotPlay
 from .config import ServerConfig
 from .cycles import _CYCLE_FIELDS, _FIELD_DTYPES, cycle_records
@@ -189,7 +189,7 @@ class ClosedFormStaleServer(StaleServer):
             "compute_s": need,
             "upload_s": upload_full,
             "energy_compute_j": energy_c,
-            "energy_upload_j": physics.upload_energy_j(p, upload_full),
+            "energy_upload_j": rates.upload_energy_j(p, upload_full),
             "channel_gain": up.channel_gain[devs],
             "payload_bits": up.payload_bits[devs],
             "upload_full_s": upload_full,

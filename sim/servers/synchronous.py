@@ -22,9 +22,9 @@ from ..config.limits import MAX_SLOT_WAIT_S
 from ..errors import RunDiverged, SlotTooLong
 from ..kernels import C_END, DROPPED, U_END, U_START, SlotActivity, SlotKernel
 from ..learner import AirCompLearner
+from ..radio.aircomp import AirCompPlan
 from ..slot import SlotOutcome
 from ..trace import event_code
-from ..world.aircomp import AirCompPlan
 from ..world.availability import Changes
 from .aircomp import over_the_air, over_the_air_sum, received_noise_w
 from .base import (

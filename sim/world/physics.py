@@ -11,9 +11,9 @@ Decisions the paper leaves open (see ``docs/decisions.md``):
   minimum distance (default 10 m).
 * ``N0`` is the total noise power over a device's band ``W`` (not a density).
 
-The rates of a band the uploads share (the ``[uplink]`` modes of :mod:`wflsim.sim.world.uplink`,
-which re-exports them) are here too: :func:`noise_psd_w_per_hz`, :func:`shared_rate_bps` and
-:func:`equal_share_hz`.
+The uplink's rates (Shannon's on a device's band or a share of it, the upload's time and
+energy, Proposition 1's minimum power, the outage probability) are the radio's:
+:mod:`wflsim.sim.radio.rates`.
 """
 
 from __future__ import annotations
@@ -113,28 +113,6 @@ def rayleigh_channel_gain(large_scale_gain: ArrayLike, fading_draw: ArrayLike) -
     )
 
 
-def rate_bps(
-    tx_power_w: ArrayLike, channel_gain: ArrayLike, bandwidth_hz: ArrayLike, noise_w: ArrayLike
-) -> F64:
-    """Shannon rate ``r = W log2(1 + p h / N0)`` (paper eq. 9).
-
-    Args:
-        tx_power_w: transmit power ``p``, W.
-        channel_gain: ``h``, linear.
-        bandwidth_hz: ``W``, Hz.
-        noise_w: total noise power ``N0`` over the band, W.
-
-    Returns:
-        rate, bit/s (0 where ``p = 0``).
-    """
-    snr = (
-        np.asarray(tx_power_w, dtype=np.float64)
-        * np.asarray(channel_gain, dtype=np.float64)
-        / np.asarray(noise_w, dtype=np.float64)
-    )
-    return np.asarray(bandwidth_hz, dtype=np.float64) * fmath.log1p(snr) / fmath.log(2.0)
-
-
 def payload_bits(num_params: int, gamma: ArrayLike, bits_per_param: int = 32) -> F64:
     """Upload payload of a freezing scheme, ``(1 - gamma) S`` with ``S = bits_per_param * D``.
 
@@ -142,26 +120,6 @@ def payload_bits(num_params: int, gamma: ArrayLike, bits_per_param: int = 32) ->
     ``bits_per_param`` bits per value. Returns bits (shape of ``gamma``).
     """
     return (1.0 - np.asarray(gamma, dtype=np.float64)) * float(bits_per_param) * float(num_params)
-
-
-def upload_time_s(payload_bits: ArrayLike, rate_bps: ArrayLike) -> F64:
-    """Upload latency ``tau_com = (1 - gamma) S / r`` (paper eq. 10), seconds.
-
-    A zero payload takes 0 s; a positive payload at rate 0 takes ``inf``.
-    """
-    bits = np.asarray(payload_bits, dtype=np.float64)
-    r = np.asarray(rate_bps, dtype=np.float64)
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # a rate ~ 0: inf
-        t = bits / r
-    return np.where(bits <= 0.0, 0.0, t)
-
-
-def upload_energy_j(tx_power_w: ArrayLike, upload_time_s: ArrayLike) -> F64:
-    """Upload energy ``E_com = p tau_com`` (paper eq. 11), joules (0 where ``p = 0``)."""
-    p = np.asarray(tx_power_w, dtype=np.float64)
-    t = np.asarray(upload_time_s, dtype=np.float64)
-    with np.errstate(invalid="ignore"):
-        return np.where(p > 0.0, p * t, 0.0)
 
 
 def compute_time_s(
@@ -250,91 +208,3 @@ def throttled_compute_energy_j(compute_energy_j: ArrayLike, slowdown: ArrayLike)
     """
     s = np.asarray(slowdown, dtype=np.float64)
     return np.asarray(compute_energy_j, dtype=np.float64) / (s * s)
-
-
-def min_tx_power_w(
-    payload_bits: ArrayLike,
-    channel_gain: ArrayLike,
-    bandwidth_hz: ArrayLike,
-    noise_w: ArrayLike,
-    deadline_s: ArrayLike,
-    compute_time_s: ArrayLike,
-) -> F64:
-    """Minimum power that meets the deadline, ``p_min = N0/h (2^(uS / (W (tau0 - tau_cmp))) - 1)``.
-
-    Paper eq. (min transmit power), Proposition 1. Setting ``tau_cmp + tau_com = tau0`` and
-    solving for ``p``.
-
-    Args:
-        payload_bits: ``(1 - gamma) S``, bits.
-        channel_gain: ``h``, linear.
-        bandwidth_hz: ``W``, Hz.
-        noise_w: ``N0``, W.
-        deadline_s: per-round latency ``tau0``, s.
-        compute_time_s: ``tau_cmp``, s.
-
-    Returns:
-        ``p_min`` in W: 0 for an empty payload, ``inf`` when no power meets the deadline
-        (``tau_cmp >= tau0`` with a positive payload, or an overflowing exponent).
-    """
-    bits = np.asarray(payload_bits, dtype=np.float64)
-    slack_s = np.asarray(deadline_s, dtype=np.float64) - np.asarray(
-        compute_time_s, dtype=np.float64
-    )
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        exponent = bits / (np.asarray(bandwidth_hz, dtype=np.float64) * slack_s)
-        p = (
-            np.asarray(noise_w, dtype=np.float64)
-            / np.asarray(channel_gain, dtype=np.float64)
-            * fmath.expm1(exponent * fmath.log(2.0))
-        )
-    p = np.where(slack_s > 0.0, p, np.inf)
-    return np.where(bits <= 0.0, 0.0, p)
-
-
-def outage_probability(min_channel_gain: ArrayLike, large_scale_gain: ArrayLike) -> F64:
-    """Outage probability under Rayleigh fading, ``q = Pr{h < h_min} = 1 - exp(-h_min / H)``.
-
-    Corollary 2 of the paper; ``h ~ Exp(mean H)``.
-    """
-    x = np.asarray(min_channel_gain, dtype=np.float64) / np.asarray(
-        large_scale_gain, dtype=np.float64
-    )
-    return -fmath.expm1(-x)
-
-
-def noise_psd_w_per_hz(noise_w: ArrayLike, bandwidth_hz: ArrayLike) -> F64:
-    """Noise power spectral density ``N0' = N0 / W``, W/Hz, from the noise power ``N0`` (W) over
-    the band ``W`` (Hz): -104 dBm over 10 MHz is -174 dBm/Hz."""
-    return np.asarray(noise_w, dtype=np.float64) / np.asarray(bandwidth_hz, dtype=np.float64)
-
-
-def shared_rate_bps(
-    tx_power_w: ArrayLike,
-    channel_gain: ArrayLike,
-    band_hz: ArrayLike,
-    noise_psd_w_per_hz: ArrayLike,
-) -> F64:
-    """Shannon rate on an allocated band, ``r = b log2(1 + p h / (N0' b))`` (eq. 9 with the noise
-    power of the band ``b`` it uses).
-
-    Args:
-        tx_power_w: transmit power ``p``, W, broadcast (typically ``(k,)``).
-        channel_gain: ``h``, linear.
-        band_hz: allocated band ``b``, Hz (``W / k`` under OFDMA with ``k`` uploads in flight).
-        noise_psd_w_per_hz: ``N0'``, W/Hz.
-
-    Returns:
-        rate, bit/s (0 where ``b = 0`` or ``p h = 0``).
-    """
-    b = np.asarray(band_hz, dtype=np.float64)
-    signal = np.asarray(tx_power_w, dtype=np.float64) * np.asarray(channel_gain, dtype=np.float64)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        snr = signal / (np.asarray(noise_psd_w_per_hz, dtype=np.float64) * b)
-        rate = b * fmath.log1p(snr) / fmath.log(2.0)
-    return np.where((b > 0.0) & (signal > 0.0), rate, 0.0)
-
-
-def equal_share_hz(total_hz: float, in_flight: int) -> float:
-    """Processor sharing's band per upload, ``W / k`` (Hz) for ``k >= 1`` uploads in flight."""
-    return total_hz / in_flight

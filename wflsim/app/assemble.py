@@ -20,17 +20,17 @@ from wflsim.sim.engine import Engine, EngineConfig, FrameSink, Hooks, ProgressFn
 from wflsim.sim.errors import ScenarioError
 from wflsim.sim.kernels import KernelName, make_kernel
 from wflsim.sim.learner import AirCompLearner, Learner, NullLearner
+from wflsim.sim.radio.cells.config import cell_uplink_mode
+from wflsim.sim.radio.cells.layout import build_layout
+from wflsim.sim.radio.spec import UplinkSpec
 from wflsim.sim.schemes import build_scheme
 from wflsim.sim.selection import Selection
 from wflsim.sim.servers import Server, make_server
 from wflsim.sim.servers.hierarchy import CloudRounds
 from wflsim.sim.strategies import StrategySpec
 from wflsim.sim.world.availability import AlwaysConfig
-from wflsim.sim.world.cells_config import cell_uplink_mode
-from wflsim.sim.world.cellular import build_layout
 from wflsim.sim.world.compute import NoJitterConfig, build_jitter
 from wflsim.sim.world.system import SystemConstants
-from wflsim.sim.world.uplink import UplinkSpec
 
 from .prepare import Prepared, check_stale_rule
 

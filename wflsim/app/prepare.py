@@ -35,14 +35,15 @@ from wflsim.sim.config.resolve import (
 )
 from wflsim.sim.config.schema import Scenario
 from wflsim.sim.errors import ScenarioError
+from wflsim.sim.radio.cells.component import Cells, build_cells
+from wflsim.sim.radio.cells.config import cell_uplink_mode, resolve_sites_file
+from wflsim.sim.radio.cells.layout import build_layout
 from wflsim.sim.rng import Streams
 from wflsim.sim.schemes import build_scheme
 from wflsim.sim.strategies import STRATEGIES
 from wflsim.sim.updates import UPDATE_RULES
 from wflsim.sim.world import physics
 from wflsim.sim.world.availability import Availability, build_availability
-from wflsim.sim.world.cells_config import cell_uplink_mode, resolve_sites_file
-from wflsim.sim.world.cellular import Cells, build_cells, build_layout
 from wflsim.sim.world.channel import Channel, build_channel
 from wflsim.sim.world.mobility import Mobility, build_mobility
 from wflsim.sim.world.system import DeviceArrays, SystemConstants

@@ -95,7 +95,7 @@ def _fading(
 ) -> FadingModel:
     """The ``[channel]``'s fading over ``num_devices`` links, drawn from the keyed stream
     ``key`` (``"fading"``: the devices' own links; ``"cell_fading"``: their links to the other
-    sites of ``[cells]``, :func:`wflsim.sim.world.cellular.build_cells`)."""
+    sites of ``[cells]``, :func:`wflsim.sim.radio.cells.component.build_cells`)."""
     f = cfg.fading
     if isinstance(f, NoFadingConfig):
         return NoFading(num_devices)

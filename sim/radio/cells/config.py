@@ -10,9 +10,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from ..config.distributions import Strict, lists_as_pairs
-from ..config.limits import path_problem, shorten
-from ..errors import ScenarioError
+from ...config.distributions import Strict, lists_as_pairs
+from ...config.limits import path_problem, shorten
+from ...errors import ScenarioError
 
 _Float = Annotated[float, Field(allow_inf_nan=False)]
 

@@ -1,48 +1,5 @@
-"""The uplink: how the uploads of a slot share the server's band (the scenario's ``[uplink]``).
-
-* ``dedicated`` (the paper's model): every device has its own band ``W`` with noise power ``N0``
-  over it; uploads do not interact, and the closed-form kernel plays them.
-* ``ofdma``: one band ``W`` shared by processor sharing. With ``k`` uploads in flight each gets
-  ``b = W / k``; its noise power is ``N0' b`` (``N0' = N0 / W``, the noise power spectral
-  density), so its rate is ``r = b log2(1 + p h / (N0' b))``
-  (:func:`~wflsim.sim.world.physics.shared_rate_bps`). Whenever an upload starts or ends, every
-  other upload's remaining bits are advanced at its old rate and its rate is recomputed; one
-  completion event is pending at any time (:class:`~wflsim.sim.world.sharing.ProcessorSharing`).
-* ``tdma``: one upload at a time on the whole band, at ``r = W log2(1 + p h / N0)``; the others
-  wait in a queue (``fcfs``: by ready time = compute end, ties by device; ``edf``: by deadline,
-  then as ``fcfs``) and waiting counts against the deadline
-  (:class:`~wflsim.sim.world.uplink_disciplines.TdmaUplink`).
-
-A shared uplink is a SimPy component
-(:class:`~wflsim.sim.world.shared_uplink.SharedUplink`), used in one of two modes:
-
-* **per slot** (:meth:`~wflsim.sim.world.shared_uplink.SharedUplink.open_slot`, the synchronous
-  server's event kernel, :class:`wflsim.sim.kernels.EventKernel`): the slot's outcome (the time
-  each upload actually transmitted, whether it arrived in time) comes from its events. Under a
-  scheme that closes the slot at the deadline, uploads still in flight or still waiting are cut
-  there; under one that waits for the last upload nothing is cut (an upload that can never
-  finish, at zero power or gain, transmits until the deadline and fails, as on a dedicated
-  band). State: none across slots; every upload ends or is cut by its slot's end.
-* **continuous** (:meth:`~wflsim.sim.world.shared_uplink.SharedUplink.open_run`, the
-  stale-update server, :class:`wflsim.sim.servers.stale.StaleServer`): one uplink for the whole
-  run; a device's upload joins it with its own power, gain and payload
-  (:meth:`~wflsim.sim.world.shared_uplink.SharedUplink.upload`; at most one upload per device at
-  a time) and keeps its share across slot boundaries: rates are recomputed at every start, end
-  and withdrawal, as in a slot. No deadline and no cut: every upload arrives unless its device
-  withdraws it (goes offline); an upload that can never finish is refused. TDMA picks the next
-  upload without a zero-delay SimPy event: when a completion or the slot boundary frees the band
-  (every upload of the instant has joined), or, when an upload joins or leaves, through the
-  caller's ``later`` (after the clock's device events of the instant). So no SimPy event of the
-  uplink's is ever due at a slot boundary. At a checkpoint uploads are in flight:
-  :meth:`~wflsim.sim.world.shared_uplink.SharedUplink.state_dict` holds them and
-  :meth:`~wflsim.sim.world.shared_uplink.SharedUplink.load_state_dict` puts the pending
-  completion back at its absolute time.
-
-The code lives in :mod:`wflsim.sim.world.physics` (the shared band's rates),
-:mod:`wflsim.sim.world.sharing` (processor sharing), :mod:`wflsim.sim.world.shared_uplink` (the
-shared uplink's common part) and :mod:`wflsim.sim.world.uplink_disciplines` (OFDMA and TDMA);
-this module holds the ``[uplink]`` spec and :func:`build_uplink`, and re-exports their names.
-"""
+"""The resolved ``[uplink]`` table (:class:`UplinkSpec`): which uplink mode the run's uploads
+take (:mod:`wflsim.sim.radio`) and what the scheme plans on."""
 
 from __future__ import annotations
 
@@ -53,18 +10,15 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .. import fmath
-from .cellular import Cells
-from .physics import equal_share_hz, noise_psd_w_per_hz, shared_rate_bps
-from .shared_uplink import LogFn, SharedUplink
-from .sharing import DONE_REL_TOL, ProcessorSharing, RateModel
-from .system import SystemConstants
-from .uplink_disciplines import OfdmaUplink, TdmaUplink, UploadOrder
+from ..world.system import SystemConstants
+from .rates import noise_psd_w_per_hz
+from .tdma import UploadOrder
 
 F64 = NDArray[np.float64]
 I64 = NDArray[np.int64]
 B8 = NDArray[np.bool_]
 
-UplinkMode = Literal["dedicated", "ofdma", "tdma", "aircomp"]
+UplinkModeName = Literal["dedicated", "ofdma", "tdma", "aircomp"]
 
 #: What Proposition 1 and Theorem 2 assume of the uplink (the run manifest's ``uplink``).
 CONTROLLER_ASSUMPTION = (
@@ -83,10 +37,10 @@ class UplinkSpec:
     the share an upload actually gets changes as uploads started in other slots join and leave.
     """
 
-    mode: UplinkMode = "dedicated"
+    mode: UplinkModeName = "dedicated"
     order: UploadOrder = "fcfs"
     planned_concurrent_uploads: int = 1
-    #: ``aircomp``: the power rule (:data:`wflsim.sim.world.aircomp.POWER_RULES`)
+    #: ``aircomp``: the power rule (:data:`wflsim.sim.radio.aircomp.POWER_RULES`)
     power_control: str = "truncated_inversion"
     #: ``aircomp``, truncated inversion: the gain under which a device stays silent, linear
     threshold_gain: float = 0.0
@@ -101,7 +55,7 @@ class UplinkSpec:
 
     @property
     def aircomp(self) -> bool:
-        """Whether the slot's uploads are one over-the-air sum (:mod:`wflsim.sim.world.aircomp`)."""
+        """Whether the slot's uploads are one over-the-air sum (:mod:`wflsim.sim.radio.aircomp`)."""
         return self.mode == "aircomp"
 
     def planned_system(self, system: SystemConstants) -> SystemConstants:
@@ -197,53 +151,3 @@ class UplinkSpec:
                 "values_per_symbol": self.values_per_symbol,
             }
         return out
-
-
-def build_uplink(
-    spec: UplinkSpec,
-    system: SystemConstants,
-    upload_start: int,
-    upload_end: int,
-    cells: Cells | None = None,
-) -> SharedUplink | None:
-    """The shared uplink of ``spec`` (None: dedicated bands); with several cells whose uploads
-    interact (``cells``: a cell shares its band, or two cells share one), the cells' uplink
-    with inter-cell interference (:class:`~wflsim.sim.world.cellular_uplink.CellularUplink`),
-    whatever ``spec.mode`` (each cell has its own)."""
-    if cells is not None:
-        if not cells.layout.interacts:
-            return None
-        from .cellular_uplink import CellularUplink
-
-        return CellularUplink(
-            cells, system.bandwidth_hz, system.noise_w, upload_start, upload_end, spec.order
-        )
-    if spec.mode == "ofdma":
-        return OfdmaUplink(system.bandwidth_hz, system.noise_w, upload_start, upload_end)
-    if spec.mode == "tdma":
-        return TdmaUplink(
-            system.bandwidth_hz, system.noise_w, upload_start, upload_end, order=spec.order
-        )
-    return None
-
-
-__all__ = [
-    "B8",
-    "CONTROLLER_ASSUMPTION",
-    "DONE_REL_TOL",
-    "F64",
-    "I64",
-    "LogFn",
-    "OfdmaUplink",
-    "ProcessorSharing",
-    "RateModel",
-    "SharedUplink",
-    "TdmaUplink",
-    "UplinkMode",
-    "UplinkSpec",
-    "UploadOrder",
-    "build_uplink",
-    "equal_share_hz",
-    "noise_psd_w_per_hz",
-    "shared_rate_bps",
-]

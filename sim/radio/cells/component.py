@@ -2,131 +2,40 @@
 with base stations at every frame start (with a hysteresis for handover), each device's gains to
 every site (for the inter-cell interference), and what the scheme plans on.
 
-The physics are the pure functions of :mod:`wflsim.sim.world.cells`; this module holds the run's
+The layout and association are the pure functions of :mod:`wflsim.sim.radio.cells.layout`, the
+interference those of :mod:`wflsim.sim.radio.interference`; this module holds the run's
 component, :class:`Cells`, which keeps the association between frames (its state) and draws the
 fast fading of the links to the other sites.
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
-from .. import fmath
-from ..errors import ScenarioError
-from ..rng import Streams
-from .cells import (
+from ... import fmath
+from ...errors import ScenarioError
+from ...rng import Streams
+from ...world.channel import Channel, ChannelConfig, build_fading
+from ...world.channel.base import FadingModel
+from ...world.mobility.base import Kinematics
+from ...world.system import SystemConstants
+from ..interference import GainFn, planning_interference_w
+from .config import CellsConfig, CellUplinkMode
+from .layout import (
+    CellLayout,
     associate_nearest,
     associate_strongest,
-    hexagonal_sites_m,
-    reuse_bands,
+    build_layout,
     site_distances_m,
-    validate_sites_m,
 )
-from .cells_config import CellsConfig, CellUplinkMode
-from .channel import Channel, ChannelConfig, build_fading
-from .channel.base import FadingModel
-from .mobility.base import Kinematics
-from .system import SystemConstants
 
 F64 = NDArray[np.float64]
 I64 = NDArray[np.int64]
 B8 = NDArray[np.bool_]
-
-#: A path-loss gain as a function of distance: ``(M,)`` metres -> ``(M,)`` linear gains.
-GainFn = Callable[[F64], F64]
-
-_SQRT3 = math.sqrt(3.0)
-
-
-@dataclass(frozen=True)
-class CellLayout:
-    """The resolved layout of a run's cells (``(C,)`` arrays over cells).
-
-    Attributes:
-        sites_m: ``(C, 2)`` base-station positions, m (cell ``c`` is row ``c``).
-        band: ``(C,)`` each cell's band: cells on one band interfere.
-        modes: each cell's uplink (``dedicated``, ``ofdma``, ``tdma``).
-        cell_radius_m: a cell's circumradius (``network.cell_radius_m``), m.
-        area_radius_m: devices live in the disc of this radius about the origin, m.
-        hexagonal: whether the sites come from ``rings`` (their cells are hexagons).
-    """
-
-    sites_m: F64
-    band: I64
-    modes: tuple[CellUplinkMode, ...]
-    cell_radius_m: float
-    area_radius_m: float
-    hexagonal: bool = False
-
-    @property
-    def num_cells(self) -> int:
-        """``C``."""
-        return int(self.sites_m.shape[0])
-
-    @property
-    def co_band(self) -> B8:
-        """``(C, C)``: ``co_band[a, v]`` iff ``a != v`` share a band (``a``'s uploads interfere
-        at ``v``'s base station)."""
-        same = self.band[:, None] == self.band[None, :]
-        return same & ~np.eye(self.num_cells, dtype=bool)
-
-    @property
-    def interferes(self) -> bool:
-        """Whether two cells share a band (uploads in different cells interact)."""
-        return bool(self.co_band.any())
-
-    @property
-    def shared(self) -> bool:
-        """Whether a cell shares its band among its uploads (OFDMA or TDMA)."""
-        return any(m != "dedicated" for m in self.modes)
-
-    @property
-    def interacts(self) -> bool:
-        """Whether uploads interact anywhere (the event kernel plays them)."""
-        return self.interferes or self.shared
-
-    def describe(self) -> dict[str, Any]:
-        """The layout for the run's manifest."""
-        return {
-            "num_cells": self.num_cells,
-            "sites_m": self.sites_m.tolist(),
-            "band": self.band.tolist(),
-            "uplink": list(self.modes),
-            "cell_radius_m": self.cell_radius_m,
-            "area_radius_m": self.area_radius_m,
-        }
-
-
-def build_layout(cfg: CellsConfig, cell_radius_m: float, uplink_mode: CellUplinkMode) -> CellLayout:
-    """The layout of a ``[cells]`` table (``cell_radius_m``: ``network.cell_radius_m``;
-    ``uplink_mode``: ``[uplink] mode``, each cell's default).
-
-    Raises:
-        ScenarioError: sites that coincide or are not finite (``cells.sites_m``), a reuse factor
-            the sites' grid cannot take (``cells.reuse_factor``).
-    """
-    if cfg.sites_m is not None:
-        sites = validate_sites_m(np.asarray(cfg.sites_m, dtype=np.float64).reshape(-1, 2))
-        hexagonal = False
-    else:
-        assert cfg.rings is not None
-        sites = hexagonal_sites_m(cfg.rings, cfg.isd_m(cell_radius_m))
-        hexagonal = True
-    if cfg.bands is not None:
-        band = np.asarray(cfg.bands, dtype=np.int64)
-    else:
-        band = reuse_bands(sites, cfg.reuse_factor)
-    modes = tuple(cfg.uplink) if cfg.uplink is not None else (uplink_mode,) * len(sites)
-    area = cfg.area_radius_m
-    if area is None:
-        area = float(np.hypot(sites[:, 0], sites[:, 1]).max()) + float(cell_radius_m)
-    return CellLayout(sites, band, modes, float(cell_radius_m), float(area), hexagonal)
 
 
 @dataclass(frozen=True)
@@ -293,77 +202,6 @@ class Cells:
             raise ValueError("cells state and this run disagree on the cross links' fading")
         if self.cross_fading is not None and fading is not None:
             self.cross_fading.load_state_dict(fading)
-
-
-def mean_link_gain(
-    median_gain: GainFn,
-    victim_rel_m: tuple[float, float],
-    cell_radius_m: float,
-    *,
-    hexagon: bool = True,
-    order: int = 48,
-) -> float:
-    """Mean path-loss gain from a point uniform over a cell (centred at the origin) to a base
-    station at ``victim_rel_m`` (outside the cell), by Gauss-Legendre quadrature in polar
-    coordinates over 12 pieces of 30 degrees (on each the hexagon's edge is smooth): any
-    path-loss model, vectorised in one call of ``median_gain``.
-
-    Args:
-        median_gain: ``(M,)`` metres -> ``(M,)`` linear gains.
-        victim_rel_m: the victim site relative to the cell's centre, m.
-        cell_radius_m: the cell's circumradius (``hexagon``) or radius, m.
-        hexagon: a hexagon with vertices at the bearings 30, 90, ..., 330 degrees (else a disc).
-        order: quadrature nodes per dimension and piece.
-
-    Returns:
-        the mean linear gain (multiply by a transmit power for the mean interference, W).
-    """
-    x, w = fmath.gauss_legendre(order)
-    pieces = []
-    weights = []
-    for k in range(12):
-        lo, hi = k * math.pi / 6.0, (k + 1) * math.pi / 6.0
-        normal = math.pi / 3.0 * round((lo + hi) / 2.0 / (math.pi / 3.0))
-        phi = lo + (hi - lo) * (x + 1.0) / 2.0
-        wphi = w * (hi - lo) / 2.0
-        edge = (
-            cell_radius_m * _SQRT3 / 2.0 / fmath.cos(phi - normal)
-            if hexagon
-            else np.full(order, cell_radius_m)
-        )
-        r = edge[:, None] * (x[None, :] + 1.0) / 2.0  # (phi, r)
-        wr = edge[:, None] * w[None, :] / 2.0
-        pieces.append(np.stack([r * fmath.cos(phi)[:, None], r * fmath.sin(phi)[:, None]], axis=-1))
-        weights.append(wphi[:, None] * wr * r)  # the Jacobian r
-    pts = np.concatenate([p.reshape(-1, 2) for p in pieces])
-    wts = np.concatenate([q.ravel() for q in weights])
-    d = np.hypot(pts[:, 0] - victim_rel_m[0], pts[:, 1] - victim_rel_m[1])
-    area = 1.5 * _SQRT3 * cell_radius_m**2 if hexagon else math.pi * cell_radius_m * cell_radius_m
-    return float(np.sum(wts * median_gain(d)) / area)
-
-
-def planning_interference_w(
-    layout: CellLayout,
-    median_gain: GainFn,
-    tx_power_w: float,
-    activity: float,
-    shadowing_sigma_db: float = 0.0,
-) -> F64:
-    """The mean interference each cell's base station plans on, ``(C,)`` W: for every co-band
-    cell one interferer at ``tx_power_w`` uniform over that cell (a hexagon of the layout's
-    circumradius; a disc of the cell radius for explicit sites) with probability
-    ``activity``, the log-normal shadowing's mean ``exp((sigma ln 10 / 10)^2 / 2)`` applied."""
-    sites = layout.sites_m
-    out = np.zeros(layout.num_cells)
-    co = layout.co_band
-    shadow = math.exp((shadowing_sigma_db * math.log(10.0) / 10.0) ** 2 / 2.0)
-    for v in range(layout.num_cells):
-        for a in np.flatnonzero(co[:, v]).tolist():
-            rel = (float(sites[v, 0] - sites[a, 0]), float(sites[v, 1] - sites[a, 1]))
-            out[v] += mean_link_gain(
-                median_gain, rel, layout.cell_radius_m, hexagon=layout.hexagonal
-            )
-    return activity * tx_power_w * shadow * out
 
 
 def build_cells(

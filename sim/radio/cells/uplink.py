@@ -1,9 +1,9 @@
 """The uplink of several cells (``[cells]``, docs/cells.md): each cell shares its band its own way
 (``dedicated``, ``ofdma``, ``tdma``) and uploads in cells on one band interfere, as a
-:class:`~wflsim.sim.world.shared_uplink.SharedUplink` (per slot or for a whole run).
+:class:`~wflsim.sim.radio.shared.SharedUplink` (per slot or for a whole run).
 
 Every upload in flight, in every cell, is one job of one
-:class:`~wflsim.sim.world.sharing.ProcessorSharing`, whose rate model gives each its rate from
+:class:`~wflsim.sim.radio.sharing.ProcessorSharing`, whose rate model gives each its rate from
 the set in flight: ``r = b log2(1 + p h / ((N0' + I') b))`` with ``b`` its band (``W`` on a
 dedicated band or under TDMA, ``W / k_c`` under OFDMA with ``k_c`` uploads in flight in its
 cell), ``N0'`` the noise spectral density and ``I'`` the interference spectral density at its
@@ -16,7 +16,7 @@ a rate changes when an upload in another cell starts or ends). A TDMA cell keeps
 puts one upload at a time into the sharing.
 
 An upload's cell and its gains to every site are those of the moment it joins the uplink
-(:class:`~wflsim.sim.world.cellular.Cells`' current slot), and stay with it until it ends.
+(:class:`~wflsim.sim.radio.cells.component.Cells`' current slot), and stay with it until it ends.
 """
 
 from __future__ import annotations
@@ -29,10 +29,10 @@ import numpy as np
 import simpy
 from numpy.typing import NDArray
 
-from .cellular import Cells
-from .physics import noise_psd_w_per_hz, shared_rate_bps
-from .shared_uplink import SharedUplink
-from .sharing import ProcessorSharing
+from ..rates import noise_psd_w_per_hz, shared_rate_bps
+from ..shared import SharedUplink
+from ..sharing import ProcessorSharing
+from .component import Cells
 
 F64 = NDArray[np.float64]
 I64 = NDArray[np.int64]
@@ -130,7 +130,7 @@ class CellularUplink(SharedUplink):
 
     def _want_pick(self, c: int, at_once: bool = False) -> None:
         """Cell ``c``'s band goes to its queue's first once every event of this instant has
-        run (as :class:`~wflsim.sim.world.uplink_disciplines.TdmaUplink`)."""
+        run (as :class:`~wflsim.sim.radio.tdma.TdmaUplink`)."""
         if self._active[c] >= 0 or self._pick_pending[c] or not self._queue[c]:
             return
         if self.continuous:

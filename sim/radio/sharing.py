@@ -1,7 +1,7 @@
 """Processor sharing: jobs that share one server at the rates a rate model gives for the set in
 flight, with one pending completion event at a time (the bookkeeping under the OFDMA uplink,
-:class:`~wflsim.sim.world.uplink_disciplines.OfdmaUplink`, where the jobs are uploads and the
-rate model is :func:`~wflsim.sim.world.physics.shared_rate_bps` on the band ``W / k``).
+:class:`~wflsim.sim.radio.ofdma.OfdmaUplink`, where the jobs are uploads and the
+rate model is :func:`~wflsim.sim.radio.rates.shared_rate_bps` on the band ``W / k``).
 """
 
 from __future__ import annotations

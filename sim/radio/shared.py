@@ -2,8 +2,8 @@
 uploads of a slot (:meth:`SharedUplink.open_slot`) or of a whole run
 (:meth:`SharedUplink.open_run`) share one band, logging their starts and ends and recording the
 time each transmitted and whether it arrived; how the band is shared (the discipline) is left to
-its subclasses in :mod:`wflsim.sim.world.uplink_disciplines`, and both modes are described in
-:mod:`wflsim.sim.world.uplink`.
+its subclasses in :mod:`wflsim.sim.radio.tdma`, and both modes are described in
+:mod:`wflsim.sim.radio`.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ LogFn = Callable[[tuple[float, int, int]], None]
 
 class SharedUplink(ABC):
     """A shared uplink, per slot (:meth:`open_slot`) or for a whole run (:meth:`open_run`; the
-    docstring of :mod:`wflsim.sim.world.uplink`): devices submit their upload when their
+    docstring of :mod:`wflsim.sim.radio`): devices submit their upload when their
     compute ends; the uplink logs ``upload_start`` and ``upload_end`` and records per device the
     time actually transmitted and whether the upload arrived (in time).
 
@@ -98,7 +98,7 @@ class SharedUplink(ABC):
         later: Callable[[Callable[[], None]], None] | None = None,
     ) -> None:
         """Open the uplink for a whole run from now (continuous mode,
-        :mod:`wflsim.sim.world.uplink`): no deadline, no cut; each upload brings its own power,
+        :mod:`wflsim.sim.radio`): no deadline, no cut; each upload brings its own power,
         gain and payload (:meth:`upload`). ``log`` receives ``(time, device, code)`` as in a
         slot; ``on_end`` is called when an upload arrives (a withdrawn upload does not end).
         ``later(f)`` calls ``f`` at this instant after every event of it that can bring an
@@ -263,7 +263,7 @@ class SharedUplink(ABC):
         in flight, and ``transmitted_s`` records what it sent until then; neither
         ``upload_end`` is logged nor ``on_end`` called (the kernel logs the drop). False if
         its upload had already ended, or completes now (within
-        :data:`~wflsim.sim.world.sharing.DONE_REL_TOL` of its bits: arriving exactly when the
+        :data:`~wflsim.sim.radio.sharing.DONE_REL_TOL` of its bits: arriving exactly when the
         device goes offline counts as arrived)."""
         if device in self._held:
             self._held.remove(device)
