@@ -35,6 +35,7 @@ from .errors import RunDiverged
 from .kernels import KernelName, make_kernel
 from .learner import Learner, ProbingLearner
 from .radio.cells.component import Cells
+from .radio.modes import uplink_mode
 from .radio.spec import UplinkSpec
 from .schemes.base import FrameContext, Scheme, SlotContext
 from .selection import Selection
@@ -273,7 +274,7 @@ class Engine:
             self.stats.handovers = 0
         if hierarchy is not None:
             self.stats.cloud_rounds, self.stats.backhaul_energy_j = 0, 0.0
-        if config.uplink.aircomp:
+        if uplink_mode(config.uplink).over_the_air:
             st = self.stats
             st.air_aligned, st.air_asked, st.air_mse_total, st.air_mse_count = 0, 0, 0.0, 0
 

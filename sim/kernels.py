@@ -48,7 +48,7 @@ import simpy
 from .radio.aircomp import aircomp_transmission
 from .radio.cells.component import Cells
 from .radio.cells.uplink import CellularUplink
-from .radio.modes import build_uplink
+from .radio.modes import build_uplink, uplink_mode
 from .radio.shared import SharedUplink
 from .radio.spec import UplinkSpec
 from .radio.tdma import TdmaUplink
@@ -631,23 +631,20 @@ def make_kernel(
     interact (a cell shares its band, or two cells share one: interference)."""
     if name not in KERNELS:
         raise ValueError(f"unknown slot kernel {name!r}; known: {', '.join(KERNELS)}")
-    if uplink is not None and uplink.aircomp:  # one common transmission: SlotKernel.play_aircomp
+    spec = uplink or UplinkSpec()
+    mode = uplink_mode(spec)
+    if mode.over_the_air:  # one common transmission: SlotKernel.play_aircomp
         return KERNELS[name]()
-    if cells is not None:
-        if not cells.layout.interacts:
-            return KERNELS[name]()
-        if name != "event":
-            raise ValueError(
-                f"the {name} kernel cannot play cells whose uploads interact (a shared band or "
-                "inter-cell interference): use the event kernel"
-            )
-        assert system is not None, "the cells' uplink needs the system's band and noise"
-        return EventKernel(build_uplink(uplink or UplinkSpec(), system, U_START, U_END, cells))
-    if uplink is None or not uplink.shared:
+    celled = cells is not None and cells.layout.interacts
+    if not (mode.interacting or celled):
         return KERNELS[name]()
     if name != "event":
         raise ValueError(
-            f"the {name} kernel cannot play a shared uplink ({uplink.mode}): use the event kernel"
+            f"the {name} kernel cannot play cells whose uploads interact (a shared band or "
+            "inter-cell interference): use the event kernel"
+            if cells is not None
+            else f"the {name} kernel cannot play a shared uplink ({spec.mode}): use the event "
+            "kernel"
         )
-    assert system is not None, "a shared uplink needs the system's band and noise"
-    return EventKernel(build_uplink(uplink, system, U_START, U_END))
+    assert system is not None, "an uplink whose uploads interact needs the system's constants"
+    return EventKernel(build_uplink(spec, system, U_START, U_END, cells))

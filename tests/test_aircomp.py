@@ -12,7 +12,6 @@ from hypothesis import strategies as st
 
 from wflsim.sim.radio.aircomp import (
     aircomp_energy_j,
-    aircomp_latency_s,
     aircomp_mse,
     expected_aligned,
     normalise,
@@ -22,6 +21,7 @@ from wflsim.sim.radio.aircomp import (
     truncated_inversion,
     truncation_mse,
 )
+from wflsim.sim.radio.rates import aircomp_latency_s
 
 
 def test_latency_is_symbols_over_the_band():

@@ -19,7 +19,8 @@ from conftest import REPO, run_in_memory
 from golden_runs import column_hashes
 from wflsim.sim.errors import ScenarioError
 from wflsim.sim.learner import OverTheAir
-from wflsim.sim.radio.aircomp import aircomp_latency_s, expected_aligned, plan_aircomp
+from wflsim.sim.radio.aircomp import expected_aligned, plan_aircomp
+from wflsim.sim.radio.rates import aircomp_latency_s
 
 QUICK = tomllib.loads((REPO / "scenarios" / "quickstart.toml").read_text())
 

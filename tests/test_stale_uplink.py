@@ -26,6 +26,7 @@ from conftest import (
 from golden_runs import column_hashes
 from wflsim.sim.clock import Clock
 from wflsim.sim.kernels import U_END, U_START
+from wflsim.sim.radio.modes import describe_uplink
 from wflsim.sim.radio.ofdma import OfdmaUplink
 from wflsim.sim.radio.shared import SharedUplink
 from wflsim.sim.radio.sharing import ProcessorSharing
@@ -433,7 +434,7 @@ def test_the_manifest_states_what_the_scheme_plans_on_in_every_server_mode(serve
         uplink={"mode": "ofdma", "planned_concurrent_uploads": 3}, server={"mode": server}
     )
     prep = wflsim.prepare(data)
-    described = uplink_of(prep.scenario).describe(prep.system, server)
+    described = describe_uplink(uplink_of(prep.scenario), prep.system, server)
     assert "W / 3" in described["plans_on"] and "server mode" in described["plans_on"]
     differences = described["controller_assumption"]["differences"]
     assert sum("overlap" in d for d in differences) == (server != "sync")

@@ -22,6 +22,7 @@ from wflsim.app.run import build_engine, kernel_of, make_learner, prepare_scenar
 from wflsim.sim.config.loading import validate_scenario
 from wflsim.sim.kernels import C_END, U_END, U_START, EventKernel, SlotResult
 from wflsim.sim.radio import rates
+from wflsim.sim.radio.modes import describe_uplink
 from wflsim.sim.radio.ofdma import OfdmaUplink
 from wflsim.sim.radio.rates import shared_rate_bps
 from wflsim.sim.radio.shared import SharedUplink
@@ -423,7 +424,7 @@ def test_the_default_uplink_matches_the_controller_assumption():
     from wflsim.app.run import uplink_of
 
     prep = prepare_scenario(validate_scenario(base_scenario()))
-    described = uplink_of(prep.scenario).describe(prep.system)
+    described = describe_uplink(uplink_of(prep.scenario), prep.system)
     assert described["mode"] == "dedicated"
     assert described["controller_assumption"]["matches"] is True
 
@@ -501,3 +502,24 @@ def test_the_clock_stops_at_the_last_slots_end(mode):
     engine = build_engine(prep, make_learner(prep))
     stats = engine.run()
     assert engine.now_s == stats.simulated_time_s == pytest.approx(8 * 0.8)
+
+
+def test_the_schema_names_every_registered_uplink_mode():
+    """[uplink] mode accepts exactly the modes the registry holds, and each module's mode says
+    its own name."""
+    import typing
+
+    from wflsim.sim.config.schema import UplinkConfig
+    from wflsim.sim.radio.modes import MODES
+
+    annotation = UplinkConfig.model_fields["mode"].annotation
+    assert set(typing.get_args(annotation)) == set(MODES)
+    assert all(name == mode.name for name, mode in MODES.items())
+
+
+def test_an_unknown_uplink_mode_is_named_with_the_known_ones():
+    """The registry refuses a mode it does not hold, naming the ones it does."""
+    from wflsim.sim.radio.modes import uplink_mode
+
+    with pytest.raises(ValueError, match="unknown uplink mode 'lora'.*dedicated, ofdma"):
+        uplink_mode("lora")

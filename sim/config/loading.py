@@ -28,6 +28,7 @@ import numpy as np
 from pydantic import BaseModel, Field, ValidationError
 
 from ..errors import ScenarioError
+from ..radio.modes import uplink_mode
 from ..world.availability import (
     MAX_CHANGES_PER_SLOT,
     AlwaysConfig,
@@ -430,7 +431,7 @@ def _check_uplink(scenario: Scenario) -> None:
             "cell cannot share its band digitally at the same time",
             "remove cells.uplink, or another uplink.mode (docs/aircomp.md)",
         )
-    if mode in ("dedicated", "aircomp"):  # aircomp: one common transmission, a closed form
+    if not uplink_mode(mode).interacting:  # dedicated bands, or one over-the-air sum
         return
     if scenario.run.kernel == "closed_form":
         raise ScenarioError(

@@ -1,21 +1,33 @@
 """The radio: how the uploads of a slot reach the server (the scenario's ``[uplink]`` and
 ``[cells]``).
 
-* ``dedicated`` (the paper's model): every device has its own band ``W`` with noise power ``N0``
-  over it; uploads do not interact, and the closed-form kernel plays them.
-* ``ofdma``: one band ``W`` shared by processor sharing. With ``k`` uploads in flight each gets
-  ``b = W / k``; its noise power is ``N0' b`` (``N0' = N0 / W``, the noise power spectral
-  density), so its rate is ``r = b log2(1 + p h / (N0' b))``
+**Uplink modes.** Every ``[uplink] mode`` is one module with one class implementing the protocol
+:class:`~wflsim.sim.radio.base.UplinkMode`, registered in :mod:`wflsim.sim.radio.modes` (the
+registry, above the modules it lists). A mode decides *when* each upload ends, or that it did not;
+*who* takes part and at what power stays the scheme's.
+
+* ``dedicated`` (:mod:`.dedicated`, the paper's model): every device has its own band ``W`` with
+  noise power ``N0`` over it; uploads do not interact, and the closed-form kernel plays them.
+* ``ofdma`` (:mod:`.ofdma`): one band ``W`` shared by processor sharing. With ``k`` uploads in
+  flight each gets ``b = W / k``; its noise power is ``N0' b`` (``N0' = N0 / W``, the noise power
+  spectral density), so its rate is ``r = b log2(1 + p h / (N0' b))``
   (:func:`~wflsim.sim.radio.rates.shared_rate_bps`). Whenever an upload starts or ends, every
   other upload's remaining bits are advanced at its old rate and its rate is recomputed; one
   completion event is pending at any time (:class:`~wflsim.sim.radio.sharing.ProcessorSharing`).
-* ``tdma``: one upload at a time on the whole band, at ``r = W log2(1 + p h / N0)``; the others
-  wait in a queue (``fcfs``: by ready time = compute end, ties by device; ``edf``: by deadline,
-  then as ``fcfs``) and waiting counts against the deadline
-  (:class:`~wflsim.sim.radio.tdma.TdmaUplink`).
+* ``tdma`` (:mod:`.tdma`): one upload at a time on the whole band, at ``r = W log2(1 + p h /
+  N0)``; the others wait in a queue (``fcfs``: by ready time = compute end, ties by device;
+  ``edf``: by deadline, then as ``fcfs``) and waiting counts against the deadline.
+* ``aircomp`` (:mod:`.aircomp`): every participant sends its update at once on ``W`` and the
+  server receives their noisy, power-controlled sum: one common transmission, a closed form for
+  every kernel.
+* With several cells (:mod:`.cells`) whose uploads interact (a cell shares its band, or two cells
+  share one), the digital modes give the cells' uplink
+  (:class:`~wflsim.sim.radio.cells.uplink.CellularUplink`): each cell shares its band its own
+  way, and an upload's rate follows its SINR (:mod:`.interference`), recomputed whenever an
+  upload starts or ends in a co-band cell.
 
-A shared uplink is a SimPy component
-(:class:`~wflsim.sim.radio.shared.SharedUplink`), used in one of two modes:
+**The shared uplink.** A mode whose uploads interact builds a SimPy component
+(:class:`~wflsim.sim.radio.shared.SharedUplink`), used in one of two ways:
 
 * **per slot** (:meth:`~wflsim.sim.radio.shared.SharedUplink.open_slot`, the synchronous
   server's event kernel, :class:`wflsim.sim.kernels.EventKernel`): the slot's outcome (the time
@@ -39,10 +51,11 @@ A shared uplink is a SimPy component
   :meth:`~wflsim.sim.radio.shared.SharedUplink.load_state_dict` puts the pending
   completion back at its absolute time.
 
-The package: :mod:`.spec` (the ``[uplink]`` spec), :mod:`.modes` (building a run's uplink),
-:mod:`.rates` (Shannon's rate on a band or a share of it, the upload's time and energy,
-Proposition 1's minimum power), :mod:`.sharing` (processor sharing), :mod:`.shared` (the shared
-uplink's common part), :mod:`.ofdma` and :mod:`.tdma` (the two disciplines), :mod:`.aircomp`
-(over-the-air aggregation), :mod:`.interference` (inter-cell interference and the SINR) and
-:mod:`.cells` (several cells: the table, the layout, the run's component, their uplink).
+**The package.** :mod:`.base` (the protocol), :mod:`.modes` (the registry; building and
+describing a run's uplink), :mod:`.spec` (the resolved ``[uplink]`` table), :mod:`.rates`
+(Shannon's rate on a band or a share of it, an upload's time and energy, Proposition 1's minimum
+power, the over-the-air window), :mod:`.sharing` (processor sharing), :mod:`.shared` (the shared
+uplink's common part), one module per mode (:mod:`.dedicated`, :mod:`.ofdma`, :mod:`.tdma`,
+:mod:`.aircomp`), :mod:`.interference` (inter-cell interference and the SINR) and :mod:`.cells`
+(several cells: the table, the layout, the run's component, their uplink).
 """

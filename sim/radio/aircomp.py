@@ -1,5 +1,5 @@
-"""Over-the-air aggregation (AirComp): the physics as pure, vectorised functions (groundwork of
-issue 38; not wired into a run yet: docs/aircomp.md).
+"""Over-the-air aggregation (AirComp), ``[uplink] mode = "aircomp"`` (:class:`AirComp`): the
+physics as pure, vectorised functions (docs/aircomp.md).
 
 The devices of a slot transmit their (normalised) updates at once on the same symbols; the base
 station receives their sum through the channel plus noise. Per real symbol (one entry of every
@@ -31,38 +31,29 @@ Two power-control rules:
   ``q_n = P_n g_n / a_n^2`` (:func:`optimal_eta`).
 
 The transmission time of ``D`` parameters is ``ceil(D / v) / W`` (``v`` real values per symbol:
-1 for BAA's real analog symbols, 2 with I and Q; ``W`` symbols per second over the band) and a
-device's energy is ``p_n`` times it.
+1 for BAA's real analog symbols, 2 with I and Q; ``W`` symbols per second over the band;
+:func:`~wflsim.sim.radio.rates.aircomp_latency_s`) and a device's energy is ``p_n`` times it.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from .. import fmath
+from ..world.system import SystemConstants
+from .base import UplinkMode
+from .cells.component import Cells
+from .shared import SharedUplink
+from .spec import UplinkSpec
 
 F64 = NDArray[np.float64]
 B8 = NDArray[np.bool_]
 I64 = NDArray[np.int64]
-
-
-def aircomp_latency_s(num_params: int, bandwidth_hz: float, values_per_symbol: int = 1) -> float:
-    """The time to send ``D`` parameters over the air, s: ``ceil(D / v) / W``.
-
-    Args:
-        num_params: ``D``, parameters per update (>= 1).
-        bandwidth_hz: ``W``, Hz: the band carries ``W`` symbols per second.
-        values_per_symbol: ``v``, real values per symbol (1: BAA's real symbols; 2: I and Q).
-    """
-    if num_params < 1 or values_per_symbol < 1:
-        raise ValueError("num_params and values_per_symbol must be >= 1")
-    if not (math.isfinite(bandwidth_hz) and bandwidth_hz > 0.0):
-        raise ValueError(f"bandwidth_hz must be finite and > 0, got {bandwidth_hz!r}")
-    return math.ceil(num_params / values_per_symbol) / float(bandwidth_hz)
 
 
 def aircomp_energy_j(tx_power_w: ArrayLike, latency_s: float) -> F64:
@@ -328,7 +319,7 @@ def plan_aircomp(
         noise_w: ``N0`` each sum is planned on, W: a number, or ``(G,)``.
         rule: one of :data:`POWER_RULES`.
         threshold_gain: ``g_th``, linear (truncated inversion; ignored by ``optimal``).
-        latency_s: ``T`` (:func:`aircomp_latency_s`), s.
+        latency_s: ``T`` (:func:`~wflsim.sim.radio.rates.aircomp_latency_s`), s.
         group: ``(N,)`` each device's sum, ``0 .. G - 1`` (None: all in sum 0).
         num_groups: ``G`` (None: one more than the largest ``group``); a sum nobody is in has
             ``eta = 0``.
@@ -537,3 +528,59 @@ def controller_frame(
         cost.reshape(n),
         np.asarray(slope, dtype=np.float64).reshape(n),
     )
+
+
+class AirComp(UplinkMode):
+    """``[uplink] mode = "aircomp"``: every participant of a slot sends its update at once on
+    the band and the server receives their noisy, power-controlled sum (the module docstring;
+    the slot is one closed form for every kernel, :meth:`wflsim.sim.kernels.SlotKernel.play_aircomp`)."""
+
+    name: ClassVar[str] = "aircomp"
+    over_the_air: ClassVar[bool] = True
+    summary: ClassVar[str] = (
+        "every participant sends its update at once on W, the server receives their sum "
+        "(over-the-air aggregation)"
+    )
+
+    def differences(self, spec: UplinkSpec, server_mode: str) -> list[str]:
+        """The sum's window replaces the digital upload; the powers are the rule's."""
+        if spec.power_control == "controller":
+            return [
+                "AirComp: the participants send their updates at once on the band W and the "
+                "server receives their sum with noise; the transmission takes ceil(D / v) / W "
+                "whatever the number of devices; the controller is adapted to it (Proposition 1 "
+                "as a gain threshold against the frame's receiver scaling, Theorem 2 in closed "
+                "form: docs/aircomp.md)"
+            ]
+        return [
+            "AirComp: the participants send their updates at once on the band W and the "
+            "server receives their sum with noise; the transmission takes ceil(D' / v) / W "
+            f"whatever the number of devices, at the powers of {spec.power_control} (not "
+            "the scheme's): the scheme's p_min and the controller's upload costs are the "
+            'digital model\'s (power_control = "controller" adapts them)'
+        ]
+
+    def details(self, spec: UplinkSpec) -> dict[str, Any]:
+        """The power rule, its threshold and the values per symbol."""
+        return {
+            "aircomp": {
+                "power_control": spec.power_control,
+                "threshold_gain_db": (
+                    float(10.0 * fmath.log10(spec.threshold_gain))
+                    if spec.threshold_gain > 0
+                    else None
+                ),
+                "values_per_symbol": spec.values_per_symbol,
+            }
+        }
+
+    def build(
+        self,
+        spec: UplinkSpec,
+        system: SystemConstants,
+        upload_start: int,
+        upload_end: int,
+        cells: Cells | None = None,
+    ) -> SharedUplink | None:
+        """None: one common transmission, a closed form for every kernel."""
+        return None

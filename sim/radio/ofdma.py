@@ -7,15 +7,20 @@ whenever an upload starts or ends.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import simpy
 from numpy.typing import NDArray
 
+from ..world.system import SystemConstants
+from .base import UplinkMode
+from .cells.component import Cells
+from .cells.uplink import cellular_uplink
 from .rates import equal_share_hz, noise_psd_w_per_hz, shared_rate_bps
 from .shared import SharedUplink
 from .sharing import ProcessorSharing
+from .spec import UplinkSpec
 
 F64 = NDArray[np.float64]
 I64 = NDArray[np.int64]
@@ -65,3 +70,44 @@ class OfdmaUplink(SharedUplink):
         if not np.array_equal(np.asarray(sharing["jobs"]), np.asarray(state["device"])):
             raise ValueError("uplink state: the jobs in flight are not its uploads")
         self.sharing.load_state_dict(sharing, schedule_at)
+
+
+class Ofdma(UplinkMode):
+    """``[uplink] mode = "ofdma"`` (the module docstring)."""
+
+    name: ClassVar[str] = "ofdma"
+    interacting: ClassVar[bool] = True
+    summary: ClassVar[str] = "W shared equally by the uploads in flight (processor sharing)"
+
+    def differences(self, spec: UplinkSpec, server_mode: str) -> list[str]:
+        """The share changes as uploads come and go; under stale updates across slots."""
+        out = [
+            "OFDMA: the band W is shared equally by the uploads in flight; an upload's rate "
+            "changes whenever another starts or ends, so the time p_min was computed for is "
+            "not the time the upload takes"
+        ]
+        return out + stale_difference(server_mode)
+
+    def build(
+        self,
+        spec: UplinkSpec,
+        system: SystemConstants,
+        upload_start: int,
+        upload_end: int,
+        cells: Cells | None = None,
+    ) -> SharedUplink | None:
+        """:class:`OfdmaUplink` on the band ``W``, or the cells' uplink."""
+        if cells is not None:
+            return cellular_uplink(spec, system, upload_start, upload_end, cells)
+        return OfdmaUplink(system.bandwidth_hz, system.noise_w, upload_start, upload_end)
+
+
+def stale_difference(server_mode: str) -> list[str]:
+    """What stale updates change for a shared band (none under ``sync``)."""
+    if server_mode == "sync":
+        return []
+    return [
+        f"stale updates ({server_mode}): uploads keep their share across slot boundaries, so "
+        "uploads started in different slots overlap and an upload's share changes as they join "
+        "and leave; no deadline cuts an upload"
+    ]

@@ -11,6 +11,8 @@ Federated Learning with Parameter Freezing and Power Control").
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
@@ -147,3 +149,18 @@ def shared_rate_bps(
 def equal_share_hz(total_hz: float, in_flight: int) -> float:
     """Processor sharing's band per upload, ``W / k`` (Hz) for ``k >= 1`` uploads in flight."""
     return total_hz / in_flight
+
+
+def aircomp_latency_s(num_params: int, bandwidth_hz: float, values_per_symbol: int = 1) -> float:
+    """The time to send ``D`` parameters over the air, s: ``ceil(D / v) / W``.
+
+    Args:
+        num_params: ``D``, parameters per update (>= 1).
+        bandwidth_hz: ``W``, Hz: the band carries ``W`` symbols per second.
+        values_per_symbol: ``v``, real values per symbol (1: BAA's real symbols; 2: I and Q).
+    """
+    if num_params < 1 or values_per_symbol < 1:
+        raise ValueError("num_params and values_per_symbol must be >= 1")
+    if not (math.isfinite(bandwidth_hz) and bandwidth_hz > 0.0):
+        raise ValueError(f"bandwidth_hz must be finite and > 0, got {bandwidth_hz!r}")
+    return math.ceil(num_params / values_per_symbol) / float(bandwidth_hz)

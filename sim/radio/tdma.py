@@ -8,18 +8,22 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable
 from functools import partial
-from typing import Any, Literal
+from typing import Any, ClassVar
 
 import numpy as np
 import simpy
 from numpy.typing import NDArray
 
+from ..world.system import SystemConstants
+from .base import UplinkMode
+from .cells.component import Cells
+from .cells.uplink import cellular_uplink
+from .ofdma import stale_difference
 from .shared import SharedUplink
+from .spec import UplinkSpec, UploadOrder
 
 F64 = NDArray[np.float64]
 I64 = NDArray[np.int64]
-
-UploadOrder = Literal["fcfs", "edf"]
 
 
 class TdmaUplink(SharedUplink):
@@ -182,3 +186,38 @@ class TdmaUplink(SharedUplink):
         if self._active >= 0:
             timer = schedule_at(self._active_due)
             timer.callbacks.append(partial(self._complete, self._generation))
+
+
+class Tdma(UplinkMode):
+    """``[uplink] mode = "tdma"`` (the module docstring)."""
+
+    name: ClassVar[str] = "tdma"
+    interacting: ClassVar[bool] = True
+    summary: ClassVar[str] = "one upload at a time on W, the others in a queue"
+
+    def differences(self, spec: UplinkSpec, server_mode: str) -> list[str]:
+        """An upload waits for the ones before it; under stale updates across slots."""
+        out = [
+            "TDMA: one upload at a time on the band W; an upload waits for the ones before "
+            f"it ({spec.order}), and the wait counts against the deadline p_min ignores"
+        ]
+        return out + stale_difference(server_mode)
+
+    def details(self, spec: UplinkSpec) -> dict[str, Any]:
+        """The queue's order."""
+        return {"order": spec.order}
+
+    def build(
+        self,
+        spec: UplinkSpec,
+        system: SystemConstants,
+        upload_start: int,
+        upload_end: int,
+        cells: Cells | None = None,
+    ) -> SharedUplink | None:
+        """:class:`TdmaUplink` on the band ``W``, or the cells' uplink."""
+        if cells is not None:
+            return cellular_uplink(spec, system, upload_start, upload_end, cells)
+        return TdmaUplink(
+            system.bandwidth_hz, system.noise_w, upload_start, upload_end, order=spec.order
+        )

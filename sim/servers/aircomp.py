@@ -17,13 +17,13 @@ import numpy as np
 from ..learner import OverTheAir
 from ..radio.aircomp import (
     AirCompPlan,
-    aircomp_latency_s,
     aircomp_transmission,
     interference_w,
     plan_aircomp,
     planned_eta,
 )
 from ..radio.cells.component import Cells
+from ..radio.rates import aircomp_latency_s
 from ..radio.spec import UplinkSpec
 from ..slot import FrameCosts, SlotUploads
 from ..world.system import SystemConstants

@@ -23,6 +23,7 @@ from ..errors import RunDiverged, SlotTooLong
 from ..kernels import C_END, DROPPED, U_END, U_START, SlotActivity, SlotKernel
 from ..learner import AirCompLearner
 from ..radio.aircomp import AirCompPlan
+from ..radio.modes import uplink_mode
 from ..slot import SlotOutcome
 from ..trace import event_code
 from ..world.availability import Changes
@@ -149,7 +150,9 @@ class SyncServer(Server):
                 pick.chosen, plan.tx_power_w, costs, gains.gain, eng.system, eng.rules.closes_at
             )
         air = None
-        if eng.config.uplink.aircomp:  # the power rule's aligned devices, powers and receiver
+        if uplink_mode(
+            eng.config.uplink
+        ).over_the_air:  # the power rule's aligned devices, powers and receiver
             gain = fr.planned_gain if fr.planned_gain is not None else fr.large.gain
             up, air = over_the_air(up, sp, costs, eng.system, eng.config.uplink, eng.cells, gain)
         who = np.flatnonzero(up.participating)

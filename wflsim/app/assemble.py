@@ -22,6 +22,7 @@ from wflsim.sim.kernels import KernelName, make_kernel
 from wflsim.sim.learner import AirCompLearner, Learner, NullLearner
 from wflsim.sim.radio.cells.config import cell_uplink_mode
 from wflsim.sim.radio.cells.layout import build_layout
+from wflsim.sim.radio.modes import uplink_mode
 from wflsim.sim.radio.spec import UplinkSpec
 from wflsim.sim.schemes import build_scheme
 from wflsim.sim.selection import Selection
@@ -155,7 +156,9 @@ def kernel_of(scenario: Scenario) -> KernelName:
     kernel = scenario.run.kernel
     if kernel != "auto":
         return kernel
-    interacting = uplink_of(scenario).shared or not isinstance(scenario.availability, AlwaysConfig)
+    interacting = uplink_mode(uplink_of(scenario)).interacting or not isinstance(
+        scenario.availability, AlwaysConfig
+    )
     if scenario.cells is not None and scenario.uplink.mode != "aircomp":
         # a cell shares its band, or two cells share one (over the air: a closed form anyway)
         layout = build_layout(

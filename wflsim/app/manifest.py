@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from wflsim._version import __version__
+from wflsim.sim.radio.modes import describe_uplink
 from wflsim.sim.schemes.csi_margin import slot_power_rule
 from wflsim.sim.world.system import SystemConstants
 
@@ -141,7 +142,7 @@ def run_manifest(prep: Prepared, system: SystemConstants) -> dict[str, Any]:
         "num_params": system.num_params,
         "payload_bits": system.full_payload_bits,
         "channel": channel_description(prep),
-        "uplink": uplink_of(sc).describe(system, sc.server.mode),
+        "uplink": describe_uplink(uplink_of(sc), system, sc.server.mode),
         "availability": {"model": "always"}
         if prep.availability is None
         else prep.availability.describe(),

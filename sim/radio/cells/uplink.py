@@ -29,9 +29,11 @@ import numpy as np
 import simpy
 from numpy.typing import NDArray
 
+from ...world.system import SystemConstants
 from ..rates import noise_psd_w_per_hz, shared_rate_bps
 from ..shared import SharedUplink
 from ..sharing import ProcessorSharing
+from ..spec import UplinkSpec
 from .component import Cells
 
 F64 = NDArray[np.float64]
@@ -250,3 +252,20 @@ class CellularUplink(SharedUplink):
         if waiting != inside.tolist():
             raise ValueError("uplink state: the queues and the sharing are not its uploads")
         self.sharing.load_state_dict(state["sharing"], schedule_at)
+
+
+def cellular_uplink(
+    spec: UplinkSpec,
+    system: SystemConstants,
+    upload_start: int,
+    upload_end: int,
+    cells: Cells | None,
+) -> CellularUplink | None:
+    """The uplink of a digital mode's cells: :class:`CellularUplink` where their uploads
+    interact (a cell shares its band, or two cells share one), else None (no cells, or cells on
+    dedicated bands of their own: the closed form)."""
+    if cells is None or not cells.layout.interacts:
+        return None
+    return CellularUplink(
+        cells, system.bandwidth_hz, system.noise_w, upload_start, upload_end, spec.order
+    )
