@@ -637,6 +637,7 @@ class Engine:
             # stale (cut at a deadline) scheduled after the last slot's end
             env.run(until=server)
         finally:
+            self.server.close()
             self.stats.wall_time_s = self._wall_before + time.perf_counter() - self._wall_start
         self.now_s = float(env.now)
         if self.stats.stopped_early is None:

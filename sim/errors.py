@@ -35,6 +35,22 @@ class ScenarioError(ValueError):
         return " ".join(text.split())
 
 
+class Ns3Unavailable(ScenarioError):
+    """``[uplink] mode = "ns3_lte"`` cannot run here: ns-3 or a C++ compiler is missing, or
+    building wflsim's ns-3 program failed (the message names the compiler log). Raised before
+    anything is written; the CLI prints one line and exits with code 2."""
+
+    def __init__(self, problem: str, fix: str) -> None:
+        super().__init__("uplink.mode", problem, fix)
+
+
+class Ns3Failed(RuntimeError):
+    """The ns-3 process of ``[uplink] mode = "ns3_lte"`` died, answered an error or did not
+    answer in time (``[uplink.ns3] exchange_timeout_s``) during a run. The run stops (status
+    ``failed``, exit code 1); its completed frames stay in the trace and ``--resume`` continues
+    from the last one once the cause is fixed."""
+
+
 class PlausibilityWarning(UserWarning):
     """A scenario value passes validation but is implausible for its unit (e.g. a deadline of
     100 s, likely milliseconds): :mod:`wflsim.sim.config.plausibility` finds it, the application

@@ -47,7 +47,6 @@ import simpy
 
 from .radio.aircomp import aircomp_transmission
 from .radio.cells.component import Cells
-from .radio.cells.uplink import CellularUplink
 from .radio.modes import build_uplink, uplink_mode
 from .radio.shared import SharedUplink
 from .radio.spec import UplinkSpec
@@ -106,6 +105,8 @@ class SlotResult:
     computed_s: npt.NDArray[np.float64] | None = None
     #: the device went offline during its compute or upload (None: nobody did)
     dropped: npt.NDArray[np.bool_] | None = None
+    #: the uplink's own columns of the slot's uploads (:meth:`SharedUplink.trace_columns`)
+    columns: dict[str, np.ma.MaskedArray] | None = None
 
 
 #: What :meth:`SlotKernel.play_slot` is: a SimPy process body that returns the slot's result.
@@ -120,6 +121,16 @@ class SlotKernel(ABC):
     def start_run(self, env: simpy.Environment, num_devices: int) -> None:  # noqa: B027
         """Called once per :meth:`wflsim.sim.engine.Engine.run` with its fresh environment, before the server
         process starts (a kernel with per-device processes starts them here)."""
+
+    def new_slot(  # noqa: B027
+        self, frame: int, slot: int, now_s: float, gain: npt.NDArray[np.float64]
+    ) -> None:
+        """Slot ``slot`` of frame ``frame`` starts at ``now_s`` with the channel's gains
+        ``gain`` (``(N,)``), before the slot is played (a kernel's uplink hears it,
+        :meth:`wflsim.sim.radio.shared.SharedUplink.new_slot`)."""
+
+    def close(self) -> None:  # noqa: B027
+        """The engine's ``run`` returns (a kernel's uplink releases what it holds)."""
 
     @abstractmethod
     def play(
@@ -365,6 +376,16 @@ class EventKernel(SlotKernel):
         self._dropped = np.zeros(0, dtype=bool)
         self._drops: list[tuple[float, int]] = []  # (time, device), the latest first
 
+    def new_slot(
+        self, frame: int, slot: int, now_s: float, gain: npt.NDArray[np.float64]
+    ) -> None:
+        if self.uplink is not None:
+            self.uplink.new_slot(frame, slot, now_s, gain)
+
+    def close(self) -> None:
+        if self.uplink is not None:
+            self.uplink.release()
+
     def start_run(self, env: simpy.Environment, num_devices: int) -> None:
         self._env = env
         self._wake = [None] * num_devices
@@ -560,8 +581,8 @@ class EventKernel(SlotKernel):
             bound_s = _work_bound_s(
                 uploads, who, deadline_s, closes_at, one_at_a_time=isinstance(link, TdmaUplink)
             )
-            if isinstance(link, CellularUplink) and closes_at != "deadline":
-                bound_s = float("inf")  # interference can slow any upload: no bound but its end
+            if not link.bounded and closes_at != "deadline":
+                bound_s = float("inf")  # interference or a network: no bound but its end
             work_end_s = np.full(n, start + bound_s)
         self._drops = []
         if online_until_s is not None and who.shape[0]:
@@ -577,13 +598,17 @@ class EventKernel(SlotKernel):
         # at the deadline, before the server looks: a shared uplink cuts what the rules cut
         cut = None if link is None else lambda _e: link.close(everything=closes_at == "deadline")
         yield from self._wake_and_wait(env, who, deadline_s, cut)
+        columns = None
         if link is not None:
             transmitted, arrived = link.transmitted_s.copy(), link.arrived.copy()
+            columns = link.trace_columns() or None
         else:
             transmitted, arrived = self._transmitted, self._arrived
         if online_until_s is None:
-            return SlotResult(self._activity(), transmitted, arrived)
-        return SlotResult(self._activity(), transmitted, arrived, self._computed, self._dropped)
+            return SlotResult(self._activity(), transmitted, arrived, columns=columns)
+        return SlotResult(
+            self._activity(), transmitted, arrived, self._computed, self._dropped, columns
+        )
 
 
 def _drop_time(stop: simpy.Interrupt) -> float:

@@ -54,6 +54,7 @@ STREAM_IDS: dict[str, int] = {
     "cell_fading": 19,  # [cells]: fast fading of a device's links to the other sites, per slot
     "backhaul": 20,  # [server.hierarchy]: backhaul latencies drawn per cloud round
     "aircomp_noise": 21,  # [uplink] mode = "aircomp": the receiver's noise on the sum, per slot
+    "ns3": 22,  # [uplink] mode = "ns3_lte": ns-3's seed (its run number is the frame)
 }
 
 _GLOBAL = 2**31 - 1  # spawn-key slot used for streams that are not per device
@@ -114,6 +115,10 @@ class Streams:
         """A 63-bit integer seed for libraries with their own generators (torch)."""
         state = self._seq(name, index).generate_state(2, dtype=np.uint32)
         return int((int(state[0]) << 31) ^ int(state[1])) & (2**63 - 1)
+
+    def ns3_seed(self) -> int:
+        """ns-3's seed (``RngSeedManager::SetSeed``, 1 .. 2**31 - 1) for this run's seed."""
+        return 1 + self.int_seed("ns3") % (2**31 - 1)
 
     def keyed(self, name: str) -> KeyedStream:
         """The counter-based stream ``name``: draws keyed by ``(device, slot, draw)``."""

@@ -24,8 +24,9 @@ import pyarrow.parquet as pq
 # 7: strategy rows (kept, prox_term, control_update_norm, server_step_norm); 8: [cells] (cell,
 # previous_cell, handover rows) and [server.hierarchy] (cloud_round rows, backhaul_s,
 # backhaul_energy_j); 9: [uplink] mode = "aircomp" (aircomp rows, eta_w, n_aligned, n_truncated,
-# aircomp_mse, aggregation_mse)
-TRACE_SCHEMA_VERSION = "9"
+# aircomp_mse, aggregation_mse); 10: [uplink] mode = "ns3_lte" (ns3_bytes, ns3_tbs, ns3_harq_retx,
+# ns3_tb_errors, ns3_mcs_mean, ns3_rb_mean, ns3_goodput_bps, ns3_loss_db, ns3_tx_dbm)
+TRACE_SCHEMA_VERSION = "10"
 
 #: What a run's trace records (``[trace] level``): every event (the paper's) or, for large
 #: network studies, the device events of a slot folded into one ``device_slot`` row per device.
@@ -306,6 +307,51 @@ COLUMNS: dict[str, tuple[pa.DataType, str, str]] = {
         pa.float64(),
         "(update units)^2",
         "aircomp rows, learning runs: the mean squared error per entry between the aggregate the server applied and the same aggregation of the exact uploads (with [cells] and a flat server every cell's row carries the one aggregate's; under [server.hierarchy] each edge's own); null without training or when nothing was aggregated",
+    ),
+    "ns3_bytes": (
+        pa.int64(),
+        "bytes",
+        "[uplink] mode = 'ns3_lte' only (upload_end, dropped and device_slot rows): the application bytes of the upload ns-3 delivered to the server by its end (its payload when it arrived; under stale updates an upload in flight at a frame boundary counts the bytes of both processes)",
+    ),
+    "ns3_tbs": (
+        pa.int64(),
+        "-",
+        "ns3_lte only: the uplink transport blocks of the device its base station received during the upload (first transmissions and HARQ retransmissions)",
+    ),
+    "ns3_harq_retx": (
+        pa.int64(),
+        "-",
+        "ns3_lte only: of ns3_tbs, the HARQ retransmissions",
+    ),
+    "ns3_tb_errors": (
+        pa.int64(),
+        "-",
+        "ns3_lte only: of ns3_tbs, those received in error (each retransmitted by HARQ, or a grant the device left unused)",
+    ),
+    "ns3_mcs_mean": (
+        pa.float64(),
+        "-",
+        "ns3_lte only: the mean MCS index (0-28) of the upload's transport blocks; null if none",
+    ),
+    "ns3_rb_mean": (
+        pa.float64(),
+        "resource blocks",
+        "ns3_lte only: the mean number of resource blocks per uplink grant of the upload; null if none",
+    ),
+    "ns3_goodput_bps": (
+        pa.float64(),
+        "bit/s",
+        "ns3_lte only: 8 ns3_bytes over the time from the upload's start to its end (or stop)",
+    ),
+    "ns3_loss_db": (
+        pa.float64(),
+        "dB",
+        "ns3_lte only: the loss ns-3 applied to the device's link to its serving base station at the upload's start, read back from ns-3's propagation model: -10 log10 of the slot's channel_gain (the gain to the serving site with [cells])",
+    ),
+    "ns3_tx_dbm": (
+        pa.float64(),
+        "dBm",
+        "ns3_lte only: the device's transmit power in ns-3 at the upload's start: 10 log10(tx_power_w) + 30",
     ),
     "model_version": (
         pa.int64(),

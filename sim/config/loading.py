@@ -29,6 +29,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from ..errors import ScenarioError
 from ..radio.modes import uplink_mode
+from ..radio.ns3.uplink import resource_blocks
 from ..world.availability import (
     MAX_CHANGES_PER_SLOT,
     AlwaysConfig,
@@ -431,6 +432,8 @@ def _check_uplink(scenario: Scenario) -> None:
             "cell cannot share its band digitally at the same time",
             "remove cells.uplink, or another uplink.mode (docs/aircomp.md)",
         )
+    if mode == "ns3_lte":
+        _check_ns3(scenario)
     if not uplink_mode(mode).interacting:  # dedicated bands, or one over-the-air sum
         return
     if scenario.run.kernel == "closed_form":
@@ -445,6 +448,25 @@ def _check_uplink(scenario: Scenario) -> None:
             f'"full" charges a late upload its whole payload at a rate a shared uplink '
             f'(uplink.mode = "{mode}") does not have',
             'use "until_deadline" (energy = power x time actually transmitted)',
+        )
+
+
+def _check_ns3(scenario: Scenario) -> None:
+    """ns-3's LTE: an LTE channel bandwidth, every cell an eNB."""
+    w = scenario.network.bandwidth_hz
+    if resource_blocks(w) is None:
+        raise ScenarioError(
+            "network.bandwidth_hz",
+            f'uplink.mode = "ns3_lte" plays LTE, whose channel is 1.4, 3, 5, 10, 15 or 20 MHz '
+            f"(6 to 100 resource blocks), not {w:g} Hz",
+            "set network.bandwidth_hz to one of 1.4e6, 3e6, 5e6, 10e6, 15e6, 20e6",
+        )
+    if scenario.cells is not None and scenario.cells.uplink is not None:
+        raise ScenarioError(
+            "cells.uplink",
+            'under uplink.mode = "ns3_lte" every cell is an LTE eNB whose scheduler shares its '
+            "band; a cell cannot take a Shannon abstraction instead",
+            "remove cells.uplink, or another uplink.mode",
         )
 
 

@@ -271,15 +271,64 @@ class TraceConfig(Strict):
     )
 
 
+class Ns3Config(Strict):
+    """``[uplink.ns3]``: the ns-3 LTE uplink's settings (``mode = "ns3_lte"``, docs/ns3.md)."""
+
+    transport: Literal["tcp", "udp"] = Field(
+        "tcp",
+        description="tcp: every upload a new TCP connection (what FL frameworks upload over); "
+        "udp: a paced UDP flow with flow control and no congestion control (the link's "
+        "capacity, an upper bound)",
+    )
+    scheduler: Literal["pf", "rr"] = Field(
+        "pf", description="ns-3's LTE MAC scheduler: pf (proportional fair) or rr (round robin)"
+    )
+    warmup_s: _Float = Field(
+        0.2,
+        gt=0.0,
+        le=10.0,
+        description="simulated time each frame's ns-3 process runs before its first slot "
+        "(attach, RRC connection, first CQI), s",
+    )
+    backhaul_delay_s: _Float = Field(
+        0.001,
+        ge=0.0,
+        le=1.0,
+        description="one-way delay between the core network and the FL server, s",
+    )
+    tcp_segment_bytes: int = Field(
+        1400, ge=500, le=9000, description="TCP's maximum segment size, bytes"
+    )
+    exchange_timeout_s: _Float = Field(
+        60.0,
+        gt=0.0,
+        le=86_400.0,
+        description="the longest one exchange with the ns-3 process may take (wall clock), s: "
+        "a process that hangs longer fails the run (its completed frames are kept)",
+    )
+    max_wait_s: _Float = Field(
+        10.0,
+        gt=0.0,
+        le=3600.0,
+        description="under a scheme that waits for the last upload: how long past its deadline "
+        "a slot waits (simulated s) before the run stops (an upload below LTE's lowest MCS "
+        "never arrives on a channel that does not change within the slot)",
+    )
+
+
 class UplinkConfig(Strict):
     """How the uploads of a slot share the band ``network.bandwidth_hz`` (``sim/radio/``)."""
 
-    mode: Literal["dedicated", "ofdma", "tdma", "aircomp"] = Field(
+    mode: Literal["dedicated", "ofdma", "tdma", "aircomp", "ns3_lte"] = Field(
         "dedicated",
         description="dedicated: each device its own band W (the paper's model); ofdma: W shared "
         "equally by the uploads in flight; tdma: one upload at a time on W; aircomp: every "
         "participant sends its update at once on W, the server receives their sum "
-        "(over-the-air aggregation, docs/aircomp.md)",
+        "(over-the-air aggregation, docs/aircomp.md); ns3_lte: ns-3's LTE module plays the "
+        "uploads packet by packet (co-simulation, docs/ns3.md)",
+    )
+    ns3: Ns3Config | None = Field(
+        None, description="ns3_lte only: the ns-3 settings ([uplink.ns3], docs/ns3.md)"
     )
     power_control: Literal["truncated_inversion", "optimal", "controller"] | None = Field(
         None,
@@ -320,6 +369,11 @@ class UplinkConfig(Strict):
 
     @model_validator(mode="after")
     def _aircomp_fields(self) -> UplinkConfig:
+        if self.ns3 is not None and self.mode != "ns3_lte":
+            raise ValueError(
+                f'ns3 applies to mode = "ns3_lte" (the ns-3 co-simulation), not to mode = '
+                f'"{self.mode}": remove [uplink.ns3], or set mode = "ns3_lte"'
+            )
         if self.mode != "aircomp":
             for name in ("power_control", "threshold_gain_db", "values_per_symbol"):
                 if getattr(self, name) is not None:

@@ -12,6 +12,7 @@ from .aircomp import AirComp
 from .base import UplinkMode
 from .cells.component import Cells
 from .dedicated import Dedicated
+from .ns3 import Ns3Lte
 from .ofdma import Ofdma
 from .rates import noise_psd_w_per_hz
 from .shared import SharedUplink
@@ -19,7 +20,9 @@ from .spec import CONTROLLER_ASSUMPTION, UplinkSpec
 from .tdma import Tdma
 
 #: The uplink modes by name (``[uplink] mode``).
-MODES: dict[str, UplinkMode] = {m.name: m for m in (Dedicated(), Ofdma(), Tdma(), AirComp())}
+MODES: dict[str, UplinkMode] = {
+    m.name: m for m in (Dedicated(), Ofdma(), Tdma(), AirComp(), Ns3Lte())
+}
 
 
 def uplink_mode(spec: UplinkSpec | str) -> UplinkMode:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 import simpy
@@ -36,6 +36,11 @@ class SharedUplink(ABC):
         noise_w: the noise power over ``W``, W.
         upload_start, upload_end: the trace's event codes the log uses.
     """
+
+    #: whether an upload's time is bounded by its closed form on its share of the band (the
+    #: event kernel's drops under a scheme that waits for the last upload); False where
+    #: interference or a packet-level network can slow any upload without a bound
+    bounded: ClassVar[bool] = True
 
     def __init__(
         self, bandwidth_hz: float, noise_w: float, upload_start: int, upload_end: int
@@ -160,6 +165,26 @@ class SharedUplink(ABC):
         self.transmitted_s[device] = 0.0
         self.arrived[device] = False
         self.submit(device)
+
+    def new_slot(self, frame: int, slot: int, now_s: float, gain: F64) -> None:  # noqa: B027
+        """Slot ``slot`` of frame ``frame`` starts now (``now_s``, absolute s), with the
+        channel's gains of every device (``(N,)``, linear); the servers call it at every slot's
+        start, before the slot's uploads. Nothing by default (a mode that keeps state per frame
+        or applies the channel itself acts on it)."""
+
+    def release(self) -> None:  # noqa: B027
+        """The run ends, or pauses at a frame boundary (the engine's ``run`` returns): release
+        what the uplink holds outside Python. Nothing by default."""
+
+    def trace_columns(self) -> dict[str, np.ma.MaskedArray]:
+        """Columns of the mode's own that the slot's upload rows carry, ``(N,)`` each (masked
+        where a device has none); none by default."""
+        return {}
+
+    def upload_columns(self, device: int) -> dict[str, Any]:
+        """The same for ``device``'s latest upload, as scalars (stale servers); none by
+        default."""
+        return {}
 
     def settle(self, until_s: float) -> None:
         """Continuous mode: end now, as arrived, every upload in flight whose end at its

@@ -9,7 +9,7 @@ from typing import Literal
 from ..world.system import SystemConstants
 from .rates import aircomp_latency_s
 
-UplinkModeName = Literal["dedicated", "ofdma", "tdma", "aircomp"]
+UplinkModeName = Literal["dedicated", "ofdma", "tdma", "aircomp", "ns3_lte"]
 #: TDMA's queue: by ready time (``fcfs``) or earliest deadline first (``edf``).
 UploadOrder = Literal["fcfs", "edf"]
 
@@ -18,6 +18,31 @@ CONTROLLER_ASSUMPTION = (
     "a dedicated band per device: each upload alone on W with noise power N0 over W "
     "(Proposition 1's p_min, Theorem 2's costs)"
 )
+
+
+@dataclass(frozen=True)
+class Ns3Options:
+    """The resolved ``[uplink.ns3]`` table of ``mode = "ns3_lte"`` (docs/ns3.md), with the run's
+    constants the ns-3 program needs."""
+
+    #: ``tcp`` (a new connection per upload) or ``udp`` (a paced flow)
+    transport: Literal["tcp", "udp"] = "tcp"
+    #: the LTE MAC scheduler: ``pf`` (proportional fair) or ``rr`` (round robin)
+    scheduler: Literal["pf", "rr"] = "pf"
+    #: simulated time each frame's process runs before its first slot (attach, RRC), s
+    warmup_s: float = 0.2
+    #: one-way delay between the core network and the FL server, s
+    backhaul_delay_s: float = 0.001
+    #: TCP's maximum segment size, bytes
+    tcp_segment_bytes: int = 1400
+    #: the longest one exchange with the ns-3 process may take (wall clock), s
+    exchange_timeout_s: float = 60.0
+    #: how long a slot that waits for its last upload waits past its deadline, s
+    max_wait_s: float = 10.0
+    #: ns-3's seed (``RngSeedManager::SetSeed``), drawn from the run's seed
+    seed: int = 1
+    #: the run's slots per frame (one ns-3 process per frame)
+    slots_per_frame: int = 1
 
 
 @dataclass(frozen=True)
@@ -39,6 +64,8 @@ class UplinkSpec:
     threshold_gain: float = 0.0
     #: ``aircomp``: real values per symbol
     values_per_symbol: int = 1
+    #: ``ns3_lte``: the ns-3 settings (None: another mode)
+    ns3: Ns3Options | None = None
 
     def planned_system(self, system: SystemConstants) -> SystemConstants:
         """The constants the scheme plans on: the band ``W / k`` and its noise ``N0 / k``

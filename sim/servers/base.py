@@ -311,6 +311,10 @@ class Server(ABC):
         """Put back on the clock what was in flight at the frame boundary the run continues
         from (called in the run's process after its first rows)."""
 
+    def close(self) -> None:  # noqa: B027
+        """The engine's ``run`` returns (its end, a frame boundary it stops at, or a failure):
+        release what the server's uplink holds outside Python (an ns-3 process)."""
+
     @abstractmethod
     def play_slot(self, k: int, t: int) -> SlotPlay:
         """Slot ``t`` of frame ``k`` from its start to its end (``yield from``); returns its

@@ -66,6 +66,8 @@ class Tally:
     ended: np.ndarray = field(init=False)
     success: np.ndarray = field(init=False)
     dropped: np.ndarray = field(init=False)
+    #: the device's last cycle that ended in the slot had reached the uplink
+    uploaded: np.ndarray = field(init=False)
     tx_power_w: np.ndarray = field(init=False)
     compute_s: np.ndarray = field(init=False)
     upload_s: np.ndarray = field(init=False)
@@ -83,6 +85,7 @@ class Tally:
         self.ended = np.zeros(n, dtype=bool)
         self.success = np.zeros(n, dtype=bool)
         self.dropped = np.zeros(n, dtype=bool)
+        self.uploaded = np.zeros(n, dtype=bool)
         self.tx_power_w = np.zeros(n)
         self.compute_s = np.zeros(n)
         self.upload_s = np.zeros(n)
@@ -97,6 +100,7 @@ class Tally:
         self.ended[n] = True
         self.success[n] |= success
         self.dropped[n] |= c.dropped
+        self.uploaded[n] = c.uploading
         self.tx_power_w[n] = c.tx_power_w
         self.compute_s[n] += c.compute_s
         self.upload_s[n] += c.upload_s

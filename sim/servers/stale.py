@@ -241,6 +241,11 @@ class StaleServer(Server):
         queue's first once every upload of the instant has joined."""
         self.host.clock.at(self.host.clock.now, Order.DEVICE, LAST_RANK, lambda _e: f())
 
+    def close(self) -> None:
+        """The shared uplink releases what it holds (an ns-3 process)."""
+        if self._uplink is not None:
+            self._uplink.release()
+
     def resume(self) -> None:
         """The cycles in flight at the boundary the run continues from, back on the clock (with
         a shared uplink: its uploads, bits left and pending completion too)."""
@@ -277,6 +282,8 @@ class StaleServer(Server):
         # which a known slowdown lets the scheme plan on (that of each device's next cycle)
         slowdown = self._next_slowdowns() if self._plans_cycles else None
         sp = eng.plan_slot(k, t, slot_jitter=not self._async, slowdown=slowdown)
+        if self._uplink is not None:
+            self._uplink.new_slot(k, t, now, sp.gains.gain)
         self._planning = None if slowdown is None else (sp, slowdown)
         costs, planned = sp.costs, sp.planned
         available, online_until = sp.available, sp.online_until_s
@@ -442,6 +449,11 @@ class StaleServer(Server):
                 "compute_s": out.compute_s,
                 **eng.outcome_columns(out),
             }
+            if self._uplink is not None:  # its own columns of the last upload that ended
+                for name, values in self._uplink.trace_columns().items():
+                    row[name] = np.ma.MaskedArray(
+                        values.data, mask=np.ma.getmaskarray(values) | ~tally.uploaded
+                    )
             eng.buffer.insert(at, "device_slot", sl.start_s, k, t, eng.ids, **row)
             self._fold = None
         st = self.stats
@@ -675,6 +687,7 @@ class StaleServer(Server):
                 tx_power_w=c.tx_power_w,
                 upload_s=c.upload_s,
                 model_version=c.version,
+                **self._link_columns(c),
             )
         else:
             staleness = self.version - c.version
@@ -687,6 +700,7 @@ class StaleServer(Server):
                 "energy_upload_j": c.energy_upload_j,
                 "model_version": c.version,
                 "staleness": staleness,
+                **self._link_columns(c),
             }
             if ok:
                 row["staleness_weight"] = self.config.weight_of(staleness)
@@ -704,6 +718,13 @@ class StaleServer(Server):
                 self._apply(k, t)
         if self._async:
             self.host.clock.at(now, Order.RESTART, n, lambda _e: self._restart(n))
+
+    def _link_columns(self, c: Cycle) -> dict[str, Any]:
+        """The shared uplink's own columns of the cycle's upload (ns-3's), if it went there."""
+        link = self._uplink
+        if link is None or not c.uploading:
+            return {}
+        return link.upload_columns(c.device)
 
     def _log(self, event: str, *args: Any, **cols: Any) -> None:
         """A device event's row (at trace level ``events``; ``device_slots`` folds it)."""

@@ -70,6 +70,10 @@ class SyncServer(Server):
         """The kernel's per-device processes on the run's clock."""
         self.kernel.start_run(env, self.host.num_devices)
 
+    def close(self) -> None:
+        """The kernel's uplink releases what it holds."""
+        self.kernel.close()
+
     def play_slot(self, k: int, t: int) -> SlotPlay:
         """The slot's plan, the kernel playing it out, its outcome."""
         eng = self.host
@@ -133,6 +137,7 @@ class SyncServer(Server):
         assert fr is not None
         sp = eng.plan_slot(k, t)
         gains, costs, planned = sp.gains, sp.costs, sp.planned
+        self.kernel.new_slot(k, t, now, gains.gain)
         available, online_until, plan = sp.available, sp.online_until_s, sp.plan
         participate = plan.participate if available is None else plan.participate & available
         up = slots.slot_uploads(
@@ -204,8 +209,9 @@ class SyncServer(Server):
         if eng.availability is not None:  # the changes during the slot, up to its end
             changes = eng.availability.advance(now)
         cols = eng.cost_columns(out)
+        link_cols = result.columns or {}  # the uplink's own columns (ns-3's per upload)
         if eng.record_events:
-            self._log_activity(k, t, out, result.activity, changes)
+            self._log_activity(k, t, out, result.activity, changes, link_cols)
         else:  # the decision and the outcome in one row, at the slot's start
             # participating and tx_power_w are the decision's; upload_s and compute_s become the
             # outcome's (the time actually transmitted and computed)
@@ -215,6 +221,7 @@ class SyncServer(Server):
                 "compute_s": out.compute_s,
                 **eng.outcome_columns(out),
                 **cols,
+                **link_cols,
             }
             b.add("device_slot", sl.start_s, k, t, eng.ids, **row)
             eng.log_changes(changes, k, t)
@@ -290,12 +297,20 @@ class SyncServer(Server):
             )
 
     def _log_activity(
-        self, k: int, t: int, out: SlotOutcome, activity: SlotActivity, changes: Changes
+        self,
+        k: int,
+        t: int,
+        out: SlotOutcome,
+        activity: SlotActivity,
+        changes: Changes,
+        link_cols: dict[str, np.ma.MaskedArray],
     ) -> None:
         """The slot's device rows, in the kernel's event order, with the availability changes
         during the slot merged in by time (before the device events at the same instant);
         unless the kernel logged the ``upload_start`` events (a shared uplink), every
-        ``compute_end`` is followed, at the same instant, by the device's ``upload_start``."""
+        ``compute_end`` is followed, at the same instant, by the device's ``upload_start``; the
+        uplink's own columns (``link_cols``, ``(N,)`` masked) on the ``upload_end`` and
+        ``dropped`` rows."""
         eng = self.host
         if not len(activity):
             eng.log_changes(changes, k, t)
@@ -319,6 +334,13 @@ class SyncServer(Server):
         def masked(values: np.ndarray, keep: np.ndarray) -> np.ma.MaskedArray:
             return np.ma.MaskedArray(values[devs], mask=~keep)
 
+        link = {
+            name: np.ma.MaskedArray(
+                values.data[devs], mask=np.ma.getmaskarray(values)[devs] | ~(is_ue | is_drop)
+            )
+            for name, values in link_cols.items()
+        }
+
         eng.buffer.add(
             codes,
             times,
@@ -330,4 +352,5 @@ class SyncServer(Server):
             upload_s=masked(out.upload_s, is_ue | is_drop),
             success=masked(out.success, is_ue),
             energy_upload_j=masked(out.energy_upload_j, is_ue),
+            **link,
         )

@@ -15,7 +15,7 @@ from wflsim.sim.config.resolve import (
     payload_num_params,
     resolve_local_steps,
 )
-from wflsim.sim.config.schema import Scenario
+from wflsim.sim.config.schema import Ns3Config, Scenario
 from wflsim.sim.engine import Engine, EngineConfig, FrameSink, Hooks, ProgressFn
 from wflsim.sim.errors import ScenarioError
 from wflsim.sim.kernels import KernelName, make_kernel
@@ -23,7 +23,8 @@ from wflsim.sim.learner import AirCompLearner, Learner, NullLearner
 from wflsim.sim.radio.cells.config import cell_uplink_mode
 from wflsim.sim.radio.cells.layout import build_layout
 from wflsim.sim.radio.modes import uplink_mode
-from wflsim.sim.radio.spec import UplinkSpec
+from wflsim.sim.radio.spec import Ns3Options, UplinkSpec
+from wflsim.sim.rng import Streams
 from wflsim.sim.schemes import build_scheme
 from wflsim.sim.selection import Selection
 from wflsim.sim.servers import Server, make_server
@@ -133,6 +134,24 @@ def engine_config(scenario: Scenario) -> EngineConfig:
 def uplink_of(scenario: Scenario) -> UplinkSpec:
     """The uplink of a scenario (its ``[uplink]`` table)."""
     up = scenario.uplink
+    if up.mode == "ns3_lte":
+        cfg = up.ns3 or Ns3Config()
+        return UplinkSpec(
+            mode=up.mode,
+            order=up.order,
+            planned_concurrent_uploads=up.planned_concurrent_uploads,
+            ns3=Ns3Options(
+                transport=cfg.transport,
+                scheduler=cfg.scheduler,
+                warmup_s=cfg.warmup_s,
+                backhaul_delay_s=cfg.backhaul_delay_s,
+                tcp_segment_bytes=cfg.tcp_segment_bytes,
+                exchange_timeout_s=cfg.exchange_timeout_s,
+                max_wait_s=cfg.max_wait_s,
+                seed=Streams(scenario.seed).ns3_seed(),
+                slots_per_frame=scenario.run.slots_per_frame,
+            ),
+        )
     if up.mode != "aircomp":
         return UplinkSpec(
             mode=up.mode, order=up.order, planned_concurrent_uploads=up.planned_concurrent_uploads

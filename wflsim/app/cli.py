@@ -237,6 +237,16 @@ def _parser() -> argparse.ArgumentParser:
         help="data folder (default: $WFLSIM_DATA_DIR, else ./data: where runs look by default)",
     )
 
+    ns3 = sub.add_parser(
+        "ns3", help='ns-3: build the program of [uplink] mode = "ns3_lte" (docs/ns3.md)'
+    )
+    ns3_sub = ns3.add_subparsers(dest="ns3_command", required=True)
+    ns3_sub.add_parser(
+        "build",
+        help="compile wflsim's ns-3 program against the system's ns-3 into its cache (runs do "
+        "it on first use); prints where it is",
+    )
+
     add_convert_parser(sub)
     add_availability_parser(sub)
     add_init_parser(sub)
@@ -675,9 +685,20 @@ def _data_fetch(args: argparse.Namespace) -> int:
     return 0
 
 
+def _ns3_build(args: argparse.Namespace) -> int:
+    from wflsim.sim.radio.ns3.build import ensure_program, toolchain
+
+    tools = toolchain()
+    program = ensure_program(tools)
+    print(f"wflsim: ns-3 {tools.ns3_version} ({tools.compiler_version}) -> {program}")
+    return 0
+
+
 def _command(args: argparse.Namespace) -> int:
     if args.command == "data":
         return _data_fetch(args)
+    if args.command == "ns3":
+        return _ns3_build(args)
     if args.command == "validate":
         return _validate(args)
     if args.command == "sweep":

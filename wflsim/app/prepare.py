@@ -38,6 +38,7 @@ from wflsim.sim.errors import ScenarioError
 from wflsim.sim.radio.cells.component import Cells, build_cells
 from wflsim.sim.radio.cells.config import cell_uplink_mode, resolve_sites_file
 from wflsim.sim.radio.cells.layout import build_layout
+from wflsim.sim.radio.ns3.build import ensure_program
 from wflsim.sim.rng import Streams
 from wflsim.sim.schemes import build_scheme
 from wflsim.sim.strategies import STRATEGIES
@@ -324,6 +325,8 @@ def prepare_scenario(
     if scenario.learning.enabled:
         check_stale_rule(scenario, scheme.update_rule.name)
     check_aircomp(scenario, scheme.update_rule.name, scheme)
+    if scenario.uplink.mode == "ns3_lte":  # ns-3 found and its program built, or one line
+        ensure_program()
     # last: nothing is fetched for a bad scenario
     if scenario.learning.enabled and check_data and download:
         if scenario.learning.dataset in FETCHABLE:

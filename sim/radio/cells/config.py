@@ -21,16 +21,21 @@ MAX_SITES = 1000
 #: The most hexagonal rings (``1 + 3 R (R + 1)`` sites).
 MAX_RINGS = 10
 
-CellUplinkMode = Literal["dedicated", "ofdma", "tdma"]
+#: A cell's uplink as ``cells.uplink`` may set it.
+CellUplinkChoice = Literal["dedicated", "ofdma", "tdma"]
+#: A cell's uplink in a run's layout: a choice, or an LTE eNB of ns-3 (``[uplink] mode =
+#: "ns3_lte"``: every cell one eNB).
+CellUplinkMode = Literal["dedicated", "ofdma", "tdma", "ns3_lte"]
 
 
 def cell_uplink_mode(mode: str) -> CellUplinkMode:
     """``[uplink] mode`` as a cell's default uplink. Under ``aircomp`` each cell's uploads are
     its over-the-air sum, one common transmission played in closed form: no event shares a
-    cell's band, as on dedicated bands (the sums of co-band cells still interfere)."""
+    cell's band, as on dedicated bands (the sums of co-band cells still interfere). Under
+    ``ns3_lte`` every cell is an LTE eNB in ns-3, whose scheduler shares its band."""
     if mode == "aircomp":
         return "dedicated"
-    if mode not in ("dedicated", "ofdma", "tdma"):
+    if mode not in ("dedicated", "ofdma", "tdma", "ns3_lte"):
         raise ValueError(f"uplink mode {mode!r} is not a cell's uplink")
     return mode  # type: ignore[return-value]
 
@@ -72,7 +77,7 @@ class CellsConfig(Strict):
         max_length=MAX_SITES,
         description="explicit band per cell (replaces reuse_factor): cells on one band interfere",
     )
-    uplink: list[CellUplinkMode] | None = Field(
+    uplink: list[CellUplinkChoice] | None = Field(
         None,
         max_length=MAX_SITES,
         description="each cell's uplink (dedicated, ofdma, tdma); default: [uplink] mode in all",

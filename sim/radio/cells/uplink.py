@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import simpy
@@ -50,6 +50,9 @@ class CellularUplink(SharedUplink):
         upload_start, upload_end: the trace's event codes the log uses.
         order: a TDMA cell's queue (``fcfs`` or ``edf``).
     """
+
+    #: interference can slow any upload: no closed-form bound on its time
+    bounded: ClassVar[bool] = False
 
     def __init__(
         self,
