@@ -376,9 +376,7 @@ class EventKernel(SlotKernel):
         self._dropped = np.zeros(0, dtype=bool)
         self._drops: list[tuple[float, int]] = []  # (time, device), the latest first
 
-    def new_slot(
-        self, frame: int, slot: int, now_s: float, gain: npt.NDArray[np.float64]
-    ) -> None:
+    def new_slot(self, frame: int, slot: int, now_s: float, gain: npt.NDArray[np.float64]) -> None:
         if self.uplink is not None:
             self.uplink.new_slot(frame, slot, now_s, gain)
 

@@ -231,6 +231,22 @@ def write_legacy_trace(path: Path, buffer: Any, metadata: dict[str, str]) -> Non
     pq.write_table(table, path)
 
 
+@pytest.fixture(scope="session")
+def ns3() -> Path:
+    """wflsim's ns-3 program, built once per session: the tests of ``[uplink] mode = "ns3_lte"``
+    skip where ns-3 is not installed (``pkg-config`` finds no ``ns3-lte``), unless
+    ``WFLSIM_NO_SKIP=1`` (CI installs it: there they must run)."""
+    from wflsim.sim.errors import Ns3Unavailable
+    from wflsim.sim.radio.ns3.build import ensure_program
+
+    try:
+        return ensure_program()
+    except Ns3Unavailable as err:
+        if os.environ.get("WFLSIM_NO_SKIP") == "1":
+            raise
+        pytest.skip(f"ns-3 is not available: {err.problem}")
+
+
 @pytest.fixture
 def rng() -> np.random.Generator:
     """A fixed-seed generator for test data."""

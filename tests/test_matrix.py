@@ -7,8 +7,9 @@ listed in :data:`REFUSED` (over the air: stale updates and digital payloads, wit
 reasons); a cell refused for anything else, or a listed cell that runs, fails its test (so the
 table stays the truth).
 
-The default run covers the 960 cells in one cell (480 network only, 480 with training on the
-digits MLP); ``pytest -m slow`` the 960 on two cells' edge servers. The cells dimension: one cell, or two sites on one band (the uplink
+The default run covers the 960 cells in one cell without ns-3 (480 network only, 480 with
+training on the digits MLP) and 36 of the 480 over ns-3's LTE; ``pytest -m slow`` the 960 on
+two cells' edge servers and the other 444 over ns-3 (2,400 cells in all). The cells dimension: one cell, or two sites on one band (the uplink
 dimension in each cell, inter-cell interference, devices that may hand over) whose base
 stations are edge servers under a cloud every 2 slots ([server.hierarchy]: one edge model per
 cell, the server mode per edge). ``python tests/test_matrix.py`` prints the whole matrix: how many cells run, how
@@ -32,7 +33,7 @@ from wflsim.sim.errors import ScenarioError  # noqa: E402
 from wflsim.sim.schemes import SCHEMES  # noqa: E402
 
 SERVERS = ("sync", "semi_sync", "async")
-UPLINKS = ("dedicated", "ofdma", "tdma", "aircomp")
+UPLINKS = ("dedicated", "ofdma", "tdma", "aircomp", "ns3_lte")
 AVAILABILITY = (False, True)
 LEVELS = ("events", "device_slots")
 CELLS = ("one", "two")
@@ -68,6 +69,8 @@ def scenario(
         data["server"] = {"mode": "semi_sync"}
     if uplink != "dedicated":
         data["uplink"] = {"mode": uplink, "planned_concurrent_uploads": 2}
+    if uplink == "ns3_lte":  # LTE's channel nearest the others' 2 MHz: 3 MHz, 15 resource blocks
+        data["network"]["bandwidth_hz"] = 3e6
     if churn:
         data["availability"] = {
             "model": "markov",
@@ -88,11 +91,15 @@ def scenario(
 #: Schemes whose uploads are digital payloads (quantised bits, Top-K with indices): an
 #: over-the-air sum carries real values on common symbols (docs/aircomp.md).
 DIGITAL_UPLOADS = ("fedhq", "topk_ef")
+#: Schemes that promise no outage (a synchronous slot waits for its last upload): over ns-3's
+#: LTE a device below the lowest MCS never arrives on a channel fixed within the slot.
+NO_OUTAGE = ("ideal", "only_pf")
 
 
 def _refused() -> dict[tuple[Any, ...], str]:
     """Over the air (docs/aircomp.md): stale updates have no common transmission instant
-    (``server.mode``); quantised and Top-K uploads are digital (``scheme.name``)."""
+    (``server.mode``); quantised and Top-K uploads are digital (``scheme.name``). Over ns-3's
+    LTE (docs/ns3.md): a synchronous slot that waits for its last upload (``scheme.name``)."""
     out: dict[tuple[Any, ...], str] = {}
     for server, churn, scheme, training, level, layout in itertools.product(
         SERVERS, AVAILABILITY, sorted(SCHEMES), (False, True), LEVELS, CELLS
@@ -102,6 +109,8 @@ def _refused() -> dict[tuple[Any, ...], str]:
             out[key] = "server.mode"
         elif scheme in DIGITAL_UPLOADS:
             out[key] = "scheme.name"
+        if server == "sync" and scheme in NO_OUTAGE:
+            out[(server, "ns3_lte", churn, scheme, training, level, layout)] = "scheme.name"
     return out
 
 
@@ -155,27 +164,72 @@ def _ids(cells_: list[tuple[Any, ...]]) -> list[str]:
     return ["-".join(str(x) for x in c) for c in cells_]
 
 
-@pytest.mark.parametrize("cell", cells(False, ("one",)), ids=_ids(cells(False, ("one",))))
+def _digital(cells_: list[tuple[Any, ...]], ns3: bool) -> list[tuple[Any, ...]]:
+    """The cells over ns-3's LTE (``ns3``) or over the other uplinks."""
+    return [c for c in cells_ if (c[1] == "ns3_lte") == ns3]
+
+
+#: The ns-3 cells of the default run (the rest run with the slow tests): every server mode,
+#: availability, trace level and family of scheme, one cell, network only and with training.
+NS3_DEFAULT = [
+    (server, "ns3_lte", churn, scheme, training, level, "one")
+    for server, churn, scheme, training, level in itertools.product(
+        SERVERS, AVAILABILITY, ("two_timescale", "topk_ef", "ideal"), (False, True), LEVELS
+    )
+    if (training, level) in ((False, "events"), (True, "device_slots"))
+]
+
+
+@pytest.mark.parametrize(
+    "cell",
+    _digital(cells(False, ("one",)), False),
+    ids=_ids(_digital(cells(False, ("one",)), False)),
+)
 def test_network_only_cell_runs_or_is_refused_with_its_field(cell):
     """A network-only cell runs to its end, or is refused in one line naming the expected field."""
     _check(cell)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("cell", cells(False, ("two",)), ids=_ids(cells(False, ("two",))))
+@pytest.mark.parametrize(
+    "cell",
+    _digital(cells(False, ("two",)), False),
+    ids=_ids(_digital(cells(False, ("two",)), False)),
+)
 def test_network_only_cell_with_edge_servers_runs_or_is_refused_with_its_field(cell):
     """A network-only cell on two cells' edge servers runs, or is refused in one line naming the expected field."""
     _check(cell)
 
 
-@pytest.mark.parametrize("cell", cells(True, ("one",)), ids=_ids(cells(True, ("one",))))
+@pytest.mark.parametrize(
+    "cell", _digital(cells(True, ("one",)), False), ids=_ids(_digital(cells(True, ("one",)), False))
+)
 def test_training_cell_runs_or_is_refused_with_its_field(cell):
     """A cell with training (digits MLP) runs, or is refused in one line naming the expected field."""
     _check(cell)
 
 
+@pytest.mark.parametrize("cell", NS3_DEFAULT, ids=_ids(NS3_DEFAULT))
+def test_ns3_cell_runs_or_is_refused_with_its_field(cell, ns3):
+    """A cell over ns-3's LTE runs, or is refused in one line naming the expected field."""
+    _check(cell)
+
+
+_NS3_REST = [c for c in _digital(cells(False) + cells(True), True) if c not in NS3_DEFAULT]
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("cell", cells(True, ("two",)), ids=_ids(cells(True, ("two",))))
+@pytest.mark.parametrize("cell", _NS3_REST, ids=_ids(_NS3_REST))
+def test_every_other_ns3_cell_runs_or_is_refused_with_its_field(cell, ns3):
+    """Every other cell over ns-3's LTE (both layouts) runs, or is refused in one line naming the
+    expected field."""
+    _check(cell)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "cell", _digital(cells(True, ("two",)), False), ids=_ids(_digital(cells(True, ("two",)), False))
+)
 def test_training_cell_with_edge_servers_runs_or_is_refused_with_its_field(cell):
     """A cell with training on two cells' edge servers runs, or is refused in one line naming the expected field."""
     _check(cell)

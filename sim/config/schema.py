@@ -306,14 +306,6 @@ class Ns3Config(Strict):
         description="the longest one exchange with the ns-3 process may take (wall clock), s: "
         "a process that hangs longer fails the run (its completed frames are kept)",
     )
-    max_wait_s: _Float = Field(
-        10.0,
-        gt=0.0,
-        le=3600.0,
-        description="under a scheme that waits for the last upload: how long past its deadline "
-        "a slot waits (simulated s) before the run stops (an upload below LTE's lowest MCS "
-        "never arrives on a channel that does not change within the slot)",
-    )
 
 
 class UplinkConfig(Strict):

@@ -37,8 +37,6 @@ class Ns3Options:
     tcp_segment_bytes: int = 1400
     #: the longest one exchange with the ns-3 process may take (wall clock), s
     exchange_timeout_s: float = 60.0
-    #: how long a slot that waits for its last upload waits past its deadline, s
-    max_wait_s: float = 10.0
     #: ns-3's seed (``RngSeedManager::SetSeed``), drawn from the run's seed
     seed: int = 1
     #: the run's slots per frame (one ns-3 process per frame)

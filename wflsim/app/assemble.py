@@ -147,7 +147,6 @@ def uplink_of(scenario: Scenario) -> UplinkSpec:
                 backhaul_delay_s=cfg.backhaul_delay_s,
                 tcp_segment_bytes=cfg.tcp_segment_bytes,
                 exchange_timeout_s=cfg.exchange_timeout_s,
-                max_wait_s=cfg.max_wait_s,
                 seed=Streams(scenario.seed).ns3_seed(),
                 slots_per_frame=scenario.run.slots_per_frame,
             ),

@@ -325,8 +325,7 @@ def prepare_scenario(
     if scenario.learning.enabled:
         check_stale_rule(scenario, scheme.update_rule.name)
     check_aircomp(scenario, scheme.update_rule.name, scheme)
-    if scenario.uplink.mode == "ns3_lte":  # ns-3 found and its program built, or one line
-        ensure_program()
+    check_ns3(scenario, scheme.closes_at)
     # last: nothing is fetched for a bad scenario
     if scenario.learning.enabled and check_data and download:
         if scenario.learning.dataset in FETCHABLE:
@@ -410,6 +409,31 @@ _NOT_OVER_THE_AIR = {
     "topk_ef": "each device sends its own K coordinates with their indices (a digital, sparse "
     "payload): the symbols of a sum carry one coordinate each, the same for every device",
 }
+
+
+def check_ns3(scenario: Scenario, closes_at: str) -> None:
+    """``[uplink] mode = "ns3_lte"``: a synchronous slot that waits for its last upload is
+    refused (the physical reason in the message); then ns-3 must be installed and wflsim's
+    program built (built now if it is not yet).
+
+    Raises:
+        ScenarioError: on ``scheme.name``; :class:`~wflsim.sim.errors.Ns3Unavailable` (on
+            ``uplink.mode``) where ns-3 or a compiler is missing or the build fails.
+    """
+    if scenario.uplink.mode != "ns3_lte":
+        return
+    if closes_at == "last_upload" and scenario.server.mode == "sync":
+        raise ScenarioError(
+            "scheme.name",
+            f"scheme {scenario.scheme.name!r} promises no outage: a synchronous slot waits for its "
+            "last upload, but LTE decodes nothing below its lowest MCS (in ns-3 about -2 dB of "
+            "SNR over the band) and the channel does not change within a slot, so one device in "
+            "a deep fade would hold the slot forever",
+            "use a scheme that closes the slot at the deadline (two_timescale, only_pc, "
+            'fixed_power, ...), or server.mode = "semi_sync" or "async" (the channel changes '
+            "every slot while an upload waits)",
+        )
+    ensure_program()
 
 
 def check_aircomp(scenario: Scenario, rule: str, scheme: object = None) -> None:

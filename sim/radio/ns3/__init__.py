@@ -56,7 +56,6 @@ class Ns3Lte(UplinkMode):
                 "warmup_s": opts.warmup_s,
                 "backhaul_delay_s": opts.backhaul_delay_s,
                 "tcp_segment_bytes": opts.tcp_segment_bytes,
-                "max_wait_s": opts.max_wait_s,
                 "seed": opts.seed,
             }
         }

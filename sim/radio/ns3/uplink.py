@@ -37,9 +37,8 @@ resumed run starts the same process at the same boundary with the same uploads, 
 
 Devices that go offline stop transmitting at that instant (``stop``: ns-3 sets their links'
 loss to a dead value and brings their IP interface down). Under a scheme that closes the slot at
-the deadline, every upload still in flight there is stopped and fails; under one that waits for
-the last upload, a slot waits at most ``max_wait_s`` of simulated time for it (an upload whose
-SNR is below LTE's lowest MCS never arrives on a channel that does not change within the slot).
+the deadline, every upload still in flight there is stopped and fails (a synchronous slot that
+waits for its last upload is refused before the run starts).
 """
 
 from __future__ import annotations
@@ -66,6 +65,8 @@ I64 = NDArray[np.int64]
 
 #: ns-3's thermal noise density, dBm/Hz (``LteSpectrumValueHelper``: -174).
 KT_DBM_PER_HZ = -174.0
+#: How long ns-3 runs on alone when wflsim has no event left before an upload must end, s.
+_LONGEST_WAIT_S = 3600.0
 #: The loss ns-3 gets for a gain of 0 (a link that does not exist), dB.
 DEAD_LOSS_DB = 1000.0
 #: LTE's channel bandwidths and their resource blocks.
@@ -343,12 +344,9 @@ class Ns3LteUplink(SharedUplink):
         if nxt <= now:  # more events at this instant: after them
             self._want_step()
             return
-        limit = math.inf
-        if not math.isfinite(nxt):  # nothing else will happen: run on until a completion
-            limit = self._slot_start_s + self._deadline_s + self.options.max_wait_s
-            if not math.isfinite(limit):
-                limit = now + self.options.max_wait_s
-            nxt = min(now + 1.0, limit)
+        stuck = not math.isfinite(nxt)
+        if stuck:  # nothing else will happen in wflsim: ns-3 alone decides when
+            nxt = now + _LONGEST_WAIT_S
         t_ns = max(int(round((nxt - self._origin_s) * 1e9)), self._ns3_ns)
         lines = self._send([f"run {t_ns}"])[0]
         self._ns3_ns = int(lines[-1].split()[1])
@@ -360,13 +358,11 @@ class Ns3LteUplink(SharedUplink):
             gen = self._gen
             self._at(max(self._abs_s(report.time_ns), now), lambda _e: self._completed(gen))
             return
-        if nxt >= limit:
+        if stuck:
             raise SlotTooLong(
-                f"ns-3: the upload of device {min(self._flight)} has not reached the server "
-                f"{self.options.max_wait_s:g} s after the slot's deadline (its SNR is below what "
-                "LTE's lowest MCS decodes and the channel does not change within a slot) (fix: "
-                "raise uplink.ns3.max_wait_s, or use a scheme that closes the slot at the "
-                'deadline, e.g. scheme.name = "only_pc")'
+                f"ns-3: the uploads in flight (device {min(self._flight)} first) have not "
+                f"reached the server {_LONGEST_WAIT_S:g} s after wflsim's last event (their SNR "
+                "is below what LTE's lowest MCS decodes)"
             )
         self._stepping = True
         self._at(nxt, lambda _e: self._step(token))
