@@ -48,6 +48,7 @@ from numpy.typing import NDArray
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from .radio import rates
+from .radio.rates import SHANNON, RateModel
 from .rng import Streams
 from .world import physics
 from .world.system import DeviceArrays
@@ -138,12 +139,14 @@ class SelectionInputs:
     queue_j: NDArray[np.float64]  #: the energy-deficit queues at the slot's start, J
     bandwidth_hz: float  #: ``W``
     noise_w: float  #: ``N0`` over the band, W
+    #: how the SNR becomes a rate (``[channel] rate_model``)
+    rate_model: RateModel = SHANNON
 
 
 def rate_per_joule(x: SelectionInputs) -> NDArray[np.float64]:
     """``r / E`` per device, bit/s per J (module docstring; 0 where nothing is sent)."""
     p = x.tx_power_w
-    rate = rates.rate_bps(p, x.seen_gain, x.bandwidth_hz, x.noise_w)
+    rate = rates.rate_bps(p, x.seen_gain, x.bandwidth_hz, x.noise_w, x.rate_model)
     with np.errstate(divide="ignore", invalid="ignore"):
         upload_j = np.where(rate > 0, p * x.payload_bits / rate, np.inf)
         score = rate / (x.compute_energy_j + upload_j)

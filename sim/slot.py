@@ -166,6 +166,7 @@ def min_tx_power_w(costs: FrameCosts, channel_gain: ArrayLike, system: SystemCon
             system.noise_w,
             system.deadline_s,
             costs.compute_s,
+            system.rate_model,
         )
     return np.where(np.isnan(p), np.inf, p)
 
@@ -237,7 +238,7 @@ def slot_uploads(
     part = np.asarray(participate, dtype=bool) & (costs.payload_bits > 0)
     p = np.where(part, np.minimum(np.asarray(tx_power_w, dtype=np.float64), dev.peak_power_w), 0.0)
     h = np.asarray(channel_gain, dtype=np.float64)
-    rate = rates.rate_bps(p, h, system.bandwidth_hz, system.noise_w)
+    rate = rates.rate_bps(p, h, system.bandwidth_hz, system.noise_w, system.rate_model)
     need_s = np.where(part, costs.compute_s, 0.0)
     return SlotUploads(
         participating=part,

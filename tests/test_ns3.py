@@ -481,3 +481,18 @@ def test_the_trace_is_arrow_typed(ns3):
     table, _ = run_in_memory(_scenario(run={"frames": 1}))
     assert table.schema.field("ns3_bytes").type == pa.int64()
     assert table.schema.field("ns3_goodput_bps").type == pa.float64()
+
+
+@pytest.mark.slow
+def test_the_shipped_truncated_shannon_defaults_are_the_fit_to_ns3(ns3, tmp_path):
+    """scenarios/ns3/fit_rate_model.py measures ns-3's LTE efficiency against SNR and fits the
+    truncated bound: the defaults of [channel.truncated_shannon] are that fit (--check)."""
+    script = Path(__file__).resolve().parent.parent / "scenarios" / "ns3" / "fit_rate_model.py"
+    done = subprocess.run(
+        [sys.executable, str(script), str(tmp_path), "--check"],
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (tmp_path / "efficiency.png").is_file()

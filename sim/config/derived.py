@@ -205,7 +205,11 @@ def edge_wait_s(
     share = n if uplink_mode == "ofdma" else 1
     with np.errstate(all="ignore"):
         rate = rates.rate_bps(
-            dev.peak_power_w, edge_gain, system.bandwidth_hz / share, system.noise_w / share
+            dev.peak_power_w,
+            edge_gain,
+            system.bandwidth_hz / share,
+            system.noise_w / share,
+            system.rate_model,
         )
         upload = rates.upload_time_s(np.full(n, system.full_payload_bits), rate)
         compute = dev.full_compute_time_s()

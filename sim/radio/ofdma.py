@@ -36,7 +36,7 @@ class OfdmaUplink(SharedUplink):
 
     def _rates(self, jobs: I64) -> F64:
         band = equal_share_hz(self.bandwidth_hz, int(jobs.shape[0]))
-        return shared_rate_bps(self._p[jobs], self._h[jobs], band, self._psd)
+        return shared_rate_bps(self._p[jobs], self._h[jobs], band, self._psd, self.rate_model)
 
     def _enter(self, device: int) -> None:
         self._begin(device)
@@ -99,7 +99,9 @@ class Ofdma(UplinkMode):
         """:class:`OfdmaUplink` on the band ``W``, or the cells' uplink."""
         if cells is not None:
             return cellular_uplink(spec, system, upload_start, upload_end, cells)
-        return OfdmaUplink(system.bandwidth_hz, system.noise_w, upload_start, upload_end)
+        link = OfdmaUplink(system.bandwidth_hz, system.noise_w, upload_start, upload_end)
+        link.rate_model = system.rate_model
+        return link
 
 
 def stale_difference(server_mode: str) -> list[str]:

@@ -17,6 +17,7 @@ import simpy
 from numpy.typing import NDArray
 
 from ..slot import DEADLINE_REL_TOL
+from .rates import SHANNON, RateModel
 
 F64 = NDArray[np.float64]
 I64 = NDArray[np.int64]
@@ -47,6 +48,8 @@ class SharedUplink(ABC):
     ) -> None:
         self.bandwidth_hz = float(bandwidth_hz)
         self.noise_w = float(noise_w)
+        #: how an SNR becomes a rate (``[channel] rate_model``; Shannon's by default)
+        self.rate_model: RateModel = SHANNON
         self._codes = (upload_start, upload_end)
         self.env: simpy.Environment | None = None
         self.transmitted_s = np.zeros(0)

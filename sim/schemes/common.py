@@ -8,6 +8,7 @@ Nothing here is a base class that reads a subclass's fields: a scheme holds what
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -120,11 +121,26 @@ class FrameController:
         self.max_iter = int(max_iter)
 
     def params(self, ctx: FrameContext) -> controller.ControllerParams:
-        """The per-device inputs of the per-frame problem (P4) for this frame."""
+        """The per-device inputs of the per-frame problem (P4) for this frame. Under the
+        truncated Shannon rate model (``[channel] rate_model``) the controller plans on its
+        middle piece, ``alpha W log2(1 + SNR)`` (Theorem 2 with the band ``alpha W`` in the
+        exponent), with the payloads its highest efficiency cannot carry in the time left
+        infeasible (``min_gamma``: at least ``1 - u_max``, ``u_max S = se_max W (tau0 - theta
+        u_max)``); its lowest MCS is Proposition 1's, per slot, not Theorem 2's (docs/ns3.md)."""
         s, d = self.system, self.system.devices
+        model = s.rate_model
+        band = s.bandwidth_hz if model.is_shannon else model.alpha * s.bandwidth_hz
+        extra: dict[str, np.ndarray] = {}
+        if not model.is_shannon and math.isfinite(model.se_max):
+            theta = physics.compute_time_s(
+                1.0, d.step_cycles_per_sample * d.local_steps, d.batch_size, d.cpu_hz
+            )
+            carry = model.se_max * s.bandwidth_hz
+            u_max = carry * s.deadline_s / (s.full_payload_bits + carry * theta)
+            extra["min_gamma"] = np.clip(1.0 - u_max, 0.0, 1.0)
         return controller.ControllerParams(
             model_bits=np.asarray(s.full_payload_bits, dtype=np.float64),
-            bandwidth_hz=np.asarray(s.bandwidth_hz, dtype=np.float64),
+            bandwidth_hz=np.asarray(band, dtype=np.float64),
             noise_w=np.asarray(s.noise_w, dtype=np.float64),
             mean_gain=ctx.large_scale_gain,
             deadline_s=np.asarray(s.deadline_s, dtype=np.float64),
@@ -139,6 +155,7 @@ class FrameController:
             queue_j=ctx.queue_j,
             v=np.asarray(self.weights.v, dtype=np.float64),
             lam=np.asarray(self.weights.lam, dtype=np.float64),
+            **extra,
         )
 
     def over_the_air(self, ctx: FrameContext, freeze: bool) -> ControllerDecision:

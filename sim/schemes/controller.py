@@ -52,7 +52,7 @@ Conventions the paper leaves open:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import NamedTuple
 
@@ -186,7 +186,9 @@ class ControllerParams:
     ``deadline_s`` ``tau0`` (s), ``cycles_per_sample`` ``c``, ``batch_size`` ``B`` (samples),
     ``cpu_hz`` ``f`` (cycles/s), ``capacitance`` ``alpha`` (effective switched capacitance),
     ``peak_power_w`` ``P_bar`` (W), ``queue_j`` ``Q`` (J, the frame-start queue ``Q^{kT}``),
-    ``v`` (Lyapunov weight ``V``), ``lam`` (``lambda``, see :func:`default_lambda`).
+    ``v`` (Lyapunov weight ``V``), ``lam`` (``lambda``, see :func:`default_lambda`),
+    ``min_gamma`` (the least ``gamma`` the solver may return, in ``[0, 1]``; 0 by default: a
+    rate model's highest efficiency makes smaller ones infeasible).
 
     Raises:
         ValueError: naming the field, if a value is non-finite, not positive where it must be
@@ -207,6 +209,7 @@ class ControllerParams:
     queue_j: F64
     v: F64
     lam: F64
+    min_gamma: F64 = field(default_factory=lambda: np.zeros(1))
 
     _POSITIVE = (
         "model_bits",
@@ -219,7 +222,7 @@ class ControllerParams:
         "cpu_hz",
         "peak_power_w",
     )
-    _NONNEG = ("capacitance", "queue_j", "v", "lam")
+    _NONNEG = ("capacitance", "queue_j", "v", "lam", "min_gamma")
 
     def __post_init__(self) -> None:
         names = self._POSITIVE + self._NONNEG
@@ -768,9 +771,11 @@ def solve_gamma(
     n = params.n_devices
     part = d.participating
     gam_c = np.clip(1.0 - d.u_trunc, 0.0, 1.0)  # (N,), 0 for I <= 0 (u_trunc = 2)
-    # pieces, stacked: [0, N) truncated piece [0, Gamma], [N, 2N) untruncated piece [Gamma, 1]
-    lo_all = np.concatenate([np.zeros(n), gam_c])
-    hi_all = np.concatenate([gam_c, np.ones(n)])
+    # pieces, stacked: [0, N) truncated piece [0, Gamma], [N, 2N) untruncated piece [Gamma, 1],
+    # each cut to [min_gamma, 1]
+    floor = np.tile(np.clip(params.min_gamma, 0.0, 1.0), 2)
+    lo_all = np.maximum(np.concatenate([np.zeros(n), gam_c]), floor)
+    hi_all = np.maximum(np.concatenate([gam_c, np.ones(n)]), floor)
     valid = np.concatenate([part & (gam_c > 0.0), part & (gam_c < 1.0)])
     # the working set: pieces of positive width (a zero-width piece is its single endpoint)
     cols = np.flatnonzero(valid & (hi_all > lo_all))

@@ -142,6 +142,7 @@ def select(
         queue_j=host.queue_j,
         bandwidth_hz=system.bandwidth_hz,
         noise_w=system.noise_w,
+        rate_model=system.rate_model,
     )
     cand = np.asarray(candidates, dtype=bool)
     sel = host.selection

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from ..radio.rates import SHANNON, RateModel
 from . import physics
 
 
@@ -108,6 +109,8 @@ class SystemConstants:
     #: ``[uplink] power_control = "controller"`` over the air: the sum's window ``T`` and the
     #: whole model's transmission, s (None: the digital model; :meth:`UplinkSpec.planned_system`)
     aircomp_window_s: float | None = None
+    #: how an SNR becomes a rate (``[channel] rate_model``): Shannon's, or the truncated bound
+    rate_model: RateModel = SHANNON
 
     @property
     def num_devices(self) -> int:

@@ -113,6 +113,20 @@ def channel_description(prep: Prepared) -> dict[str, Any]:
     trace's ``wflsim.channel``), with the slot power rule of a scheme's CSI margin stated in
     ``controller_assumption.slot_power_rule``."""
     out = prep.channel.describe()
+    model = prep.system.rate_model
+    out["rate_model"] = model.describe()
+    if not model.is_shannon:  # the controller's closed forms are Shannon's
+        assumption = out["controller_assumption"]
+        out["controller_assumption"] = {
+            **assumption,
+            "matches": False,
+            "differences": [
+                *assumption["differences"],
+                "the rate is the truncated Shannon bound (alpha log2(1 + SNR), 0 below SNR_min, "
+                "at most SE_max): Theorem 2 plans on its middle piece (the band alpha W) with "
+                "payloads above SE_max infeasible; SNR_min enters Proposition 1 per slot only",
+            ],
+        }
     csi = prep.scenario.channel.csi
     perfect = csi is None or (csi.error_variance == 0.0 and csi.delay_slots == 0)
     rule = slot_power_rule(prep.scenario.scheme.params, perfect)

@@ -395,6 +395,7 @@ def resolve_system(scenario: Scenario, devices: DeviceArrays) -> SystemConstants
         if lc.num_params is None and lc.model in MODELS
         else None,
         upload_factor=costs.upload_factor,
+        rate_model=scenario.channel.rate(),
     )
 
 

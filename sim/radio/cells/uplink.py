@@ -100,7 +100,7 @@ class CellularUplink(SharedUplink):
         k = np.bincount(cell, minlength=self._num_cells)
         band = np.where(self._mode[cell] == 1, self.bandwidth_hz / k[cell], self.bandwidth_hz)
         psd = self._psd + self.interference_psd(jobs)[cell]
-        return shared_rate_bps(self._p[jobs], self._h[jobs], band, psd)
+        return shared_rate_bps(self._p[jobs], self._h[jobs], band, psd, self.rate_model)
 
     # ------------------------------------------------------------------ the discipline
 
@@ -269,6 +269,8 @@ def cellular_uplink(
     dedicated bands of their own: the closed form)."""
     if cells is None or not cells.layout.interacts:
         return None
-    return CellularUplink(
+    link = CellularUplink(
         cells, system.bandwidth_hz, system.noise_w, upload_start, upload_end, spec.order
     )
+    link.rate_model = system.rate_model
+    return link

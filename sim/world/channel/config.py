@@ -15,6 +15,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
 from ...config.limits import path_problem, shorten
+from ...radio.rates import SHANNON, TRUNCATED_DEFAULTS, RateModel
 
 #: TR 38.901's UT height range for UMa is 1.5 .. 22.5 m, but above 13 m its breakpoint distance
 #: uses a random effective environment height (Table 7.4.1-1, note 1), which wflsim does not
@@ -193,6 +194,17 @@ class CsiConfig(_Strict):
 # ------------------------------------------------------------------------------ the table
 
 
+class TruncatedShannonConfig(_Strict):
+    """``[channel.truncated_shannon]``: the attenuated and truncated Shannon bound of 3GPP TR
+    36.942, Annex A.2 (defaults: its fit to ns-3's LTE uplink, docs/ns3.md)."""
+
+    alpha: float = Field(TRUNCATED_DEFAULTS["alpha"], gt=0.0, le=1.0, allow_inf_nan=False)
+    snr_min_db: float = Field(
+        TRUNCATED_DEFAULTS["snr_min_db"], ge=-50.0, le=50.0, allow_inf_nan=False
+    )
+    se_max: float = Field(TRUNCATED_DEFAULTS["se_max"], gt=0.0, le=30.0, allow_inf_nan=False)
+
+
 class ChannelConfig(_Strict):
     """The ``[channel]`` table."""
 
@@ -202,6 +214,8 @@ class ChannelConfig(_Strict):
     csi: CsiConfig | None = None
     record: bool = False
     replay: str | None = None
+    rate_model: Literal["shannon", "truncated_shannon"] = "shannon"
+    truncated_shannon: TruncatedShannonConfig | None = None
 
     @field_validator("pathloss")
     @classmethod
@@ -247,7 +261,19 @@ class ChannelConfig(_Strict):
                 )
         if self.replay is not None and not self.replay.strip():
             raise ValueError("replay must be a non-empty path to a channel .parquet table")
+        if self.truncated_shannon is not None and self.rate_model != "truncated_shannon":
+            raise ValueError(
+                'truncated_shannon sets rate_model = "truncated_shannon"\'s parameters: remove '
+                '[channel.truncated_shannon], or set rate_model = "truncated_shannon"'
+            )
         return self
+
+    def rate(self) -> RateModel:
+        """The resolved rate model (:class:`~wflsim.sim.radio.rates.RateModel`)."""
+        if self.rate_model == "shannon":
+            return SHANNON
+        t = self.truncated_shannon or TruncatedShannonConfig()
+        return RateModel("truncated_shannon", t.alpha, 10.0 ** (t.snr_min_db / 10.0), t.se_max)
 
     @property
     def carrier_ghz(self) -> float | None:
