@@ -35,7 +35,12 @@ from wflsim.sim.schemes.controller import (
 from wflsim.sim.slot import queue_update_j
 from wflsim.sim.world import physics as ph
 
-FIELDS = tuple(f.name for f in dataclasses.fields(ControllerParams))
+#: the fields an instance gives (min_gamma, a rate model's floor, keeps its default 0 here)
+FIELDS = tuple(
+    f.name
+    for f in dataclasses.fields(ControllerParams)
+    if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+)
 
 
 def prop1(h, gamma, p_max, params: ControllerParams):

@@ -130,6 +130,7 @@ def test_goodput_rises_with_snr(ns3):
     assert goodput[5] >= goodput[4] * 0.95, goodput
 
 
+@pytest.mark.slow
 def test_goodput_per_device_falls_with_the_devices_sharing_the_cell(ns3):
     """1, 2 and 4 devices uploading 1 MB each at once over UDP at a high SNR: each gets less as
     more share the cell, about 1/k of one device's goodput (the cell's total within 15 % of the
@@ -276,7 +277,14 @@ def test_another_seed_gives_another_network(ns3):
     assert not a.equals(b)
 
 
-@pytest.mark.parametrize("server", ["sync", "semi_sync", "async"])
+@pytest.mark.parametrize(
+    "server",
+    [
+        "sync",
+        pytest.param("semi_sync", marks=pytest.mark.slow),
+        pytest.param("async", marks=pytest.mark.slow),
+    ],
+)
 def test_saved_at_a_boundary_and_continued_equals_the_uninterrupted_run(server, ns3, tmp_path):
     """A run saved after frame 1 (uploads in flight carried under stale updates) and continued
     in fresh objects with fresh ns-3 processes equals the uninterrupted run."""
@@ -408,6 +416,7 @@ def _wrapper(tmp_path: Path, real: Path, on_second: str) -> Path:
     return script
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("on_second", "timeout_s", "message"),
     [

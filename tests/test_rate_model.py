@@ -193,3 +193,37 @@ def test_bad_rate_model_settings_are_refused_naming_the_field(channel, match):
     """Parameters without the model, an alpha above 1, a zero SE_max, an unknown model."""
     with pytest.raises(ScenarioError, match=match):
         wflsim.prepare(base_scenario(channel=channel))
+
+
+def test_an_upload_below_snr_min_on_the_whole_band_still_uses_its_ofdma_share():
+    """Under OFDMA a share's noise is the share's: planned on W / k, the controller's powers are
+    below SNR_min on the whole band yet every upload arrives on its share (not held and cut)."""
+    data = base_scenario(
+        network={"num_devices": 6, "cell_radius_m": 500.0},
+        devices={"batch_size": 32},
+        learning={"enabled": False, "num_params": 9610},
+        uplink={"mode": "ofdma", "planned_concurrent_uploads": 6},
+        channel={"rate_model": "truncated_shannon"},
+        scheme={"name": "only_pc"},
+        run={"deadline_s": 0.5},
+    )
+    table, _ = run_in_memory(data)
+    df = table.to_pandas()
+    dec = df[df.event == "decision"]
+    assert np.isinf(dec[dec.participating.astype(bool)].upload_s).any()  # hopeless on all of W
+    ends = df[df.event == "upload_end"]
+    assert len(ends) > 10 and ends.success.astype(bool).all()
+
+
+def test_a_synchronous_no_outage_scheme_on_a_shared_band_under_the_truncated_model_is_refused():
+    """ideal on OFDMA with rate_model = truncated_shannon: refused on scheme.name (a slot could
+    wait forever for an upload below SNR_min)."""
+    with pytest.raises(ScenarioError) as err:
+        wflsim.prepare(
+            base_scenario(
+                channel={"rate_model": "truncated_shannon"},
+                uplink={"mode": "ofdma"},
+                scheme={"name": "ideal"},
+            )
+        )
+    assert err.value.field == "scheme.name" and "SNR_min" in err.value.problem

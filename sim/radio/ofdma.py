@@ -29,6 +29,8 @@ I64 = NDArray[np.int64]
 class OfdmaUplink(SharedUplink):
     """Processor sharing of the band: ``k`` uploads in flight get ``W / k`` each."""
 
+    shares_band: ClassVar[bool] = True
+
     def _open(self) -> None:
         assert self.env is not None
         self._psd = float(noise_psd_w_per_hz(self.noise_w, self.bandwidth_hz))

@@ -156,7 +156,7 @@ class SharedUplink(ABC):
             raise RuntimeError("SharedUplink.upload needs an uplink opened with open_run")
         if device in self._inside().tolist():
             raise RuntimeError(f"device {device} already has an upload in the uplink")
-        if not (tx_power_w * channel_gain > 0.0 and np.isfinite(upload_full_s)):
+        if not self._can_finish(tx_power_w * channel_gain, upload_full_s):
             raise ValueError(
                 f"device {device}'s upload can never finish (power {tx_power_w} W, gain "
                 f"{channel_gain}); a continuous uplink takes only uploads that can"
@@ -241,7 +241,7 @@ class SharedUplink(ABC):
 
     def submit(self, device: int) -> None:
         """``device``'s compute has ended now: its upload joins the uplink."""
-        can_finish = self._p[device] * self._h[device] > 0.0 and np.isfinite(self._full_s[device])
+        can_finish = self._can_finish(self._p[device] * self._h[device], self._full_s[device])
         if self._closed or (not can_finish and self._past_deadline):
             # after the cut, or never finishing once the deadline has passed: nothing is sent
             self._begin(device)
@@ -251,6 +251,21 @@ class SharedUplink(ABC):
             self._held.append(device)
         else:
             self._enter(device)
+
+    #: whether the discipline gives an upload a share of the band smaller than the whole (where
+    #: the noise is that of the share: a truncated rate model may carry on a share what it
+    #: cannot on the whole band)
+    shares_band: ClassVar[bool] = False
+
+    def _can_finish(self, received_w: float, upload_full_s: float) -> bool:
+        """Whether an upload with ``p h = received_w`` and the time ``upload_full_s`` alone on
+        the whole band can ever end: a positive signal and, unless the discipline shares the band
+        under a rate model with a lowest usable SNR, a finite time on the whole band."""
+        if not received_w > 0.0:
+            return False
+        if self.shares_band and not self.rate_model.is_shannon:
+            return True  # a share's SNR is higher than the whole band's
+        return bool(np.isfinite(upload_full_s))
 
     def close(self, everything: bool) -> None:
         """At the deadline: end the uploads that can never finish and, if ``everything`` (the

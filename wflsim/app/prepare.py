@@ -38,6 +38,7 @@ from wflsim.sim.errors import ScenarioError
 from wflsim.sim.radio.cells.component import Cells, build_cells
 from wflsim.sim.radio.cells.config import cell_uplink_mode, resolve_sites_file
 from wflsim.sim.radio.cells.layout import build_layout
+from wflsim.sim.radio.modes import uplink_mode
 from wflsim.sim.radio.ns3.build import ensure_program
 from wflsim.sim.rng import Streams
 from wflsim.sim.schemes import build_scheme
@@ -326,6 +327,7 @@ def prepare_scenario(
         check_stale_rule(scenario, scheme.update_rule.name)
     check_aircomp(scenario, scheme.update_rule.name, scheme)
     check_ns3(scenario, scheme.closes_at)
+    check_truncated_wait(scenario, scheme.closes_at, cells)
     # last: nothing is fetched for a bad scenario
     if scenario.learning.enabled and check_data and download:
         if scenario.learning.dataset in FETCHABLE:
@@ -410,6 +412,31 @@ _NOT_OVER_THE_AIR = {
     "topk_ef": "each device sends its own K coordinates with their indices (a digital, sparse "
     "payload): the symbols of a sum carry one coordinate each, the same for every device",
 }
+
+
+def check_truncated_wait(scenario: Scenario, closes_at: str, cells: Cells | None) -> None:
+    """A synchronous slot that waits for its last upload on a shared band under the truncated
+    rate model is refused: an upload below SNR_min on its share never ends, and nothing cuts it.
+
+    Raises:
+        ScenarioError: on ``scheme.name``, with the physical reason.
+    """
+    if scenario.channel.rate_model != "truncated_shannon" or closes_at != "last_upload":
+        return
+    shared = uplink_mode(scenario.uplink.mode).interacting or (
+        cells is not None and cells.layout.interacts
+    )
+    if scenario.server.mode != "sync" or not shared or scenario.uplink.mode == "ns3_lte":
+        return
+    raise ScenarioError(
+        "scheme.name",
+        f"scheme {scenario.scheme.name!r} promises no outage: a synchronous slot waits for its "
+        'last upload, but rate_model = "truncated_shannon" carries nothing below SNR_min and the '
+        "channel does not change within a slot, so on a shared band one device in a deep fade "
+        "would hold the slot forever",
+        "use a scheme that closes the slot at the deadline (two_timescale, only_pc, "
+        'fixed_power, ...), rate_model = "shannon", or server.mode = "semi_sync" or "async"',
+    )
 
 
 def check_ns3(scenario: Scenario, closes_at: str) -> None:

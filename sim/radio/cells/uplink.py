@@ -53,6 +53,8 @@ class CellularUplink(SharedUplink):
 
     #: interference can slow any upload: no closed-form bound on its time
     bounded: ClassVar[bool] = False
+    #: an OFDMA cell shares its band
+    shares_band: ClassVar[bool] = True
 
     def __init__(
         self,
