@@ -366,7 +366,10 @@ def _execute(
     _show_warnings()
     sc = prep.scenario
     progress = bar = SlotBar(
-        sc.run.frames * sc.run.slots_per_frame, sc.run.slots_per_frame, disable=args.quiet
+        sc.run.frames * sc.run.slots_per_frame,
+        sc.run.slots_per_frame,
+        disable=args.quiet,
+        label="ns-3" if sc.uplink.mode == "ns3_lte" else None,  # slots played by ns-3
     )
 
     def _terminate(signum: int, frame: object) -> None:  # SIGTERM: stop like Ctrl-C, keep the trace

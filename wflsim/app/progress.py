@@ -23,13 +23,25 @@ class SlotBar:
     (the engine's progress callback); shows the frame, last accuracy, energy and outage rate.
     A resumed run's bar starts at its checkpoint."""
 
-    def __init__(self, total_slots: int, slots_per_frame: int, *, disable: bool = False) -> None:
+    def __init__(
+        self,
+        total_slots: int,
+        slots_per_frame: int,
+        *,
+        disable: bool = False,
+        label: str | None = None,
+    ) -> None:
         from tqdm.auto import tqdm
 
         self.slots_per_frame = slots_per_frame
         self.total = total_slots
         self.bar = tqdm(
-            total=total_slots, unit="slot", disable=disable, dynamic_ncols=True, file=sys.stderr
+            total=total_slots,
+            unit="slot",
+            disable=disable,
+            dynamic_ncols=True,
+            file=sys.stderr,
+            desc=label,
         )
 
     def __call__(self, t: int, st: RunStats) -> None:

@@ -16,7 +16,9 @@ The protocol (times are integer nanoseconds from the end of the warm-up, the tim
   or UDP flow), ``stop <t> <ue>`` (the device goes offline: one ``stopped`` line with the
   upload's statistics), ``run <t>`` (advance to ``t``, but stop right after the first upload
   whose last byte reaches the server: zero or one ``end`` line, then ``ok <now>``),
-  ``inflight <t>`` (the bytes each upload in flight has delivered), ``quit``.
+  ``inflight <t>`` (the bytes each upload in flight has delivered), ``runall <t>`` (advance to
+  ``t`` without stopping at completions: every ``end`` line up to it; traffic scheduled in
+  advance, a plain ns-3 run), ``quit``.
 """
 
 from __future__ import annotations

@@ -201,6 +201,7 @@ struct Program
     std::map<std::pair<uint32_t, uint16_t>, int> tcpConn; // (UE address, port) -> upload
     std::map<uint32_t, int> addrToUe;                  // UE address -> UE
     std::deque<int> completedUnreported;               // uploads finished, `end` not sent yet
+    bool stopOnEnd = true; // `run` stops at the first completion; `runall` does not
 
     FILE* out = nullptr;
 };
@@ -543,8 +544,12 @@ Delivered(int id, uint64_t bytes)
         {
             u.sock->Close(); // UDP: release the port (a TCP client closes after its last byte)
         }
-        // The last byte reached the server: end the current `run` after this event.
-        Simulator::Stop();
+        // The last byte reached the server: end the current `run` after this event (not
+        // during `runall`, which reports every completion up to its time).
+        if (g.stopOnEnd)
+        {
+            Simulator::Stop();
+        }
     }
 }
 
@@ -1918,6 +1923,29 @@ CmdRun(const std::vector<std::string>& a)
     ReplyOk(std::to_string(NowNs()));
 }
 
+// `runall <t>`: advance to t without stopping at completions (a plain ns-3 run of traffic
+// scheduled in advance: the benchmark of the co-simulation's overhead); replies every `end`
+// line up to t, then `ok <t>`.
+void
+CmdRunAll(const std::vector<std::string>& a)
+{
+    int64_t t = 0;
+    Time delay;
+    if (!TimedPrologue(a, 2, "runall <t_ns>", t, delay))
+    {
+        return;
+    }
+    EventId stop = Simulator::Schedule(delay, &StopNow);
+    g.stopOnEnd = false;
+    Simulator::Run();
+    g.stopOnEnd = true;
+    Simulator::Cancel(stop);
+    while (ReportOneCompletion())
+    {
+    }
+    ReplyOk(std::to_string(NowNs()));
+}
+
 void
 CmdInflight(const std::vector<std::string>& a)
 {
@@ -2063,6 +2091,10 @@ main(int, char**)
         else if (cmd == "inflight")
         {
             CmdInflight(a);
+        }
+        else if (cmd == "runall")
+        {
+            CmdRunAll(a);
         }
         else if (cmd == "ulpeak")
         {
