@@ -505,3 +505,20 @@ def test_the_shipped_truncated_shannon_defaults_are_the_fit_to_ns3(ns3, tmp_path
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert (tmp_path / "efficiency.png").is_file()
+
+
+def test_the_rate_model_plans_but_ns3_plays_every_upload(ns3):
+    """Under ns3_lte the rate model is the scheme's planning only: fixed_power (which plans
+    nothing) plays the same uploads over ns-3 whether the model is Shannon's or the truncated
+    bound, even those the truncated bound says can never finish."""
+    weak = {"batch_size": 16, "peak_power_w": 1e-4}  # some devices below the bound's SNR_min
+    a, _ = run_in_memory(_scenario(run={"frames": 1}, devices=weak))
+    b, _ = run_in_memory(
+        _scenario(run={"frames": 1}, devices=weak, channel={"rate_model": "truncated_shannon"})
+    )
+    da, db = a.to_pandas(), b.to_pandas()
+    cols = ["time_s", "device", "success", "ns3_bytes", "ns3_tbs"]
+    ea = da[da.event == "upload_end"][cols].reset_index(drop=True)
+    eb = db[db.event == "upload_end"][cols].reset_index(drop=True)
+    pd.testing.assert_frame_equal(ea, eb)
+    assert np.isinf(db[db.event == "decision"].upload_s).any()  # hopeless on the formula

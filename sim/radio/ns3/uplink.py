@@ -137,6 +137,10 @@ class Ns3LteUplink(SharedUplink):
     #: an upload's time has no closed-form bound (the event kernel's drops)
     bounded: ClassVar[bool] = False
 
+    def _can_finish(self, received_w: float, upload_full_s: float) -> bool:
+        """Every upload with a signal goes to ns-3, whatever a rate model says of it."""
+        return received_w > 0.0
+
     def __init__(
         self,
         program: Path,
