@@ -125,7 +125,8 @@ def traffic(run: Path, prep: Any) -> list[tuple[list[str], int]]:
             dbm = 10.0 * math.log10(float(r.tx_power_w)) + 30.0
             timed.append((t, 1, f"power {t} {d} {dbm!r}"))
             timed.append((t, 2, f"start {t} {d} {size}"))
-        for _, r in fr[(fr.event == "upload_end") & ~fr.success.astype(bool)].iterrows():
+        ends = fr[fr.event == "upload_end"]
+        for _, r in ends[~ends.success.astype(bool)].iterrows():
             t = ns(float(r.time_s))
             timed.append((t, 3, f"stop {t} {int(r.device)}"))
         timed.sort(key=lambda x: (x[0], x[1]))

@@ -162,7 +162,7 @@ struct UeState
     bool online = true;          // false between `stop` and the next `start`
     std::vector<double> loss;    // last commanded losses to every eNB (dB)
     int current = -1;            // upload in flight (index into g.uploads) or -1
-    bool pendingStart = false;   // a `start` scheduled in the future
+    int pendingStarts = 0;       // `start`s scheduled in the future
     uint16_t rnti = 0;
     uint16_t cellId = 0;
     uint64_t serverBytes = 0;    // every byte the server got from this UE (diagnostic)
@@ -970,7 +970,10 @@ void
 StartUpload(int ue, uint64_t bytes)
 {
     UeState& s = g.ue[ue];
-    s.pendingStart = false;
+    if (s.pendingStarts > 0)
+    {
+        s.pendingStarts--;
+    }
     if (s.current >= 0)
     {
         std::cerr << "wflsim-lte: UE " << ue << " still has an upload; start ignored"
@@ -1826,7 +1829,9 @@ CmdStart(const std::vector<std::string>& a)
             return ReplyError("upload too large for the UDP sequence header");
         }
     }
-    if (g.ue[ue].current >= 0 || g.ue[ue].pendingStart)
+    // Now: the UE must be free. Later (traffic given in advance): checked when it comes (a
+    // UE still busy then keeps its upload and the new one is dropped, said on stderr).
+    if (delay.IsZero() && (g.ue[ue].current >= 0 || g.ue[ue].pendingStarts > 0))
     {
         return ReplyError("UE " + a[2] + " already has an upload");
     }
@@ -1836,7 +1841,7 @@ CmdStart(const std::vector<std::string>& a)
     }
     else
     {
-        g.ue[ue].pendingStart = true;
+        g.ue[ue].pendingStarts++;
         Simulator::ScheduleWithContext(g.ueNodes.Get(ue)->GetId(),
                                        delay,
                                        &StartUpload,
