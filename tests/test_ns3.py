@@ -120,6 +120,7 @@ def test_one_device_alone_at_a_high_snr_delivers_at_lte_peak_rate(ns3):
     assert 1.0 <= ratio <= 1.10, ratio
 
 
+@pytest.mark.slow
 def test_goodput_rises_with_snr(ns3):
     """One device's TCP goodput grows with the SNR, from nothing below LTE's lowest MCS to its
     peak (0 at -10 dB; strictly more at each of 0, 5, 10, 20 dB; 20 and 40 dB alike)."""
@@ -246,6 +247,7 @@ def test_every_upload_row_carries_what_ns3_saw(ns3):
     )
 
 
+@pytest.mark.slow
 def test_the_device_slots_level_carries_the_same_ns3_columns(ns3):
     """At trace level device_slots every device_slot row holds the ns3_* values of the events
     level's upload_end row of that device and slot."""
@@ -270,6 +272,7 @@ def test_the_same_seed_twice_gives_the_identical_trace(ns3):
     assert first.equals(second)
 
 
+@pytest.mark.slow
 def test_another_seed_gives_another_network(ns3):
     """The run's seed reaches ns-3: another seed gives other completion times."""
     a, _ = run_in_memory(_scenario(seed=5))
@@ -277,14 +280,8 @@ def test_another_seed_gives_another_network(ns3):
     assert not a.equals(b)
 
 
-@pytest.mark.parametrize(
-    "server",
-    [
-        "sync",
-        pytest.param("semi_sync", marks=pytest.mark.slow),
-        pytest.param("async", marks=pytest.mark.slow),
-    ],
-)
+@pytest.mark.slow
+@pytest.mark.parametrize("server", ["sync", "semi_sync", "async"])
 def test_saved_at_a_boundary_and_continued_equals_the_uninterrupted_run(server, ns3, tmp_path):
     """A run saved after frame 1 (uploads in flight carried under stale updates) and continued
     in fresh objects with fresh ns-3 processes equals the uninterrupted run."""
@@ -293,6 +290,7 @@ def test_saved_at_a_boundary_and_continued_equals_the_uninterrupted_run(server, 
     assert saved_and_continued(data, 1, tmp_path / "ck.npz").equals(whole)
 
 
+@pytest.mark.slow
 def test_a_run_folder_killed_at_a_frame_and_resumed_equals_the_whole_run(ns3, tmp_path):
     """A learning run over ns-3 failed as frame 2 starts and resumed from its folder equals the
     uninterrupted run, events and final model."""

@@ -208,6 +208,10 @@ class Ns3LteUplink(SharedUplink):
             self._carried = self._carry(now_s)
             self.close_process()
         self._frame, self._origin_s, self._ns3_ns = frame, now_s, 0
+        for d, left, _ in self._carried:
+            if left <= 0:  # its last byte came in the boundary's nanosecond, not reported yet
+                self._at(now_s, self._boundary_arrival(d))
+        self._carried = [c for c in self._carried if c[1] > 0]
         opts = self.options
         c = 1 if self.cells is None else self.cells.num_cells
         serving = [0] * self.num_devices if self.cells is None else self.cells.serving.tolist()
@@ -264,6 +268,20 @@ class Ns3LteUplink(SharedUplink):
             )
             for d in sorted(self._flight)
         ]
+
+    def _boundary_arrival(self, device: int) -> Callable[[simpy.Event], None]:
+        """The event of an upload whose last byte ns-3 delivered at the frame boundary, with
+        another completion of that nanosecond reported first: it has arrived (of its ns-3
+        statistics only its bytes are known)."""
+
+        def arrive(_event: simpy.Event) -> None:
+            size = self._delivered.pop(device, 0)
+            nan = math.nan
+            report = UploadReport(device, 0, size, 0, 0, 0, nan, nan, 0, nan, nan)
+            self.reports[device] = Finished(report, self._now())
+            self._end(device, self.in_time(self._now()))
+
+        return arrive
 
     def close_process(self) -> None:
         """End the process now (its uploads in flight are not carried)."""
