@@ -21,7 +21,12 @@ import pyarrow as pa
 import pytest
 
 import wflsim
-from conftest import assert_resume_equals_whole, run_in_memory, saved_and_continued
+from conftest import (
+    assert_resume_equals_whole,
+    base_scenario,
+    run_in_memory,
+    saved_and_continued,
+)
 from wflsim.sim.errors import Ns3Failed, ScenarioError
 from wflsim.sim.radio.ns3.process import Ns3Process, UploadReport
 from wflsim.sim.radio.ns3.uplink import loss_db, noise_figure_db, resource_blocks
@@ -184,23 +189,21 @@ def test_a_bad_command_fails_in_one_line_naming_it(ns3):
 
 
 def _scenario(**sections: Any) -> dict[str, Any]:
-    """8 devices, 2 frames of 4 slots of 0.5 s, digits' payload, a 10 MHz LTE cell."""
-    data: dict[str, Any] = {
-        "name": "ns3",
+    """8 devices, 2 frames of 4 slots of 0.5 s, digits' payload, a 10 MHz LTE cell (conftest's
+    base scenario with these sections; keyword arguments update them)."""
+    ours: dict[str, Any] = {
         "seed": 5,
         "run": {"frames": 2, "slots_per_frame": 4, "deadline_s": 0.5},
         "network": {"num_devices": 8, "cell_radius_m": 600.0, "bandwidth_hz": 10e6},
-        "mobility": {"model": "static"},
         "devices": {"batch_size": 16},
         "learning": {"enabled": False, "dataset": "digits", "model": "mlp"},
         "uplink": {"mode": "ns3_lte", "planned_concurrent_uploads": 4},
-        "scheme": {"name": "fixed_power"},
     }
     for key, value in sections.items():
-        if isinstance(value, dict) and isinstance(data.get(key), dict):
-            data[key] = {**data[key], **value}
-        else:
-            data[key] = value
+        both = isinstance(value, dict) and isinstance(ours.get(key), dict)
+        ours[key] = {**ours[key], **value} if both else value
+    data = base_scenario(**ours)
+    data["learning"] = ours["learning"]  # digits' payload, not the base's num_params
     return data
 
 
