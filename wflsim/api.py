@@ -515,6 +515,7 @@ def compare(
     executor: str = "local",
     progress: bool | None = None,
     strict: bool = False,
+    claims: Sequence[Mapping[str, Any]] | None = None,
 ) -> pd.DataFrame:
     """Run several variants of a scenario over the same seeds and compare their summaries.
 
@@ -539,13 +540,20 @@ def compare(
         data_dir, workers, executor: as :func:`sweep` (``workers=2``: two runs at a time).
         progress: a bar with one step a run (``None``: where one can be seen).
         strict: implausible values are errors, not warnings.
+        claims: the comparison's hypotheses, each a ``[[claims]]`` table (docs/scenario.md):
+            ``{"metric": "final_accuracy", "better": "higher", "a": {"variant": "FedAdam"},
+            "b": {"variant": "FedAvg"}}``; a side selects runs by variant label or by any
+            scenario field. Those of the scenario file are checked too.
 
     Returns:
         One row per variant and metric: ``variant``, ``metric``, ``n`` (seeds with a finite
         value), ``mean``, ``ci_low``, ``ci_high`` and, with ``reference``, ``diff`` (mean of
         variant - reference over the seeds where both are finite), ``diff_ci_low``,
         ``diff_ci_high``, ``diff_n`` (those seeds). The runs
-        themselves (one row per variant and seed, with every metric) are in ``.attrs["runs"]``.
+        themselves (one row per variant and seed, with every metric) are in ``.attrs["runs"]``;
+        the claims' verdicts (as the report's ``claims.csv``: holds, does not hold,
+        inconclusive with the seeds it would take, or not measurable here) in
+        ``.attrs["claims"]``.
 
     Raises:
         ScenarioError: a bad variant, seed, metric or reference (nothing run); a run that
@@ -574,6 +582,8 @@ def compare(
     seed_text = seeds_text(seeds)
     if seed_text is None:
         raise ScenarioError("seeds", "is None", "give the seeds, e.g. seeds=[0, 1, 2]")
+    source = scenario_source(scenario)
+    stated = _compare_claims(source.table(), claims)
     seed_list = parse_seeds(seed_text)
     given_out = None if out is None else folder_of(out)
     extra = overrides_of(overrides)
@@ -591,7 +601,7 @@ def compare(
         )
     ddir = None if data_dir is None else str(data_dir)
     plan = plan_points(
-        scenario_source(scenario),
+        source,
         [("variant", labels)],
         seed_list,
         points,
@@ -604,6 +614,9 @@ def compare(
         folder = given_out if given_out is not None else Path(tmp) / "compare"
         _run_plan(plan, folder, workers, executor, ddir, extra, False, None, progress)
         records = load_sweep(folder).points
+        ran = all(isinstance(records[p.name].get("summary"), dict) for p in points)
+        label_of = {p.name: p.label for p in points}
+        verdicts = _check_compare_claims(stated if ran else [], folder, label_of)
     rows = []
     for p in points:
         rec = records[p.name]
@@ -647,4 +660,42 @@ def compare(
             table.append(row)
     result = pd.DataFrame(table)
     result.attrs["runs"] = runs[["variant", "seed", *wanted]]
+    result.attrs["claims"] = verdicts
     return result
+
+
+def _compare_claims(
+    table: Mapping[str, Any], given: Sequence[Mapping[str, Any]] | None
+) -> list[Any]:
+    """The claims :func:`compare` checks: the scenario's ``[[claims]]`` and ``given``, validated
+    before anything runs (``ScenarioError`` naming ``claims[i]`` and the field)."""
+    from wflsim.sim.config.loading import parse_claims
+
+    stated = parse_claims(table)
+    if given is None:
+        return stated
+    if isinstance(given, Mapping | str) or not all(isinstance(c, Mapping) for c in given):
+        raise ScenarioError(
+            "claims", "must be a list of claim tables", 'e.g. claims=[{"metric": ...}]'
+        )
+    return parse_claims({"claims": [*(c.model_dump() for c in stated), *map(dict, given)]})
+
+
+def _check_compare_claims(
+    stated: Sequence[Any], folder: Path, variant_of: Mapping[str, str]
+) -> pd.DataFrame:
+    """The verdicts of ``stated`` on the comparison's runs in ``folder`` (point name ->
+    variant label: the ``variant`` a claim may select by)."""
+    from wflsim.analysis import hypotheses, stats, tidy
+
+    if not stated:
+        return hypotheses.claims_table([])
+    data = tidy.load(folder)
+    summary = stats.summary(data.device_slots, data.slots, data.evaluations, runs=data.runs)
+    fields = tidy.run_fields(folder)
+    for label, flat in fields.items():
+        name = Path(label).name
+        if name in variant_of:
+            flat[hypotheses.VARIANT_KEY] = variant_of[name]
+    verdicts, _ = hypotheses.check_claims(stated, summary, data.evaluations, fields)
+    return hypotheses.claims_table(verdicts)

@@ -46,7 +46,8 @@ The modules: :mod:`~wflsim.analysis.figures.common` (colours, markers and styles
 seeds, coinciding lines, the legend), and one per family of figures:
 :mod:`~wflsim.analysis.figures.over_time`, :mod:`~wflsim.analysis.figures.impact` (``V`` and the
 energy budget), :mod:`~wflsim.analysis.figures.accuracy` and
-:mod:`~wflsim.analysis.figures.stale_updates`. The public names are all importable from here.
+:mod:`~wflsim.analysis.figures.stale_updates`, and :mod:`~wflsim.analysis.figures.study` (a study's
+own claims). The public names are all importable from here.
 """
 
 from __future__ import annotations
@@ -78,8 +79,11 @@ from .over_time import (
     time_evolution,
 )
 from .stale_updates import staleness
+from .study import VERDICT_COLORS, claims_figure
 
 __all__ = [
+    "VERDICT_COLORS",
+    "claims_figure",
     "OUTLIER_VISIBLE",
     "SCHEME_COLORS",
     "SCHEME_MARKERS",

@@ -45,8 +45,18 @@ class FigureSpec:
     caption: str
 
 
-#: The report's figures, in order (the paper's first).
+#: The report's figures, in order (the study's own claims first, then the paper's).
 FIGURES: list[FigureSpec] = [
+    FigureSpec(
+        "study_claims",
+        "The study's claims",
+        "claims_measured",
+        F.claims_figure,
+        "Each claim of the study ([[claims]]), per context (the values of the other fields the "
+        "study varies): the difference a - b paired by seed, its mean (point) and 95 % Student-t "
+        "interval over the seeds (bar; none with one seed), the margin dashed with the claimed "
+        "side shaded; green: holds, red: does not hold, amber: inconclusive.",
+    ),
     FigureSpec(
         "stable_parameters",
         "Percentage of stable parameters",
@@ -279,6 +289,11 @@ class Page:
     diagnostics: pd.DataFrame = field(
         default_factory=lambda: pd.DataFrame(columns=DIAGNOSTIC_COLUMNS)
     )
+    #: what the study varies: ``(field, its values)``, and its seeds
+    axes: list[tuple[str, list[str]]] = field(default_factory=list)
+    seeds: list[str] = field(default_factory=list)
+    #: why the paper's claims are not shown, or which of them need runs the study lacks
+    paper_note: str = ""
 
     def sections(self) -> list[tuple[str, str, list[tuple[claims.Claim, claims.Verdict]]]]:
         """``(section, figure slug, its claims)`` in the paper's order."""
@@ -295,11 +310,43 @@ class Page:
         return [f for f in FIGURES if f.slug not in used and f.slug in self.made]
 
     def counts(self) -> str:
-        n = {s: sum(v.status == s for _, v in self.verdicts) for s in _VERDICT_ORDER}
-        return ", ".join(f"{k}: {n[k]}" for k in _VERDICT_ORDER)
+        """The verdicts counted, the study's claims and the paper's apart ("The study's
+        claims: holds: 1, ...; the paper's claims: ...")."""
+        out = []
+        for name, mine in (("The study's claims", True), ("the paper's claims", False)):
+            verdicts = [v for c, v in self.verdicts if _is_study(c) == mine]
+            if verdicts:
+                n = {s: sum(v.status == s for v in verdicts) for s in _VERDICT_ORDER}
+                out.append(f"{name}: " + ", ".join(f"{k}: {n[k]}" for k in _VERDICT_ORDER if n[k]))
+        if not any(_is_study(c) for c, _ in self.verdicts):
+            out.insert(0, f"The study states no claims of its own ({CLAIMS_HINT})")
+        return "; ".join(out) if out else "No claim"
+
+    def axes_sentence(self) -> str:
+        """What the study varies, in one sentence."""
+        seeds = f"seeds {', '.join(self.seeds)}" if self.seeds else "one seed"
+        if not self.axes:
+            return f"The runs differ only in their seed ({seeds})."
+        parts = [f"{name} ({', '.join(values)})" for name, values in self.axes[:MAX_AXES_SHOWN]]
+        more = len(self.axes) - MAX_AXES_SHOWN
+        tail = f" and {more} more fields (runs.csv)" if more > 0 else ""
+        return f"The study varies {'; '.join(parts)}{tail}, over {seeds}."
 
 
 _VERDICT_ORDER = list(claims.VERDICTS)
+#: How a study states its claims (the report says it where a study has none).
+CLAIMS_HINT = (
+    "state them as [[claims]] in the scenario file, or give a claims file to "
+    "wflsim report --claims; docs/scenario.md"
+)
+#: The most varied fields the page names in its sentence (runs.csv has all).
+MAX_AXES_SHOWN = 8
+
+
+def _is_study(c: claims.Claim) -> bool:
+    from ..hypotheses import SECTION
+
+    return c.section == SECTION
 
 
 #: The verdicts' rule in a few sentences (the page and report.md; the rule in full:

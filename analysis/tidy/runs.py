@@ -55,15 +55,20 @@ SCHEME_LABELS: dict[str, str] = {
     "random_freezing": "Random freezing (ablation)",
 }
 
-# Flattened scenario fields never used to tell configurations apart (they do not change results,
-# or are already ID columns).
-_NOT_VARIANT = {
-    "name",
-    "description",
-    "seed",
-    "learning.data_dir",
-    "learning.device",
-    "run.checkpoint_every_frames",
+#: Flattened scenario fields that never tell configurations apart: they change no result, or
+#: are the seed that runs of one configuration differ in.
+NOT_CONFIG_FIELDS = frozenset(
+    {
+        "name",
+        "description",
+        "seed",
+        "learning.data_dir",
+        "learning.device",
+        "run.checkpoint_every_frames",
+    }
+)
+# ... and those already ID columns (the variant column leaves them out too).
+_NOT_VARIANT = NOT_CONFIG_FIELDS | {
     "scheme.name",
     "scheme.V",
     "learning.dataset",
@@ -623,3 +628,24 @@ def _short(v: object) -> str:
     if isinstance(v, dict | list):
         return describe_budget(v) if isinstance(v, dict) and "dist" in v else json.dumps(v)
     return str(v)
+
+
+def run_fields(runs: RunsArg) -> dict[str, dict[str, Any]]:
+    """Per run (by its label, as in :func:`runs_table`): every field of its resolved scenario,
+    flattened to dotted names (``strategy.name``, ``network.noise_dbm``; a distribution is one
+    value), with its sweep point's grid values of scheme parameters set and the point's grid
+    values as the sweep wrote them (``sweep.json``'s ``values``, e.g. ``variant`` for
+    :func:`wflsim.compare`)."""
+    found = _runs(runs)
+    labels = run_labels([r.path for r in found])
+    points: dict[Path, dict[str, dict[str, Any]]] = {}
+    out: dict[str, dict[str, Any]] = {}
+    for r, label in zip(found, labels, strict=True):
+        if r.path.parent not in points:
+            points[r.path.parent] = _sweep_points(r.path.parent)
+        flat = _flatten(_with_point(_resolved_scenario(r.folder), r.scheme))
+        values = (points[r.path.parent].get(r.path.name) or {}).get("values")
+        if isinstance(values, dict):
+            flat.update(_flatten({k: v for k, v in values.items() if isinstance(k, str)}))
+        out[label] = flat
+    return out

@@ -28,6 +28,7 @@ from ..world.channel.config import ChannelConfig
 from ..world.compute import ComputeConfig
 from ..world.mobility.config import MobilityConfig
 from .catalogue import known_datasets, known_models, known_partitions, model_datasets
+from .claims import MAX_CLAIMS, ClaimConfig, named_claims
 from .distributions import (
     DEVICE_BOUNDS,
     PerDevice,
@@ -452,6 +453,9 @@ class Scenario(Strict):
     #: several cells (docs/cells.md); None: one cell, the paper's
     cells: CellsConfig | None = None
     sweep: SweepConfig = Field(default_factory=SweepConfig)
+    #: the study's own claims (docs/scenario.md, "[[claims]]"); never part of a run's resolved
+    #: scenario: they change no run
+    claims: list[ClaimConfig] = Field(default_factory=list, max_length=MAX_CLAIMS, exclude=True)
 
     @field_validator("name")
     @classmethod
@@ -461,3 +465,8 @@ class Scenario(Strict):
         if not v.isprintable():
             raise ValueError("must be one line of text without tabs or control characters")
         return v
+
+    @field_validator("claims")
+    @classmethod
+    def _claim_names(cls, v: list[ClaimConfig]) -> list[ClaimConfig]:
+        return named_claims(v)

@@ -223,6 +223,13 @@ def _parser() -> argparse.ArgumentParser:
     rep.add_argument(
         "--dpi", default="200", help="resolution of the PNG figures (50 to 600; default 200)"
     )
+    rep.add_argument(
+        "--claims",
+        default=None,
+        metavar="FILE",
+        help="a TOML file whose [[claims]] the report checks (default: those of the sweep's or "
+        "the runs' scenario file; docs/scenario.md)",
+    )
 
     data = sub.add_parser("data", help="datasets: download one into the data folder")
     data_sub = data.add_subparsers(dest="data_command", required=True)
@@ -660,8 +667,10 @@ def _report(args: argparse.Namespace) -> int:
             "DIRECTORY", f"{str(src)!r} is not a directory", "give a run or sweep directory"
         )
     out = Path(args.out) if args.out else src / "report"
+    if args.claims is not None:
+        check_path_arg(args.claims, "--claims")
     try:
-        path = write_report(src, out, dpi=dpi, formats=formats)
+        path = write_report(src, out, dpi=dpi, formats=formats, claims=args.claims)
     except FileNotFoundError as err:
         raise ScenarioError(
             "DIRECTORY",
