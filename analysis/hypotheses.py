@@ -38,9 +38,11 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import tomllib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -54,10 +56,12 @@ from wflsim.sim.config.claims import (
     claim_label,
     claim_text,
 )
+from wflsim.sim.errors import ScenarioError
+from wflsim.sim.rundir import read_json, read_manifest
 
 from . import claims as C
 from .stats import first_reach
-from .tidy.runs import NOT_CONFIG_FIELDS
+from .tidy.runs import NOT_CONFIG_FIELDS, RunsArg
 
 #: The report section of a study's claims.
 SECTION = "The study's claims"
@@ -101,13 +105,93 @@ def claims_from_text(text: str) -> list[ClaimConfig]:
         ScenarioError: naming the claim and field (``claims[0].metric``), or a TOML error.
     """
     from wflsim.sim.config.loading import parse_claims
-    from wflsim.sim.errors import ScenarioError
 
     try:
         table = tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:
         raise ScenarioError("claims", f"not valid TOML ({err})", "fix the file's syntax") from None
     return parse_claims(table)
+
+
+#: What ``write_report(claims=...)`` takes: a claims or scenario file, or the claims themselves.
+ClaimsArg = str | os.PathLike[str] | Sequence[ClaimConfig | Mapping[str, Any]] | None
+
+
+def _from_file(path: str | os.PathLike[str]) -> list[ClaimConfig]:
+    from wflsim.sim.config.loading import read_scenario_file
+
+    text, _ = read_scenario_file(os.fspath(path))
+    found = claims_from_text(text)
+    if not found:
+        raise ScenarioError(
+            "--claims", f"{path} states no [[claims]]", "add [[claims]] tables (docs/scenario.md)"
+        )
+    return found
+
+
+def _from_text(text: object) -> list[ClaimConfig]:
+    if not isinstance(text, str):
+        return []
+    return claims_from_text(text)
+
+
+def study_claims_of(source: Path, dirs: Sequence[Path], given: ClaimsArg) -> list[ClaimConfig]:
+    """The study's claims: ``given`` (a file holding ``[[claims]]``, or claims as tables or
+    :class:`ClaimConfig`), else those of the sweep's scenario (``sweep.json``'s
+    ``scenario_text``), else those the runs' scenarios state (the same claims once).
+
+    Raises:
+        ScenarioError: a bad claim (naming it and its field), a claims file without claims, or
+            runs whose scenarios state different claims under one name.
+    """
+    from wflsim.sim.config.loading import parse_claims
+
+    if isinstance(given, str | os.PathLike):
+        return _from_file(given)
+    if given is not None:
+        tables = [c.model_dump() if isinstance(c, ClaimConfig) else dict(c) for c in given]
+        return parse_claims({"claims": tables})
+    sweep = read_json(source / "sweep.json") if source.is_dir() else None
+    if isinstance(sweep, dict) and "scenario_text" in sweep:
+        return _from_text(sweep.get("scenario_text"))
+    seen: dict[str, ClaimConfig] = {}
+    for d in dirs:
+        for c in _from_text((read_manifest(d) or {}).get("scenario_text")):
+            if c.name in seen and seen[c.name] != c:
+                raise ScenarioError(
+                    "claims",
+                    f"the runs state different claims named {c.name!r}",
+                    "give the study's claims with wflsim report --claims FILE",
+                )
+            seen.setdefault(c.name, c)
+    return list(seen.values())
+
+
+def check_runs(
+    runs: RunsArg, claims: ClaimsArg = None, fields: Mapping[str, Mapping[str, Any]] | None = None
+) -> pd.DataFrame:
+    """The verdicts of a study's claims on its runs, as ``claims.csv`` gives them
+    (:func:`claims_table`): ``claims`` as :func:`study_claims_of` takes them (by default those
+    of the sweep's or the runs' scenario file); ``fields``: the runs' fields
+    (:func:`wflsim.analysis.tidy.run_fields`; e.g. with ``variant`` set), read by default.
+
+    Raises:
+        FileNotFoundError: no run under ``runs``.
+        ScenarioError: a bad claim (naming it and its field).
+    """
+    from . import stats, tidy
+
+    dirs = tidy.find_runs(runs)
+    if not dirs:
+        raise FileNotFoundError(f"no runs under {runs}")
+    source = Path(os.fspath(runs)) if isinstance(runs, str | os.PathLike) else dirs[0].parent
+    stated = study_claims_of(source, dirs, claims)
+    if not stated:
+        return claims_table([])
+    data = tidy.load(dirs)
+    summary = stats.summary(data.device_slots, data.slots, data.evaluations, runs=data.runs)
+    fields = tidy.run_fields(dirs) if fields is None else fields
+    return claims_table(check_claims(stated, summary, data.evaluations, fields)[0])
 
 
 def _is_config(key: str) -> bool:
@@ -470,6 +554,10 @@ def metric_unit(metric: str) -> str:
 
 
 __all__ = [
+    "VARIANT_KEY",
+    "ClaimsArg",
+    "check_runs",
+    "study_claims_of",
     "FIGURE",
     "SECTION",
     "TARGET_METRICS",

@@ -431,3 +431,31 @@ def test_every_claim_metric_is_a_summary_column_or_derived(tmp_path):
     }
     assert set(SUMMARY_METRICS) == numeric - {"V", "energy_budget_mean_j"}
     assert not set(DERIVED_METRICS) & set(s.columns)
+
+
+def test_the_report_draws_what_the_study_varies(noise_sweep, tmp_path):
+    """The study's figure has one row of panels for its one varied field, with the field's
+    two values along x, and report.md shows it in the study's section."""
+    from wflsim.analysis.report import report_figures
+
+    fig = report_figures(noise_sweep)["study_axes"]
+    labels = [t.get_text() for t in fig.axes[0].get_xticklabels()]
+    assert labels == ["-104", "-70"]
+    assert {ax.get_xlabel() for ax in fig.axes} == {"network.noise_dbm"}
+
+
+def test_the_axes_figure_refuses_runs_that_differ_only_in_seed():
+    """Without a varied field there is nothing to draw: InsufficientData."""
+    from wflsim.analysis.figures import InsufficientData, axes_figure
+
+    with pytest.raises(InsufficientData, match="only in their seed"):
+        axes_figure(pd.DataFrame({"run": ["a"], "seed": [0], "final_accuracy": [0.9]}))
+
+
+def test_a_sweep_result_gives_its_scenarios_claims_verdicts(noise_sweep):
+    """load_sweep(folder).claims() checks the claims of the sweep's scenario file."""
+    import wflsim
+
+    table = wflsim.load_sweep(noise_sweep).claims()
+    assert list(table["key"]) == ["noise_costs_outage"]
+    assert table["verdict"].iloc[0] in C.VERDICTS

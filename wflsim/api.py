@@ -368,6 +368,18 @@ class SweepResult:
 
         return runs_table(self.folder)
 
+    def claims(self, claims: Sequence[Mapping[str, Any]] | str | None = None) -> pd.DataFrame:
+        """The verdicts of the study's claims on these runs, as the report's ``claims.csv``
+        (``wflsim.analysis.hypotheses.check_runs``): ``claims`` as ``[[claims]]`` tables or a
+        file holding them; by default those of the sweep's scenario file.
+
+        Raises:
+            ScenarioError: a bad claim (naming it and its field).
+        """
+        from wflsim.analysis.hypotheses import check_runs
+
+        return check_runs(self.folder, claims)
+
     def load(self, tables: Sequence[str] | None = None) -> Tidy:
         """The tidy tables of every run (``wflsim.analysis.tidy.load``)."""
         from wflsim.analysis.tidy import load
@@ -686,16 +698,13 @@ def _check_compare_claims(
 ) -> pd.DataFrame:
     """The verdicts of ``stated`` on the comparison's runs in ``folder`` (point name ->
     variant label: the ``variant`` a claim may select by)."""
-    from wflsim.analysis import hypotheses, stats, tidy
+    from wflsim.analysis import hypotheses, tidy
 
     if not stated:
         return hypotheses.claims_table([])
-    data = tidy.load(folder)
-    summary = stats.summary(data.device_slots, data.slots, data.evaluations, runs=data.runs)
     fields = tidy.run_fields(folder)
     for label, flat in fields.items():
         name = Path(label).name
         if name in variant_of:
             flat[hypotheses.VARIANT_KEY] = variant_of[name]
-    verdicts, _ = hypotheses.check_claims(stated, summary, data.evaluations, fields)
-    return hypotheses.claims_table(verdicts)
+    return hypotheses.check_runs(folder, stated, fields)

@@ -79,10 +79,12 @@ from .over_time import (
     time_evolution,
 )
 from .stale_updates import staleness
-from .study import VERDICT_COLORS, claims_figure
+from .study import AXIS_PREFIX, VERDICT_COLORS, axes_figure, claims_figure
 
 __all__ = [
+    "AXIS_PREFIX",
     "VERDICT_COLORS",
+    "axes_figure",
     "claims_figure",
     "OUTLIER_VISIBLE",
     "SCHEME_COLORS",

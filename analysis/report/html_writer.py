@@ -131,6 +131,7 @@ def _html(page: Page) -> str:
         f"<pre>{esc(commands)}</pre>",
         f'<h2 id="{ids("study")}">The study</h2>',
         f"<p>{esc(page.axes_sentence())}</p>",
+        *([_html_figure(page, "study_axes", ids)] if "study_axes" in page.made else []),
         f'<h2 id="{ids("glance")}">Claims at a glance</h2>',
         f"<p>{esc(page.counts())}. {esc(VERDICT_RULE)}</p>",
     ]

@@ -41,6 +41,7 @@ def _markdown(page: Page) -> str:
         "",
         esc(page.axes_sentence()),
         "",
+        *(_markdown_figure(page, "study_axes") if "study_axes" in page.made else []),
         "## Claims at a glance",
         "",
         f"{esc(page.counts())}. {VERDICT_RULE}",

@@ -48,6 +48,15 @@ class FigureSpec:
 #: The report's figures, in order (the study's own claims first, then the paper's).
 FIGURES: list[FigureSpec] = [
     FigureSpec(
+        "study_axes",
+        "What the study varies",
+        "axes",
+        F.axes_figure,
+        "Each field the runs vary (rows) against the headline metrics (columns): per value, the "
+        "mean over seeds of each combination of the other varied fields (a colour, dodged along "
+        "x) and its 95 % Student-t interval, cut to the range of the seeds' values.",
+    ),
+    FigureSpec(
         "study_claims",
         "The study's claims",
         "claims_measured",
@@ -306,7 +315,7 @@ class Page:
         return out
 
     def other_figures(self) -> list[FigureSpec]:
-        used = {c.figure for c, _ in self.verdicts}
+        used = {c.figure for c, _ in self.verdicts} | {"study_axes"}
         return [f for f in FIGURES if f.slug not in used and f.slug in self.made]
 
     def counts(self) -> str:

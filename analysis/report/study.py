@@ -1,75 +1,17 @@
-"""What the report says of the study itself: its own claims (from ``--claims``, the sweep's
-scenario or the runs' scenarios), what it varies, and which of the paper's claims apply to it.
+"""What the report says of the study itself: what it varies (:func:`study_axes`,
+:func:`axes_table`) and which of the paper's claims apply to it (:func:`paper_verdicts`); its own
+claims are :mod:`wflsim.analysis.hypotheses`'.
 """
 
 from __future__ import annotations
 
 import json
-import os
-from collections.abc import Mapping, Sequence
-from pathlib import Path
+from collections.abc import Mapping
 from typing import Any
 
 import pandas as pd
 
-from wflsim.sim.config.claims import ClaimConfig
-from wflsim.sim.errors import ScenarioError
-from wflsim.sim.rundir import read_json, read_manifest
-
 from .. import claims, hypotheses
-
-#: What ``write_report(claims=...)`` takes: a claims or scenario file, or the claims themselves.
-ClaimsArg = str | os.PathLike[str] | Sequence[ClaimConfig | Mapping[str, Any]] | None
-
-
-def _from_file(path: str | os.PathLike[str]) -> list[ClaimConfig]:
-    from wflsim.sim.config.loading import read_scenario_file
-
-    text, _ = read_scenario_file(os.fspath(path))
-    found = hypotheses.claims_from_text(text)
-    if not found:
-        raise ScenarioError(
-            "--claims", f"{path} states no [[claims]]", "add [[claims]] tables (docs/scenario.md)"
-        )
-    return found
-
-
-def _from_text(text: object) -> list[ClaimConfig]:
-    if not isinstance(text, str):
-        return []
-    return hypotheses.claims_from_text(text)
-
-
-def study_claims_of(source: Path, dirs: Sequence[Path], given: ClaimsArg) -> list[ClaimConfig]:
-    """The study's claims: ``given`` (a file holding ``[[claims]]``, or claims as tables or
-    :class:`ClaimConfig`), else those of the sweep's scenario (``sweep.json``'s
-    ``scenario_text``), else those the runs' scenarios state (the same claims once).
-
-    Raises:
-        ScenarioError: a bad claim (naming it and its field), a claims file without claims, or
-            runs whose scenarios state different claims under one name.
-    """
-    from wflsim.sim.config.loading import parse_claims
-
-    if isinstance(given, str | os.PathLike):
-        return _from_file(given)
-    if given is not None:
-        tables = [c.model_dump() if isinstance(c, ClaimConfig) else dict(c) for c in given]
-        return parse_claims({"claims": tables})
-    sweep = read_json(source / "sweep.json") if source.is_dir() else None
-    if isinstance(sweep, dict) and "scenario_text" in sweep:
-        return _from_text(sweep.get("scenario_text"))
-    seen: dict[str, ClaimConfig] = {}
-    for d in dirs:
-        for c in _from_text((read_manifest(d) or {}).get("scenario_text")):
-            if c.name in seen and seen[c.name] != c:
-                raise ScenarioError(
-                    "claims",
-                    f"the runs state different claims named {c.name!r}",
-                    "give the study's claims with wflsim report --claims FILE",
-                )
-            seen.setdefault(c.name, c)
-    return list(seen.values())
 
 
 def paper_verdicts(
@@ -117,4 +59,18 @@ def study_axes(
     return out
 
 
-__all__ = ["ClaimsArg", "paper_verdicts", "study_axes", "study_claims_of"]
+def axes_table(summary: pd.DataFrame, fields: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame:
+    """The summary with a column ``axis:<field>`` per field the runs vary (each run's value as
+    text), the table of :func:`wflsim.analysis.figures.axes_figure`; empty when no field varies."""
+    from ..figures import AXIS_PREFIX
+
+    axes = study_axes(fields, summary)
+    if not axes:
+        return pd.DataFrame()
+    out = summary[summary["run"].astype(str).isin(list(fields))].copy()
+    for key, _ in axes:
+        out[AXIS_PREFIX + key] = [_shown(fields[str(r)].get(key)) for r in out["run"]]
+    return out
+
+
+__all__ = ["axes_table", "paper_verdicts", "study_axes"]

@@ -29,6 +29,7 @@ from wflsim.sim.rundir import RunFolderError, link_error
 from .. import claims as paper_claims
 from .. import figures as F
 from .. import hypotheses, stats, tidy
+from ..hypotheses import ClaimsArg, study_claims_of
 from ..io import read_metadata
 from ..stats import to_markdown
 from .html_writer import _html
@@ -42,7 +43,7 @@ from .page import (
     diagnostics_table,
     run_commands,
 )
-from .study import ClaimsArg, paper_verdicts, study_axes, study_claims_of
+from .study import axes_table, paper_verdicts, study_axes
 
 #: Figure file formats ``write_report`` can write (``--format``), and the default.
 FORMATS: tuple[str, ...] = ("png", "pdf", "svg")
@@ -274,6 +275,7 @@ def write_report(
 
     sources = _sources(data, summary, tables["energy_per_device"], dirs)
     sources["claims_measured"] = pd.DataFrame([asdict(m) for m in measured])
+    sources["axes"] = axes_table(summary, fields)
     figures, skipped = draw_figures(sources)
     notes += [f"{_SPECS[slug].title}: {why}" for slug, why in skipped.items()]
     made = {slug: _render(fig, out, slug, dpi, formats) for slug, fig in figures.items()}
@@ -316,6 +318,7 @@ def _sources(
         "energy_per_device": per_device,
         "updates": tidy.updates(list(dirs)) if _any_stale(data.runs) else pd.DataFrame(),
         "claims_measured": pd.DataFrame(),
+        "axes": pd.DataFrame(),
     }
 
 
@@ -349,11 +352,13 @@ def report_figures(run_or_sweep_dir: str | Path) -> dict[str, Figure]:
     data = tidy.load(dirs)
     summary = stats.summary(data.device_slots, data.slots, data.evaluations, runs=data.runs)
     per_device = stats.energy_per_device(data.device_slots)
-    return draw_figures(_sources(data, summary, per_device, dirs))[0]
+    sources = _sources(data, summary, per_device, dirs)
+    sources["axes"] = axes_table(summary, tidy.run_fields(dirs))
+    return draw_figures(sources)[0]
 
 
 #: Tables whose figure does not apply (rather than is skipped) when they are empty.
-_OPTIONAL = ("updates", "claims_measured")
+_OPTIONAL = ("updates", "claims_measured", "axes")
 
 
 def _any_stale(runs: pd.DataFrame) -> bool:
