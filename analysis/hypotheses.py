@@ -512,20 +512,21 @@ def check_claims(
 
 
 def as_claim(claim: ClaimConfig) -> C.Claim:
-    """A study's claim in the form the report lays out (:class:`wflsim.analysis.claims.Claim`)."""
+    """A study's claim in the form the report lays out (:class:`wflsim.analysis.claims.Claim`).
+    Its ``check`` cannot measure it from the paper's evidence alone (a study's claim selects
+    runs by their scenario fields): it says so; :func:`check_claim` measures it."""
 
-    def unused(_: C.Evidence) -> C.Verdict:  # measured by check_claim, which needs the fields
-        raise NotImplementedError
+    def check(_: C.Evidence) -> C.Verdict:
+        return C.Verdict(
+            C.NOT_MEASURABLE, "a study's claim needs the runs' fields: use check_claim"
+        )
 
-    return C.Claim(claim.name, SECTION, FIGURE, claim_text(claim), unused)
+    return C.Claim(claim.name, SECTION, FIGURE, claim_text(claim), check)
 
 
-def claims_table(
-    verdicts: Sequence[tuple[C.Claim, C.Verdict]], measured: Sequence[Measured] = ()
-) -> pd.DataFrame:
+def claims_table(verdicts: Sequence[tuple[C.Claim, C.Verdict]]) -> pd.DataFrame:
     """``claims.csv``'s rows of these claims: ``source`` (``study`` or ``paper``), ``key``,
     ``section``, ``claim``, ``verdict``, ``outliers``, ``warning``, ``evidence``."""
-    del measured  # the evidence says it in words; the figure draws it
     return pd.DataFrame(
         [
             {
