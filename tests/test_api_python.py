@@ -140,7 +140,7 @@ def test_sweep_from_a_dict_runs_relative_paths_from_the_working_directory(tmp_pa
     assert len(sw.points) == 4
     assert all(p["status"] == "completed" for p in sw.points.values())
     assert sw.manifest["scenario_file"] is None
-    one = sw.run("scheme.V=100.0__seed=1")
+    one = sw.run("V=100.0__seed=1")
     positions = one.events[one.events["event"] == "position"]
     assert sorted(positions["x_m"].unique()) == [50.0, 90.0, 130.0, 170.0, 210.0]
     again = wflsim.run(table, overrides={"scheme.V": 100.0}, seed=1, progress=False)

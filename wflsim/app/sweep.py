@@ -70,6 +70,7 @@ from .sweep_folder import (
     _follow,
     _mark_interrupted,
     _point_entries,
+    adopt_names,
     check_points,
     point_counts,
     point_state,
@@ -86,6 +87,7 @@ from .sweep_plan import (
     parse_seeds,
     plan_points,
     plan_sweep,
+    point_names,
     run_identity,
     shown_value,
 )
@@ -96,6 +98,7 @@ __all__ = [
     "ProgressFn",
     "SweepInterrupted",
     "SweepPlan",
+    "adopt_names",
     "applied_overrides",
     "check_points",
     "expand",
@@ -104,6 +107,7 @@ __all__ = [
     "plan_points",
     "plan_sweep",
     "point_counts",
+    "point_names",
     "point_state",
     "run_identity",
     "run_point",
@@ -304,6 +308,7 @@ def run_sweep(
     if out.is_dir():
         if (out / "sweep.json").is_symlink():
             raise rundir.link_error(out / "sweep.json")
+        adopt_names(plan, out)  # a folder written under the full names keeps them
         modes = check_points(plan, out, overwrite)
     if plan.download:
         _fetch_datasets(plan, modes)
@@ -387,7 +392,8 @@ def _run_sweep_locked(
     registered extensions for the worker processes, :func:`wflsim.app.extensions.shipment`)."""
     if (out / "sweep.json").is_symlink():
         raise rundir.link_error(out / "sweep.json")
-    modes = check_points(plan, out, overwrite)  # again: the folder may have changed meanwhile
+    adopt_names(plan, out)  # again: the folder may have changed meanwhile
+    modes = check_points(plan, out, overwrite)
     manifest_path = out / "sweep.json"
     try:  # a previous execution of this sweep: its records of completed points are kept
         previous = json.loads(manifest_path.read_text(encoding="utf-8"))
