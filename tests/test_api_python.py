@@ -176,6 +176,22 @@ def test_compare_pairs_variants_by_seed_and_gives_t_intervals(tmp_path):
     assert (tmp_path / "c" / "sweep.json").is_file()
 
 
+def test_compare_cuts_a_rate_interval_at_zero_and_says_so(tmp_path):
+    """compare(): seeds of outage rate 0 but one give a Student-t interval below 0; compare's
+    stops at 0 (its upper end scipy's) and says it was cut."""
+    from scipy import stats
+
+    variants = {"tight": {"scheme.name": "fixed_power", "run.deadline_s": 0.16}}
+    df = wflsim.compare(
+        TINY, variants, seeds=range(6), metrics=["outage_rate"], out=tmp_path / "c", progress=False
+    )
+    x = df.attrs["runs"]["outage_rate"]
+    lo, hi = stats.t.interval(0.95, len(x) - 1, loc=x.mean(), scale=stats.sem(x))
+    assert lo < 0.0  # the seeds are such: one with late uploads, the others none
+    row = df.iloc[0]
+    assert row["ci_low"] == 0.0 and np.isclose(row["ci_high"], hi) and bool(row["ci_clipped"])
+
+
 def test_compare_applies_a_variant_as_written():
     """A variant's field that its scheme does not take is refused, as wflsim.run refuses it."""
     with pytest.raises(ScenarioError) as err:
