@@ -496,3 +496,22 @@ def test_the_mode_tables_say_what_the_validators_refuse(table, field, value):
         except ValueError:
             accepted = False
         assert accepted == (mode in modes_of[field]), (field, mode)
+
+
+def test_a_hostile_sweep_json_cannot_rename_a_point_out_of_its_folder(tmp_path):
+    """A sweep.json whose record of a point is named .. (or a path) is not taken as that
+    point's folder name."""
+    from wflsim.app.sweep import adopt_names
+
+    out = tmp_path / "sw"
+    out.mkdir()
+    plan = plan_sweep(QUICK, ["scheme=ideal"], "0", extra_overrides=QUICK_NET)
+    record = {"overrides": ["scheme.name=ideal"], "seed": 0}
+    for bad in ("..", ".", "a/b", "", "x" * 300):
+        (out / "sweep.json").write_text(json.dumps({"points": {bad: record}}))
+        adopt_names(plan, out)
+        assert [p.name for p in plan.points] == ["ideal__seed=0"], bad
+    (out / "sweep.json").write_text(json.dumps({"points": {"scheme.name=ideal__seed=0": record}}))
+    adopt_names(plan, out)
+    assert [p.name for p in plan.points] == ["scheme.name=ideal__seed=0"]
+    assert set(plan.fingerprints) == {"scheme.name=ideal__seed=0"}

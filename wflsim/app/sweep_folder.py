@@ -34,7 +34,7 @@ def adopt_names(plan: SweepPlan, out: Path) -> None:
         return
     known: dict[tuple[tuple[str, ...], Any], str] = {}
     for name, entry in records.items():
-        if isinstance(name, str) and isinstance(entry, dict) and Path(name).name == name:
+        if isinstance(entry, dict) and _plain_name(name):
             overrides = entry.get("overrides")
             if isinstance(overrides, list) and all(isinstance(o, str) for o in overrides):
                 known[tuple(overrides), entry.get("seed")] = name
@@ -56,6 +56,18 @@ def adopt_names(plan: SweepPlan, out: Path) -> None:
     _rename_keys(plan.run_overrides, renamed)
     _rename_keys(plan.identities, renamed)
     _rename_keys(plan.datasets, renamed)
+
+
+def _plain_name(name: object) -> bool:
+    """Whether ``name`` (a point's name read from ``sweep.json``) is one a sweep gives a folder:
+    letters, digits and ``-_.=,+~``, not starting with ``.``, at most 255 bytes (a hostile
+    ``sweep.json`` cannot send a point to ``..`` or another folder)."""
+    return (
+        isinstance(name, str)
+        and 0 < len(name.encode("utf-8")) <= 255
+        and not name.startswith(".")
+        and all(c.isalnum() or c in "-_.=,+~" for c in name)
+    )
 
 
 _V = TypeVar("_V")
