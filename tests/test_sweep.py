@@ -472,14 +472,19 @@ def test_a_mode_field_given_outside_the_grid_is_refused_with_the_way_out():
         ("server", "staleness", {"function": "polynomial"}),
         ("server", "server_lr", 0.5),
         ("server", "max_staleness", 3),
+        ("mobility", "file", "trace.csv"),
+        ("mobility", "placement", "explicit"),
+        ("mobility", "positions_m", [[0.0, 0.0]]),
     ],
 )
 def test_the_mode_tables_say_what_the_validators_refuse(table, field, value):
-    """A field of UPLINK_MODE_FIELDS / SERVER_MODE_FIELDS is accepted exactly under its modes."""
+    """A field of UPLINK_MODE_FIELDS, SERVER_MODE_FIELDS or MOBILITY_MODEL_FIELDS is accepted
+    exactly under its modes."""
     import typing
 
     from wflsim.sim.config.schema import UPLINK_MODE_FIELDS, UplinkConfig
     from wflsim.sim.servers.config import SERVER_MODE_FIELDS, SERVER_MODES, ServerConfig
+    from wflsim.sim.world.mobility.config import MOBILITY_MODEL_FIELDS, MobilityConfig
 
     cls, modes_of, modes = {
         "uplink": (
@@ -488,10 +493,18 @@ def test_the_mode_tables_say_what_the_validators_refuse(table, field, value):
             typing.get_args(UplinkConfig.model_fields["mode"].annotation),
         ),
         "server": (ServerConfig, SERVER_MODE_FIELDS, SERVER_MODES),
+        "mobility": (
+            MobilityConfig,
+            MOBILITY_MODEL_FIELDS,
+            typing.get_args(MobilityConfig.model_fields["model"].annotation),
+        ),
     }[table]
     for mode in modes:
         try:
-            cls.model_validate({"mode": mode, field: value})
+            given = {"model" if table == "mobility" else "mode": mode, field: value}
+            if table == "mobility" and field in ("placement", "positions_m"):
+                given |= {"placement": "explicit", "positions_m": [[0.0, 0.0]]}
+            cls.model_validate(given)
             accepted = True
         except ValueError:
             accepted = False
@@ -515,3 +528,8 @@ def test_a_hostile_sweep_json_cannot_rename_a_point_out_of_its_folder(tmp_path):
     adopt_names(plan, out)
     assert [p.name for p in plan.points] == ["scheme.name=ideal__seed=0"]
     assert set(plan.fingerprints) == {"scheme.name=ideal__seed=0"}
+
+
+def test_a_point_name_is_never_a_hidden_folder():
+    """A value named by itself that starts with a dot does not make a hidden folder."""
+    assert _names(["name=.hidden"]) == ["_hidden__seed=0"]

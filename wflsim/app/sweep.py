@@ -2,9 +2,9 @@
 
 ``wflsim sweep FILE --grid scheme=two_timescale,ideal --grid scheme.V=10,100 --seeds 0-2``
 
-* One run directory per grid point under the sweep directory, named after its overrides
-  (``scheme.name=ideal__scheme.V=10__seed=0``), plus ``sweep.json``: the scenario, the grid, and
-  each point's status.
+* One run directory per grid point under the sweep directory, named after its grid values
+  (``ideal__V=10__seed=0``: :func:`point_names`), plus ``sweep.json``: the scenario, the grid,
+  and each point's overrides in full and status.
 * Every grid point is validated before anything runs or is written (a bad value anywhere stops
   the sweep with the usual one-line error).
 * Each point's run folder records the fingerprint of what produced it (scenario text, overrides,
@@ -13,8 +13,9 @@
   their last checkpoint; a point whose folder holds a run of another fingerprint (the scenario
   file was edited, other ``--set`` values) is refused before anything runs, naming the point,
   unless ``--overwrite`` recomputes it.
-* Point names are unique: two grid points whose folder names would coincide (``"a b"`` and
-  ``"a_b"``) are refused.
+* Point names are unique: two grid points whose readable names would coincide (``"a b"`` and
+  ``"a_b"``) end in a hash of their values; a value given twice is refused. A sweep folder
+  written when names held every override in full keeps its names (:func:`adopt_names`).
 * Ctrl-C (or SIGTERM) stops starting points, interrupts the points in flight (their manifests say
   ``interrupted``; repeating the command resumes them) and exits 130. Worker processes die with
   the sweep: a killed sweep leaves no orphans (on Linux the kernel signals them; elsewhere a
@@ -25,7 +26,9 @@
   (:func:`shared_points`; ``plan_sweep(..., dedup=False)`` gives every point its own). A grid
   value of a scheme parameter that a point's scheme does not declare, but another scheme of the
   sweep does (``--grid scheme=ideal,two_timescale --grid scheme.tol=1e-6,1e-9``: ``ideal`` has
-  no ``tol``), is left out of that point's run (:func:`applied_overrides`), which then shares.
+  no ``tol``), is left out of that point's run (:func:`applied_overrides`), which then shares;
+  so is a field of one uplink or server mode or channel model under a grid over the mode or
+  model (:mod:`wflsim.app.sweep_modes`).
   So does a value of a parameter that a point's scheme declares to change only its logged cost
   (``scheme.V`` of ``ideal`` and ``fixed_power``): readers recompute the shared run's ``cost``
   column at each point's value (:mod:`wflsim.analysis.tidy`).

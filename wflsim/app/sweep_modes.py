@@ -3,7 +3,8 @@
 A *family* is a section of the scenario whose fields depend on one of its own fields, the
 selector: ``[scheme]`` on ``name`` (each scheme's parameter model), ``[uplink]`` and
 ``[server]`` on ``mode`` (:data:`~wflsim.sim.config.schema.UPLINK_MODE_FIELDS`,
-:data:`~wflsim.sim.servers.config.SERVER_MODE_FIELDS`), and every table chosen by its
+:data:`~wflsim.sim.servers.config.SERVER_MODE_FIELDS`), ``[mobility]`` on ``model``
+(:data:`~wflsim.sim.world.mobility.config.MOBILITY_MODEL_FIELDS`), and every table chosen by its
 ``model`` (``channel.pathloss``, ``channel.fading``, ``channel.fading.correlation``,
 ``compute.jitter``, ``availability``: the members of the scenario's discriminated unions,
 found in the schema). A grid that sweeps a selector and a field of some of its choices leaves
@@ -144,6 +145,7 @@ def _fixed_families() -> tuple[Family, ...]:
     tables chosen by their ``model``."""
     from wflsim.sim.config.schema import UPLINK_MODE_FIELDS, UplinkConfig
     from wflsim.sim.servers.config import SERVER_MODE_FIELDS, SERVER_MODES, ServerConfig
+    from wflsim.sim.world.mobility.config import MOBILITY_MODEL_FIELDS, MobilityConfig
 
     uplink_modes = typing.get_args(UplinkConfig.model_fields["mode"].annotation)
     return (
@@ -158,6 +160,16 @@ def _fixed_families() -> tuple[Family, ...]:
             "mode",
             str(ServerConfig.model_fields["mode"].default),
             _moded(list(ServerConfig.model_fields), SERVER_MODE_FIELDS, SERVER_MODES),
+        ),
+        Family(
+            ("mobility",),
+            "model",
+            str(MobilityConfig.model_fields["model"].default),
+            _moded(
+                list(MobilityConfig.model_fields),
+                MOBILITY_MODEL_FIELDS,
+                typing.get_args(MobilityConfig.model_fields["model"].annotation),
+            ),
         ),
         *_union_families(),
     )

@@ -198,14 +198,16 @@ def _value_text(override: PointOverride) -> tuple[str, Any]:
 def point_names(points: Sequence[GridPoint], keys: Sequence[str]) -> list[str]:
     """The folder names of a grid's points (``keys``: the grid's fields, in order): each
     field's value, after its label where the field is not a name, mode or model
-    (:func:`_key_labels`: ``ideal__V=10__seed=0``, ``aircomp.controller__noise_dbm=-104__seed=0``),
-    then the seed; filesystem-safe (characters other than letters, digits and ``-_.=,+`` become
-    ``_``). A name whose readable part is longer than 96 bytes, or that two points with other
-    values would share (values alike but for such characters, or for a field's label), ends its
-    readable part with ``~`` and a hash of the point's overrides in full. A name depends only on
-    the point and the grid's fields, not on the other values: adding values to a grid keeps
-    the names of the points already there. ``sweep.json`` records each point's overrides in
-    full."""
+    (:func:`_key_labels`: ``ideal__V=10__seed=0``,
+    ``aircomp.controller__noise_dbm=-104__seed=0``), then the seed; filesystem-safe (characters
+    other than letters, digits and ``-_.=,+`` become ``_``, and so does a leading ``.``). A name
+    whose readable part is longer than 96 bytes, or that two points with other values would
+    share (values alike but for such characters), ends its readable part with ``~`` and a hash
+    of the point's overrides in full. But for such values, a name depends only on the point and
+    the grid's fields, not on the other values: adding values to a grid keeps the names of the
+    points already there (and a sweep folder keeps the names it records,
+    :func:`~wflsim.app.sweep_folder.adopt_names`). ``sweep.json`` records each point's
+    overrides in full."""
     labels = _key_labels(list(keys))
     readable: list[tuple[str, str]] = []  # (the safe readable part, the full text)
     for p in points:
@@ -225,7 +227,8 @@ def point_names(points: Sequence[GridPoint], keys: Sequence[str]) -> list[str]:
     for p, (safe, raw) in zip(points, readable, strict=True):
         if len(count[safe, p.seed]) > 1 and "~" not in safe:
             safe = f"{safe}~{_digest(raw)}"
-        names.append(f"{safe}__seed={p.seed}" if safe else f"seed={p.seed}")
+        name = f"{safe}__seed={p.seed}" if safe else f"seed={p.seed}"
+        names.append("_" + name[1:] if name.startswith(".") else name)  # never a hidden folder
     return names
 
 
