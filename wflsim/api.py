@@ -363,7 +363,10 @@ class SweepResult:
         )
 
     def runs_table(self) -> pd.DataFrame:
-        """One row per run folder with its configuration (``wflsim.analysis.tidy.runs_table``)."""
+        """One row per run (a point sharing another's run too) with its configuration, a
+        column per field the grid sweeps (by its dotted name: ``scheme.V``) and the run's summary
+        measures (``final_accuracy``, ``total_energy_j``, ...;
+        ``wflsim.analysis.tidy.runs_table``)."""
         from wflsim.analysis.tidy import runs_table
 
         return runs_table(self.folder)
