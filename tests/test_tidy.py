@@ -404,7 +404,7 @@ def test_builders_on_an_engine_trace():
 
 def test_stats_cli_over_seeds_prints_the_t_interval(tmp_path, capsys):
     """--over-seeds prints one row per configuration: the mean and its 95 % t interval over the
-    seeds (two seeds with energies 2.1 and 6.3 J: 4.2 +- t_{0.975,1} x 2.1)."""
+    seeds (two seeds with energies 2.1 and 6.3 J: 4.2 +- t_{0.975,1} x 2.1, cut at 0 J)."""
     from scipy import stats as st
 
     from wflsim.analysis.stats import main
@@ -415,7 +415,8 @@ def test_stats_cli_over_seeds_prints_the_t_interval(tmp_path, capsys):
     out = capsys.readouterr().out.splitlines()
     assert out[0] == "| n | total_energy_j |"
     half = st.t.ppf(0.975, 1) * 2.1
-    assert out[2] == f"| 2 | {4.2:.4g} [{4.2 - half:.4g}, {4.2 + half:.4g}] |"
+    assert 4.2 - half < 0  # an energy below zero: the interval stops at 0
+    assert out[2] == f"| 2 | {4.2:.4g} [0, {4.2 + half:.4g}] |"
     assert main([str(tmp_path), "--over-seeds", "--level", "1.5"]) == 2
 
 

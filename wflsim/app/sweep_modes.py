@@ -78,14 +78,17 @@ class Family:
         return value if isinstance(value, str) else None
 
 
+def _field_names(model: type[BaseModel]) -> frozenset[str]:
+    """A pydantic model's fields and their aliases."""
+    fields = model.model_fields
+    return frozenset([*fields, *(f.alias for f in fields.values() if f.alias)])
+
+
 def _scheme_fields(name: str) -> frozenset[str] | None:
     """The parameters (and their aliases) of the registered scheme ``name``."""
     from wflsim.sim.schemes import SCHEMES
 
-    if name not in SCHEMES:
-        return None
-    fields = SCHEMES[name].Params.model_fields
-    return frozenset([*fields, *(f.alias for f in fields.values() if f.alias)])
+    return _field_names(SCHEMES[name].Params) if name in SCHEMES else None
 
 
 def _moded(
@@ -109,17 +112,12 @@ def _union_families() -> list[Family]:
 
     out: list[Family] = []
 
-    def walk(cls: type, path: tuple[str, ...]) -> None:
+    def walk(cls: type[BaseModel], path: tuple[str, ...]) -> None:
         for name, info in cls.model_fields.items():
             args = typing.get_args(info.annotation) or (info.annotation,)
             members = [a for a in args if isinstance(a, type) and issubclass(a, BaseModel)]
             if info.discriminator == "model" and members:
-                fields = {
-                    m.model_fields["model"].default: frozenset(
-                        [*m.model_fields, *(f.alias for f in m.model_fields.values() if f.alias)]
-                    )
-                    for m in members
-                }
+                fields = {m.model_fields["model"].default: _field_names(m) for m in members}
                 default = info.get_default(call_default_factory=True)
                 out.append(
                     Family(
