@@ -363,7 +363,10 @@ class SweepResult:
         )
 
     def runs_table(self) -> pd.DataFrame:
-        """One row per run folder with its configuration (``wflsim.analysis.tidy.runs_table``)."""
+        """One row per run (a point sharing another's run too) with its configuration, a
+        column per field the grid sweeps (by its dotted name: ``scheme.V``) and the run's summary
+        measures (``final_accuracy``, ``total_energy_j``, ...;
+        ``wflsim.analysis.tidy.runs_table``)."""
         from wflsim.analysis.tidy import runs_table
 
         return runs_table(self.folder)
@@ -558,10 +561,13 @@ def compare(
             scenario field. Those of the scenario file are checked too.
 
     Returns:
-        One row per variant and metric: ``variant``, ``metric``, ``n`` (seeds with a finite
-        value), ``mean``, ``ci_low``, ``ci_high`` and, with ``reference``, ``diff`` (mean of
-        variant - reference over the seeds where both are finite), ``diff_ci_low``,
-        ``diff_ci_high``, ``diff_n`` (those seeds). The runs
+        One row per variant and metric: ``variant``, ``metric``, ``mean``, ``ci_low``,
+        ``ci_high``, ``n`` (seeds with a finite value), ``ci_clipped`` (the interval reached
+        beyond the values the measure can take, a rate's [0, 1] or a count's, energy's or
+        time's 0, and was cut there: ``wflsim.analysis.stats.within``) and, with
+        ``reference``, ``diff`` (mean of variant - reference over the seeds where both are
+        finite), ``diff_ci_low``, ``diff_ci_high``, ``diff_n`` (those seeds),
+        ``diff_ci_clipped`` (a rate's difference cut to [-1, 1]). The runs
         themselves (one row per variant and seed, with every metric) are in ``.attrs["runs"]``;
         the claims' verdicts (as the report's ``claims.csv``: holds, does not hold,
         inconclusive with the seeds it would take, or not measurable here) in
@@ -575,7 +581,7 @@ def compare(
 
     import pandas as pd
 
-    from wflsim.analysis.stats import t_interval
+    from wflsim.analysis.stats import difference_range, measure_range, seed_interval
     from wflsim.app.sweep import GridPoint, parse_seeds, plan_points
 
     check_workers(workers)
@@ -655,20 +661,13 @@ def compare(
     for label in labels:
         mine = runs[runs["variant"] == label].set_index("seed")
         for m in wanted:
-            mean, _, lo, hi, n = t_interval(mine[m].to_numpy(float), level)
-            row: dict[str, Any] = {
-                "variant": label,
-                "metric": m,
-                "n": n,
-                "mean": mean,
-                "ci_low": lo,
-                "ci_high": hi,
-            }
+            ci = seed_interval(mine[m].to_numpy(float), level, measure_range(m))
+            row: dict[str, Any] = {"variant": label, "metric": m, **ci}
             if reference is not None:
                 ref = runs[runs["variant"] == reference].set_index("seed")[m]
                 d = (mine[m] - ref.reindex(mine.index)).to_numpy(float)
-                dm, _, dlo, dhi, dn = t_interval(d, level)
-                row |= {"diff": dm, "diff_ci_low": dlo, "diff_ci_high": dhi, "diff_n": dn}
+                dci = seed_interval(d, level, difference_range(m))
+                row |= {"diff": dci.pop("mean")} | {f"diff_{k}": v for k, v in dci.items()}
             table.append(row)
     result = pd.DataFrame(table)
     result.attrs["runs"] = runs[["variant", "seed", *wanted]]

@@ -272,7 +272,10 @@ def _narrow_tables(
         elif name == "by_config":
             ids = [c for c in stats.CONFIG_COLUMNS if c in df.columns and c not in const]
             shown = stats.format_over_seeds(by_config)[ids + ["n"] + metrics]
-            sentence += "Each value: mean [95 % interval] over the seeds of the configuration. "
+            sentence += (
+                "Each value: mean [95 % interval] over the seeds of the configuration (an "
+                "interval reaching below 0, or a rate's above 1, is cut there). "
+            )
         else:
             shown = None
             sentence += f"{len(df)} rows (one per device and run). "

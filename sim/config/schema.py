@@ -309,6 +309,17 @@ class Ns3Config(Strict):
     )
 
 
+#: The ``[uplink]`` fields that apply to some modes only (:class:`UplinkConfig` refuses them
+#: under the others): field -> those modes. A sweep over ``uplink.mode`` leaves a grid value of
+#: such a field out at the points of the other modes (:mod:`wflsim.app.sweep_modes`).
+UPLINK_MODE_FIELDS: dict[str, frozenset[str]] = {
+    "power_control": frozenset({"aircomp"}),
+    "threshold_gain_db": frozenset({"aircomp"}),
+    "values_per_symbol": frozenset({"aircomp"}),
+    "ns3": frozenset({"ns3_lte"}),
+}
+
+
 class UplinkConfig(Strict):
     """How the uploads of a slot share the band ``network.bandwidth_hz`` (``sim/radio/``)."""
 
