@@ -41,7 +41,7 @@ import math
 import os
 import tomllib
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -212,8 +212,24 @@ def _matches(fields: Mapping[str, Any], selector: Mapping[str, Any]) -> bool:
     return all(k in fields and _same(fields[k], v) for k, v in selector.items())
 
 
-def _key(v: Any) -> str:
-    return json.dumps(v, sort_keys=True, default=str)
+def _plain(v: Any) -> Any:
+    """A value as compared: numbers as floats (``-104`` as a sweep's grid records it and
+    ``-104.0`` as the resolved scenario does are one value), true/false as they are."""
+    if isinstance(v, bool) or v is None:
+        return v
+    if isinstance(v, int | float):
+        return float(v)
+    if isinstance(v, dict):
+        return {k: _plain(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [_plain(x) for x in v]
+    return v
+
+
+def value_key(v: Any) -> str:
+    """A text that two field values share exactly when they are the same value
+    (:func:`_plain`)."""
+    return json.dumps(_plain(v), sort_keys=True, default=str)
 
 
 def varying_fields(
@@ -224,7 +240,7 @@ def varying_fields(
     sorted; a field a run lacks counts as its own value."""
     skip = set(skip)
     keys = sorted({k for r in runs for k in fields[r] if _is_config(k) and k not in skip})
-    return [k for k in keys if len({_key(fields[r].get(k)) for r in runs}) > 1]
+    return [k for k in keys if len({value_key(fields[r].get(k)) for r in runs}) > 1]
 
 
 def _short(v: Any) -> str:
@@ -243,44 +259,90 @@ class _Side:
     runs: pd.DataFrame  # summary rows: run, seed, ...
 
 
+def _effective(claim: ClaimConfig) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The sides' selectors, each completed with the fields only the other names: a field one
+    side names holds for the other too (``a = {strategy = fedadam, deadline = 1}`` against
+    ``b = {strategy = fedavg}`` compares with fedavg at deadline 1)."""
+    a = {**{k: v for k, v in claim.b.items() if k not in claim.a}, **claim.a}
+    b = {**{k: v for k, v in claim.a.items() if k not in claim.b}, **claim.b}
+    return a, b
+
+
+@dataclass(frozen=True)
+class _Contexts:
+    """The contexts of a claim (label, a's runs, b's runs), the runs with no counterpart on
+    the other side (label of their part, side, runs) and the fields in which the sides differ
+    beyond their selectors."""
+
+    pairs: list[tuple[str, list[str], list[str]]]
+    unmatched: list[tuple[str, str, list[str]]]
+    differ: list[str]
+
+
 def _contexts(
     claim: ClaimConfig,
     a_runs: list[str],
     b_runs: list[str],
     fields: Mapping[str, Mapping[str, Any]],
-) -> tuple[list[tuple[str, list[str], list[str]]], list[str]]:
-    """The contexts of a claim (label, a's runs, b's runs) and the fields in which the sides
-    differ beyond their selectors."""
+) -> _Contexts:
+    """A field both sides vary, or one side varies and the other holds at one value, must agree
+    within a context; a field one side varies and the other lacks (a parameter of that side's
+    mode only) splits that side, each part against the whole other side."""
     skip = set(claim.a) | set(claim.b) | set(claim.where) | {VARIANT_KEY}
     va, vb = varying_fields(a_runs, fields, skip), varying_fields(b_runs, fields, skip)
-    both = [k for k in va if k in vb]
+
+    def lacks(runs: list[str], k: str) -> bool:
+        return all(fields[r].get(k) is None for r in runs)
+
+    # fields a context must agree on; a side's other varied fields only split it
+    agree = sorted(
+        {k for k in va if k in vb or not lacks(b_runs, k)} | {k for k in vb if not lacks(a_runs, k)}
+    )
 
     def groups(runs: list[str], keys: list[str]) -> dict[str, tuple[dict[str, Any], list[str]]]:
         out: dict[str, tuple[dict[str, Any], list[str]]] = {}
         for r in runs:
             values = {k: fields[r].get(k) for k in keys}
-            out.setdefault(_key(values), (values, []))[1].append(r)
+            out.setdefault(value_key(values), (values, []))[1].append(r)
         return out
 
-    out = []
-    for values_a, runs_a in groups(a_runs, va).values():
-        for values_b, runs_b in groups(b_runs, vb).values():
-            if any(_key(values_a[k]) != _key(values_b[k]) for k in both):
+    def label(values: Mapping[str, Any]) -> str:
+        return ", ".join(f"{k}={_short(values[k])}" for k in sorted(values))
+
+    keys_a = sorted(set(agree) | set(va))
+    keys_b = sorted(set(agree) | set(vb))
+    pairs, matched_a, matched_b = [], set(), set()
+    for ka, (values_a, runs_a) in groups(a_runs, keys_a).items():
+        for kb, (values_b, runs_b) in groups(b_runs, keys_b).items():
+            if any(value_key(values_a[k]) != value_key(values_b[k]) for k in agree):
                 continue
-            shown = {**values_b, **values_a}
-            label = ", ".join(f"{k}={_short(shown[k])}" for k in sorted(shown))
-            out.append((label, runs_a, runs_b))
+            pairs.append((label({**values_b, **values_a}), runs_a, runs_b))
+            matched_a.add(ka)
+            matched_b.add(kb)
+    unmatched = [
+        (label(values), side, runs)
+        for side, keys, seen, side_runs in (
+            ("a", keys_a, matched_a, a_runs),
+            ("b", keys_b, matched_b, b_runs),
+        )
+        for k, (values, runs) in groups(side_runs, keys).items()
+        if k not in seen
+    ]
     const = [
         k
         for k in sorted({k for r in a_runs + b_runs for k in fields[r]})
         if _is_config(k) and k not in skip and k not in va and k not in vb
     ]
-    differ = [k for k in const if _key(fields[a_runs[0]].get(k)) != _key(fields[b_runs[0]].get(k))]
-    return out, differ
+    differ = [
+        k
+        for k in const
+        if value_key(fields[a_runs[0]].get(k)) != value_key(fields[b_runs[0]].get(k))
+    ]
+    return _Contexts(pairs, unmatched, differ)
 
 
 def _per_seed_summary(summary: pd.DataFrame, runs: list[str], metric: str) -> pd.Series:
-    rows = summary[summary["run"].isin(runs)]
+    rows = summary[summary["run"].isin(runs)].drop_duplicates("run")
     return rows.groupby("seed")[metric].mean().dropna()
 
 
@@ -303,6 +365,8 @@ class _Pairs:
     b: list[float]
     a_censored: list[bool]
     b_censored: list[bool]
+    #: seeds left out: neither run reached the target
+    neither: list[Any] = field(default_factory=list)
 
 
 def _pairs(
@@ -322,7 +386,7 @@ def _pairs(
             common, [float(mine[s]) for s in common], [float(theirs[s]) for s in common],
             [False] * n, [False] * n,
         )  # fmt: skip
-    seed_of = summary.set_index("run")["seed"]
+    seed_of = summary.drop_duplicates("run").set_index("run")["seed"]
     by_seed_a: dict[Any, list[str]] = {}
     by_seed_b: dict[Any, list[str]] = {}
     for r in runs_a:
@@ -351,6 +415,7 @@ def _pairs(
             va = _censored_mean(ra, evs_a, x)
             vb = _censored_mean(rb, evs_b, x)
             if ca and cb:
+                out.neither.append(seed)
                 continue
         if np.isfinite(va) and np.isfinite(vb):
             out.seeds.append(seed)
@@ -366,6 +431,17 @@ def _censored_mean(reached: list[float], evs: list[pd.DataFrame], x: str) -> flo
     did, its last ``x`` (a lower bound)."""
     values = [v if np.isfinite(v) else _reach(e, x) for v, e in zip(reached, evs, strict=True)]
     return float(np.mean(values))
+
+
+def _runs_per_seed(summary: pd.DataFrame, runs_a: list[str], runs_b: list[str]) -> str:
+    """ "" when each side has one run per seed, else how many (they are averaged)."""
+    rows = summary.drop_duplicates("run")
+    counts = [
+        int(rows[rows["run"].isin(runs)].groupby("seed").size().max()) for runs in (runs_a, runs_b)
+    ]
+    if max(counts) <= 1:
+        return ""
+    return f"up to {counts[0]} and {counts[1]} runs per seed, averaged per side"
 
 
 def _num(v: float) -> str:
@@ -387,42 +463,51 @@ def _measure(
     p = _pairs(claim, summary, evaluations, runs_a, runs_b)
     if not p.seeds:
         has = summary[summary["run"].isin(runs_a + runs_b)][metric] if metric in summary else None
-        why = (
-            f"no run of these has {metric}"
-            if has is not None and has.notna().sum() == 0
-            else f"{la} and {lb} share no seed with a value of {metric}"
-        )
+        if p.neither:
+            why = f"neither {la} nor {lb} reached {claim.target:g} in any seed they share"
+        elif has is not None and has.notna().sum() == 0:
+            why = f"no run of these has {metric}"
+        else:
+            why = f"{la} and {lb} share no seed with a value of {metric}"
         return C._Result(label, C.NOT_MEASURABLE, why), None
     want = 1 if claim.better == "higher" else -1
     shift = claim.margin * want
     diffs = np.asarray(p.a) - np.asarray(p.b) - shift
     d = C.paired(diffs, labels=p.seeds)
     status = d.verdict(want)
-    # the side the claim needs smaller: a for "lower", b for "higher"
-    biased = [
-        s
-        for s, ca, cb in zip(p.seeds, p.a_censored, p.b_censored, strict=True)
-        if (ca if want < 0 else cb)
-    ]
+    zero = f"the margin ({_num(claim.margin)})" if shift else "zero"
     name = metric if claim.target is None else f"{metric} ({claim.target:g})"
-    diff = f"{la} - {lb}" + (f" - ({_num(shift)})" if shift else "")
     ev = (
         f"{name}: {la} {_num(float(np.mean(p.a)))}; {lb} {_num(float(np.mean(p.b)))} "
-        f"({diff}: {d.describe(want)})"
+        f"({la} - {lb}: {d.describe(want, zero)})"
     )
+    per_seed = _runs_per_seed(summary, runs_a, runs_b)
+    if per_seed:
+        ev += f"; {per_seed}"
     censored = [
-        f"seed {s}: {who} never reached {claim.target:g} (its end value, a bound)"
+        f"seed {s}: {who} never reached {claim.target:g} (its end value, a lower bound)"
         for s, ca, cb in zip(p.seeds, p.a_censored, p.b_censored, strict=True)
         for who, c in ((la, ca), (lb, cb))
         if c
     ]
+    censored += [f"seed {s}: neither reached {claim.target:g} (left out)" for s in p.neither]
     if censored:
         ev += "; " + "; ".join(censored)
-    if biased and status == C.HOLDS:
+    # a censored value is a lower bound: on the side the claim needs smaller (a for "lower", b
+    # for "higher") it biases the difference toward the claim, on the other side against it
+    toward = any(ca if want < 0 else cb for ca, cb in zip(p.a_censored, p.b_censored, strict=True))
+    against = any(cb if want < 0 else ca for ca, cb in zip(p.a_censored, p.b_censored, strict=True))
+    if toward and status == C.HOLDS:
         status = C.INCONCLUSIVE
         ev += (
             "; inconclusive: where the side claimed smaller never reached the target its value "
-            "is only a bound, so the difference is biased toward the claim"
+            "is only a lower bound, so the difference is biased toward the claim"
+        )
+    elif against and status == C.FAILS:
+        status = C.INCONCLUSIVE
+        ev += (
+            "; inconclusive: where the side claimed larger never reached the target its value "
+            "is only a lower bound, so the difference is biased against the claim"
         )
     outliers = tuple(name for name, _ in d.outliers)
     result = C._Result(label, status, ev + ".", tuple(runs_a + runs_b), outliers, d.n == 1)
@@ -457,34 +542,56 @@ def check_claim(
             ),
             [],
         )
-    a_runs = [r for r in pool if _matches(fields[r], claim.a)]
-    b_runs = [r for r in pool if _matches(fields[r], claim.b)]
+    sel_a, sel_b = _effective(claim)
+    a_runs = [r for r in pool if _matches(fields[r], sel_a)]
+    b_runs = [r for r in pool if _matches(fields[r], sel_b)]
     la, lb = claim_label(claim.a), claim_label(claim.b)
     both = sorted(set(a_runs) & set(b_runs))
     if both:
         return C.Verdict(C.NOT_MEASURABLE, f"run {both[0]} matches both {la} and {lb}"), []
-    missing = [label for label, side in ((la, a_runs), (lb, b_runs)) if not side]
+    missing = [claim_label(sel) for sel, side in ((sel_a, a_runs), (sel_b, b_runs)) if not side]
     if missing:
         where = f" where {claim_label(claim.where)}" if claim.where else ""
         return C.Verdict(C.NOT_MEASURABLE, f"no run of {' or '.join(missing)}{where}"), []
-    contexts, differ = _contexts(claim, a_runs, b_runs, fields)
-    if not contexts:
+    ctx = _contexts(claim, a_runs, b_runs, fields)
+    if not ctx.pairs:
         return (
             C.Verdict(C.NOT_MEASURABLE, f"no configuration of {la} matches one of {lb}"),
             [],
         )
     results, measured = [], []
-    for label, runs_a, runs_b in contexts:
+    for label, runs_a, runs_b in ctx.pairs:
         result, m = _measure(claim, label, summary, evaluations, runs_a, runs_b)
         results.append(result)
         if m is not None:
             measured.append(m)
     verdict = C._combine(results)
-    if differ and verdict.status != C.NOT_MEASURABLE:
-        shown = ", ".join(differ[:3]) + (f" and {len(differ) - 3} more" if len(differ) > 3 else "")
-        verdict = replace(
-            verdict, evidence=f"{verdict.evidence} The sides also differ in: {shown}."
+    if verdict.status == C.NOT_MEASURABLE:
+        return verdict, measured
+    notes = []
+    lost = [r for r in results if r.status == C.NOT_MEASURABLE]
+    if lost:
+        notes.append(
+            "Not measured: "
+            + "; ".join(f"{r.label or 'all runs'}: {r.evidence}" for r in lost)
+            + "."
         )
+        if verdict.status == C.HOLDS:
+            verdict = replace(verdict, status=C.INCONCLUSIVE)
+            notes.append("Inconclusive: the claim is not measured in every context.")
+    if ctx.unmatched:
+        parts = [
+            f"{la if side == 'a' else lb} at {label or 'its other settings'}"
+            for label, side, _ in ctx.unmatched
+        ]
+        notes.append(f"Not compared (no counterpart on the other side): {'; '.join(parts)}.")
+    if ctx.differ:
+        shown = ", ".join(ctx.differ[:3]) + (
+            f" and {len(ctx.differ) - 3} more" if len(ctx.differ) > 3 else ""
+        )
+        notes.append(f"The sides also differ in: {shown}.")
+    if notes:
+        verdict = replace(verdict, evidence=" ".join([verdict.evidence, *notes]))
     return verdict, measured
 
 
@@ -556,6 +663,7 @@ def metric_unit(metric: str) -> str:
 
 __all__ = [
     "VARIANT_KEY",
+    "value_key",
     "ClaimsArg",
     "check_runs",
     "study_claims_of",

@@ -13,26 +13,44 @@ import pandas as pd
 
 from .. import claims, hypotheses
 
+#: The paper's schemes: its own and its benchmarks (Section VI).
+PAPER_SCHEMES = (claims.PROPOSED, *claims.HEURISTIC, *claims.SOTA)
+
 
 def paper_verdicts(
     summary: pd.DataFrame, slots: pd.DataFrame, evaluations: pd.DataFrame
-) -> tuple[list[tuple[claims.Claim, claims.Verdict]], str]:
-    """The paper's claims with their verdicts where its configurations are in the study (a run
-    of its scheme, ``two_timescale``), and a sentence on those left out: none at all without
-    such a run, else those that need runs the study lacks (``not measurable here``)."""
-    if "scheme" not in summary or not (summary["scheme"] == claims.PROPOSED).any():
-        return [], (
-            "The paper's claims compare its scheme (two_timescale) with its benchmarks; no run "
-            "of this study uses that scheme, so none of them is checked here."
-        )
+) -> tuple[
+    list[tuple[claims.Claim, claims.Verdict]], list[tuple[claims.Claim, claims.Verdict]], str
+]:
+    """Every claim of the paper with its verdict (for ``claims.csv``), those the page shows,
+    and a sentence on those it leaves out. The page shows the paper's claims where its
+    configurations are in the study (a run of its scheme, ``two_timescale``, or of two of its
+    schemes and benchmarks), and of those the ones the runs can test."""
     verdicts = claims.check_all(summary, slots, evaluations)
+    schemes = set(summary["scheme"].astype(str)) if "scheme" in summary else set()
+    paper = schemes & set(PAPER_SCHEMES)
+    if claims.PROPOSED not in schemes and len(paper) < 2:
+        return (
+            verdicts,
+            [],
+            (
+                "The paper's claims compare its scheme (two_timescale) with its benchmarks; this "
+                "study has no run of that scheme nor of two of them, so the page checks none of "
+                "them (claims.csv gives each with its verdict on these runs)."
+            ),
+        )
+    shown = [(c, v) for c, v in verdicts if v.status != claims.NOT_MEASURABLE]
     unmeasured = [c.key for c, v in verdicts if v.status == claims.NOT_MEASURABLE]
     if not unmeasured:
-        return verdicts, ""
-    return verdicts, (
-        f"{len(unmeasured)} of the paper's {len(verdicts)} claims need runs this study does "
-        f"not have and are left out here ({', '.join(unmeasured)}); claims.csv gives each "
-        "with the reason."
+        return verdicts, shown, ""
+    return (
+        verdicts,
+        shown,
+        (
+            f"{len(unmeasured)} of the paper's {len(verdicts)} claims need runs this study does "
+            f"not have and are left out here ({', '.join(unmeasured)}); claims.csv gives each "
+            "with the reason."
+        ),
     )
 
 
@@ -51,7 +69,7 @@ def study_axes(
     runs = [r for r in summary["run"].astype(str) if r in fields]
     out = []
     for key in hypotheses.varying_fields(runs, fields):
-        values = {json.dumps(fields[r].get(key), sort_keys=True): fields[r].get(key) for r in runs}
+        values = {hypotheses.value_key(fields[r].get(key)): fields[r].get(key) for r in runs}
         plain: list[Any] = list(values.values())
         numeric = all(isinstance(v, int | float) and not isinstance(v, bool) for v in plain)
         ordered = sorted(plain, key=float) if numeric else sorted(plain, key=_shown)
@@ -73,4 +91,4 @@ def axes_table(summary: pd.DataFrame, fields: Mapping[str, Mapping[str, Any]]) -
     return out
 
 
-__all__ = ["axes_table", "paper_verdicts", "study_axes"]
+__all__ = ["PAPER_SCHEMES", "axes_table", "paper_verdicts", "study_axes"]

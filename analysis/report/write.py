@@ -26,7 +26,6 @@ from matplotlib.figure import Figure
 from wflsim.sim.errors import ScenarioError
 from wflsim.sim.rundir import RunFolderError, link_error
 
-from .. import claims as paper_claims
 from .. import figures as F
 from .. import hypotheses, stats, tidy
 from ..hypotheses import ClaimsArg, study_claims_of
@@ -249,9 +248,9 @@ def write_report(
     fields = tidy.run_fields(dirs)
     study_claims = study_claims_of(source, dirs, claims)
     study, measured = hypotheses.check_claims(study_claims, summary, data.evaluations, fields)
-    paper, paper_note = paper_verdicts(summary, data.slots, data.evaluations)
+    paper, paper_shown, paper_note = paper_verdicts(summary, data.slots, data.evaluations)
     tables["claims"] = hypotheses.claims_table(study + paper)
-    verdicts = study + [(c, v) for c, v in paper if v.status != paper_claims.NOT_MEASURABLE]
+    verdicts = study + paper_shown
 
     diagnostics = diagnostics_table(dirs)
 

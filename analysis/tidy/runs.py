@@ -707,8 +707,8 @@ def run_fields(runs: RunsArg) -> dict[str, dict[str, Any]]:
     """Per run (by its label, as in :func:`runs_table`): every field of its resolved scenario,
     flattened to dotted names (``strategy.name``, ``network.noise_dbm``; a distribution is one
     value), with its sweep point's grid values of scheme parameters set and the point's grid
-    values as the sweep wrote them (``sweep.json``'s ``values``, e.g. ``variant`` for
-    :func:`wflsim.compare`)."""
+    values as the sweep wrote them (``sweep.json``'s ``values``) and, for a point of
+    :func:`wflsim.compare`, its ``variant`` label."""
     found = _runs(runs)
     labels = run_labels([r.path for r in found])
     points: dict[Path, dict[str, dict[str, Any]]] = {}
@@ -717,8 +717,11 @@ def run_fields(runs: RunsArg) -> dict[str, dict[str, Any]]:
         if r.path.parent not in points:
             points[r.path.parent] = _sweep_points(r.path.parent)
         flat = _flatten(_with_point(_resolved_scenario(r.folder), r.scheme))
-        values = (points[r.path.parent].get(r.path.name) or {}).get("values")
+        entry = points[r.path.parent].get(r.path.name) or {}
+        values = entry.get("values")
         if isinstance(values, dict):
             flat.update(_flatten({k: v for k, v in values.items() if isinstance(k, str)}))
+        if isinstance(entry.get("variant"), str):
+            flat["variant"] = entry["variant"]
         out[label] = flat
     return out
