@@ -75,7 +75,7 @@ def _touch_dataset(name: str, folder: Path) -> None:
 
 
 def test_tests_look_in_env_then_fetch_folder_then_shared(tmp_path: Path) -> None:
-    """The tests' data folders: $WFLSIM_DATA_DIR, ./data (data fetch's default), ../shared/datasets."""
+    """The tests' data folders: $WFLSIM_DATA_DIR, ./data (data fetch's default), ../shared."""
     repo = tmp_path / "repo"
     assert data_folders("/e", tmp_path, repo) == [
         Path("/e"),

@@ -304,7 +304,7 @@ def prepare_scenario(
             streams=streams,
         )
     if strict or warn:
-        report_findings(cross_findings(scenario, devices), strict=strict)
+        report_findings(cross_findings(scenario, system.devices), strict=strict)
     ddir = resolve_data_dir(data_dir, scenario, base_dir)
     if scenario.learning.enabled and check_data and not download:
         check_data_dir(scenario.learning.dataset, ddir)
