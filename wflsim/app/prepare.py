@@ -254,7 +254,7 @@ def prepare_scenario(
     n = scenario.network.num_devices
     devices = resolve_devices(scenario.devices, n, streams)
     devices = devices.with_local_steps(resolve_local_steps(scenario.learning, devices.batch_size))
-    check_deadline(scenario.run, devices, scenario.learning)
+    check_deadline(scenario.run, strategy_devices(scenario, devices), scenario.learning)
     # with several cells the devices live in the layout's area, and a link may be as long as
     # its diameter plus the farthest site's distance
     area_m = link_m = scenario.network.cell_radius_m
@@ -304,7 +304,7 @@ def prepare_scenario(
             streams=streams,
         )
     if strict or warn:
-        report_findings(cross_findings(scenario, devices), strict=strict)
+        report_findings(cross_findings(scenario, system.devices), strict=strict)
     ddir = resolve_data_dir(data_dir, scenario, base_dir)
     if scenario.learning.enabled and check_data and not download:
         check_data_dir(scenario.learning.dataset, ddir)
@@ -372,6 +372,20 @@ def check_hierarchy(scenario: Scenario, system: SystemConstants) -> None:
         )
 
 
+def strategy_devices(scenario: Scenario, devices: DeviceArrays) -> DeviceArrays:
+    """``devices`` with the ``[strategy]``'s extra cycles per local step on their own ``E_n``
+    local steps (:meth:`~wflsim.sim.strategies.StrategyCosts.extra_cycles_per_step`; SCAFFOLD's
+    ``D + 4 D / E_n``, so ``D E_n + 4 D`` cycles an update); ``devices`` as they are for a
+    strategy that costs no cycles. Call it again whenever ``E_n`` change."""
+    costs = STRATEGIES[scenario.strategy.name].costs
+    extra = costs.extra_cycles_per_step(payload_num_params(scenario.learning), devices.local_steps)
+    if not np.any(np.asarray(extra) != 0):
+        return devices
+    return devices.with_extra_cycles(
+        np.broadcast_to(np.asarray(extra, dtype=np.float64), (devices.num_devices,)).copy()
+    )
+
+
 def resolve_system(scenario: Scenario, devices: DeviceArrays) -> SystemConstants:
     """The physical constants of a run: devices, radio, ``D`` (the model's, from the catalogue,
     or ``learning.num_params``), the architecture behind ``D`` when it is the model's, and what
@@ -381,13 +395,8 @@ def resolve_system(scenario: Scenario, devices: DeviceArrays) -> SystemConstants
     net, lc = scenario.network, scenario.learning
     num_params = payload_num_params(lc)
     costs = STRATEGIES[scenario.strategy.name].costs
-    extra = costs.extra_cycles_per_step(num_params, devices.local_steps)
-    if np.any(np.asarray(extra) != 0):
-        devices = devices.with_extra_cycles(
-            np.broadcast_to(np.asarray(extra, dtype=np.float64), (devices.num_devices,)).copy()
-        )
     return SystemConstants(
-        devices=devices,
+        devices=strategy_devices(scenario, devices),
         bandwidth_hz=net.bandwidth_hz,
         noise_w=float(physics.dbm_to_w(scenario.uplink.noise_dbm(net))),
         deadline_s=scenario.run.deadline_s,

@@ -512,7 +512,7 @@ def plan_points(
             ) from None
         report_implausible(prep.scenario, reported=reported)
         report_findings(
-            cross_findings(prep.scenario, prep.devices),
+            cross_findings(prep.scenario, prep.system.devices),
             reported=reported,
         )
         fingerprints[point.name] = fingerprint(prep)
