@@ -633,8 +633,7 @@ def compare(
         _run_plan(plan, folder, workers, executor, ddir, extra, False, None, progress)
         records = load_sweep(folder).points
         ran = all(isinstance(records[p.name].get("summary"), dict) for p in points)
-        label_of = {p.name: p.label for p in points}
-        verdicts = _check_compare_claims(stated if ran else [], folder, label_of)
+        verdicts = _check_compare_claims(stated if ran else [], folder)
     rows = []
     for p in points:
         rec = records[p.name]
@@ -692,18 +691,11 @@ def _compare_claims(
     return parse_claims({"claims": [*(c.model_dump() for c in stated), *map(dict, given)]})
 
 
-def _check_compare_claims(
-    stated: Sequence[Any], folder: Path, variant_of: Mapping[str, str]
-) -> pd.DataFrame:
-    """The verdicts of ``stated`` on the comparison's runs in ``folder`` (point name ->
-    variant label: the ``variant`` a claim may select by)."""
-    from wflsim.analysis import hypotheses, tidy
+def _check_compare_claims(stated: Sequence[Any], folder: Path) -> pd.DataFrame:
+    """The verdicts of ``stated`` on the comparison's runs in ``folder`` (a claim selects a
+    variant by its label, ``variant``, which ``sweep.json`` records)."""
+    from wflsim.analysis import hypotheses
 
     if not stated:
         return hypotheses.claims_table([])
-    fields = tidy.run_fields(folder)
-    for label, flat in fields.items():
-        name = Path(label).name
-        if name in variant_of:
-            flat[hypotheses.VARIANT_KEY] = variant_of[name]
-    return hypotheses.check_runs(folder, stated, fields)
+    return hypotheses.check_runs(folder, stated)

@@ -218,6 +218,8 @@ def _point_entries(
             "fingerprint": plan.fingerprints.get(p.name),
         }
         entry["values"] = _grid_values(p.overrides)
+        if p.label:  # a comparison's variant: the label its claims select by
+            entry["variant"] = p.label
         unused = [override_text(o) for o in p.overrides if o not in plan.applied(p)]
         if unused:
             entry["unused_overrides"] = unused
