@@ -667,3 +667,16 @@ def test_save_study_figure_titles_and_writes_into_a_new_folder(tmp_path):
     assert fig.get_suptitle() == "a title"
     assert ax.get_position().y1 <= 0.95
     plt.close(fig)
+
+
+def test_a_figure_shows_as_a_png_in_a_notebook():
+    """A DataFigure's PNG repr (what IPython displays) is a PNG of figsize x dpi pixels."""
+    import struct
+
+    from wflsim.analysis.figures.common import DataFigure
+
+    fig = DataFigure(figsize=(4.0, 3.0), dpi=50)
+    fig.subplots().plot([0.0, 1.0], [1.0, 0.0])
+    png = fig._repr_png_()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and png[12:16] == b"IHDR"
+    assert struct.unpack(">II", png[16:24]) == (200, 150)

@@ -2,7 +2,8 @@
 
 Every function takes DataFrames (from :mod:`wflsim.analysis.tidy` / :mod:`wflsim.analysis.stats`,
 never paths) and returns a :class:`DataFigure`, a :class:`matplotlib.figure.Figure` built without
-pyplot (no global state, no backend needed: ``fig.savefig("x.png")`` renders with Agg) that keeps
+pyplot (no global state, no backend needed: ``fig.savefig("x.png")`` renders with Agg; a notebook
+draws it as a PNG when it is a cell's value, pyplot imported or not) that keeps
 what it plots: ``fig.intervals`` (every band and set of error bars with the seeds' values behind it),
 ``fig.outliers`` (the outlier seeds it marks) and ``fig.notes`` (the lines that coincide, the
 outlier seeds, the panels left out). Lines are *series*: runs with the same scheme and,

@@ -7,6 +7,7 @@ symmetric-log axis, :func:`say_empty` and :class:`InsufficientData`.
 
 from __future__ import annotations
 
+import io
 import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -285,7 +286,8 @@ class DataFigure(Figure):
     """A :class:`~matplotlib.figure.Figure` that keeps what it plots: :attr:`intervals`, every
     band and set of error bars with the seeds' values behind it, :attr:`outliers`, the outlier
     seeds it marks, and :attr:`notes`, what the figure says about coinciding lines, outlier
-    seeds and panels left out."""
+    seeds and panels left out. A notebook shows it as an image when it is a cell's value
+    (:meth:`_repr_png_`), with or without pyplot."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -293,6 +295,14 @@ class DataFigure(Figure):
         self.notes: list[str] = []
         self.outliers: list[Outlier] = []
         self.pending: list[_Pending] = []
+
+    def _repr_png_(self) -> bytes:
+        """The figure as PNG bytes (Agg, at the figure's dpi), for IPython's display: a figure
+        built without pyplot has no display of its own, so a fresh kernel would print
+        ``<DataFigure size ...>`` instead of drawing it."""
+        buffer = io.BytesIO()
+        self.savefig(buffer, format="png")
+        return buffer.getvalue()
 
 
 def _figure(
