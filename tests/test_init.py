@@ -135,3 +135,17 @@ def test_template_schemes_differ(tmp_path: Path):
     energy_j = {name: s["mean_energy_j"].mean() for name, s in frame1.items()}
     assert abs(energy_j["two_timescale"] - energy_j["only_pc"]) > 0.1 * energy_j["only_pc"]
     assert energy_j["ideal"] > max(energy_j["two_timescale"], energy_j["only_pc"])
+
+
+def test_template_states_claims_about_its_own_schemes(tmp_path: Path):
+    """The template states [[claims]] (validated with the scenario), each comparing two of the
+    schemes its sweep runs, so the first report opens with the study's own verdicts."""
+    from wflsim.analysis.hypotheses import claims_from_text
+
+    assert main(["init", str(tmp_path / "s")]) == 0
+    text = (tmp_path / "s" / "scenario.toml").read_text()
+    schemes = set(tomllib.loads(text)["sweep"]["grid"]["scheme.name"])
+    stated = claims_from_text(text)
+    assert len(stated) >= 2
+    for c in stated:
+        assert {c.a["scheme.name"], c.b["scheme.name"]} <= schemes
