@@ -105,12 +105,11 @@ def test_a_non_regular_file_is_refused_by_every_reader(tmp_path, reader, kind):
         read(path)
     text = str(err.value)
     assert "\n" not in text
-    if kind != "folder" or reader not in ("mobility",):
-        assert "not a regular file" in text or "not a file" in text, text
+    assert "not a regular file" in text or "not a file" in text, text
 
 
 def test_a_sites_file_on_dev_zero_is_one_line_exit_2(tmp_path, capsys):
-    """[cells] sites_file = "/dev/zero": one line naming cells.sites_file, exit 2, no run folder."""
+    """[cells] sites_file = "/dev/zero": one line naming cells.sites_file, exit 2."""
     scenario = tmp_path / "s.toml"
     text = (REPO / "scenarios" / "cells" / "mnist.toml").read_text(encoding="utf-8")
     scenario.write_text(text + '\n[cells]\nsites_file = "/dev/zero"\n', encoding="utf-8")
