@@ -501,3 +501,17 @@ def test_markdown_report_shows_a_run_named_like_markup_as_text(tmp_path):
         text = md.read_text(encoding="utf-8")
         assert "<script" not in text, md.name
     assert "&lt;script&gt;alert(1)\\|x" in (page.parent / "report.md").read_text(encoding="utf-8")
+
+
+def test_both_writers_escape_a_skipped_runs_name_and_error(tmp_path):
+    """A damaged run named like markup: its note (name and error) is escaped text in both writers."""
+    name = "<img src=x onerror=alert(1)>"
+    write_synthetic_run(tmp_path / "src" / "ok")
+    bad = write_synthetic_run(tmp_path / "src" / name, seed=1)
+    for part in bad.rglob("*.parquet"):
+        part.write_bytes(b"<script>alert(2)</script>")
+    page = write_report(tmp_path / "src", tmp_path / "out")
+    for f in (page, page.parent / "report.md"):
+        text = f.read_text(encoding="utf-8")
+        assert "&lt;img src=x onerror=alert(1)&gt;" in text, f.name
+        assert "<img src=x" not in text and "<script" not in text, f.name

@@ -11,7 +11,6 @@ command line prints) before anything is written.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -47,6 +46,7 @@ from wflsim.app.inputs import (
     seed_of,
     seeds_text,
 )
+from wflsim.sim import rundir
 from wflsim.sim.config.loading import Override
 from wflsim.sim.engine import Hooks, ProgressFn
 from wflsim.sim.errors import Diagnostic as Diagnostic
@@ -497,9 +497,20 @@ def load_sweep(folder: str | os.PathLike[str]) -> SweepResult:
 
     Raises:
         FileNotFoundError: no ``sweep.json`` in ``folder``.
+        ScenarioError: ``sweep.json`` is not a regular file holding a JSON object (a link, a
+            FIFO, damaged).
     """
     path = Path(folder)
-    manifest = json.loads((path / "sweep.json").read_text(encoding="utf-8"))
+    file = path / "sweep.json"
+    if not os.path.lexists(file):
+        raise FileNotFoundError(f"no sweep.json in {folder}")
+    manifest = rundir.read_json(file)
+    if manifest is None:
+        raise ScenarioError(
+            str(file),
+            "is not a regular file holding a JSON object (a link, a FIFO, or damaged)",
+            "give the folder a sweep wrote",
+        )
     return SweepResult(path, manifest)
 
 

@@ -356,24 +356,15 @@ def _resolved_scenario(run: Path) -> dict[str, Any]:
     meta = read_metadata(run)
     if "wflsim.scenario_resolved" in meta:
         return json.loads(meta["wflsim.scenario_resolved"])
-    manifest = run / "manifest.json"
-    if manifest.is_file():
-        m = json.loads(manifest.read_text(encoding="utf-8"))
-        if isinstance(m.get("scenario_resolved"), dict):
-            return m["scenario_resolved"]
+    m = read_json(run / "manifest.json") or {}
+    if isinstance(m.get("scenario_resolved"), dict):
+        return m["scenario_resolved"]
     return {}
 
 
 def _manifest(run: str | os.PathLike) -> dict[str, Any] | None:
     """The run's ``manifest.json`` as a dict (``None``: missing or unreadable)."""
-    manifest = Path(run) / "manifest.json"
-    if not manifest.is_file():
-        return None
-    try:
-        m = json.loads(manifest.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError):
-        return None
-    return m if isinstance(m, dict) else None
+    return read_json(Path(run) / "manifest.json")
 
 
 def run_status(run: str | os.PathLike) -> str:

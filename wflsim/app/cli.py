@@ -243,6 +243,11 @@ def _parser() -> argparse.ArgumentParser:
         default=None,
         help="data folder (default: $WFLSIM_DATA_DIR, else ./data: where runs look by default)",
     )
+    fetch.add_argument(
+        "--allow-http",
+        action="store_true",
+        help="use plain-http mirrors too (default: https only; the MD5 of each file is checked)",
+    )
 
     ns3 = sub.add_parser(
         "ns3", help='ns-3: build the program of [uplink] mode = "ns3_lte" (docs/ns3.md)'
@@ -687,7 +692,7 @@ def _data_fetch(args: argparse.Namespace) -> int:
     from .fetch import dataset_folder, fetch_dataset
 
     data_dir = default_data_dir(args.dir, "--dir")
-    if not fetch_dataset(args.dataset, data_dir):
+    if not fetch_dataset(args.dataset, data_dir, allow_http=args.allow_http):
         print(
             f"wflsim: {args.dataset} is already in {dataset_folder(args.dataset, data_dir)}; "
             "nothing downloaded"

@@ -47,7 +47,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import importlib.util
-import json
 import logging
 import os
 import signal
@@ -398,10 +397,8 @@ def _run_sweep_locked(
     adopt_names(plan, out)  # again: the folder may have changed meanwhile
     modes = check_points(plan, out, overwrite)
     manifest_path = out / "sweep.json"
-    try:  # a previous execution of this sweep: its records of completed points are kept
-        previous = json.loads(manifest_path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        previous = {}
+    # a previous execution of this sweep: its records of completed points are kept
+    previous = rundir.read_json(manifest_path) or {}
     manifest: dict[str, Any] = {
         "scenario_file": None if plan.scenario.path is None else str(plan.scenario.path),
         "scenario_text": plan.scenario.text,

@@ -13,6 +13,7 @@ from pydantic import Field, field_validator, model_validator
 from ...config.distributions import Strict, lists_as_pairs
 from ...config.limits import path_problem, shorten
 from ...errors import ScenarioError
+from ...files import read_capped, utf8_text
 
 _Float = Annotated[float, Field(allow_inf_nan=False)]
 
@@ -193,16 +194,14 @@ def read_sites_file(
     def fail(problem: str, fix: str = "see docs/scenario.md, [cells]") -> ScenarioError:
         return ScenarioError(field, f"{path}: {problem}", fix)
 
-    try:
-        if path.stat().st_size > MAX_SITES_FILE_BYTES:
-            raise fail(f"larger than {MAX_SITES_FILE_BYTES:,} bytes", "give at most 1,000 sites")
-        text = path.read_bytes().decode("utf-8")
-    except FileNotFoundError:
+    if not path.exists() and not path.is_symlink():
         raise fail(
             "no such file", "give the path of a CSV file (relative to the scenario's folder)"
-        ) from None
-    except (OSError, UnicodeDecodeError) as err:
-        raise fail(f"cannot be read as UTF-8 text ({type(err).__name__})") from None
+        )
+    raw = read_capped(
+        path, field, MAX_SITES_FILE_BYTES, "sites", fix="give at most 1,000 sites", name=True
+    )
+    text = utf8_text(raw, field, "sites")
     rows = list(csv.reader(io.StringIO(text)))
     if not rows or not {"x_m", "y_m"} <= {c.strip() for c in rows[0]}:
         raise fail("the header row must name the columns x_m and y_m (and optionally band)")
