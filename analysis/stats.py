@@ -384,25 +384,31 @@ def seed_interval(
 #: the standard deviation of all of them.
 OUTLIER_SPREAD_SHARE = 1.0 / 3.0
 
+#: The fewest finite values (seeds) the outlier rule names an outlier among (docs/decisions.md,
+#: "Outlier seeds and readable figures"): with five seeds, one normal distribution's draws give
+#: an outlier in about 5 % of samples; with three in about 45 % and with four in about 15 %,
+#: so below five the name would say more about the rule than about the seed.
+OUTLIER_MIN_SEEDS = 5
+
 
 def outlier_mask(
     values: Sequence[float] | np.ndarray, share: float = OUTLIER_SPREAD_SHARE
 ) -> np.ndarray:
-    """Which of ``values`` (one per seed) are outliers: with three finite values or more, a
-    value whose leaving out makes the sample standard deviation of the others smaller than
-    ``share`` times that of all of them (it alone makes most of the spread). With
-    ``share <= 1/2`` at most one value is an outlier; NaN and inf never are; fewer than three
-    finite values, or all equal: none.
+    """Which of ``values`` (one per seed) are outliers: with :data:`OUTLIER_MIN_SEEDS` (five)
+    finite values or more, a value whose leaving out makes the sample standard deviation of the
+    others smaller than ``share`` times that of all of them (it alone makes most of the spread).
+    With ``share <= 1/2`` at most one value is an outlier; NaN and inf never are; fewer than
+    five finite values, or all equal: none.
 
-    With three seeds the rule is a description, not a test: it names a seed whose gap to the
-    nearest other is about three times the others' range, which three draws of one normal
-    distribution show in about 45 % of samples (15 % with four seeds, 5 % with five, 0.2 % with
-    eight); docs/decisions.md, "Verdicts and outlier seeds"."""
+    Below five seeds the rule would name a seed in draws of one normal distribution too often
+    to mean anything (about 45 % of samples with three seeds, 15 % with four; 5 % with five,
+    0.2 % with eight); docs/decisions.md, "Verdicts and outlier seeds" and "Outlier seeds and
+    readable figures"."""
     x = np.asarray(values, dtype=float)
     out = np.zeros(len(x), dtype=bool)
     ok = np.flatnonzero(np.isfinite(x))
     n = len(ok)
-    if n < 3:
+    if n < OUTLIER_MIN_SEEDS:
         return out
     v = x[ok]
     dev = v - v.mean()

@@ -10,6 +10,7 @@ from hypothesis import strategies as st_h
 from scipy import stats as st
 
 from wflsim.analysis.stats import (
+    OUTLIER_MIN_SEEDS,
     measure_range,
     outlier_mask,
     over_seeds,
@@ -156,26 +157,31 @@ def _spread_ratio(x: np.ndarray, i: int) -> float:
 
 
 def test_outlier_is_the_seed_that_makes_most_of_the_spread():
-    """Ideal FL's energies 2.17, 5.07, 1.40 J: without 5.07 the spread falls to 28 % of all
-    (under a third), so it is the outlier; 1, 2, 3 has none (the smallest share is 71 %)."""
-    ideal = np.array([2.173, 5.066, 1.399])
-    assert _spread_ratio(ideal, 1) == pytest.approx(0.283, abs=1e-3)
-    assert outlier_mask(ideal).tolist() == [False, True, False]
-    steady = np.array([1.0, 2.0, 3.0])
-    assert min(_spread_ratio(steady, i) for i in range(3)) == pytest.approx(np.sqrt(0.5))
+    """Energies 2.17, 5.07, 1.40, 1.9, 1.6 J: without 5.07 the spread falls to 23 % of all
+    (under a third), so it is the outlier; 1, 2, 3, 4, 5 has none (the smallest share is 82 %)."""
+    ideal = np.array([2.173, 5.066, 1.399, 1.9, 1.6])
+    assert _spread_ratio(ideal, 1) == pytest.approx(0.2258, abs=1e-3)
+    assert outlier_mask(ideal).tolist() == [False, True, False, False, False]
+    steady = np.array([1.0, 2.0, 3.0, 4.0, 5.0])
+    assert min(_spread_ratio(steady, i) for i in range(5)) == pytest.approx(np.sqrt(2 / 3))
     assert not outlier_mask(steady).any()
 
 
-def test_outlier_rule_needs_three_finite_values():
-    """Two seeds, or three with one NaN, have no outlier; NaN itself never is one."""
+def test_outlier_rule_needs_five_finite_values():
+    """Four seeds, or five with one NaN, have no outlier however far one lies (the rule's
+    minimum, OUTLIER_MIN_SEEDS); NaN itself never is one."""
+    assert OUTLIER_MIN_SEEDS == 5
     assert not outlier_mask([1.0, 100.0]).any()
-    assert not outlier_mask([1.0, np.nan, 100.0]).any()
-    assert outlier_mask([1.0, 1.1, np.nan, 100.0]).tolist() == [False, False, False, True]
-    assert not outlier_mask([2.0, 2.0, 2.0]).any()
+    assert not outlier_mask([1.0, 1.01, 100.0]).any()
+    assert not outlier_mask([1.0, 1.01, 0.99, 100.0]).any()
+    assert not outlier_mask([1.0, 1.01, np.nan, 0.99, 100.0]).any()
+    five = [1.0, 1.01, np.nan, 0.99, 1.02, 100.0]
+    assert outlier_mask(five).tolist() == [False, False, False, False, False, True]
+    assert not outlier_mask([2.0] * 5).any()
 
 
 @settings(max_examples=200, deadline=None)
-@given(st_h.lists(st_h.floats(-1e6, 1e6, allow_nan=False), min_size=3, max_size=12))
+@given(st_h.lists(st_h.floats(-1e6, 1e6, allow_nan=False), min_size=5, max_size=12))
 def test_outlier_rule_agrees_with_leaving_each_seed_out(values):
     """The rule equals its definition computed by leaving each value out in turn, and names
     one value at most."""

@@ -13,8 +13,10 @@ where they differ between the runs given, the same ``V``, dataset, partition, en
 Conventions (the same in every figure):
 
 * one colour and one marker per scheme, fixed (:data:`SCHEME_COLORS`, :data:`SCHEME_MARKERS`),
-  whatever the figure or the runs given; the second variable (``V``, budget, partition, ...) is
-  a line style, or a facet; the proposed scheme is drawn on top, the paper's benchmarks next;
+  whatever the figure or the runs given; the second variable (``V``, budget, partition,
+  strategy, uplink, ...) is a line style and a lighter shade of the scheme's colour
+  (:func:`series_colors`, the legend's title says so), or a facet; series all of one scheme
+  get distinct colours; the proposed scheme is drawn on top, the paper's benchmarks next;
 * markers sit on about 8 points of a long line, each scheme's shifted along it, so that the
   markers of coinciding lines do not cover each other; two series whose lines coincide (within
   0.5 % of the panel's height, over the same x range) are said so in the panel's title ("Only-PC
@@ -30,10 +32,15 @@ Conventions (the same in every figure):
   and its 95 % Student-t band or error bars, computed in that scale and cut to the range of the
   seeds' values (:func:`wflsim.analysis.stats.seed_intervals`): a band never reaches beyond the
   seeds, so the y range shows it whole; one seed: the line alone;
-* an outlier seed (:func:`outlier_runs`, the rule of the claims' verdicts) whose line lies
+* an outlier seed (:func:`outlier_runs`, the rule of the claims' verdicts, from five seeds on:
+  :data:`wflsim.analysis.stats.OUTLIER_MIN_SEEDS`) whose line lies
   visibly apart from the other seeds' (:data:`OUTLIER_VISIBLE`) is drawn as its own thin dashed
   line, named at its end and in the legend ("Ideal FL: seed 1 (outlier)"); the mean and the band
   keep it, and :attr:`DataFigure.outliers` and the notes list it;
+* the slot latency, whose per-frame means coincide in synchronous runs, is drawn as its ECDF
+  over every slot of every seed;
+* no text collides: the title is centred over the panels and wrapped to their width (a figure
+  legend that still meets it goes below), colliding tick labels are thinned (``_finish``);
 * no offset or scientific-offset tick notation; every axis says its unit (those of
   ``docs/trace.md``; ``V`` and the cost in J^2);
 * a metric with nothing to draw (no outage at all, no cost logged) gets no panel: the title
@@ -69,9 +76,11 @@ from .common import (
     say_empty,
     scheme_color,
     scheme_marker,
+    series_colors,
     series_columns,
+    shade,
 )
-from .impact import energy_budget_per_device, impact_of_energy_budget, impact_of_v, shade
+from .impact import energy_budget_per_device, impact_of_energy_budget, impact_of_v
 from .over_time import (
     gamma_evolution,
     participation_and_latency,
@@ -112,6 +121,7 @@ __all__ = [
     "say_empty",
     "scheme_color",
     "scheme_marker",
+    "series_colors",
     "series_columns",
     "shade",
     "stable_parameters",

@@ -26,7 +26,7 @@ BAND = (
     "its 95 % Student-t interval over the seeds, computed in that scale and cut to the range of "
     "the seeds' values at each point (with 2 or 3 seeds it is mostly that range). A dashed line "
     "is an outlier seed, named (it alone makes most of the seeds' spread; it stays in the mean "
-    "and the band)."
+    "and the band; named from 5 seeds on)."
 )
 BARS = (
     "Points: the mean over seeds in the axis' scale; bars: its 95 % Student-t interval, "
@@ -141,7 +141,8 @@ FIGURES: list[FigureSpec] = [
         F.energy_budget_per_device,
         "Each device's average energy and queue length against its own budget E_bar_n, one point "
         "per device and run, one row per scheme and V (the impact of the energy budget within a "
-        "configuration); each column has one y axis for all rows.",
+        "configuration); each column has one y axis for all rows. Other settings (strategy, "
+        "uplink, ...) have their own colour and hollow marker; coinciding points show nested.",
     ),
     FigureSpec(
         "gamma_evolution",
@@ -162,7 +163,8 @@ FIGURES: list[FigureSpec] = [
         "Latency, participation and outages",
         "slots",
         F.participation_and_latency,
-        "Per frame: mean slot latency, participating devices and outages among them. " + BAND,
+        "Slot latency: its distribution (ECDF over every slot of every seed); per frame: "
+        "participating devices and outages among them. " + BAND,
     ),
 ]
 
@@ -371,8 +373,8 @@ VERDICT_RULE = (
     "spread would need to exclude zero). A claim of several comparisons does not hold when one "
     "does not, is inconclusive when one is and none fails. With one seed the direction alone "
     "decides, with a warning. An outlier seed (left out, the other seeds' standard deviation "
-    "falls below a third of all seeds') is named next to the verdict and in the figures, and "
-    "kept in the mean and the interval."
+    "falls below a third of all seeds'; from 5 seeds on) is named next to the verdict and in "
+    "the figures, and kept in the mean and the interval."
 )
 _SPECS = {f.slug: f for f in FIGURES}
 _TABLE_TITLES = {
