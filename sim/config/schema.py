@@ -30,6 +30,7 @@ from ..world.mobility.config import MobilityConfig
 from .catalogue import known_datasets, known_models, known_partitions, model_datasets
 from .distributions import (
     DEVICE_BOUNDS,
+    WHOLE_NUMBER,
     PerDevice,
     Strict,
     Uniform,
@@ -337,7 +338,7 @@ class UplinkConfig(Strict):
         description="aircomp, truncated_inversion: the channel power gain under which a device "
         "stays silent, dB (default: none, every participant inverts)",
     )
-    values_per_symbol: Literal[1, 2] | None = Field(
+    values_per_symbol: Annotated[Literal[1, 2], WHOLE_NUMBER] | None = Field(
         None,
         description="aircomp only: real values per symbol, 1 (BAA's real analog symbols; the "
         "default) or 2 (I and Q): the transmission takes ceil(D' / v) / W s",
