@@ -31,6 +31,7 @@ from .catalogue import known_datasets, known_models, known_partitions, model_dat
 from .claims import MAX_CLAIMS, ClaimConfig, named_claims
 from .distributions import (
     DEVICE_BOUNDS,
+    WHOLE_NUMBER,
     PerDevice,
     Strict,
     Uniform,
@@ -349,7 +350,7 @@ class UplinkConfig(Strict):
         description="aircomp, truncated_inversion: the channel power gain under which a device "
         "stays silent, dB (default: none, every participant inverts)",
     )
-    values_per_symbol: Literal[1, 2] | None = Field(
+    values_per_symbol: Annotated[Literal[1, 2], WHOLE_NUMBER] | None = Field(
         None,
         description="aircomp only: real values per symbol, 1 (BAA's real analog symbols; the "
         "default) or 2 (I and Q): the transmission takes ceil(D' / v) / W s",

@@ -372,6 +372,16 @@ def availability_table(
     with np.errstate(over="ignore"):  # the scale is bounded: times stay finite
         start = np.concatenate([intervals.starts[c] for c in clients]) * time_scale
         end = np.concatenate([intervals.ends[c] for c in clients]) * time_scale
+    times = np.concatenate((start, end))
+    finite = np.abs(times[np.isfinite(times)])
+    if finite.size and float(finite.max()) > MAX_TIME_S:
+        largest = float(finite.max()) / time_scale
+        raise ScenarioError(
+            "--time-scale",
+            f"{time_scale:g} makes the time {largest:g} s of the input {largest * time_scale:g} "
+            f"s; times may be at most {MAX_TIME_S:g} s (about 317 years)",
+            f"give a --time-scale of at most {MAX_TIME_S / largest:.3g}",
+        )
     table = pd.DataFrame({"device": device, "start_s": start, "end_s": end})
     TraceAvailability.from_frame(table, num_devices=devices, field="IN", source="(converted)")
     return table
