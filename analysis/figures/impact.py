@@ -1,6 +1,6 @@
 """The figures against ``V`` and the energy budget: the impact of ``V`` (a scheme
 that ignores ``V`` as a level), the impact of the energy budget over runs, and each device's
-energy and queue against its own budget (series of one scheme told apart by :func:`shade`).
+energy and queue against its own budget (series of one scheme told apart by :func:`~wflsim.analysis.figures.common.shade`).
 """
 
 from __future__ import annotations
