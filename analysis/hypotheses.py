@@ -57,6 +57,7 @@ from wflsim.sim.config.claims import (
     claim_text,
 )
 from wflsim.sim.errors import ScenarioError
+from wflsim.sim.files import read_capped, utf8_text
 from wflsim.sim.rundir import read_json, read_manifest
 
 from . import claims as C
@@ -104,7 +105,7 @@ def claims_from_text(text: str) -> list[ClaimConfig]:
     Raises:
         ScenarioError: naming the claim and field (``claims[0].metric``), or a TOML error.
     """
-    from wflsim.sim.config.loading import parse_claims
+    from wflsim.sim.config.claims import parse_claims
 
     try:
         table = tomllib.loads(text)
@@ -117,11 +118,13 @@ def claims_from_text(text: str) -> list[ClaimConfig]:
 ClaimsArg = str | os.PathLike[str] | Sequence[ClaimConfig | Mapping[str, Any]] | None
 
 
-def _from_file(path: str | os.PathLike[str]) -> list[ClaimConfig]:
-    from wflsim.sim.config.loading import read_scenario_file
+#: The largest claims (or scenario) file the report reads, bytes.
+MAX_CLAIMS_FILE_BYTES = 1_000_000
 
-    text, _ = read_scenario_file(os.fspath(path))
-    found = claims_from_text(text)
+
+def _from_file(path: str | os.PathLike[str]) -> list[ClaimConfig]:
+    raw = read_capped(path, "--claims", MAX_CLAIMS_FILE_BYTES, "claims", name=True)
+    found = claims_from_text(utf8_text(raw, "--claims", "claims"))
     if not found:
         raise ScenarioError(
             "--claims", f"{path} states no [[claims]]", "add [[claims]] tables (docs/scenario.md)"
@@ -144,7 +147,7 @@ def study_claims_of(source: Path, dirs: Sequence[Path], given: ClaimsArg) -> lis
         ScenarioError: a bad claim (naming it and its field), a claims file without claims, or
             runs whose scenarios state different claims under one name.
     """
-    from wflsim.sim.config.loading import parse_claims
+    from wflsim.sim.config.claims import parse_claims
 
     if isinstance(given, str | os.PathLike):
         return _from_file(given)

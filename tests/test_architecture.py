@@ -38,7 +38,13 @@ MODELS_USE_OF_SIM = {
 #: What analysis may import of sim: the one-line error of its refusals and the run folder's
 #: format and readers (``read_manifest``, ``liveness``, ``link_error``), and the reader of files a
 #: user names (``open_regular``).
-ANALYSIS_USE_OF_SIM = {"wflsim.sim", "wflsim.sim.errors", "wflsim.sim.files", "wflsim.sim.rundir"}
+ANALYSIS_USE_OF_SIM = {
+    "wflsim.sim",
+    "wflsim.sim.errors",
+    "wflsim.sim.files",
+    "wflsim.sim.rundir",
+    "wflsim.sim.config.claims",  # the [[claims]] a study's files state
+}
 #: Every layer of the package, and the package root's modules that are not a layer's.
 LAYERS = {"version", "sim", "models", "analysis", "app", "api", "root", "faces"}
 #: The public modules that re-export what a scheme or an update rule of one's own needs.
@@ -186,7 +192,9 @@ def test_models_imports_of_sim_only_the_catalogue_and_the_registries():
 
 
 def test_analysis_imports_of_sim_only_the_run_folder_format_and_errors():
-    """analysis imports of the other layers only sim.rundir and sim.errors, anywhere."""
+    """analysis imports of the other layers only the run folder's format (sim.rundir), sim.errors,
+    sim.files (reading a file a user names) and the [[claims]] spec (sim.config.claims),
+    anywhere."""
     assert not _violations("analysis", ANALYSIS_USE_OF_SIM)
 
 

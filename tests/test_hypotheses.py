@@ -20,8 +20,8 @@ from wflsim.analysis.hypotheses import check_claim, claims_from_text
 from wflsim.app.cli import main as cli_main
 from wflsim.app.manifest import fingerprint
 from wflsim.app.run import prepare_scenario
-from wflsim.sim.config.claims import CLAIM_METRICS, ClaimConfig
-from wflsim.sim.config.loading import parse_claims, scenario_text, validate_scenario
+from wflsim.sim.config.claims import CLAIM_METRICS, ClaimConfig, parse_claims
+from wflsim.sim.config.loading import scenario_text, validate_scenario
 from wflsim.sim.errors import ScenarioError
 
 

@@ -690,7 +690,7 @@ def _compare_claims(
 ) -> list[Any]:
     """The claims :func:`compare` checks: the scenario's ``[[claims]]`` and ``given``, validated
     before anything runs (``ScenarioError`` naming ``claims[i]`` and the field)."""
-    from wflsim.sim.config.loading import parse_claims
+    from wflsim.sim.config.claims import parse_claims
 
     stated = parse_claims(table)
     if given is None:

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
 from .distributions import Strict
 from .limits import MAX_DESCRIPTION_CHARS, MAX_NAME_CHARS
@@ -158,6 +159,35 @@ def named_claims(claims: list[ClaimConfig]) -> list[ClaimConfig]:
         c if c.name else c.model_copy(update={"name": n})
         for c, n in zip(claims, names, strict=True)
     ]
+
+
+class _ClaimsOnly(Strict):
+    """The ``[[claims]]`` of a scenario or claims file (other tables are left to the scenario)."""
+
+    claims: list[ClaimConfig] = Field(default_factory=list, max_length=MAX_CLAIMS)
+
+    @field_validator("claims")
+    @classmethod
+    def _names(cls, v: list[ClaimConfig]) -> list[ClaimConfig]:
+        return named_claims(v)
+
+
+def parse_claims(table: Mapping[str, Any]) -> list[ClaimConfig]:
+    """The ``[[claims]]`` of a raw scenario (or claims-only) table, validated as the scenario's
+    validation validates them, each with its name (``claim N`` by default).
+
+    Raises:
+        ScenarioError: naming the claim and field (``claims[0].metric``).
+    """
+    from .loading import plain_value, scenario_error
+
+    data = plain_value(table)
+    part = {"claims": data["claims"]} if "claims" in data else {}
+    try:
+        got = _ClaimsOnly.model_validate(part)
+    except ValidationError as err:
+        raise scenario_error(err) from None
+    return list(got.claims)
 
 
 def claim_label(selector: dict[str, Any]) -> str:

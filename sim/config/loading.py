@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from pydantic import BaseModel, Field, ValidationError, field_validator
+from pydantic import BaseModel, Field, ValidationError
 
 from ..errors import ScenarioError
 from ..files import read_capped, utf8_text
@@ -38,7 +38,6 @@ from ..world.availability import (
     MarkovConfig,
     expected_changes_per_slot,
 )
-from .claims import MAX_CLAIMS, ClaimConfig, named_claims
 from .limits import MAX_DEVICES, path_problem, shorten
 from .schema import Scenario, Seed, Strict, SweepConfig
 
@@ -538,33 +537,6 @@ def sweep_defaults(table: Mapping[str, Any]) -> tuple[int, SweepConfig]:
         raise scenario_error(err) from None
     assert isinstance(got, _SweepDefaults)
     return got.seed, got.sweep
-
-
-class _ClaimsOnly(Strict):
-    """The ``[[claims]]`` of a scenario or claims file (other tables are left to the scenario)."""
-
-    claims: list[ClaimConfig] = Field(default_factory=list, max_length=MAX_CLAIMS)
-
-    @field_validator("claims")
-    @classmethod
-    def _names(cls, v: list[ClaimConfig]) -> list[ClaimConfig]:
-        return named_claims(v)
-
-
-def parse_claims(table: Mapping[str, Any]) -> list[ClaimConfig]:
-    """The ``[[claims]]`` of a raw scenario (or claims-only) table, validated as
-    :func:`validate_scenario` validates them, each with its name (``claim N`` by default).
-
-    Raises:
-        ScenarioError: naming the claim and field (``claims[0].metric``).
-    """
-    data = plain_value(table)
-    part = {"claims": data["claims"]} if "claims" in data else {}
-    try:
-        got = _ClaimsOnly.model_validate(part)
-    except ValidationError as err:
-        raise scenario_error(err) from None
-    return list(got.claims)
 
 
 def read_scenario_file(path: str | Path) -> tuple[str, dict[str, Any]]:
