@@ -245,6 +245,7 @@ def test_step_ratio_closed_forms() -> None:
 def test_trace_side_step_ratio_and_limit_equal_the_scenario_sides() -> None:
     """The diagnostics' step ratio and limit equal ServerConfig.step_ratio and the warning's."""
     from wflsim.analysis import diagnostics
+    from wflsim.analysis.diagnostics.run import _Server
 
     assert diagnostics.MAX_STEP_RATIO == MAX_STEP_RATIO
     for mode in ("sync", "semi_sync", "async"):
@@ -254,7 +255,7 @@ def test_trace_side_step_ratio_and_limit_equal_the_scenario_sides() -> None:
                 table = config.model_dump(mode="json")
                 for n in (1.0, 12.5, 30.0):
                     want = config.step_ratio(n)
-                    assert diagnostics._Server.of(table).step_ratio(n) == want
+                    assert _Server.of(table).step_ratio(n) == want
 
 
 @pytest.mark.parametrize("level", ["events", "device_slots"])
@@ -281,10 +282,10 @@ def test_arrow_device_slot_outcomes_equal_the_dataframe_ones(
     level: str, dense: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The run folder's device-slot outcomes, built from Arrow, equal the DataFrame path's exactly."""
-    from wflsim.analysis import diagnostics
     from wflsim.analysis.diagnostics import device_slot_outcomes, device_slot_outcomes_arrow
+    from wflsim.analysis.diagnostics import run as diagnosed_run
 
-    monkeypatch.setattr(diagnostics, "_DENSE_FACTOR", dense)  # 0: the sorted-keys lookup
+    monkeypatch.setattr(diagnosed_run, "_DENSE_FACTOR", dense)  # 0: the sorted-keys lookup
     from wflsim.analysis.io import load_events, load_events_table
 
     with warnings.catch_warnings():
@@ -683,7 +684,7 @@ def test_trace_side_limits_equal_the_scenario_sides() -> None:
 @pytest.mark.parametrize("reuse", [1, 3, 7])
 def test_trace_side_co_band_equals_the_layouts(rings: int, reuse: int) -> None:
     """The diagnostics' co-band test from the [cells] table agrees with the built layout's."""
-    from wflsim.analysis.diagnostics import _co_band
+    from wflsim.analysis.diagnostics.run import _co_band
     from wflsim.sim.radio.cells.config import CellsConfig
     from wflsim.sim.radio.cells.layout import build_layout
 
