@@ -25,8 +25,9 @@ import pyarrow.parquet as pq
 # previous_cell, handover rows) and [server.hierarchy] (cloud_round rows, backhaul_s,
 # backhaul_energy_j); 9: [uplink] mode = "aircomp" (aircomp rows, eta_w, n_aligned, n_truncated,
 # aircomp_mse, aggregation_mse); 10: [uplink] mode = "ns3_lte" (ns3_bytes, ns3_tbs, ns3_harq_retx,
-# ns3_tb_errors, ns3_mcs_mean, ns3_rb_mean, ns3_goodput_bps, ns3_loss_db, ns3_tx_dbm)
-TRACE_SCHEMA_VERSION = "10"
+# ns3_tb_errors, ns3_mcs_mean, ns3_rb_mean, ns3_goodput_bps, ns3_loss_db, ns3_tx_dbm); 11: what
+# the newest models did: sinr_db and interference_w ([cells])
+TRACE_SCHEMA_VERSION = "11"
 
 #: What a run's trace records (``[trace] level``): every event (the paper's) or, for large
 #: network studies, the device events of a slot folded into one ``device_slot`` row per device.
@@ -352,6 +353,16 @@ COLUMNS: dict[str, tuple[pa.DataType, str, str]] = {
         pa.float64(),
         "dBm",
         "ns3_lte only: the device's transmit power in ns-3 at the upload's start: 10 log10(tx_power_w) + 30",
+    ),
+    "sinr_db": (
+        pa.float64(),
+        "dB",
+        "[cells] whose uploads interact (a cell shares its band, or cells share one), upload_end, dropped and device_slot rows of an upload that transmitted: the SINR p h / ((N0' + I') b) at its serving site that its rate used, summarised over the upload as the constant SINR of its mean spectral efficiency, 10 log10(2^((1/T) int log2(1 + SINR(t)) dt) - 1) (T: upload_s, the time it transmitted; the SINR itself where it stayed constant); b is its band (W, or W / k under OFDMA), N0' the noise spectral density, I' the interference's",
+    ),
+    "interference_w": (
+        pa.float64(),
+        "W",
+        "as sinr_db: the inter-cell interference power at the upload's serving site within its band b, I' b, averaged over the time it transmitted ((1/T) int I(t) dt; docs/cells.md: each co-band upload m of another cell a adds p_m g[m, site] b / B_a)",
     ),
     "model_version": (
         pa.int64(),
