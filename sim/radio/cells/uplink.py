@@ -116,6 +116,7 @@ class CellularUplink(SharedUplink):
         n = cells.num_devices
         self._cell = np.zeros(n, dtype=np.int64)
         self._g = np.zeros((n, lay.num_cells))
+        self._heard_since = 0.0
         self._reset_heard(n, 0.0)
 
     # ------------------------------------------------------------------ the rate model
