@@ -578,3 +578,13 @@ def test_upload_rows_carry_sinr_and_interference_in_every_server_mode(server, le
     assert (df.loc[sent, "interference_w"] > 0).any()
     others = ~df["event"].isin(["upload_end", "dropped", "device_slot"])
     assert df.loc[others, "sinr_db"].isna().all()
+
+
+def test_a_replayed_channel_with_cells_is_refused_for_its_physics(tmp_path):
+    """channel.replay with [cells] is refused naming channel.replay, saying the table's one gain per device cannot give the gains to every site."""
+    data = cells_scenario()
+    data["channel"] = {"replay": str(tmp_path / "recorded")}
+    with pytest.raises(ScenarioError) as err:
+        wflsim.prepare(data)
+    assert err.value.field == "channel.replay"
+    assert "gains to every site" in str(err.value) and "one gain per device" in str(err.value)
