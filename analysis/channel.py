@@ -291,7 +291,7 @@ def outcomes_figure(
         else:
             _log_if_dwarfed(ax, peaks, always=y == "mean_slot_s")
     bands._legend(fig, axes, order=list(dict.fromkeys(labels)))
-    return common._no_offset(fig)
+    return common._finish(fig)
 
 
 def figure(
@@ -369,7 +369,7 @@ def accuracy_vs_slot(evaluations: pd.DataFrame, by: str) -> Figure:
     axes[0].set_ylabel("test accuracy (%)")
     common._fit_to_lines(axes)
     bands._legend(fig, axes, order=labels)
-    return common._no_offset(fig)
+    return common._finish(fig)
 
 
 def accuracy_figure(runs: tidy.RunsArg, by: str, path: Path) -> Path | None:

@@ -179,33 +179,35 @@ class Paired:
             for name, value in self.outliers
         )
 
-    def describe(self, want: int) -> str:
+    def describe(self, want: int, zero: str = "zero") -> str:
         """:meth:`text`, :meth:`why` the verdict on the side ``want`` is not :data:`HOLDS`
-        and :meth:`outlier_text`."""
-        return self.text() + self.why(want) + self.outlier_text()
+        and :meth:`outlier_text`; ``zero`` names what the differences are compared with (a
+        study's claim with a margin: "the margin")."""
+        return self.text() + self.why(want, zero) + self.outlier_text()
 
-    def why(self, want: int) -> str:
+    def why(self, want: int, zero: str = "zero") -> str:
         """Why the verdict on the side ``want`` is not :data:`HOLDS` ("" when it is): the
-        opposite direction, or an interval that straddles zero with the seeds on each side and
-        the seeds this spread would need."""
+        opposite direction (the other side of ``zero``), or an interval that straddles
+        ``zero`` with the seeds on each side and the seeds this spread would need."""
         status = self.verdict(want)
         if status == HOLDS:
             return ""
         if status == FAILS:
-            return ": the opposite direction"
+            return ": the opposite direction" if zero == "zero" else f": the other side of {zero}"
         units = f"{self.unit}s"
         if self.n < 2:
             return f": no difference (1 {self.unit})"
         claimed = self.positive if want > 0 else self.negative
         need = self.seeds_needed()
         if need is None and (self.mean == 0 or not np.isfinite(self.mean)):
-            more = f"no number of {units} would exclude zero: the mean difference is 0"
+            more = f"no number of {units} would exclude {zero}: the mean difference is {zero}"
+            more = more.replace("difference is zero", "difference is 0")
         elif need is None:
-            more = f"more than {SEEDS_NEEDED_CAP:,} {units} would be needed to exclude zero"
+            more = f"more than {SEEDS_NEEDED_CAP:,} {units} would be needed to exclude {zero}"
         else:
-            more = f"{need} {units} with this mean and spread would exclude zero"
+            more = f"{need} {units} with this mean and spread would exclude {zero}"
         return (
-            f": inconclusive, the interval straddles zero, {claimed} of {self.n} {units} point "
+            f": inconclusive, the interval straddles {zero}, {claimed} of {self.n} {units} point "
             f"the claimed way; {more}"
         )
 

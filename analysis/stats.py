@@ -309,30 +309,106 @@ def t_interval(values: Sequence[float] | np.ndarray, level: float = 0.95) -> tup
     return (mean, se, mean - half, mean + half, n)
 
 
+#: Run measures whose values lie in [0, 1] (shares of something), by name; so does a name ending
+#: in one of :data:`_UNIT_SUFFIXES` (:func:`measure_range`).
+_UNIT_NAMES = frozenset({"participation", "mean_gamma"})
+_UNIT_SUFFIXES = ("_rate", "_fraction", "_share", "accuracy")
+#: Run measures that are counts or otherwise never negative, by name; so does a name ending in
+#: one of :data:`_NONNEGATIVE_SUFFIXES` (energies, times, errors, ratios of them).
+_NONNEGATIVE_NAMES = frozenset(
+    {
+        "slots",
+        "devices",
+        "drops",
+        "handovers",
+        "cloud_rounds",
+        "trace_rows",
+        "final_loss",
+        "n_runs",
+    }
+)
+_NONNEGATIVE_SUFFIXES = ("_j", "_s", "_mse", "_ratio", "_count", "_bits")
+
+
+def measure_range(name: str) -> tuple[float, float]:
+    """The values the run measure ``name`` can take: ``(0, 1)`` for a share (accuracy, a rate,
+    a fraction: ``outage_rate``, ``final_accuracy``, ``participation``), ``(0, inf)`` for a count,
+    an energy (J), a time (s), a loss, a squared error or a ratio of them (``handovers``,
+    ``total_energy_j``, ``simulated_time_s``), ``(-inf, inf)`` for anything else (a measure this
+    table does not know is never cut; ``mean_conv_error`` and ``mean_cost`` are negative:
+    ``X = lam B (gamma - 1)``)."""
+    if name in _UNIT_NAMES or name.endswith(_UNIT_SUFFIXES):
+        return (0.0, 1.0)
+    if name in _NONNEGATIVE_NAMES or name.endswith(_NONNEGATIVE_SUFFIXES):
+        return (0.0, np.inf)
+    return (-np.inf, np.inf)
+
+
+def difference_range(name: str) -> tuple[float, float]:
+    """The values a difference of two runs' measure ``name`` can take (:func:`measure_range`):
+    ``(-1, 1)`` for a share, else unbounded."""
+    lo, hi = measure_range(name)
+    return (lo - hi, hi - lo)
+
+
+def within(ci_low: float, ci_high: float, bounds: tuple[float, float]) -> tuple[float, float, bool]:
+    """An interval cut to ``bounds`` (a measure's range, :func:`measure_range`) and whether it
+    was cut. A Student-t interval of the mean of few seeds of a count or a rate can reach
+    beyond the values the measure can take (three seeds of 0, 0 and 41 handovers: the mean
+    13.7 and the interval [-45.1, 72.5]); the mean lies in the range, so cutting the interval
+    there never leaves it out where the uncut interval held it (the coverage is unchanged), and
+    the cut bound says "at least 0" rather than a count below zero (docs/decisions.md, "Sweeps
+    and tables")."""
+    lo, hi = bounds
+    if not (np.isfinite(ci_low) and np.isfinite(ci_high)):
+        return ci_low, ci_high, False
+    cut_low, cut_high = max(ci_low, lo), min(ci_high, hi)
+    return float(cut_low), float(cut_high), bool(cut_low != ci_low or cut_high != ci_high)
+
+
+def seed_interval(
+    values: Sequence[float] | np.ndarray,
+    level: float = 0.95,
+    bounds: tuple[float, float] = (-np.inf, np.inf),
+) -> dict[str, float | int | bool]:
+    """:func:`t_interval` of ``values`` (one per seed) cut to ``bounds`` (:func:`within`):
+    ``n``, ``mean``, ``ci_low``, ``ci_high`` and ``ci_clipped`` (whether the interval was cut at
+    a bound of the measure's range)."""
+    mean, _, lo, hi, n = t_interval(values, level)
+    lo, hi, cut = within(lo, hi, bounds)
+    return {"n": n, "mean": mean, "ci_low": lo, "ci_high": hi, "ci_clipped": cut}
+
+
 #: The outlier rule's threshold (docs/decisions.md, "Verdicts and outlier seeds"): a seed is an
 #: outlier when, left out, the standard deviation of the other seeds falls below this share of
 #: the standard deviation of all of them.
 OUTLIER_SPREAD_SHARE = 1.0 / 3.0
 
+#: The fewest finite values (seeds) the outlier rule names an outlier among (docs/decisions.md,
+#: "Outlier seeds and readable figures"): with five seeds, one normal distribution's draws give
+#: an outlier in about 5 % of samples; with three in about 45 % and with four in about 15 %,
+#: so below five the name would say more about the rule than about the seed.
+OUTLIER_MIN_SEEDS = 5
+
 
 def outlier_mask(
     values: Sequence[float] | np.ndarray, share: float = OUTLIER_SPREAD_SHARE
 ) -> np.ndarray:
-    """Which of ``values`` (one per seed) are outliers: with three finite values or more, a
-    value whose leaving out makes the sample standard deviation of the others smaller than
-    ``share`` times that of all of them (it alone makes most of the spread). With
-    ``share <= 1/2`` at most one value is an outlier; NaN and inf never are; fewer than three
-    finite values, or all equal: none.
+    """Which of ``values`` (one per seed) are outliers: with :data:`OUTLIER_MIN_SEEDS` (five)
+    finite values or more, a value whose leaving out makes the sample standard deviation of the
+    others smaller than ``share`` times that of all of them (it alone makes most of the spread).
+    With ``share <= 1/2`` at most one value is an outlier; NaN and inf never are; fewer than
+    five finite values, or all equal: none.
 
-    With three seeds the rule is a description, not a test: it names a seed whose gap to the
-    nearest other is about three times the others' range, which three draws of one normal
-    distribution show in about 45 % of samples (15 % with four seeds, 5 % with five, 0.2 % with
-    eight); docs/decisions.md, "Verdicts and outlier seeds"."""
+    Below five seeds the rule would name a seed in draws of one normal distribution too often
+    to mean anything (about 45 % of samples with three seeds, 15 % with four; 5 % with five,
+    0.2 % with eight); docs/decisions.md, "Verdicts and outlier seeds" and "Outlier seeds and
+    readable figures"."""
     x = np.asarray(values, dtype=float)
     out = np.zeros(len(x), dtype=bool)
     ok = np.flatnonzero(np.isfinite(x))
     n = len(ok)
-    if n < 3:
+    if n < OUTLIER_MIN_SEEDS:
         return out
     v = x[ok]
     dev = v - v.mean()
@@ -391,8 +467,10 @@ def over_seeds(
 
     Columns: ``by``, ``n`` (the runs of the configuration), and per value column ``<col>`` (the
     mean over the runs where it is finite), ``<col>_se`` (``s / sqrt(n)``), ``<col>_ci_low`` and ``<col>_ci_high`` (``mean -+
-    t_{(1+level)/2, n-1} se``, :data:`scipy.stats.t`). The spread is NaN where ``n < 2``.
-    Non-finite values (NaN, inf) are left out.
+    t_{(1+level)/2, n-1} se``, :data:`scipy.stats.t`, cut to the column's range where it
+    reaches beyond it: a rate within [0, 1], a count, energy or time at 0; :func:`measure_range`,
+    :func:`within`). The spread is NaN where ``n < 2``. Non-finite values (NaN, inf) are left
+    out.
 
     ``by`` defaults to :data:`CONFIG_COLUMNS` present in ``table`` (every identifying column but
     ``run`` and ``seed``); ``value_cols`` to its numeric columns outside ``by``.
@@ -416,11 +494,12 @@ def over_seeds(
         se = std[c] / np.sqrt(n[c])
         q = pd.Series(_st.t.ppf(0.5 + level / 2.0, (n[c] - 1).clip(lower=1)), index=n.index)
         half = (q * se).where(n[c] >= 2)
+        lo, hi = measure_range(c)  # never beyond the measure's range (:func:`within`)
         cols += [
             mean[c],
             se.where(n[c] >= 2).rename(c + "_se"),
-            (mean[c] - half).rename(c + "_ci_low"),
-            (mean[c] + half).rename(c + "_ci_high"),
+            (mean[c] - half).clip(lower=lo).rename(c + "_ci_low"),
+            (mean[c] + half).clip(upper=hi).rename(c + "_ci_high"),
         ]
     out = pd.concat(cols, axis=1).reset_index()
     return out.drop(columns=["_all"], errors="ignore")

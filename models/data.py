@@ -63,6 +63,8 @@ from wflsim.sim.config.catalogue import (
     NUM_CLASSES,
     DatasetError,
 )
+from wflsim.sim.errors import ScenarioError
+from wflsim.sim.files import open_regular
 
 from .registry import DATASET_TENSORS, PARTITION_FUNCTIONS
 
@@ -523,7 +525,7 @@ def _unpickle_plain(path: Path) -> Any:
     """Read a batch file (at most :data:`_MAX_BATCH_BYTES`), check its opcodes
     (:func:`_check_opcodes`), then load it with :class:`_PlainDataUnpickler` (Python 2 strings
     read as latin-1, as CIFAR-10's files need)."""
-    with open(path, "rb") as f:
+    with open_regular(path, "learning.data_dir", "dataset", name=True) as f:
         too_large = _TooLarge(f"it is larger than {_MAX_BATCH_BYTES // 2**20} MiB")
         if os.fstat(f.fileno()).st_size > _MAX_BATCH_BYTES:
             raise too_large
@@ -566,6 +568,8 @@ def read_cifar_batch(path: Path) -> tuple[np.ndarray, np.ndarray]:
     fix = "replace it with the original cifar-10-batches-py file"
     try:
         entry = _unpickle_plain(path)
+    except ScenarioError as err:  # not a regular file (open_regular)
+        raise DatasetError(err.field, err.problem, err.fix) from None
     except _RefusedGlobal as err:
         raise DatasetError(
             "learning.data_dir", f"refused {str(path)!r}: {err}; nothing in it was run", fix

@@ -119,7 +119,12 @@ def add_model(
         if key not in counts:
             with torch.random.fork_rng(devices=[]):
                 torch.default_generator.manual_seed(0)
-                net = build(name, dataset_name)
+                try:  # on the meta device: counted without allocating (a model too large for
+                    # memory is then refused before it is built: wflsim.app.prepare)
+                    with torch.device("meta"):
+                        net = build(name, dataset_name)
+                except DatasetError:  # a factory that needs real tensors: built for real
+                    net = build(name, dataset_name)
             counts[key] = sum(p.numel() for p in net.parameters() if p.requires_grad)
         return counts[key]
 

@@ -31,6 +31,7 @@ import pyarrow as pa
 
 from . import slot as slots
 from .clock import Clock
+from .config.derived import longest_wait_s, wait_events_per_s
 from .errors import RunDiverged
 from .kernels import KernelName, make_kernel
 from .learner import Learner, ProbingLearner
@@ -240,6 +241,14 @@ class Engine:
                 f"compute ({type(learner).__name__}: a network-only run)"
             )
         self.rules = SlotRules(scheme.closes_at, config.late_upload_energy)
+        #: the longest a slot may wait for its last upload, s: the cap, or less where a wait
+        #: costs many events (availability changes, legs walked; the scenario's check before
+        #: the run takes the same bound: :func:`~wflsim.sim.config.derived.longest_wait_s`)
+        self.max_wait_s, _ = longest_wait_s(
+            wait_events_per_s(
+                mobility, availability, simulated_clock=config.mobility_clock == "simulated"
+            )
+        )
 
         n = system.num_devices
         self.num_devices = n

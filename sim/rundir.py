@@ -36,12 +36,12 @@ import hashlib
 import json
 import os
 import socket
-import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from .errors import ScenarioError
+from .files import open_regular, read_capped
 from .trace import EVENTS_DIR, list_parts, part_name
 
 MARKER = ".wflsim-run"
@@ -57,9 +57,9 @@ RUN_ENTRIES = (EVENTS_DIR, CHANNEL_DIR, MANIFEST, CHECKPOINT, LEGACY_EVENTS, MAR
 HEARTBEAT_S = 30.0
 #: A running run of another host whose heartbeat is older than this is taken for dead by readers.
 STALE_AFTER_S = 10 * HEARTBEAT_S
-
-#: ``open`` flags that refuse a symbolic link as the last component (0 where unsupported).
-NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+#: Largest manifest or ``sweep.json`` read, bytes (a manifest lists about 200 bytes per frame:
+#: a million frames take about 200 MB).
+MAX_MANIFEST_BYTES = 512 * 1024**2
 
 
 def hostname() -> str:
@@ -204,14 +204,12 @@ def read_manifest(folder: Path) -> dict[str, Any] | None:
 
 def read_json(path: Path) -> dict[str, Any] | None:
     """A JSON object in a regular file (a run's manifest, a sweep's ``sweep.json``), or None
-    when absent, unreadable, not an object or a link (never followed)."""
+    when absent, unreadable, larger than :data:`MAX_MANIFEST_BYTES`, not an object or a link
+    (never followed)."""
     try:
-        fd = os.open(path, os.O_RDONLY | NOFOLLOW | os.O_NONBLOCK)
-        with os.fdopen(fd, "rb") as f:
-            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
-                return None
-            m = json.loads(f.read().decode("utf-8"))
-    except (OSError, ValueError, RecursionError):
+        raw = read_capped(path, str(path), MAX_MANIFEST_BYTES, "JSON", follow_links=False)
+        m = json.loads(raw.decode("utf-8"))
+    except (ValueError, RecursionError):  # ScenarioError (not a regular file, too large) too
         return None
     return m if isinstance(m, dict) else None
 
@@ -299,19 +297,18 @@ _DIGESTS: dict[tuple[int, ...], str] = {}
 _DIGESTS_MAX = 65536
 
 
-def file_sha256(path: Path) -> str:
-    """The SHA-256 of a regular file's bytes (hex), opened without following a link; a file
-    hashed before in this process and unchanged since (same inode, size, mtime and ctime) is not
-    read again.
+def file_sha256(path: Path, *, follow_links: bool = False) -> str:
+    """The SHA-256 of a regular file's bytes (hex), opened without following a link (unless
+    ``follow_links``); a file hashed before in this process and unchanged since (same inode,
+    size, mtime and ctime) is not read again.
 
     Raises:
-        OSError: the file cannot be read, or is a link.
+        ScenarioError: the file is missing, not a regular file or a link (:func:`open_regular`).
+        OSError: the file cannot be read.
     """
-    fd = os.open(path, os.O_RDONLY | NOFOLLOW | os.O_NONBLOCK)
-    with os.fdopen(fd, "rb") as f:
+    f = open_regular(path, str(path), "input", follow_links=follow_links)
+    with f:
         st = os.fstat(f.fileno())
-        if not stat.S_ISREG(st.st_mode):
-            raise OSError(f"{path} is not a regular file")
         key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
         known = _DIGESTS.get(key)
         if known is not None:
@@ -339,6 +336,8 @@ def check_part(part: Part, folder: Path, *, digest: bool = True, fix: str | None
     if digest:
         try:
             got = file_sha256(p)
+        except ScenarioError as err:
+            raise RunFolderError(p, err.problem, fix) from None
         except OSError as err:
             raise RunFolderError(p, f"cannot be read ({err.strerror or err})", fix) from None
         if got != part.sha256:

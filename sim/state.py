@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .files import open_regular
 from .trace import write_atomic
 
 if TYPE_CHECKING:
@@ -138,8 +139,9 @@ def load(path: str | Path) -> dict[str, Any]:
         ValueError: the file is not a wflsim checkpoint (or is damaged).
     """
     path = Path(path)
+    f = open_regular(path, str(path), "checkpoint")  # a ScenarioError (a ValueError) if not
     try:
-        with np.load(path, allow_pickle=False) as npz:
+        with f, np.load(f, allow_pickle=False) as npz:
             members = {k: npz[k] for k in npz.files}
     except (OSError, ValueError, zipfile.BadZipFile, EOFError) as err:
         raise ValueError(f"{path} is not a readable checkpoint ({type(err).__name__})") from None

@@ -14,23 +14,53 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 
 
-def _data_dir() -> Path:
-    env = os.environ.get("WFLSIM_DATA_DIR")
-    return Path(env) if env else REPO.parent / "shared" / "datasets"
+def data_folders(env: str | None, cwd: Path, repo: Path = REPO) -> list[Path]:
+    """The folders the tests look in for datasets, in order: ``$WFLSIM_DATA_DIR`` (``env``),
+    ``./data`` (where ``wflsim data fetch`` puts them by default, ``cwd`` the current
+    directory), then ``../shared/datasets`` beside the repository; each once."""
+    found: list[Path] = []
+    for folder in ([Path(env).expanduser()] if env else []) + [
+        cwd / "data",
+        repo.parent / "shared" / "datasets",
+    ]:
+        if folder not in found:
+            found.append(folder)
+    return found
 
 
-DATA_DIR = _data_dir()
-HAS_MNIST = (DATA_DIR / "MNIST" / "raw" / "train-images-idx3-ubyte").is_file()
+def find_dataset(name: str, folders: list[Path]) -> Path | None:
+    """The first of ``folders`` that holds dataset ``name``, or None."""
+    from wflsim.app.fetch import is_complete
+
+    return next((folder for folder in folders if is_complete(name, folder)), None)
+
+
+DATA_FOLDERS = data_folders(os.environ.get("WFLSIM_DATA_DIR"), Path.cwd())
+#: Where the tests looked, for a skipped test's reason.
+LOOKED = ", ".join(str(folder) for folder in DATA_FOLDERS)
+_MNIST = find_dataset("mnist", DATA_FOLDERS)
+HAS_MNIST = _MNIST is not None
+DATA_DIR = _MNIST or DATA_FOLDERS[0]
 if HAS_MNIST:  # runs that name no data folder (golden traces, subprocesses) find it too
-    os.environ.setdefault("WFLSIM_DATA_DIR", str(DATA_DIR))
+    os.environ["WFLSIM_DATA_DIR"] = str(DATA_DIR)
+
+
+def dataset_folder_or_skip(name: str) -> Path:
+    """The first data folder that holds dataset ``name``; skips the test, naming where it
+    looked, when none does."""
+    folder = find_dataset(name, DATA_FOLDERS)
+    if folder is None:
+        pytest.skip(
+            f"{name} not found in {LOOKED} (set WFLSIM_DATA_DIR, or run "
+            f"`wflsim data fetch {name}` here)"
+        )
+    return folder
 
 
 @pytest.fixture
 def data_dir() -> Path:
-    """The MNIST folder; skips the test when it is absent."""
-    if not HAS_MNIST:
-        pytest.skip(f"MNIST not found under {DATA_DIR} (set WFLSIM_DATA_DIR)")
-    return DATA_DIR
+    """The MNIST folder; skips the test, naming where it looked, when it is absent."""
+    return dataset_folder_or_skip("mnist")
 
 
 def base_scenario(**sections: dict[str, Any]) -> dict[str, Any]:

@@ -140,7 +140,7 @@ def test_sweep_from_a_dict_runs_relative_paths_from_the_working_directory(tmp_pa
     assert len(sw.points) == 4
     assert all(p["status"] == "completed" for p in sw.points.values())
     assert sw.manifest["scenario_file"] is None
-    one = sw.run("scheme.V=100.0__seed=1")
+    one = sw.run("V=100.0__seed=1")
     positions = one.events[one.events["event"] == "position"]
     assert sorted(positions["x_m"].unique()) == [50.0, 90.0, 130.0, 170.0, 210.0]
     again = wflsim.run(table, overrides={"scheme.V": 100.0}, seed=1, progress=False)
@@ -174,6 +174,22 @@ def test_compare_pairs_variants_by_seed_and_gives_t_intervals(tmp_path):
     assert row["diff_n"] == 4
     assert "final_accuracy" not in set(df["metric"])  # not measured in a network-only run
     assert (tmp_path / "c" / "sweep.json").is_file()
+
+
+def test_compare_cuts_a_rate_interval_at_zero_and_says_so(tmp_path):
+    """compare(): seeds of outage rate 0 but one give a Student-t interval below 0; compare's
+    stops at 0 (its upper end scipy's) and says it was cut."""
+    from scipy import stats
+
+    variants = {"tight": {"scheme.name": "fixed_power", "run.deadline_s": 0.16}}
+    df = wflsim.compare(
+        TINY, variants, seeds=range(6), metrics=["outage_rate"], out=tmp_path / "c", progress=False
+    )
+    x = df.attrs["runs"]["outage_rate"]
+    lo, hi = stats.t.interval(0.95, len(x) - 1, loc=x.mean(), scale=stats.sem(x))
+    assert lo < 0.0  # the seeds are such: one with late uploads, the others none
+    row = df.iloc[0]
+    assert row["ci_low"] == 0.0 and np.isclose(row["ci_high"], hi) and bool(row["ci_clipped"])
 
 
 def test_compare_applies_a_variant_as_written():

@@ -22,10 +22,13 @@ from conftest import REPO
 PACKAGES = ("sim", "models", "analysis")
 #: What models may import of sim: the torch-free catalogue data (datasets, models, layer tables),
 #: the update-rule and strategy records it implements (names, parameters, frame-input records,
-#: strategies' parameter models) and the registries (sim.registry: the entries it implements and the Registry class of its own).
+#: strategies' parameter models), the registries (sim.registry: the entries it implements and the Registry class of its own)
+#: and the reader of files a user names (sim.files, and the error it raises: sim.errors).
 MODELS_USE_OF_SIM = {
     "wflsim.sim",
     "wflsim.sim.config",
+    "wflsim.sim.errors",
+    "wflsim.sim.files",
     "wflsim.sim.config.catalogue",
     "wflsim.sim.config.architectures",
     "wflsim.sim.registry",
@@ -33,8 +36,9 @@ MODELS_USE_OF_SIM = {
     "wflsim.sim.updates",
 }
 #: What analysis may import of sim: the one-line error of its refusals and the run folder's
-#: format and readers (``read_manifest``, ``liveness``, ``link_error``).
-ANALYSIS_USE_OF_SIM = {"wflsim.sim", "wflsim.sim.errors", "wflsim.sim.rundir"}
+#: format and readers (``read_manifest``, ``liveness``, ``link_error``), and the reader of files a
+#: user names (``open_regular``).
+ANALYSIS_USE_OF_SIM = {"wflsim.sim", "wflsim.sim.errors", "wflsim.sim.files", "wflsim.sim.rundir"}
 #: Every layer of the package, and the package root's modules that are not a layer's.
 LAYERS = {"version", "sim", "models", "analysis", "app", "api", "root", "faces"}
 #: The public modules that re-export what a scheme or an update rule of one's own needs.

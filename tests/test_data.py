@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import pickle
 from pathlib import Path
 
@@ -12,25 +11,16 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import write_fake_cifar
+import conftest
+from conftest import data_folders, dataset_folder_or_skip, find_dataset, write_fake_cifar
 from wflsim.models.data import (
     CompactImages,
     DatasetNotFoundError,
-    dataset_available,
     load_dataset,
     partition,
     resolve_data_dir,
 )
-
-SHARED_DATA = Path(
-    os.environ.get("WFLSIM_DATA_DIR") or Path(__file__).parents[2] / "shared" / "datasets"
-)
-
-
-def _needs(name: str) -> None:
-    if not dataset_available(name, SHARED_DATA):
-        pytest.skip(f"{name} files not found under {SHARED_DATA}")
-
+from wflsim.sim.config.catalogue import DATASET_FILES
 
 # ----------------------------------------------------------------------------- loaders
 
@@ -78,12 +68,55 @@ def test_data_dir_defaults_to_env_then_data(monkeypatch: pytest.MonkeyPatch) -> 
     assert resolve_data_dir("x/y") == Path("x/y")
 
 
+def _touch_dataset(name: str, folder: Path) -> None:
+    for f in DATASET_FILES[name]:
+        (folder / f).parent.mkdir(parents=True, exist_ok=True)
+        (folder / f).write_bytes(b"")
+
+
+def test_tests_look_in_env_then_fetch_folder_then_shared(tmp_path: Path) -> None:
+    """The tests' data folders: $WFLSIM_DATA_DIR, ./data (data fetch's default), ../shared."""
+    repo = tmp_path / "repo"
+    assert data_folders("/e", tmp_path, repo) == [
+        Path("/e"),
+        tmp_path / "data",
+        tmp_path / "shared" / "datasets",
+    ]
+    assert data_folders(None, tmp_path, repo) == [
+        tmp_path / "data",
+        tmp_path / "shared" / "datasets",
+    ]
+
+
+def test_tests_find_mnist_in_the_fetch_folder(tmp_path: Path) -> None:
+    """MNIST in ./data is found when $WFLSIM_DATA_DIR's folder lacks it, before ../shared."""
+    for folder in (tmp_path / "data", tmp_path / "shared" / "datasets"):
+        _touch_dataset("mnist", folder)
+    (tmp_path / "env").mkdir()
+    folders = data_folders(str(tmp_path / "env"), tmp_path, tmp_path / "repo")
+    assert find_dataset("mnist", folders) == tmp_path / "data"
+    _touch_dataset("mnist", tmp_path / "env")
+    assert find_dataset("mnist", folders) == tmp_path / "env"
+
+
+def test_skipped_data_test_names_where_it_looked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A test skipped for want of a dataset says every folder it looked in."""
+    folders = data_folders(str(tmp_path / "env"), tmp_path, tmp_path / "repo")
+    monkeypatch.setattr(conftest, "DATA_FOLDERS", folders)
+    monkeypatch.setattr(conftest, "LOOKED", ", ".join(map(str, folders)))
+    with pytest.raises(pytest.skip.Exception) as skipped:
+        dataset_folder_or_skip("mnist")
+    assert all(str(folder) in str(skipped.value) for folder in folders)
+
+
 @pytest.mark.mnist
 @pytest.mark.parametrize("name", ["mnist", "fashion_mnist"])
 def test_mnist_like_loads_normalised(name: str) -> None:
     """(Fashion-)MNIST: 60000/10000 images (N,1,28,28), normalised to mean ~0, std ~1."""
-    _needs(name)
-    x_tr, y_tr, x_te, y_te = load_dataset(name, SHARED_DATA)
+    folder = dataset_folder_or_skip(name)
+    x_tr, y_tr, x_te, y_te = load_dataset(name, folder)
     assert x_tr.shape == (60000, 1, 28, 28) and x_te.shape == (10000, 1, 28, 28)
     assert y_tr.dtype == torch.int64 and set(np.unique(y_te.numpy())) == set(range(10))
     assert abs(float(x_tr.mean())) < 1e-3 and abs(float(x_tr.std()) - 1.0) < 1e-3
@@ -117,9 +150,9 @@ def test_compact_cifar10_indexes_to_the_same_floats(tmp_path: Path) -> None:
 @pytest.mark.mnist
 def test_compact_mnist_indexes_to_the_same_floats() -> None:
     """MNIST with compact=True: a quarter of the bytes, the same normalised values when indexed."""
-    _needs("mnist")
-    x_tr = load_dataset("mnist", SHARED_DATA)[0]
-    c_tr = load_dataset("mnist", SHARED_DATA, compact=True)[0]
+    folder = dataset_folder_or_skip("mnist")
+    x_tr = load_dataset("mnist", folder)[0]
+    c_tr = load_dataset("mnist", folder, compact=True)[0]
     idx = torch.as_tensor(np.random.default_rng(0).integers(0, 60000, (4, 256)))
     assert torch.equal(c_tr[idx], x_tr[idx])
     assert c_tr.raw.numel() * c_tr.raw.element_size() * 4 == x_tr.numel() * x_tr.element_size()

@@ -499,3 +499,194 @@ def test_quickstart_async_default_server_lr_warns_and_diagnoses(
     assert err.startswith("warning: server.server_lr: 1 under mode = 'async'")
     assert "each applied update moved the model 6 times" in out
     assert "(server.server_lr: server_lr = 0.167" in out
+
+
+# ---- slots without a participant, co-band cells, LTE's lowest MCS ---------------------------
+
+
+def _idle_case(mode: str = "sync", uplink: str = "ofdma") -> dict[str, Any]:
+    """6 devices, 3 local steps of c B / f = 2e6 x 32 / 2e9 = 0.032 s each: 0.096 s of the
+    0.1 s deadline; the paper's controller freezes nothing in frame 0."""
+    up: dict[str, Any] = {"mode": uplink}
+    if uplink in ("ofdma", "tdma"):
+        up["planned_concurrent_uploads"] = 6
+    return base_scenario(
+        run={"frames": 2, "slots_per_frame": 4, "deadline_s": 0.1},
+        devices={"batch_size": 32, "cpu_hz": 2e9, "cycles_per_sample": 2e6},
+        learning={"enabled": False, "num_params": 100_000, "local_steps": 3},
+        scheme={"name": "two_timescale"},
+        uplink=up,
+        server={"mode": mode, "server_lr": 1.0 / 6 if mode == "async" else 1.0},
+    )
+
+
+def _coband(reuse: int, plan_on: str = "noise") -> dict[str, Any]:
+    """7 hexagonal cells (one ring) on ``reuse`` bands, 14 devices, the paper's controller."""
+    return base_scenario(
+        run={"frames": 1, "slots_per_frame": 4, "deadline_s": 0.8},
+        network={"num_devices": 14, "cell_radius_m": 500.0},
+        devices={"batch_size": 32},
+        scheme={"name": "two_timescale"},
+        cells={"rings": 1, "reuse_factor": reuse, "plan_on": plan_on},
+    )
+
+
+def _findings_of(data: dict[str, Any]) -> list[str]:
+    prep = prepare_scenario(validate_scenario(data), warn=False)
+    return [f.field for f in cross_findings(prep.scenario, prep.system.devices)]
+
+
+def test_compute_filling_the_deadline_warns_before_the_run() -> None:
+    """3 steps of 0.032 s fill 0.096 s of a 0.1 s deadline: a warning on learning.local_steps."""
+    assert "learning.local_steps" in _findings_of(_idle_case())
+
+
+def test_compute_below_the_fill_share_does_not_warn() -> None:
+    """2 steps (0.064 s of 0.1 s, below 0.9 of it) give no warning on the local steps."""
+    data = _idle_case()
+    data["learning"]["local_steps"] = 2
+    assert "learning.local_steps" not in _findings_of(data)
+
+
+@pytest.mark.parametrize(
+    ("mode", "uplink"),
+    [("sync", "ofdma"), ("semi_sync", "ofdma"), ("async", "ofdma"), ("sync", "aircomp")],
+)
+def test_an_idle_first_frame_names_the_local_steps(mode: str, uplink: str) -> None:
+    """Frame 0 computes in full and leaves 0.004 s to upload: every server mode and AirComp
+    find its slots idle and name learning.local_steps."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PlausibilityWarning)
+        result = wflsim.run(_idle_case(mode, uplink), progress=False)
+    found = {d.code: d for d in result.diagnostics}
+    d = found["idle_slots"]
+    assert d.field == "learning.local_steps"
+    assert "frame 0 entirely" in d.problem and "0.096 s of the 0.1 s" in d.problem
+
+
+def test_an_idle_first_frame_is_found_at_the_device_slots_level() -> None:
+    """At [trace] level = "device_slots" the idle frame is found and its cause named alike."""
+    data = _idle_case()
+    data["trace"] = {"level": "device_slots"}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PlausibilityWarning)
+        found = {d.code: d for d in wflsim.run(data, progress=False).diagnostics}
+    assert found["idle_slots"].field == "learning.local_steps"
+
+
+@pytest.mark.parametrize("level", ["events", "device_slots"])
+def test_folder_idle_diagnostics_equal_the_in_memory_ones(tmp_path: Path, level: str) -> None:
+    """A run folder's idle-slot diagnostic (read leanly) equals the in-memory one."""
+    data = _idle_case()
+    data["trace"] = {"level": level}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PlausibilityWarning)
+        result = wflsim.run(data, out=tmp_path / "run", progress=False)
+    assert "idle_slots" in _codes(result.diagnostics)
+    assert diagnose_folder(tmp_path / "run") == diagnose(result.events, result.scenario)
+
+
+def test_a_run_of_idle_slots_by_power_is_not_blamed_on_budgets() -> None:
+    """Every slot idle for want of power: idle_slots names the compute, no_participation (the
+    budgets) is not said."""
+    data = _idle_case(uplink="dedicated")
+    data["run"]["frames"] = 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PlausibilityWarning)
+        codes = _codes(wflsim.run(data, progress=False).diagnostics)
+    assert "idle_slots" in codes and "no_participation" not in codes
+
+
+def test_co_band_cells_planned_on_noise_warn_before_the_run() -> None:
+    """7 cells on one band planned on the noise: a warning on cells.plan_on."""
+    assert "cells.plan_on" in _findings_of(_coband(1))
+
+
+@pytest.mark.parametrize(("reuse", "plan_on"), [(7, "noise"), (1, "mean_interference")])
+def test_separate_bands_or_an_interference_plan_do_not_warn(reuse: int, plan_on: str) -> None:
+    """Reuse 7 on 7 cells (no co-band pair), or a plan with the interference: no warning."""
+    assert "cells.plan_on" not in _findings_of(_coband(reuse, plan_on))
+
+
+def test_co_band_cells_that_lose_every_upload_name_plan_on() -> None:
+    """7 cells on one band planned on the noise lose every upload: the field is cells.plan_on."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PlausibilityWarning)
+        found = {d.code: d for d in wflsim.run(_coband(1), progress=False).diagnostics}
+    assert found["all_uploads_lost"].field == "cells.plan_on"
+
+
+def test_co_band_cells_that_lose_most_uploads_name_plan_on() -> None:
+    """Reuse 3 on 7 cells planned on the noise: most uploads lost, cells.plan_on named."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PlausibilityWarning)
+        found = {d.code: d for d in wflsim.run(_coband(3), progress=False).diagnostics}
+    assert found["interference_unplanned"].field == "cells.plan_on"
+
+
+def _lost_over_lte(tx_dbm: float, loss_db: float) -> pd.DataFrame:
+    """2 devices x 2 slots over ns-3, every upload lost, each sent at ``tx_dbm`` over a
+    ``loss_db`` link."""
+    rows: list[dict[str, Any]] = []
+    for slot in range(2):
+        for device in range(2):
+            key = {"slot": slot, "device": device, "time_s": 0.8 * slot}
+            rows.append({**key, "event": "decision", "available": True})
+            rows.append(
+                {
+                    **key,
+                    "event": "energy",
+                    "participating": True,
+                    "success": False,
+                    "dropped": False,
+                }
+            )
+            rows.append(
+                {**key, "event": "upload_end", "ns3_tx_dbm": tx_dbm, "ns3_loss_db": loss_db}
+            )
+    return pd.DataFrame(rows)
+
+
+LTE_SCENARIO = {
+    "network": {"num_devices": 2, "noise_dbm": -104.0},
+    "uplink": {"mode": "ns3_lte", "planned_concurrent_uploads": 2},
+    "channel": {"rate_model": "shannon"},
+}
+
+
+def test_lte_uploads_below_the_lowest_mcs_name_the_rate_model() -> None:
+    """Sent at 0 dBm over 110 dB against -104 dBm of noise (SNR -6 dB < -2.95 dB): every loss
+    is put on the Shannon planning model (channel.rate_model), not on the deadline."""
+    found = diagnose(_lost_over_lte(0.0, 110.0), LTE_SCENARIO)
+    lost = {d.code: d for d in found}["all_uploads_lost"]
+    assert lost.field == "channel.rate_model" and "-6 dB" in lost.fix
+
+
+def test_lte_uploads_above_the_lowest_mcs_keep_the_deadline() -> None:
+    """At 10 dBm over 110 dB (SNR 4 dB) the lowest MCS is not the cause: run.deadline_s."""
+    found = diagnose(_lost_over_lte(10.0, 110.0), LTE_SCENARIO)
+    assert {d.code: d for d in found}["all_uploads_lost"].field == "run.deadline_s"
+
+
+def test_trace_side_limits_equal_the_scenario_sides() -> None:
+    """The compute share and LTE's lowest SNR the diagnostics use are the warning's and the
+    truncated Shannon model's."""
+    from wflsim.analysis import diagnostics
+    from wflsim.sim.config import plausibility
+    from wflsim.sim.radio.rates import TRUNCATED_DEFAULTS
+
+    assert diagnostics.COMPUTE_FILL_SHARE == plausibility.COMPUTE_FILL_SHARE
+    assert diagnostics.LTE_MIN_SNR_DB == TRUNCATED_DEFAULTS["snr_min_db"]
+
+
+@pytest.mark.parametrize("rings", [0, 1, 2])
+@pytest.mark.parametrize("reuse", [1, 3, 7])
+def test_trace_side_co_band_equals_the_layouts(rings: int, reuse: int) -> None:
+    """The diagnostics' co-band test from the [cells] table agrees with the built layout's."""
+    from wflsim.analysis.diagnostics import _co_band
+    from wflsim.sim.radio.cells.config import CellsConfig
+    from wflsim.sim.radio.cells.layout import build_layout
+
+    table = {"rings": rings, "reuse_factor": reuse}
+    layout = build_layout(CellsConfig.model_validate(table), 500.0, "dedicated")
+    assert _co_band(table) == layout.interferes

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import typing
 
 from conftest import REPO
 from wflsim.sim.config.schema import Scenario
@@ -38,9 +39,12 @@ def test_scenario_doc_lists_every_field():
     doc = (REPO / "docs" / "scenario.md").read_text()
     documented = set(re.findall(r"^\| `([a-z_0-9]+)` \|", doc, flags=re.M))
     for name, info in Scenario.model_fields.items():
-        sub = getattr(info.annotation, "model_fields", None)
+        annotation = info.annotation
+        if typing.get_origin(annotation) is list:  # an array of tables ([[claims]])
+            annotation = typing.get_args(annotation)[0]
+        sub = getattr(annotation, "model_fields", None)
         if sub is None:  # a table that is one of several models (its members' fields)
-            members = [m for m in _union_members(info.annotation) if hasattr(m, "model_fields")]
+            members = [m for m in _union_members(annotation) if hasattr(m, "model_fields")]
             sub = {f: None for m in members for f in m.model_fields}
         if not sub:
             assert name in documented, name

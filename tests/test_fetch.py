@@ -8,9 +8,13 @@ import hashlib
 import http.server
 import io
 import json
+import os
 import shutil
+import signal
 import socket
 import struct
+import subprocess
+import sys
 import tarfile
 import threading
 from collections.abc import Iterator
@@ -428,3 +432,157 @@ def test_the_module_imports_no_torch_until_a_download():
         "sys.exit(any(m.split('.')[0] in ('torch', 'torchvision') for m in sys.modules))"
     )
     assert subprocess.run([sys.executable, "-c", code], cwd=REPO).returncode == 0
+
+
+# ---------------------------------------------------------------- hostile servers
+
+
+class _Hostile:
+    """A local HTTP server whose every answer misbehaves as ``behaviour`` says: ``endless`` (a
+    body without Content-Length that never ends), ``announced`` (a Content-Length of 2 GB),
+    ``stall`` (headers, then silence), ``drip`` (a byte at a time, slowly). ``asked`` is set
+    when a request arrives; ``stop`` ends every answer."""
+
+    def __init__(self, behaviour: str) -> None:
+        self.asked = threading.Event()
+        self.stop = threading.Event()
+        asked, stop = self.asked, self.stop
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.0"
+
+            def do_GET(self):
+                self.send_response(200)
+                if behaviour == "announced":
+                    self.send_header("Content-Length", str(2 * 1024**3))
+                self.end_headers()
+                self.wfile.flush()
+                asked.set()
+                block = b"\0" * 65536 if behaviour == "endless" else b"\0"
+                try:
+                    while not stop.is_set():
+                        if behaviour == "stall":
+                            stop.wait(0.05)
+                            continue
+                        self.wfile.write(block)
+                        if behaviour in ("drip", "announced"):
+                            stop.wait(0.02)
+                except OSError:  # the client went away
+                    pass
+
+            def log_message(self, *args):
+                pass
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.stop.set()
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.fixture
+def hostile(monkeypatch):
+    """Make a hostile server (:class:`_Hostile`) MNIST's only mirror; small limits for fast
+    tests (a file of unknown size: 1 MiB; a read: 0.5 s; the rate: 10 kB/s after 0.2 s)."""
+    from wflsim.app import fetch
+
+    limits = {"MAX_DOWNLOAD_BYTES": 1024**2, "READ_TIMEOUT_S": 0.5, "GRACE_S": 0.2}
+    for name, value in {**limits, "MIN_RATE_BYTES_S": 10_000}.items():
+        monkeypatch.setattr(fetch, name, value, raising=False)
+    made: list[_Hostile] = []
+
+    def serve(behaviour: str) -> _Hostile:
+        srv = _Hostile(behaviour)
+        made.append(srv)
+        monkeypatch.setattr(torchvision.datasets.MNIST, "mirrors", [srv.url])
+        # a file of unknown size: MAX_DOWNLOAD_BYTES bounds it
+        monkeypatch.setattr(torchvision.datasets.MNIST, "resources", [("a.gz", "0" * 32)])
+        return srv
+
+    yield serve
+    for srv in made:
+        srv.close()
+
+
+@pytest.mark.parametrize(
+    ("behaviour", "said"),
+    [
+        ("endless", "more than the file's 1,048,576 bytes"),
+        ("announced", "announces 2,147,483,648 bytes"),
+        ("stall", "no answer within 0.5 s"),
+        ("drip", "too slow"),
+    ],
+)
+def test_a_hostile_server_ends_the_fetch_with_one_line(tmp_path, hostile, capsys, behaviour, said):
+    """An endless, oversized, stalled or dripping body: one line saying why, exit 2, nothing left."""
+    hostile(behaviour)
+    data = tmp_path / "data"
+    code, _, err = _fetch(["mnist", "--dir", str(data)], capsys)
+    line = _error(err)
+    assert code == 2 and said in line, line
+    assert not data.exists()
+
+
+def test_a_body_beyond_the_known_size_is_cut_there(tmp_path, hostile, monkeypatch, capsys):
+    """A file of known size (torchvision's MD5 of it) is refused one chunk past that size."""
+    from wflsim.app import fetch
+
+    hostile("endless")
+    monkeypatch.setattr(torchvision.datasets.MNIST, "resources", [("x.gz", "a" * 32)])
+    monkeypatch.setattr(fetch, "KNOWN_BYTES", {"a" * 32: 100_000}, raising=False)
+    code, _, err = _fetch(["mnist", "--dir", str(tmp_path / "data")], capsys)
+    assert code == 2 and "more than the file's 100,000 bytes" in _error(err)
+
+
+def test_a_plain_http_mirror_is_not_used(tmp_path, monkeypatch, capsys):
+    """A plain-http mirror off this machine is not contacted: the line names it and the option."""
+    monkeypatch.setattr(torchvision.datasets.MNIST, "mirrors", ["http://192.0.2.1/"])
+    code, _, err = _fetch(["mnist", "--dir", str(tmp_path / "data")], capsys)
+    line = _error(err)
+    assert code == 2 and "http://192.0.2.1/train-images-idx3-ubyte.gz (plain http" in line
+    assert "--allow-http" in line
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
+def test_a_signal_during_the_download_removes_its_folder(
+    tmp_path, hostile, monkeypatch, capsys, signum
+):
+    """SIGTERM or SIGHUP while a file arrives: exit 130, one line, no temporary folder left."""
+    from wflsim.app import fetch
+
+    srv = hostile("stall")
+    monkeypatch.setattr(fetch, "READ_TIMEOUT_S", 30.0, raising=False)  # the signal ends it
+    data = tmp_path / "data"
+    data.mkdir()
+
+    def kill():
+        srv.asked.wait(30)
+        os.kill(os.getpid(), signum)
+
+    threading.Thread(target=kill, daemon=True).start()
+    code, _, err = _fetch(["mnist", "--dir", str(data)], capsys)
+    assert code == 130 and "interrupted" in _error(err)
+    assert list(data.iterdir()) == []
+
+
+def test_a_folder_left_by_a_killed_fetch_is_removed_by_the_next(
+    tmp_path, monkeypatch, server, capsys
+):
+    """The next fetch removes a .fetch-* folder whose owner is dead, and keeps a live one's."""
+    from wflsim.sim.rundir import hostname
+
+    srv, root = server
+    _serve_mnist(monkeypatch, srv, root)
+    data = tmp_path / "data"
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    for name, pid in (("dead", dead.pid), ("alive", os.getpid())):
+        folder = data / f".fetch-mnist-{name}"
+        folder.mkdir(parents=True)
+        (folder / "owner.json").write_text(json.dumps({"pid": pid, "host": hostname()}))
+    assert _fetch(["mnist", "--dir", str(data)], capsys)[0] == 0
+    assert sorted(p.name for p in data.iterdir()) == [".fetch-mnist-alive", "MNIST"]

@@ -124,7 +124,7 @@ def test_accuracy_vs_energy_panels_per_partition(data):
     """Accuracy vs energy: an IID and a non-IID panel, with their own series."""
     d, _ = data
     fig = F.accuracy_vs_energy(d.evaluations)
-    titles = [ax.get_title() for ax in fig.axes]
+    titles = [ax.get_title().splitlines()[0] for ax in fig.axes]
     assert titles == ["digits (non-IID (Dir 0.3))", "digits (IID)"]
     assert [len(ax.get_lines()) for ax in fig.axes] == [2, 4]
     assert fig.axes[0].get_xlabel() == "total energy consumption (J, all devices)"
@@ -202,7 +202,7 @@ def test_gamma_queue_and_latency_figures(data):
     q = F.queue_evolution(d.slots)
     assert q.axes[0].get_ylabel().startswith("mean queue length Q (J)")
     p = F.participation_and_latency(d.slots)
-    assert [ax.get_ylabel() for ax in p.axes][0].startswith("mean slot latency (s)")
+    assert [ax.get_ylabel() for ax in p.axes][0] == "share of slots (ECDF)"
     assert [len(ax.get_lines()) for ax in p.axes] == LINES_PER_FACET * 3
 
 
@@ -237,7 +237,7 @@ def test_energy_budget_per_device_one_row_per_scheme_and_v(data):
     d, _ = data
     per_device = stats.energy_per_device(d.device_slots)
     fig = F.energy_budget_per_device(per_device)
-    titles = [ax.get_title() for ax in fig.axes]
+    titles = [ax.get_title().splitlines()[0] for ax in fig.axes]
     assert titles == [
         "Proposed, V = 10: energy",
         "Proposed, V = 10: queue",
@@ -316,15 +316,17 @@ def _all_figures(d, summary) -> list[Figure]:
 
 
 def test_scheme_colour_is_the_same_in_every_figure(data):
-    """A scheme's lines have its SCHEME_COLORS colour in the time-evolution, queue and V figures."""
+    """A scheme's lines have its SCHEME_COLORS colour in the time-evolution, queue and V figures
+    (its series in other settings, lighter shades of it)."""
     d, summary = data
     figs = [F.time_evolution(d.slots), F.queue_evolution(d.slots), F.impact_of_v(summary)]
     for fig in figs:
         colours = _scheme_colours(fig)
-        proposed = [c for lab, c in colours.items() if lab.startswith("Proposed")]
-        ideal = [c for lab, c in colours.items() if lab.startswith("Ideal FL")]
-        assert proposed and set(proposed) == {F.SCHEME_COLORS["two_timescale"]}
-        assert ideal and set(ideal) == {F.SCHEME_COLORS["ideal"]}
+        for scheme, name in (("two_timescale", "Proposed"), ("ideal", "Ideal FL")):
+            mine = [c for lab, c in colours.items() if lab.startswith(name)]
+            base = F.SCHEME_COLORS[scheme]
+            assert base in mine
+            assert set(mine) <= {F.shade(base, k, len(mine)) for k in range(len(mine))}
 
 
 def test_every_registered_scheme_has_its_own_colour():
@@ -387,30 +389,31 @@ def _seed_slots(levels: list[float], jump: float = 0.0, at: int = 30) -> pd.Data
 
 
 def test_outlier_seed_is_drawn_dashed_and_named():
-    """Seed 2's queue jumps by 30 J at slot 30: it is drawn on its own (dashed, named "seed 2"
-    at its end and in the legend), the notes say where it jumps, and the line is still the
-    mean over all three seeds."""
-    slots = _seed_slots([1.0, 1.1, 1.05], jump=30.0)
+    """Of five seeds, seed 4's queue jumps by 30 J at slot 30: it is drawn on its own (dashed,
+    named "seed 4" at its end and in the legend), the notes say where it jumps, and the line is
+    still the mean over all five seeds."""
+    slots = _seed_slots([1.0, 1.1, 1.05, 0.95, 1.02], jump=30.0)
     fig = F.queue_evolution(slots)
     (out,) = fig.outliers
-    assert (out.label, out.name, out.step_at) == ("Ideal FL", "seed 2", 30.0)
+    assert (out.label, out.name, out.step_at) == ("Ideal FL", "seed 4", 30.0)
     assert out.line.get_linestyle() == "--"
-    assert "Ideal FL: seed 2 (outlier)" in _legend_texts(fig)
-    assert any(t.get_text() == "seed 2" for t in fig.axes[0].texts)
-    assert any("seed 2 is an outlier seed" in n and "slot 30" in n for n in fig.notes)
+    assert "Ideal FL: seed 4 (outlier)" in _legend_texts(fig)
+    assert any(t.get_text() == "seed 4" for t in fig.axes[0].texts)
+    assert any("seed 4 is an outlier seed" in n and "slot 30" in n for n in fig.notes)
     mean = next(ln for ln in fig.axes[0].get_lines() if ln.get_label() == "Ideal FL")
     last = slots[slots["slot"] == 39]["mean_queue_j"].mean()
     assert mean.get_ydata()[-1] == pytest.approx(last)
 
 
 def test_outlier_too_close_to_see_is_not_marked():
-    """Seeds 1.0, 1.001 and 1.01 times one queue: by the rule the last is an outlier, but its
-    line stays within a tenth of the panel's height of the others: not marked."""
+    """Seeds 1.0, 1.001, 1.0005, 0.9995 and 1.01 times one queue: by the rule the last is an
+    outlier, but its line stays within a tenth of the panel's height of the others: not
+    marked."""
     from wflsim.analysis.stats import outlier_mask
 
-    slots = _seed_slots([1.0, 1.001, 1.01])
+    slots = _seed_slots([1.0, 1.001, 1.0005, 0.9995, 1.01])
     means = slots.groupby("run")["mean_queue_j"].mean().to_numpy()
-    assert outlier_mask(means).tolist() == [False, False, True]
+    assert outlier_mask(means).tolist() == [False, False, False, False, True]
     fig = F.queue_evolution(slots)
     assert fig.outliers == []
     assert [ln.get_label() for ln in fig.axes[0].get_lines()] == ["Ideal FL"]
@@ -647,7 +650,7 @@ def test_axis_units_match_the_trace_doc(data):
         (acc.axes[0].get_xlabel(), "energy_j"),
         (acc.axes[0].get_ylabel(), "accuracy"),
         (lat.axes[0].get_xlabel(), "slot_duration_s"),
-        (part.axes[0].get_ylabel(), "slot_duration_s"),
+        (part.axes[0].get_xlabel(), "slot_duration_s"),
         (F.gamma_evolution(d.frames).axes[0].get_ylabel(), "gamma"),
         (F.stable_parameters(d.slots).axes[0].get_ylabel(), "stable_fraction"),
     ]
@@ -667,3 +670,172 @@ def test_save_study_figure_titles_and_writes_into_a_new_folder(tmp_path):
     assert fig.get_suptitle() == "a title"
     assert ax.get_position().y1 <= 0.95
     plt.close(fig)
+
+
+def test_a_figure_shows_as_a_png_in_a_notebook():
+    """A DataFigure's PNG repr (what IPython displays) is a PNG of figsize x dpi pixels."""
+    import struct
+
+    from wflsim.analysis.figures.common import DataFigure
+
+    fig = DataFigure(figsize=(4.0, 3.0), dpi=50)
+    fig.subplots().plot([0.0, 1.0], [1.0, 0.0])
+    png = fig._repr_png_()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and png[12:16] == b"IHDR"
+    assert struct.unpack(">II", png[16:24]) == (200, 150)
+
+
+# ------------------------------------------------------------ readability (issue 47, item 4)
+
+STRATEGIES = ["FedAdam", "FedAvg", "SCAFFOLD"]
+
+
+def _strategy_slots(schemes: list[str], latency_s: float = 0.1) -> pd.DataFrame:
+    """Slots of one run per scheme, strategy (the ``variant``) and seed 0-2: 4 frames of 5
+    slots, every slot lasting ``latency_s``, no outage, the queue a line per run."""
+    rows = []
+    for i, scheme in enumerate(schemes):
+        for j, strategy in enumerate(STRATEGIES):
+            for seed in range(3):
+                for t in range(20):
+                    rows.append(
+                        {"run": f"{scheme}_{strategy}_{seed}", "scheme": scheme, "V": 100.0}
+                        | {"seed": seed, "variant": strategy, "slot": t, "frame": t // 5}
+                        | {"slot_duration_s": latency_s, "participation": 0.9, "outage_rate": 0.0}
+                        | {"mean_queue_j": (1 + i + 0.3 * j + 0.01 * seed) * (1 + t / 10)}
+                    )
+    return pd.DataFrame(rows)
+
+
+def _per_device_strategies(budgets: np.ndarray) -> pd.DataFrame:
+    """Per device and run: Proposed under three strategies, 3 seeds, devices on ``budgets``;
+    FedAvg's points are FedAdam's (the same energies), SCAFFOLD's 10 % higher."""
+    rows = []
+    for strategy in STRATEGIES:
+        factor = 1.1 if strategy == "SCAFFOLD" else 1.0
+        for seed in range(3):
+            for n, b in enumerate(budgets):
+                energy = factor * b * (0.8 + 0.01 * seed + 0.001 * n)
+                rows.append(
+                    {"run": f"{strategy}_{seed}", "scheme": "two_timescale", "seed": seed}
+                    | {"variant": strategy, "device": n, "energy_budget_j": float(b)}
+                    | {"mean_energy_j": energy, "mean_queue_j": 0.5 * energy}
+                )
+    return pd.DataFrame(rows)
+
+
+def _boxes_overlap(boxes: list) -> bool:
+    """Whether any two of ``boxes`` (display bounding boxes) intersect, by their corners."""
+    for i, a in enumerate(boxes):
+        for b in boxes[i + 1 :]:
+            if a.x0 < b.x1 and b.x0 < a.x1 and a.y0 < b.y1 and b.y0 < a.y1:
+                return True
+    return False
+
+
+def test_tick_labels_do_not_overlap():
+    """Budgets of 0.030-0.045 J in a narrow per-device panel: the rendered tick labels of every
+    axis lie apart (they used to run together: "0.03000.032500.0350")."""
+    fig = F.energy_budget_per_device(_per_device_strategies(np.linspace(0.03, 0.045, 30)))
+    FigureCanvasAgg(fig).draw()
+    for ax in fig.axes:
+        for labels in (ax.get_xticklabels(), ax.get_yticklabels()):
+            x0, x1 = ax.get_window_extent().x0 - 60, ax.get_window_extent().x1 + 60
+            boxes = [
+                t.get_window_extent()
+                for t in labels
+                if t.get_visible() and t.get_text() and x0 <= t.get_window_extent().x0 <= x1
+            ]
+            boxes = [b for b in boxes if b.width > 0]
+            assert len(boxes) >= 2
+            assert not _boxes_overlap(boxes), [t.get_text() for t in labels]
+
+
+def test_legend_does_not_overlap_the_title():
+    """Three strategies' long labels and a title of three lines (the outage row left out): the
+    figure legend's box and the title's box do not meet."""
+    fig = F.participation_and_latency(_strategy_slots(["two_timescale"]))
+    FigureCanvasAgg(fig).draw()
+    title = fig._suptitle.get_window_extent()  # noqa: SLF001
+    assert "no outage in any run" in fig._suptitle.get_text()  # noqa: SLF001
+    assert fig.legends
+    for legend in fig.legends:
+        assert not _boxes_overlap([title, legend.get_window_extent()])
+
+
+def _legend_styles(fig: Figure) -> dict[str, tuple[str, str, str]]:
+    """Legend label -> (colour, line style, marker) of its handle."""
+    (legend,) = list(fig.legends) or [ax.get_legend() for ax in fig.axes if ax.get_legend()]
+    return {
+        t.get_text(): (to_hex(h.get_color()), str(h.get_linestyle()), str(h.get_marker()))
+        for h, t in zip(legend.legend_handles, legend.get_texts(), strict=True)
+    }
+
+
+def test_series_of_different_strategies_get_distinct_styles():
+    """Two schemes under three strategies: six series, six different looks; each keeps its
+    scheme's hue (the first strategy its very colour, the others lighter shades of it) and the
+    legend's title says how they are told apart."""
+    fig = F.queue_evolution(_strategy_slots(["two_timescale", "ideal"]))
+    styles = _legend_styles(fig)
+    assert len(styles) == 6
+    assert len(set(styles.values())) == 6
+    for scheme, name in (("two_timescale", "Proposed"), ("ideal", "Ideal FL")):
+        colours = [styles[f"{name}, {s}"][0] for s in STRATEGIES]
+        base = F.SCHEME_COLORS[scheme]
+        assert colours == [F.shade(base, k, 3) for k in range(3)]
+        assert len(set(colours)) == 3
+    (legend,) = fig.legends or [fig.axes[0].get_legend()]
+    assert "shade" in legend.get_title().get_text()
+
+
+def test_per_device_strategies_get_distinct_colours_and_markers():
+    """One scheme under three strategies in the per-device figure: each strategy its own
+    colour and marker (they used to share the scheme's colour, FedAvg's hiding FedAdam's), the
+    markers hollow, and the panel says FedAvg's points coincide with FedAdam's."""
+    fig = F.energy_budget_per_device(_per_device_strategies(np.linspace(0.03, 0.045, 10)))
+    ax = fig.axes[0]
+    points = [ln for ln in ax.get_lines() if ln.get_linestyle() == "None"]
+    assert len(points) == 3
+    assert len({to_hex(ln.get_color()) for ln in points}) == 3
+    assert len({ln.get_marker() for ln in points}) == 3
+    assert all(ln.get_markerfacecolor() == "none" for ln in points)
+    assert "Proposed, FedAvg coincides with Proposed, FedAdam" in ax.get_title().replace("\n", " ")
+
+
+def test_no_outlier_marking_below_the_seed_minimum():
+    """Three seeds, the last jumping by 30 J at slot 30 (marked with five seeds): below the
+    rule's five seeds no seed is named or drawn dashed."""
+    fig = F.queue_evolution(_seed_slots([1.0, 1.1, 1.05], jump=30.0))
+    assert fig.outliers == []
+    assert [ln.get_label() for ln in fig.axes[0].get_lines()] == ["Ideal FL"]
+    assert not any("outlier" in n for n in fig.notes)
+
+
+def test_latency_is_an_ecdf_where_per_frame_means_coincide():
+    """Every slot of every strategy lasts 0.1 s: the latency panel is each series' ECDF (0
+    below 0.1 s, 1 from it on), not per-frame markers on one spot, and says they coincide."""
+    fig = F.participation_and_latency(_strategy_slots(["two_timescale"]))
+    ax = fig.axes[0]
+    assert ax.get_xlabel() == "slot latency (s)"
+    assert ax.get_ylabel() == "share of slots (ECDF)"
+    lines = ax.get_lines()
+    assert len(lines) == 3
+    for line in lines:
+        x, y = np.asarray(line.get_xdata()), np.asarray(line.get_ydata())
+        assert line.get_drawstyle() == "steps-post"
+        assert line.get_marker() in ("None", "", None)
+        assert (y[x < 0.1] == 0).all() and (y[x >= 0.1] == 1).all()
+    assert "coincide" in ax.get_title()
+
+
+def test_latency_ecdf_is_the_share_of_slots_at_or_below():
+    """Slots of 0.1, 0.2, 0.2 and 0.4 s (one run): the ECDF is 0.25 at 0.1 s, 0.75 at 0.2 s and
+    0.3 s, 1 at 0.4 s."""
+    slots = _strategy_slots(["ideal"]).query("variant == 'FedAvg' and seed == 0").head(4)
+    slots = slots.assign(slot_duration_s=[0.1, 0.2, 0.2, 0.4], frame=0)
+    fig = F.participation_and_latency(slots.drop(columns="variant"))
+    (line,) = fig.axes[0].get_lines()
+    x, y = np.asarray(line.get_xdata()), np.asarray(line.get_ydata())
+    at = dict(zip(np.round(x, 9), y, strict=True))
+    assert (at[0.1], at[0.2], at[0.4]) == (0.25, 0.75, 1.0)

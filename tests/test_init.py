@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
+import wflsim
 from conftest import REPO
-from test_notebooks import execute_notebook
+from test_notebooks import execute_notebook, figure_cells_without_image
 from wflsim.app.cli import main
 
 TEMPLATE = REPO / "wflsim" / "templates" / "study"
@@ -98,7 +99,7 @@ def test_template_scenario_validates_as_written(tmp_path: Path):
 @pytest.mark.slow  # CI runs it (pytest -m slow); seconds of kernel or process start each
 def test_template_study_runs_as_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     """The README's sweep command runs in the new folder (one seed, one frame) and the
-    notebook then executes against that sweep, drawing its figure."""
+    notebook then executes against that sweep, drawing its figure and showing it as a PNG."""
     assert main(["init", str(tmp_path / "study")]) == 0
     study = tmp_path / "study"
     monkeypatch.chdir(study)
@@ -107,5 +108,44 @@ def test_template_study_runs_as_written(tmp_path: Path, monkeypatch: pytest.Monk
     tiny = ["--seeds", "0", "--set", "run.frames=1", "--workers", "1", "--quiet"]
     assert main([*commands[0][1:], *tiny]) == 0
     assert commands[1][2] == "runs/sweep" and (study / "runs" / "sweep" / "sweep.json").is_file()
-    execute_notebook(study / "analysis.ipynb", study)
+    book = execute_notebook(study / "analysis.ipynb", study)
     assert (study / "accuracy_energy.png").stat().st_size > 0
+    assert figure_cells_without_image(book) == []
+
+
+def test_template_schemes_differ(tmp_path: Path):
+    """In the template's setting the paper's scheme freezes and Only-PC does not: their energy
+    and participation differ, and Ideal FL (which waits at up to 1 W) spends the most energy."""
+    assert main(["init", str(tmp_path / "s")]) == 0
+    scenario = tmp_path / "s" / "scenario.toml"
+    schemes = tomllib.loads(scenario.read_text())["sweep"]["grid"]["scheme.name"]
+    # The network side of the sweep alone (the controller never reads the learner's numbers):
+    # the MLP's D = 9,610 parameters, frame 0 (no freezing) and frame 1 (the controller's).
+    network = {"learning.enabled": False, "learning.num_params": 9610, "run.frames": 2}
+    slots = {
+        name: wflsim.run(scenario, overrides={**network, "scheme.name": name}, seed=0).slots
+        for name in schemes
+    }
+    frame1 = {name: s[s["frame"] == 1] for name, s in slots.items()}
+    assert frame1["two_timescale"]["mean_gamma"].mean() > 0.1
+    assert (frame1["only_pc"]["mean_gamma"] == 0).all()
+    assert (
+        frame1["two_timescale"]["participation"].mean() > frame1["only_pc"]["participation"].mean()
+    )
+    energy_j = {name: s["mean_energy_j"].mean() for name, s in frame1.items()}
+    assert abs(energy_j["two_timescale"] - energy_j["only_pc"]) > 0.1 * energy_j["only_pc"]
+    assert energy_j["ideal"] > max(energy_j["two_timescale"], energy_j["only_pc"])
+
+
+def test_template_states_claims_about_its_own_schemes(tmp_path: Path):
+    """The template states [[claims]] (validated with the scenario), each comparing two of the
+    schemes its sweep runs, so the first report opens with the study's own verdicts."""
+    from wflsim.analysis.hypotheses import claims_from_text
+
+    assert main(["init", str(tmp_path / "s")]) == 0
+    text = (tmp_path / "s" / "scenario.toml").read_text()
+    schemes = set(tomllib.loads(text)["sweep"]["grid"]["scheme.name"])
+    stated = claims_from_text(text)
+    assert len(stated) >= 2
+    for c in stated:
+        assert {c.a["scheme.name"], c.b["scheme.name"]} <= schemes

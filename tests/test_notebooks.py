@@ -35,6 +35,25 @@ def execute_notebook(path: Path, cwd: Path) -> nbformat.NotebookNode:
     return book
 
 
+#: A code cell that draws: pyplot, pandas' ``.plot``, or a figure of ``wflsim.analysis``.
+_DRAWS = re.compile(r"\bplt\.|\.plot\b|\bfigures\[")
+
+
+def figure_cells_without_image(book: nbformat.NotebookNode) -> list[str]:
+    """The first line of every executed code cell that draws (its source calls a plotting
+    function, or an output's text names a figure) but has no ``image/png`` output."""
+    missing = []
+    for cell in book.cells:
+        if cell.cell_type != "code":
+            continue
+        texts = [str(o.get("data", {}).get("text/plain", "")) for o in cell.outputs]
+        draws = _DRAWS.search(cell.source) or any("Figure" in t for t in texts)
+        has_png = any("image/png" in o.get("data", {}) for o in cell.outputs)
+        if draws and not has_png:
+            missing.append(cell.source.splitlines()[0])
+    return missing
+
+
 def _code(path: Path) -> str:
     book = nbformat.read(path, as_version=4)
     return "\n".join(c.source for c in book.cells if c.cell_type == "code")
@@ -50,16 +69,31 @@ def test_examples_has_a_notebook_per_topic():
     ]
 
 
-@pytest.mark.slow  # CI runs it (pytest -m slow); seconds of kernel or process start each
-@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.stem)
-def test_example_notebook_runs_top_to_bottom(path: Path, tmp_path: Path):
-    """The notebook executes without error from examples/ of a copy with the project's scenarios."""
-    (tmp_path / "scenarios").symlink_to(REPO / "scenarios", target_is_directory=True)
-    work = tmp_path / "examples"
+@pytest.fixture(scope="module", params=EXAMPLES, ids=lambda p: p.stem)
+def executed_example(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> nbformat.NotebookNode:
+    """An example notebook executed once, from examples/ of a copy with the project's scenarios."""
+    path: Path = request.param
+    root = tmp_path_factory.mktemp(path.stem)
+    (root / "scenarios").symlink_to(REPO / "scenarios", target_is_directory=True)
+    work = root / "examples"
     work.mkdir()
     shutil.copy2(path, work / path.name)
-    book = execute_notebook(work / path.name, work)
+    return execute_notebook(work / path.name, work)
+
+
+@pytest.mark.slow  # CI runs it (pytest -m slow); seconds of kernel or process start each
+def test_example_notebook_runs_top_to_bottom(executed_example: nbformat.NotebookNode):
+    """The notebook executes without error from examples/ of a copy with the project's scenarios."""
+    book = executed_example
     assert all(c.get("execution_count") for c in book.cells if c.cell_type == "code")
+
+
+@pytest.mark.slow  # CI runs it (pytest -m slow); seconds of kernel or process start each
+def test_example_notebook_figures_render_as_images(executed_example: nbformat.NotebookNode):
+    """Every cell of an example notebook that draws a figure shows it as a PNG in a fresh kernel."""
+    assert figure_cells_without_image(executed_example) == []
 
 
 @pytest.mark.parametrize("path", [*EXAMPLES, TEMPLATE_NOTEBOOK], ids=lambda p: p.stem)

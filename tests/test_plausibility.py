@@ -329,7 +329,7 @@ def test_a_sweep_reports_each_distinct_finding_once(tmp_path):
 def test_a_strict_sweep_names_the_grid_point(tmp_path):
     """plan_sweep(strict=True) refuses the first slipped point, naming it."""
     path = _scenario_file(tmp_path)
-    with pytest.raises(ScenarioError, match=r"grid point run\.deadline_s=20__seed=0"):
+    with pytest.raises(ScenarioError, match=r"grid point deadline_s=20__seed=0"):
         plan_sweep(path, ["run.deadline_s=0.8,20"], "0", strict=True)
 
 

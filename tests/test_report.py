@@ -58,6 +58,7 @@ def full_report(tmp_path_factory):
         "tt100_b": {"V": 100.0, "budget": 0.5, "scale": 1.5},
         "ideal": {"scheme": "ideal", "scale": 2.0},
         "tt_dir": {"partition": "dirichlet"},
+        "topk": {"scheme": "topk_ef", "scale": 1.2},
     }.items():
         write_synthetic_run(root / name, **kw)
     return write_report(root, tmp_path_factory.mktemp("fullreport"))
@@ -109,9 +110,9 @@ def test_report_notes_skipped_figures(report):
 
 def test_full_report_makes_every_figure(full_report):
     """A sweep with V values, budgets, partitions and evaluations yields every figure (but the
-    one of stale updates: its runs are synchronous)."""
+    one of stale updates, its runs being synchronous, and the study's claims: it states none)."""
     made = {p.stem for p in (full_report.parent / "figures").glob("*.png")}
-    assert made == {spec.slug for spec in FIGURES if spec.table != "updates"}
+    assert made == {s.slug for s in FIGURES if s.table not in ("updates", "claims_measured")}
     assert "skipped" not in full_report.read_text(encoding="utf-8")
 
 
@@ -343,7 +344,8 @@ def test_paper_sweep_page_ids_are_unique_and_links_resolve(paper_report):
     page = _anchors(paper_report)
     assert len(page.ids) == len(set(page.ids))
     internal = [h[1:] for h in page.hrefs if h.startswith("#")]
-    assert len(internal) >= len(claims.CLAIMS)
+    table = pd.read_csv(paper_report.parent / "claims.csv")
+    assert len(internal) >= (table["verdict"] != claims.NOT_MEASURABLE).sum() >= 4
     assert set(internal) <= set(page.ids)
     files = [h for h in page.hrefs if not h.startswith("#")]
     assert any(f.startswith("figures/") for f in files)
@@ -379,15 +381,15 @@ def test_verdicts_from_short_runs_carry_the_warning(paper_report):
 
 
 def test_claims_csv_page_and_markdown_give_the_same_verdicts(paper_report):
-    """Each claim's verdict word and outlier seeds read the same in claims.csv, in the page's
-    claims table and in report.md's; the words are the four of claims.VERDICTS, and the page
-    states the rule."""
+    """Each measured claim's verdict word and outlier seeds read the same in claims.csv, in the
+    page's claims table and in report.md's; the words are the four of claims.VERDICTS, and the
+    page states the rule."""
     table = pd.read_csv(paper_report.parent / "claims.csv").fillna("")
-    assert list(table.columns[:4]) == ["section", "claim", "verdict", "outliers"]
+    assert list(table.columns[:6]) == ["source", "key", "section", "claim", "verdict", "outliers"]
     assert set(table["verdict"]) <= set(claims.VERDICTS)
     page = paper_report.read_text(encoding="utf-8")
     md = (paper_report.parent / "report.md").read_text(encoding="utf-8")
-    for _, row in table.iterrows():
+    for _, row in table[table["verdict"] != claims.NOT_MEASURABLE].iterrows():
         seeds = row["outliers"]
         named = f" (outlier{'s' if ',' in seeds else ''}: {seeds})" if seeds else ""
         assert f"| {row['claim']} | {row['verdict']}{named}" in md
@@ -499,3 +501,17 @@ def test_markdown_report_shows_a_run_named_like_markup_as_text(tmp_path):
         text = md.read_text(encoding="utf-8")
         assert "<script" not in text, md.name
     assert "&lt;script&gt;alert(1)\\|x" in (page.parent / "report.md").read_text(encoding="utf-8")
+
+
+def test_both_writers_escape_a_skipped_runs_name_and_error(tmp_path):
+    """A damaged run named like markup: its note (name and error) is escaped text in both writers."""
+    name = "<img src=x onerror=alert(1)>"
+    write_synthetic_run(tmp_path / "src" / "ok")
+    bad = write_synthetic_run(tmp_path / "src" / name, seed=1)
+    for part in bad.rglob("*.parquet"):
+        part.write_bytes(b"<script>alert(2)</script>")
+    page = write_report(tmp_path / "src", tmp_path / "out")
+    for f in (page, page.parent / "report.md"):
+        text = f.read_text(encoding="utf-8")
+        assert "&lt;img src=x onerror=alert(1)&gt;" in text, f.name
+        assert "<img src=x" not in text and "<script" not in text, f.name

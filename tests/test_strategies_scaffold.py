@@ -327,6 +327,73 @@ def test_scaffold_pays_twice_the_payload_and_its_cycles(mode):
     )
 
 
+#: the digits MLP's D, by hand: 64 x 128 + 128 weights and biases, then 128 x 10 + 10
+DIGITS_MLP_D = 64 * 128 + 128 + 128 * 10 + 10
+
+
+def dirichlet_scaffold_run(**devices: float) -> dict[str, Any]:
+    """The tiny digits run with SCAFFOLD, one local epoch on a Dirichlet(1.0) partition, seed 3."""
+    data = tiny_learning_scenario()
+    data["seed"] = 3
+    data["run"] = {**data["run"], "frames": 1, "slots_per_frame": 1}
+    data["devices"] = {**data["devices"], "batch_size": 64, **devices}
+    data["learning"].update(partition="dirichlet", dirichlet_alpha=1.0, local_epochs=1)
+    data["strategy"] = {"name": "scaffold"}
+    return data
+
+
+def test_scaffold_charges_d_e_plus_4d_on_a_dirichlet_partition():
+    """One local epoch on a Dirichlet partition: each update is charged c B E_n + D E_n + 4 D
+    cycles, E_n = ceil(D_n / B) from the partition's sizes (not 5 D E_n)."""
+    from wflsim.app.run import make_learner
+
+    data = dirichlet_scaffold_run()
+    sizes = np.asarray(make_learner(wflsim.prepare(data)).num_samples)
+    steps = -(-sizes // 64)
+    assert steps.max() > 1  # the partition's E_n differ from prepare's lower bound of 1
+    events = wflsim.run(data, progress=False).events
+    cfg = events[events.event == "device_config"].set_index("device")
+    c, f = (cfg[k].astype(float).to_numpy() for k in ("cycles_per_sample", "cpu_hz"))
+    cycles = c * 64 * steps + DIGITS_MLP_D * steps + 4 * DIGITS_MLP_D
+    dec = events[events.compute_s.notna()]
+    assert len(dec)
+    n = dec.device.to_numpy()
+    np.testing.assert_allclose(dec.compute_s.astype(float), cycles[n] / f[n], rtol=1e-12)
+
+
+def test_the_partition_deadline_check_charges_the_documented_scaffold_cycles():
+    """A deadline above every device's documented c B E_n + D E_n + 4 D cycles is accepted once
+    the Dirichlet partition is known (the stale 5 D E_n would exceed it)."""
+    from wflsim.app.run import build_engine, make_learner
+
+    cpu_hz, c = 1e6, 10.0
+    data = dirichlet_scaffold_run(cpu_hz=cpu_hz, cycles_per_sample=c)
+    prep = wflsim.prepare(data)
+    learner = make_learner(prep)
+    steps = -(-np.asarray(learner.num_samples) // 64)
+    documented = (c * 64 * steps + DIGITS_MLP_D * steps + 4 * DIGITS_MLP_D) / cpu_hz
+    stale = (c * 64 * steps + 5 * DIGITS_MLP_D * steps) / cpu_hz
+    deadline_s = (documented.max() + stale.max()) / 2
+    assert documented.max() < deadline_s < stale.max()
+    data["run"]["deadline_s"] = deadline_s
+    prep = wflsim.prepare(data)
+    build_engine(prep, make_learner(prep))  # not refused
+
+
+def test_prepare_refuses_a_deadline_that_only_scaffold_cycles_exceed():
+    """Network only, E = 1: c B / f fits the deadline but (c B + D + 4 D) / f does not; the
+    scenario is refused on run.deadline_s before it runs."""
+    data = base_scenario(
+        run={"deadline_s": 0.1},
+        devices={"batch_size": 100, "cpu_hz": 1e6, "cycles_per_sample": 100.0},
+        learning={"enabled": False, "num_params": NUM_PARAMS, "local_steps": 1},
+        strategy={"name": "scaffold"},
+    )
+    # c B / f = 0.01 s, (c B + 5 D) / f = 0.51 s
+    with pytest.raises(wflsim.ScenarioError, match="run.deadline_s"):
+        wflsim.prepare(data)
+
+
 # ---------------------------------------------------------------------------- stale updates
 
 

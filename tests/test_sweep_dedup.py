@@ -40,8 +40,8 @@ TINY = [
 TINY_ARGS = [a for o in TINY for a in ("--set", o)]
 #: ideal has no MM controller, hence no tol: its two tol values make one run per seed
 GRID = ["scheme=ideal,two_timescale", "scheme.tol=1e-6,1e-9"]
-IDEAL = "scheme.name=ideal__scheme.tol=1e-6__seed={}"
-IDEAL_DUP = "scheme.name=ideal__scheme.tol=1e-9__seed={}"
+IDEAL = "ideal__tol=1e-6__seed={}"
+IDEAL_DUP = "ideal__tol=1e-9__seed={}"
 
 
 def run_folders(out):
@@ -86,7 +86,7 @@ def test_a_shared_point_records_same_as_its_overrides_and_status(shared):
 def test_a_scheme_with_the_parameter_never_shares(shared):
     """two_timescale declares tol: its four points have four folders, none a same_as."""
     points = json.loads((shared / "sweep.json").read_text())["points"]
-    mine = [n for n in points if n.startswith("scheme.name=two_timescale")]
+    mine = [n for n in points if n.startswith("two_timescale__")]
     assert len(mine) == 4 and all("same_as" not in points[n] for n in mine)
     assert all(n in run_folders(shared) for n in mine)
 
@@ -173,8 +173,7 @@ def test_a_v_grid_shares_only_for_schemes_whose_v_is_cost_only():
     )
     assert len(plan.points) == 8
     assert shared_points(plan) == {
-        f"scheme.name=ideal__scheme.V=10__seed={s}": f"scheme.name=ideal__scheme.V=1__seed={s}"
-        for s in (0, 1)
+        f"ideal__V=10__seed={s}": f"ideal__V=1__seed={s}" for s in (0, 1)
     }
 
 
@@ -195,10 +194,10 @@ def test_values_written_differently_share():
     """scheme.V = 10, 10.0 and 1e1 are one value: three points, one run per seed."""
     plan = plan_sweep(SCENARIO, ["scheme.V=10,10.0,1e1"], "0-1", extra_overrides=TINY)
     assert shared_points(plan) == {
-        "scheme.V=10.0__seed=0": "scheme.V=10__seed=0",
-        "scheme.V=1e1__seed=0": "scheme.V=10__seed=0",
-        "scheme.V=10.0__seed=1": "scheme.V=10__seed=1",
-        "scheme.V=1e1__seed=1": "scheme.V=10__seed=1",
+        "V=10.0__seed=0": "V=10__seed=0",
+        "V=1e1__seed=0": "V=10__seed=0",
+        "V=10.0__seed=1": "V=10__seed=1",
+        "V=1e1__seed=1": "V=10__seed=1",
     }
 
 
@@ -269,9 +268,7 @@ def test_a_former_sharing_point_runs_when_its_original_leaves_the_grid(shared, t
         assert points[IDEAL_DUP.format(seed)]["status"] == "completed"
         assert "same_as" not in points[IDEAL_DUP.format(seed)]
         assert (out / IDEAL_DUP.format(seed) / "manifest.json").is_file()
-        assert points[f"scheme.name=ideal__scheme.tol=1e-12__seed={seed}"]["same_as"] == (
-            IDEAL_DUP.format(seed)
-        )
+        assert points[f"ideal__tol=1e-12__seed={seed}"]["same_as"] == (IDEAL_DUP.format(seed))
 
 
 def test_points_with_folders_of_their_own_keep_them(tmp_path):
@@ -332,7 +329,7 @@ def test_each_point_shares_the_first_identical_point(kinds, dedup):
 TWO_FRAMES = [*TINY, "run.frames=2"]
 V_GRID = ["scheme=ideal,fixed_power,two_timescale", "scheme.V=1,10"]
 #: the points sharing a run made at V=1
-V_SHARED = [f"scheme.name={s}__scheme.V=10__seed=0" for s in ("ideal", "fixed_power")]
+V_SHARED = [f"{s}__V=10__seed=0" for s in ("ideal", "fixed_power")]
 
 
 def v_sweep(out, dedup):
@@ -357,9 +354,7 @@ def test_v_grid_runs_four_runs_for_six_points(v_sweeps):
     assert {n: p["same_as"] for n, p in points.items() if "same_as" in p} == {
         n: n.replace("V=10", "V=1") for n in V_SHARED
     }
-    assert {f"scheme.name=two_timescale__scheme.V={v}__seed=0" for v in (1, 10)} <= set(
-        run_folders(shared)
-    )
+    assert {f"two_timescale__V={v}__seed=0" for v in (1, 10)} <= set(run_folders(shared))
 
 
 def test_the_queues_of_the_v_grid_are_not_all_zero(v_sweeps):
@@ -403,7 +398,7 @@ def test_api_run_of_a_point_sharing_at_another_v_equals_a_real_run(v_sweeps):
     shared, _ = v_sweeps
     sw = wflsim.load_sweep(shared)
     for name in V_SHARED:
-        scheme = name.split("__")[0].split("=")[1]
+        scheme = name.split("__")[0]
         got = sw.run(name)
         want = wflsim.run(SCENARIO, overrides=[*TWO_FRAMES, f"scheme.name={scheme}", "scheme.V=10"])
         assert got.scenario["scheme"]["V"] == 10 and got.folder == shared / sw.points[name]["dir"]
@@ -428,7 +423,7 @@ def test_with_cost_at_the_run_s_own_v_gives_the_logged_cost(v_sweeps):
     """Recomputing two_timescale's cost at its own V (Q > 0 in its second frame) reproduces the
     logged column bit for bit: the engine's operations in its order."""
     _, real = v_sweeps
-    ev = wflsim.load_run(real / "scheme.name=two_timescale__scheme.V=10__seed=0").events
+    ev = wflsim.load_run(real / "two_timescale__V=10__seed=0").events
     recomputed = tidy.with_cost_at(ev.assign(cost=ev["cost"] * 0.0), 10.0)
     pd.testing.assert_series_equal(recomputed["cost"], ev["cost"], check_exact=True)
 

@@ -404,7 +404,7 @@ def test_builders_on_an_engine_trace():
 
 def test_stats_cli_over_seeds_prints_the_t_interval(tmp_path, capsys):
     """--over-seeds prints one row per configuration: the mean and its 95 % t interval over the
-    seeds (two seeds with energies 2.1 and 6.3 J: 4.2 +- t_{0.975,1} x 2.1)."""
+    seeds (two seeds with energies 2.1 and 6.3 J: 4.2 +- t_{0.975,1} x 2.1, cut at 0 J)."""
     from scipy import stats as st
 
     from wflsim.analysis.stats import main
@@ -415,7 +415,8 @@ def test_stats_cli_over_seeds_prints_the_t_interval(tmp_path, capsys):
     out = capsys.readouterr().out.splitlines()
     assert out[0] == "| n | total_energy_j |"
     half = st.t.ppf(0.975, 1) * 2.1
-    assert out[2] == f"| 2 | {4.2:.4g} [{4.2 - half:.4g}, {4.2 + half:.4g}] |"
+    assert 4.2 - half < 0  # an energy below zero: the interval stops at 0
+    assert out[2] == f"| 2 | {4.2:.4g} [0, {4.2 + half:.4g}] |"
     assert main([str(tmp_path), "--over-seeds", "--level", "1.5"]) == 2
 
 
@@ -448,3 +449,48 @@ def test_drops_are_not_outages_in_the_tidy_table():
     assert r["drop_rate"] == pytest.approx(run_stats.drops / run_stats.participations)
     assert r["outage_rate"] == pytest.approx(run_stats.outage_rate)
     assert not (ds["outage"] & ds["dropped"]).any()
+
+
+# ------------------------------------------------------- a sweep's runs table (issue 47)
+
+_QUICK = Path(__file__).resolve().parents[1] / "scenarios" / "quickstart.toml"
+_QUICK_NET = ["learning.enabled=false", "run.frames=1", "run.slots_per_frame=2"]
+
+
+@pytest.fixture(scope="module")
+def small_sweep(tmp_path_factory):
+    """ideal and fixed_power x V 10 and 100, seed 0: four points, two runs (V is cost-only)."""
+    from wflsim.app.sweep import plan_sweep, run_sweep
+
+    out = tmp_path_factory.mktemp("runs_table") / "sw"
+    plan = plan_sweep(
+        _QUICK, ["scheme=ideal,fixed_power", "scheme.V=10,100"], "0", extra_overrides=_QUICK_NET
+    )
+    run_sweep(plan, out, extra_overrides=_QUICK_NET)
+    return out
+
+
+def test_runs_table_has_a_column_per_swept_field(small_sweep):
+    """A sweep's runs table has scheme.name and scheme.V, the values of each point's grid, also
+    for the points that share another's run."""
+    runs = tidy.runs_table(small_sweep).set_index("run")
+    points = json.loads((small_sweep / "sweep.json").read_text())["points"]
+    assert set(runs.index) == set(points)
+    for name, entry in points.items():
+        assert runs.loc[name, "scheme.name"] == entry["values"]["scheme.name"]
+        assert runs.loc[name, "scheme.V"] == entry["values"]["scheme.V"]
+    assert runs.attrs["swept_columns"] == ["scheme.name", "scheme.V"]
+
+
+def test_runs_table_has_each_runs_summary(small_sweep):
+    """A sweep's runs table has each run's summary measures: its total energy is the sum of its
+    trace's device-slot energies, its outage rate the one sweep.json records."""
+    data = tidy.load(small_sweep, tables=("device_slots",))
+    runs = data.runs.set_index("run")
+    energy = data.device_slots.groupby("run")["energy_j"].sum()
+    points = json.loads((small_sweep / "sweep.json").read_text())["points"]
+    for name in points:
+        assert runs.loc[name, "total_energy_j"] == pytest.approx(energy[name], rel=1e-9)
+        assert runs.loc[name, "outage_rate"] == points[name]["summary"]["outage_rate"]
+        assert np.isnan(runs.loc[name, "final_accuracy"])  # network only: not measured
+    assert {"slots", "total_energy_j", "simulated_time_s"} <= set(runs.attrs["summary_columns"])

@@ -11,7 +11,6 @@ command line prints) before anything is written.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -47,6 +46,7 @@ from wflsim.app.inputs import (
     seed_of,
     seeds_text,
 )
+from wflsim.sim import rundir
 from wflsim.sim.config.loading import Override
 from wflsim.sim.engine import Hooks, ProgressFn
 from wflsim.sim.errors import Diagnostic as Diagnostic
@@ -363,10 +363,25 @@ class SweepResult:
         )
 
     def runs_table(self) -> pd.DataFrame:
-        """One row per run folder with its configuration (``wflsim.analysis.tidy.runs_table``)."""
+        """One row per run (a point sharing another's run too) with its configuration, a
+        column per field the grid sweeps (by its dotted name: ``scheme.V``) and the run's summary
+        measures (``final_accuracy``, ``total_energy_j``, ...;
+        ``wflsim.analysis.tidy.runs_table``)."""
         from wflsim.analysis.tidy import runs_table
 
         return runs_table(self.folder)
+
+    def claims(self, claims: Sequence[Mapping[str, Any]] | str | None = None) -> pd.DataFrame:
+        """The verdicts of the study's claims on these runs, as the report's ``claims.csv``
+        (``wflsim.analysis.hypotheses.check_runs``): ``claims`` as ``[[claims]]`` tables or a
+        file holding them; by default those of the sweep's scenario file.
+
+        Raises:
+            ScenarioError: a bad claim (naming it and its field).
+        """
+        from wflsim.analysis.hypotheses import check_runs
+
+        return check_runs(self.folder, claims)
 
     def load(self, tables: Sequence[str] | None = None) -> Tidy:
         """The tidy tables of every run (``wflsim.analysis.tidy.load``)."""
@@ -482,9 +497,20 @@ def load_sweep(folder: str | os.PathLike[str]) -> SweepResult:
 
     Raises:
         FileNotFoundError: no ``sweep.json`` in ``folder``.
+        ScenarioError: ``sweep.json`` is not a regular file holding a JSON object (a link, a
+            FIFO, damaged).
     """
     path = Path(folder)
-    manifest = json.loads((path / "sweep.json").read_text(encoding="utf-8"))
+    file = path / "sweep.json"
+    if not os.path.lexists(file):
+        raise FileNotFoundError(f"no sweep.json in {folder}")
+    manifest = rundir.read_json(file)
+    if manifest is None:
+        raise ScenarioError(
+            str(file),
+            "is not a regular file holding a JSON object (a link, a FIFO, or damaged)",
+            "give the folder a sweep wrote",
+        )
     return SweepResult(path, manifest)
 
 
@@ -515,6 +541,7 @@ def compare(
     executor: str = "local",
     progress: bool | None = None,
     strict: bool = False,
+    claims: Sequence[Mapping[str, Any]] | None = None,
 ) -> pd.DataFrame:
     """Run several variants of a scenario over the same seeds and compare their summaries.
 
@@ -539,13 +566,23 @@ def compare(
         data_dir, workers, executor: as :func:`sweep` (``workers=2``: two runs at a time).
         progress: a bar with one step a run (``None``: where one can be seen).
         strict: implausible values are errors, not warnings.
+        claims: the comparison's hypotheses, each a ``[[claims]]`` table (docs/scenario.md):
+            ``{"metric": "final_accuracy", "better": "higher", "a": {"variant": "FedAdam"},
+            "b": {"variant": "FedAvg"}}``; a side selects runs by variant label or by any
+            scenario field. Those of the scenario file are checked too.
 
     Returns:
-        One row per variant and metric: ``variant``, ``metric``, ``n`` (seeds with a finite
-        value), ``mean``, ``ci_low``, ``ci_high`` and, with ``reference``, ``diff`` (mean of
-        variant - reference over the seeds where both are finite), ``diff_ci_low``,
-        ``diff_ci_high``, ``diff_n`` (those seeds). The runs
-        themselves (one row per variant and seed, with every metric) are in ``.attrs["runs"]``.
+        One row per variant and metric: ``variant``, ``metric``, ``mean``, ``ci_low``,
+        ``ci_high``, ``n`` (seeds with a finite value), ``ci_clipped`` (the interval reached
+        beyond the values the measure can take, a rate's [0, 1] or a count's, energy's or
+        time's 0, and was cut there: ``wflsim.analysis.stats.within``) and, with
+        ``reference``, ``diff`` (mean of variant - reference over the seeds where both are
+        finite), ``diff_ci_low``, ``diff_ci_high``, ``diff_n`` (those seeds),
+        ``diff_ci_clipped`` (a rate's difference cut to [-1, 1]). The runs
+        themselves (one row per variant and seed, with every metric) are in ``.attrs["runs"]``;
+        the claims' verdicts (as the report's ``claims.csv``: holds, does not hold,
+        inconclusive with the seeds it would take, or not measurable here) in
+        ``.attrs["claims"]``.
 
     Raises:
         ScenarioError: a bad variant, seed, metric or reference (nothing run); a run that
@@ -555,7 +592,7 @@ def compare(
 
     import pandas as pd
 
-    from wflsim.analysis.stats import t_interval
+    from wflsim.analysis.stats import difference_range, measure_range, seed_interval
     from wflsim.app.sweep import GridPoint, parse_seeds, plan_points
 
     check_workers(workers)
@@ -574,6 +611,8 @@ def compare(
     seed_text = seeds_text(seeds)
     if seed_text is None:
         raise ScenarioError("seeds", "is None", "give the seeds, e.g. seeds=[0, 1, 2]")
+    source = scenario_source(scenario)
+    stated = _compare_claims(source.table(), claims)
     seed_list = parse_seeds(seed_text)
     given_out = None if out is None else folder_of(out)
     extra = overrides_of(overrides)
@@ -591,7 +630,7 @@ def compare(
         )
     ddir = None if data_dir is None else str(data_dir)
     plan = plan_points(
-        scenario_source(scenario),
+        source,
         [("variant", labels)],
         seed_list,
         points,
@@ -604,6 +643,8 @@ def compare(
         folder = given_out if given_out is not None else Path(tmp) / "compare"
         _run_plan(plan, folder, workers, executor, ddir, extra, False, None, progress)
         records = load_sweep(folder).points
+        ran = all(isinstance(records[p.name].get("summary"), dict) for p in points)
+        verdicts = _check_compare_claims(stated if ran else [], folder)
     rows = []
     for p in points:
         rec = records[p.name]
@@ -630,21 +671,42 @@ def compare(
     for label in labels:
         mine = runs[runs["variant"] == label].set_index("seed")
         for m in wanted:
-            mean, _, lo, hi, n = t_interval(mine[m].to_numpy(float), level)
-            row: dict[str, Any] = {
-                "variant": label,
-                "metric": m,
-                "n": n,
-                "mean": mean,
-                "ci_low": lo,
-                "ci_high": hi,
-            }
+            ci = seed_interval(mine[m].to_numpy(float), level, measure_range(m))
+            row: dict[str, Any] = {"variant": label, "metric": m, **ci}
             if reference is not None:
                 ref = runs[runs["variant"] == reference].set_index("seed")[m]
                 d = (mine[m] - ref.reindex(mine.index)).to_numpy(float)
-                dm, _, dlo, dhi, dn = t_interval(d, level)
-                row |= {"diff": dm, "diff_ci_low": dlo, "diff_ci_high": dhi, "diff_n": dn}
+                dci = seed_interval(d, level, difference_range(m))
+                row |= {"diff": dci.pop("mean")} | {f"diff_{k}": v for k, v in dci.items()}
             table.append(row)
     result = pd.DataFrame(table)
     result.attrs["runs"] = runs[["variant", "seed", *wanted]]
+    result.attrs["claims"] = verdicts
     return result
+
+
+def _compare_claims(
+    table: Mapping[str, Any], given: Sequence[Mapping[str, Any]] | None
+) -> list[Any]:
+    """The claims :func:`compare` checks: the scenario's ``[[claims]]`` and ``given``, validated
+    before anything runs (``ScenarioError`` naming ``claims[i]`` and the field)."""
+    from wflsim.sim.config.loading import parse_claims
+
+    stated = parse_claims(table)
+    if given is None:
+        return stated
+    if isinstance(given, Mapping | str) or not all(isinstance(c, Mapping) for c in given):
+        raise ScenarioError(
+            "claims", "must be a list of claim tables", 'e.g. claims=[{"metric": ...}]'
+        )
+    return parse_claims({"claims": [*(c.model_dump() for c in stated), *map(dict, given)]})
+
+
+def _check_compare_claims(stated: Sequence[Any], folder: Path) -> pd.DataFrame:
+    """The verdicts of ``stated`` on the comparison's runs in ``folder`` (a claim selects a
+    variant by its label, ``variant``, which ``sweep.json`` records)."""
+    from wflsim.analysis import hypotheses
+
+    if not stated:
+        return hypotheses.claims_table([])
+    return hypotheses.check_runs(folder, stated)

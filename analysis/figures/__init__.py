@@ -2,7 +2,8 @@
 
 Every function takes DataFrames (from :mod:`wflsim.analysis.tidy` / :mod:`wflsim.analysis.stats`,
 never paths) and returns a :class:`DataFigure`, a :class:`matplotlib.figure.Figure` built without
-pyplot (no global state, no backend needed: ``fig.savefig("x.png")`` renders with Agg) that keeps
+pyplot (no global state, no backend needed: ``fig.savefig("x.png")`` renders with Agg; a notebook
+draws it as a PNG when it is a cell's value, pyplot imported or not) that keeps
 what it plots: ``fig.intervals`` (every band and set of error bars with the seeds' values behind it),
 ``fig.outliers`` (the outlier seeds it marks) and ``fig.notes`` (the lines that coincide, the
 outlier seeds, the panels left out). Lines are *series*: runs with the same scheme and,
@@ -12,8 +13,10 @@ where they differ between the runs given, the same ``V``, dataset, partition, en
 Conventions (the same in every figure):
 
 * one colour and one marker per scheme, fixed (:data:`SCHEME_COLORS`, :data:`SCHEME_MARKERS`),
-  whatever the figure or the runs given; the second variable (``V``, budget, partition, ...) is
-  a line style, or a facet; the proposed scheme is drawn on top, the paper's benchmarks next;
+  whatever the figure or the runs given; the second variable (``V``, budget, partition,
+  strategy, uplink, ...) is a line style and a lighter shade of the scheme's colour
+  (:func:`series_colors`, the legend's title says so), or a facet; series all of one scheme
+  get distinct colours; the proposed scheme is drawn on top, the paper's benchmarks next;
 * markers sit on about 8 points of a long line, each scheme's shifted along it, so that the
   markers of coinciding lines do not cover each other; two series whose lines coincide (within
   0.5 % of the panel's height, over the same x range) are said so in the panel's title ("Only-PC
@@ -29,10 +32,15 @@ Conventions (the same in every figure):
   and its 95 % Student-t band or error bars, computed in that scale and cut to the range of the
   seeds' values (:func:`wflsim.analysis.stats.seed_intervals`): a band never reaches beyond the
   seeds, so the y range shows it whole; one seed: the line alone;
-* an outlier seed (:func:`outlier_runs`, the rule of the claims' verdicts) whose line lies
+* an outlier seed (:func:`outlier_runs`, the rule of the claims' verdicts, from five seeds on:
+  :data:`wflsim.analysis.stats.OUTLIER_MIN_SEEDS`) whose line lies
   visibly apart from the other seeds' (:data:`OUTLIER_VISIBLE`) is drawn as its own thin dashed
   line, named at its end and in the legend ("Ideal FL: seed 1 (outlier)"); the mean and the band
   keep it, and :attr:`DataFigure.outliers` and the notes list it;
+* the slot latency, whose per-frame means coincide in synchronous runs, is drawn as its ECDF
+  over every slot of every seed;
+* no text collides: the title is centred over the panels and wrapped to their width (a figure
+  legend that still meets it goes below), colliding tick labels are thinned (``_finish``);
 * no offset or scientific-offset tick notation; every axis says its unit (those of
   ``docs/trace.md``; ``V`` and the cost in J^2);
 * a metric with nothing to draw (no outage at all, no cost logged) gets no panel: the title
@@ -46,7 +54,8 @@ The modules: :mod:`~wflsim.analysis.figures.common` (colours, markers and styles
 seeds, coinciding lines, the legend), and one per family of figures:
 :mod:`~wflsim.analysis.figures.over_time`, :mod:`~wflsim.analysis.figures.impact` (``V`` and the
 energy budget), :mod:`~wflsim.analysis.figures.accuracy` and
-:mod:`~wflsim.analysis.figures.stale_updates`. The public names are all importable from here.
+:mod:`~wflsim.analysis.figures.stale_updates`, and :mod:`~wflsim.analysis.figures.study` (a study's
+own claims). The public names are all importable from here.
 """
 
 from __future__ import annotations
@@ -67,9 +76,11 @@ from .common import (
     say_empty,
     scheme_color,
     scheme_marker,
+    series_colors,
     series_columns,
+    shade,
 )
-from .impact import energy_budget_per_device, impact_of_energy_budget, impact_of_v, shade
+from .impact import energy_budget_per_device, impact_of_energy_budget, impact_of_v
 from .over_time import (
     gamma_evolution,
     participation_and_latency,
@@ -78,8 +89,13 @@ from .over_time import (
     time_evolution,
 )
 from .stale_updates import staleness
+from .study import AXIS_PREFIX, VERDICT_COLORS, axes_figure, claims_figure
 
 __all__ = [
+    "AXIS_PREFIX",
+    "VERDICT_COLORS",
+    "axes_figure",
+    "claims_figure",
     "OUTLIER_VISIBLE",
     "SCHEME_COLORS",
     "SCHEME_MARKERS",
@@ -105,6 +121,7 @@ __all__ = [
     "say_empty",
     "scheme_color",
     "scheme_marker",
+    "series_colors",
     "series_columns",
     "shade",
     "stable_parameters",

@@ -22,15 +22,16 @@ from .common import (
     _DATASETS,
     InsufficientData,
     _figure,
+    _finish,
     _mean_by,
     _need,
-    _no_offset,
     _one_v,
     _ranks,
     _Series,
     _series,
     _style,
-    one_scheme_colors,
+    series_colors,
+    shaded_legend_title,
 )
 
 
@@ -70,7 +71,7 @@ def _accuracy_panel(
     """One panel of test accuracy (%) against ``x`` for the runs of one (dataset, partition):
     per series, x is the mean over seeds at each evaluation, y the mean and 95 % band; only the
     evaluations from slot ``first_slot`` on (``None``: all, the one before training at slot -1
-    too); ``colors``: series label -> colour where not the scheme's (:func:`one_scheme_colors`)."""
+    too); ``colors``: series label -> colour where not the scheme's (:func:`series_colors`)."""
     dataset, partition = key
     colors = colors or {}
     drawn: list[tuple[str, Line2D | None]] = []
@@ -101,10 +102,11 @@ def _accuracy_vs(evaluations: pd.DataFrame, x: str, xlabel: str, what: str, titl
     series = _series(data, exclude=["dataset", "partition"])
     ranks = _ranks(series)
     fig, axes = _figure(len(panels), title, height=3.6)
+    fig.legend_title = shaded_legend_title(series)
     for ax, key in zip(axes, panels, strict=True):
-        _accuracy_panel(ax, series, ranks, key, x, xlabel, colors=one_scheme_colors(series))
+        _accuracy_panel(ax, series, ranks, key, x, xlabel, colors=series_colors(series))
     _legend(fig, axes, order=[s.label for s in series])
-    return _no_offset(fig)
+    return _finish(fig)
 
 
 def accuracy_vs_energy(evaluations: pd.DataFrame, title: str | None = None) -> Figure:
@@ -158,6 +160,7 @@ def accuracy_late(evaluations: pd.DataFrame, title: str | None = None) -> Figure
         rows=len(panels),
         sharey="row",
     )
+    fig.legend_title = shaded_legend_title(series)
     for i, key in enumerate(panels):
         on = data[(data["dataset"] == key[0]) & (data["partition"] == key[1])]
         half = 0.5 * float(on["slot"].max() + 1)  # slots are counted from 0
@@ -170,7 +173,7 @@ def accuracy_late(evaluations: pd.DataFrame, title: str | None = None) -> Figure
                 x,
                 xlabel,
                 half,
-                colors=one_scheme_colors(series),
+                colors=series_colors(series),
             )
     _legend(fig, axes, order=[s.label for s in series])
-    return _no_offset(fig)
+    return _finish(fig)

@@ -20,7 +20,7 @@ from matplotlib.container import Container
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
-from ..stats import outlier_mask, seed_intervals
+from ..stats import OUTLIER_MIN_SEEDS, outlier_mask, seed_intervals
 from .common import (
     _BAND_ALPHA,
     _PANEL,
@@ -60,30 +60,49 @@ def _legend(fig: Figure, axes: Sequence[Axes], order: Sequence[str] = ()) -> Non
     seen: dict[str, Artist] = {}
     for ax in axes:
         for h, lab in zip(*ax.get_legend_handles_labels(), strict=True):
-            if not lab.startswith("_") and (lab not in seen or _is_outline(seen[lab])):
-                seen[lab] = h  # a line drawn as an outline in one panel: its own look if any
+            if not lab.startswith("_") and (
+                lab not in seen or _is_outline(seen[lab]) or _unmarked(seen[lab], h)
+            ):
+                # a line drawn as an outline, or without markers (an ECDF), in one panel: its
+                # own look, with its markers, from another if any
+                seen[lab] = h
     if not seen:
         return
     rank = {lab: i for i, lab in enumerate(order)}
     labels = sorted(seen, key=lambda lab: rank.get(lab, len(rank)))
     handles = [_plain(seen[lab]) for lab in labels]
     w, h = fig.get_size_inches()
-    longest = max(len(lab) for lab in labels)
+    title = getattr(fig, "legend_title", None)
+    kw: dict[str, Any] = {"fontsize": "small", "title": title, "title_fontsize": "small"}
+    if isinstance(fig, DataFigure):
+        fig.legend_entries = (handles, labels)
+    longest = max([len(lab) for lab in labels] + [int(0.9 * len(title or ""))])
     if len(axes) == 1 and len(labels) <= 5 and longest <= _LONG_LABEL:
-        axes[0].legend(handles, labels, fontsize="small")
+        axes[0].legend(handles, labels, **kw)
     elif len(labels) <= (6 if len(axes) == 1 else 12) and longest <= _LONG_LABEL:
         # a single panel is too short for a longer list beside it (it would cover the title)
         fig.set_size_inches(w + min(0.6 + 0.065 * longest, 4.5), h)
         # a narrow figure's title reaches over the legend's corner: beside the panels' middle
         if w >= 8.0:
-            fig.legend(handles, labels, loc="outside right upper", fontsize="small")
+            fig.legend(handles, labels, loc="outside right upper", **kw)
         else:
-            fig.legend(handles, labels, loc="outside right center", fontsize="small")
+            fig.legend(handles, labels, loc="outside right center", **kw)
     else:  # many lines, or labels too long for the side: below, as wide as the labels need
         ncol = 1 if longest > _LONG_LABEL else min(4, (len(labels) + 5) // 6)
         width = max(w, min(0.065 * longest * ncol + 1.0, 16.0))
         fig.set_size_inches(width, h + 0.22 * -(-len(labels) // ncol) + 0.3)
-        fig.legend(handles, labels, loc="outside lower center", fontsize="small", ncol=ncol)
+        fig.legend(handles, labels, loc="outside lower center", ncol=ncol, **kw)
+
+
+def _unmarked(handle: Artist, other: Artist) -> bool:
+    """Whether ``handle`` is a line without markers and ``other`` a plain line with them."""
+    return (
+        isinstance(handle, Line2D)
+        and isinstance(other, Line2D)
+        and handle.get_marker() in ("None", "", None)
+        and other.get_marker() not in ("None", "", None)
+        and not _is_outline(other)
+    )
 
 
 def _is_outline(handle: Artist) -> bool:
@@ -136,7 +155,7 @@ def outlier_runs(per_run: pd.DataFrame, x: str, y: str) -> list[object]:
     :func:`wflsim.analysis.stats.outlier_mask`, applied to each run's mean of ``y`` over its
     ``x`` values (the values as measured, not in the axis' scale): the same rule the claims'
     verdicts name outliers by (docs/decisions.md, "Verdicts and outlier seeds")."""
-    if "run" not in per_run.columns or per_run["run"].nunique() < 3:
+    if "run" not in per_run.columns or per_run["run"].nunique() < OUTLIER_MIN_SEEDS:
         return []
     means = per_run.groupby("run", sort=True)[y].mean()
     return [

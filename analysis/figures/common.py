@@ -7,6 +7,8 @@ symmetric-log axis, :func:`say_empty` and :class:`InsufficientData`.
 
 from __future__ import annotations
 
+import io
+import textwrap
 import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -18,9 +20,12 @@ import pandas as pd
 from matplotlib.artist import Artist
 from matplotlib.axes import Axes
 from matplotlib.collections import PolyCollection
+from matplotlib.colors import to_hex, to_rgb
 from matplotlib.container import Container
 from matplotlib.figure import Figure
-from matplotlib.ticker import ScalarFormatter
+from matplotlib.text import Text
+from matplotlib.ticker import MaxNLocator, ScalarFormatter
+from matplotlib.transforms import Bbox
 
 from ..tidy import SCHEME_LABELS
 
@@ -241,6 +246,50 @@ def one_scheme_colors(series: Sequence[_Series]) -> dict[str, str]:
     return {s.label: _SERIES_COLORS[i % len(_SERIES_COLORS)] for i, s in enumerate(series)}
 
 
+def shade(color: str, k: int, n: int) -> str:
+    """The ``k``-th of ``n`` shades of ``color`` (hex): the colour itself for ``k = 0``, then
+    lighter, up to halfway to white for ``k = n - 1``: series of one scheme told apart by
+    shade, keeping the scheme's hue."""
+    if n <= 1 or k <= 0:
+        return to_hex(color)
+    t = 0.5 * min(k, n - 1) / (n - 1)
+    rgb = np.asarray(to_rgb(color))
+    return to_hex(tuple(rgb + t * (1.0 - rgb)))
+
+
+#: The legend's title where series of several schemes also differ in another swept setting
+#: (strategy, uplink, partition, ...): how the two are told apart.
+SHADE_LEGEND_TITLE = "colour: scheme; shade and line style: the rest of the label"
+
+
+def series_colors(series: Sequence[_Series]) -> dict[str, str]:
+    """Series label -> colour, for series that are not told apart by their scheme's colour
+    alone: several series of one scheme only get :func:`one_scheme_colors`; series of several
+    schemes, some of which come in several settings (strategies, uplinks, ...), get shades of
+    their scheme's colour (:func:`shade`: the first setting the colour itself, the next
+    lighter), so that the hue still says the scheme. Empty where each scheme has one series."""
+    own = one_scheme_colors(series)
+    if own:
+        return own
+    out: dict[str, str] = {}
+    for scheme in dict.fromkeys(s.scheme for s in series):
+        mine = [s for s in series if s.scheme == scheme]
+        rests = sorted({s.rest for s in mine}, key=lambda r: _ranks_key(r))
+        if len(rests) < 2:
+            continue
+        for s in mine:
+            out[s.label] = shade(scheme_color(scheme), rests.index(s.rest), len(rests))
+    return out
+
+
+def shaded_legend_title(series: Sequence[_Series]) -> str | None:
+    """:data:`SHADE_LEGEND_TITLE` where :func:`series_colors` shades a scheme's series, else
+    ``None``."""
+    if one_scheme_colors(series) or not series_colors(series):
+        return None
+    return SHADE_LEGEND_TITLE
+
+
 def _style(rank: int, scheme: str, n_points: int = 1, color: str | None = None) -> dict:
     """Colour, marker and drawing order from the scheme (the proposed scheme on top), the colour
     ``color`` instead where given (:func:`one_scheme_colors`); line style from ``rank``, the
@@ -257,10 +306,14 @@ def _style(rank: int, scheme: str, n_points: int = 1, color: str | None = None) 
     }
 
 
+def _ranks_key(rest: tuple) -> tuple:
+    # numbers sort as numbers (V=10 before V=100), missing values last
+    return tuple((1, 0) if _missing(v) else (0, v) for v in rest)
+
+
 def _ranks(series: Sequence[_Series]) -> dict[tuple, int]:
     rests = sorted({s.rest for s in series}, key=lambda r: tuple((_missing(v), str(v)) for v in r))
-    # numbers sort as numbers (V=10 before V=100)
-    rests = sorted(rests, key=lambda r: tuple((1, 0) if _missing(v) else (0, v) for v in r))
+    rests = sorted(rests, key=_ranks_key)
     return {r: i for i, r in enumerate(rests)}
 
 
@@ -285,7 +338,8 @@ class DataFigure(Figure):
     """A :class:`~matplotlib.figure.Figure` that keeps what it plots: :attr:`intervals`, every
     band and set of error bars with the seeds' values behind it, :attr:`outliers`, the outlier
     seeds it marks, and :attr:`notes`, what the figure says about coinciding lines, outlier
-    seeds and panels left out."""
+    seeds and panels left out. A notebook shows it as an image when it is a cell's value
+    (:meth:`_repr_png_`), with or without pyplot."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -293,6 +347,18 @@ class DataFigure(Figure):
         self.notes: list[str] = []
         self.outliers: list[Outlier] = []
         self.pending: list[_Pending] = []
+        #: the legend's title (how series are told apart, where not by colour alone)
+        self.legend_title: str | None = None
+        #: the figure legend's handles and labels (:func:`_finish` may move it below)
+        self.legend_entries: tuple[list[Artist], list[str]] | None = None
+
+    def _repr_png_(self) -> bytes:
+        """The figure as PNG bytes (Agg, at the figure's dpi), for IPython's display: a figure
+        built without pyplot has no display of its own, so a fresh kernel would print
+        ``<DataFigure size ...>`` instead of drawing it."""
+        buffer = io.BytesIO()
+        self.savefig(buffer, format="png")
+        return buffer.getvalue()
 
 
 def _figure(
@@ -427,6 +493,116 @@ def _no_offset(fig: _F) -> _F:
                 if hi - lo <= 1e-9 * max(abs(mid), 1e-300):
                     d = 0.05 * abs(mid) if mid != 0 else 1.0
                     set_(mid - d, mid + d)
+    return fig
+
+
+#: Tick labels closer than this (pixels at the figure's dpi) count as colliding.
+_TICK_GAP_PX = 3.0
+
+
+def _collide(boxes: Sequence[Bbox], along: Literal["x", "y"]) -> bool:
+    """Whether any two of ``boxes`` (tick labels, in axis order) overlap or come within
+    :data:`_TICK_GAP_PX` of each other along ``along``."""
+    spans = sorted((b.x0, b.x1) if along == "x" else (b.y0, b.y1) for b in boxes)
+    return any(a[1] + _TICK_GAP_PX > b[0] for a, b in zip(spans, spans[1:], strict=False))
+
+
+def _tick_boxes(ax: Axes, along: Literal["x", "y"]) -> list[Bbox]:
+    """The drawn major tick labels of ``ax``'s x or y axis (inside the view), as boxes."""
+    axis = ax.xaxis if along == "x" else ax.yaxis
+    lo, hi = sorted(axis.get_view_interval())
+    eps = 1e-9 * max(abs(hi - lo), 1e-300)
+    return [
+        t.label1.get_window_extent()
+        for t in axis.get_major_ticks()
+        if t.label1.get_visible() and t.label1.get_text() and lo - eps <= t.get_loc() <= hi + eps
+    ]
+
+
+def _thin_ticks(fig: Figure) -> bool:
+    """Fewer ticks, at round steps (1, 2 or 5 times a power of ten), on every linear axis whose
+    tick labels collide (a narrow panel with 5-digit labels: "0.03000.032500.0350"), from the
+    figure as last drawn; whether any axis changed."""
+    new: list[MaxNLocator] = []  # shared axes share theirs: one change per round
+    for ax in fig.axes:
+        for along in ("x", "y"):
+            axis = ax.xaxis if along == "x" else ax.yaxis
+            loc = axis.get_major_locator()
+            if axis.get_scale() != "linear" or not isinstance(loc, MaxNLocator):
+                continue
+            if any(loc is n for n in new):
+                continue
+            boxes = _tick_boxes(ax, along)
+            if len(boxes) < 3 or not _collide(boxes, along):
+                continue
+            integer = bool(getattr(loc, "_integer", False))
+            new.append(
+                MaxNLocator(nbins=max(2, len(boxes) - 2), steps=[1, 2, 5, 10], integer=integer)
+            )
+            axis.set_major_locator(new[-1])
+    return bool(new)
+
+
+def _title_lines(text: str, chars: int) -> str:
+    """``text`` (a title, then what it adds on further lines) wrapped at ``chars`` characters:
+    the first line on its own, the rest as one paragraph."""
+    first, *rest = text.split("\n")
+    paras = [first, " ".join(r.strip() for r in rest)] if rest else [first]
+    return "\n".join(textwrap.fill(p, chars) for p in paras if p)
+
+
+def _title_over_panels(fig: Figure) -> bool:
+    """The figure's title centred over its panels (not over the panels and a legend beside
+    them) and wrapped to their width, so that it never reaches over a legend at their side; a
+    figure legend that still meets it goes below the panels. From the figure as last drawn;
+    whether the layout must be done again (the title rewrapped, the legend moved)."""
+    st = getattr(fig, "_suptitle", None)  # where matplotlib keeps the figure's title
+    if not isinstance(st, Text) or not st.get_text() or not fig.axes:
+        return False
+    boxes = [ax.get_position() for ax in fig.axes if ax.get_visible()]
+    x0, x1 = min(b.x0 for b in boxes), max(b.x1 for b in boxes)
+    st.set_x((x0 + x1) / 2)
+    st.set_horizontalalignment("center")
+    room = (x1 - x0) * fig.bbox.width
+    text = st.get_text()
+    chars = max(len(line) for line in text.split("\n"))
+    wrapped = False
+    while st.get_window_extent().width > room and chars > 20:
+        chars = int(chars * 0.9)
+        st.set_text(_title_lines(text, chars))
+        wrapped = True
+    if wrapped:
+        return True
+    title = st.get_window_extent()
+    entries = getattr(fig, "legend_entries", None)
+    moved = False
+    for legend in list(fig.legends):
+        if entries is not None and legend.get_window_extent().overlaps(title):
+            legend.remove()
+            handles, labels = entries
+            fig.legend(
+                handles,
+                labels,
+                loc="outside lower center",
+                fontsize="small",
+                ncol=min(4, max(1, len(labels) // 3)),
+                title=getattr(fig, "legend_title", None),
+                title_fontsize="small",
+            )
+            moved = True
+    return moved
+
+
+def _finish(fig: _F) -> _F:
+    """The last step of every figure: no offset notation (:func:`_no_offset`), the title over
+    the panels and clear of the legend (:func:`_title_over_panels`), tick labels that do not
+    collide (:func:`_thin_ticks`); laid out again only while one of them changes something."""
+    _no_offset(fig)
+    for _ in range(6):
+        fig.draw_without_rendering()
+        changed = _title_over_panels(fig)
+        if not (_thin_ticks(fig) or changed):
+            break
     return fig
 
 

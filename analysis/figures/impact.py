@@ -5,12 +5,12 @@ energy and queue against its own budget (series of one scheme told apart by :fun
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
 from matplotlib.axes import Axes
-from matplotlib.colors import to_hex, to_rgb
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
@@ -36,8 +36,8 @@ from .common import (
     InsufficientData,
     _facet_values,
     _figure,
+    _finish,
     _need,
-    _no_offset,
     _one_v,
     _ranks,
     _scale_for,
@@ -47,6 +47,8 @@ from .common import (
     _style,
     scheme_color,
     scheme_marker,
+    series_colors,
+    shaded_legend_title,
 )
 
 
@@ -86,6 +88,8 @@ def impact_of_v(
     v_lo, v_hi = float(all_v.min()), float(all_v.max())
     log_x = v_lo > 0 and v_hi / v_lo >= 10
     ranks = _ranks(series + flat)
+    colors = series_colors(series + flat)
+    fig.legend_title = shaded_legend_title(series + flat)
     for ax, (col, ylabel, sub) in zip(axes, panels, strict=True):
         ax.set_ylabel(ylabel)
         sloped = [(s, _per_run(s.rows, "V", col)) for s in series]
@@ -93,11 +97,11 @@ def impact_of_v(
         _scale_from([ax], [pr for _, pr in sloped + level], "V", col)
         drawn: list[tuple[str, Line2D | None]] = []
         for s, pr in sloped:
-            style = _style(ranks[s.rest], s.scheme)
+            style = _style(ranks[s.rest], s.scheme, color=colors.get(s.label))
             drawn.append((s.label, _draw_errorbars(ax, pr, "V", col, s.label, style)))
         for s, pr in level:
             label = f"{s.label} (ignores V)"
-            drawn.append((label, _draw_level(ax, pr, col, (v_lo, v_hi), label, s, ranks)))
+            drawn.append((label, _draw_level(ax, pr, col, (v_lo, v_hi), label, s, ranks, colors)))
         ax.set_xlabel(f"control parameter V ({V_UNIT})")
         ax.set_title(sub, fontsize="medium")
         if log_x:
@@ -107,7 +111,7 @@ def impact_of_v(
     order = [s.label for s in series] + [f"{s.label} (ignores V)" for s in flat]
     order = sorted(order, key=lambda lab: _label_rank(lab, series + flat))
     _legend(fig, axes, order=order)
-    return _no_offset(fig)
+    return _finish(fig)
 
 
 def _draw_level(
@@ -118,13 +122,14 @@ def _draw_level(
     label: str,
     s: _Series,
     ranks: dict[tuple, int],
+    colors: dict[str, str],
 ) -> Line2D | None:
     """A scheme that ignores ``V``: its mean over seeds (in the axis' scale) as a thick
     horizontal line over ``xs`` and, with several seeds, its interval as a band."""
     m = seed_intervals(per_run.assign(V=0.0), ["V"], y, _axis_transform(ax))
     if m.empty:
         return None
-    style = _style(ranks[s.rest], s.scheme)
+    style = _style(ranks[s.rest], s.scheme, color=colors.get(s.label))
     two = pd.concat([m, m], ignore_index=True)
     (line,) = ax.plot(
         list(xs),
@@ -186,6 +191,8 @@ def impact_of_energy_budget(summary: pd.DataFrame, title: str | None = None) -> 
         ("mean_queue_j", "average queue length Q_av (J)", "Queue length"),
     ]
     ranks = _ranks(series)
+    colors = series_colors(series)
+    fig.legend_title = shaded_legend_title(series)
     x = "energy_budget_mean_j"
     lo, hi = float(data[x].min()), float(data[x].max())
     for i, (ax, (col, ylabel, sub)) in enumerate(zip(axes, panels, strict=True)):
@@ -193,7 +200,17 @@ def impact_of_energy_budget(summary: pd.DataFrame, title: str | None = None) -> 
         cells = [(s, _per_run(s.rows, x, col)) for s in series]
         _scale_from([ax], [pr for _, pr in cells], x, col)
         drawn = [
-            (s.label, _draw_errorbars(ax, pr, x, col, s.label, _style(ranks[s.rest], s.scheme)))
+            (
+                s.label,
+                _draw_errorbars(
+                    ax,
+                    pr,
+                    x,
+                    col,
+                    s.label,
+                    _style(ranks[s.rest], s.scheme, color=colors.get(s.label)),
+                ),
+            )
             for s, pr in cells
         ]
         if i == 0:
@@ -203,18 +220,37 @@ def impact_of_energy_budget(summary: pd.DataFrame, title: str | None = None) -> 
         ax.grid(alpha=0.3)
         _note_coinciding(ax, drawn)
     _legend(fig, axes)
-    return _no_offset(fig)
+    return _finish(fig)
 
 
-def shade(color: str, k: int, n: int) -> str:
-    """The ``k``-th of ``n`` shades of ``color`` (hex): the colour itself for ``k = 0``, then
-    lighter, up to halfway to white for ``k = n - 1``: series of one scheme told apart by
-    shade, keeping the scheme's hue."""
-    if n <= 1 or k <= 0:
-        return to_hex(color)
-    t = 0.5 * min(k, n - 1) / (n - 1)
-    rgb = np.asarray(to_rgb(color))
-    return to_hex(tuple(rgb + t * (1.0 - rgb)))
+def _per_device_colors(series: Sequence[_Series]) -> dict[str, str]:
+    """Series label -> colour in the per-device figure: as in every other figure
+    (:func:`~wflsim.analysis.figures.common.series_colors`), else the scheme's own."""
+    own = series_colors(series)
+    return {s.label: own.get(s.label, scheme_color(s.scheme)) for s in series}
+
+
+def _per_device_marker(scheme: str, k: int) -> str:
+    """The ``k``-th series of ``scheme`` in a per-device panel: the scheme's marker first, then
+    the other markers (never the scheme's again)."""
+    own = scheme_marker(scheme)
+    return [own, *(m for m in _MARKERS if m != own)][k % len(_MARKERS)]
+
+
+def _coinciding_points(points: Sequence[tuple[str, pd.DataFrame]]) -> list[str]:
+    """ "B coincides with A" for each series whose points (device budget, value) are those of an
+    earlier one (to 1e-9 relative): drawn nested (hollow markers of growing size), said in the
+    panel's title."""
+    keys = []
+    for _, rows in points:
+        arr = np.round(rows.to_numpy(dtype=float), 9)
+        keys.append(arr[np.lexsort(arr.T[::-1])].tobytes())
+    out = []
+    for i, (label, _) in enumerate(points):
+        first = next((points[j][0] for j in range(i) if keys[j] == keys[i]), None)
+        if first is not None:
+            out.append(f"{label} coincides with {first}")
+    return out
 
 
 def energy_budget_per_device(per_device: pd.DataFrame, title: str | None = None) -> Figure:
@@ -222,8 +258,10 @@ def energy_budget_per_device(per_device: pd.DataFrame, title: str | None = None)
     E_bar_n (``wflsim.analysis.stats.energy_per_device``: one point per device and run): one
     row of two panels (energy, queue) per scheme and, where it takes several values, per ``V``
     (a scheme that ignores ``V`` once), so that neither schemes nor ``V`` values pile up on each
-    other; within a panel the other series columns (partition, variant, ...) are shades of the
-    scheme's colour and markers. Each column has one y axis for every row; the dashed line in
+    other; within a panel the other series columns (partition, strategy, uplink, ...) are told
+    apart by colour (as in every other figure: :func:`~wflsim.analysis.figures.common.series_colors`)
+    and by hollow markers of their own shape and growing size, so that coinciding points show
+    nested (and the panel's title says which series coincide). Each column has one y axis for every row; the dashed line in
     the energy panels is E_av = E_bar. This is the impact of the energy budget inside one
     configuration whose devices have different budgets (the paper's budgets are drawn per
     device from a range)."""
@@ -263,6 +301,9 @@ def energy_budget_per_device(per_device: pd.DataFrame, title: str | None = None)
             _scale_for(peaks.tolist(), values.to_numpy(dtype=float)),
         )
     lo, hi = float(data["energy_budget_j"].min()), float(data["energy_budget_j"].max())
+    colors = _per_device_colors(series)
+    if shaded_legend_title(series):
+        fig.legend_title = "colour: scheme; shade and hollow marker: the rest of the label"
     for i, (scheme, v) in enumerate(facets):
         mine = [s for s in series if s.scheme == scheme]
         ranks = _ranks(mine)
@@ -270,30 +311,41 @@ def energy_budget_per_device(per_device: pd.DataFrame, title: str | None = None)
         row_title = name if v is None else f"{name}, V = {v:g}"
         for j, (col, _, what) in enumerate(panels):
             ax = grid[i][j]
+            points: list[tuple[str, pd.DataFrame]] = []
             for s in mine:
                 rows = s.rows if v is None else s.rows[s.rows["V"] == v]
                 if rows.empty:
                     continue
                 k = ranks[s.rest]
                 style = _style(k, s.scheme)
-                for key in ("markevery", "linestyle", "color", "marker"):
+                for key in ("markevery", "linestyle", "color", "marker", "markersize"):
                     style.pop(key)
                 ax.plot(
                     rows["energy_budget_j"],
                     rows[col],
                     linestyle="none",
-                    alpha=0.6,
                     label=s.label,
-                    color=shade(scheme_color(scheme), k, len(ranks)),
-                    marker=scheme_marker(scheme) if k == 0 else _MARKERS[k % len(_MARKERS)],
+                    color=colors[s.label],
+                    marker=_per_device_marker(scheme, k),
+                    markerfacecolor="none" if len(mine) > 1 else colors[s.label],
+                    markeredgewidth=1.1,
+                    markersize=4.5 + 2.0 * k,  # nested, where points coincide
+                    alpha=0.8,
                     **style,
                 )
+                points.append((s.label, rows[["energy_budget_j", col]]))
             if j == 0:
                 ax.plot([lo, hi], [lo, hi], "k--", linewidth=1, label="E_av = E_bar")
-            ax.set_title(f"{row_title}: {what}", fontsize="medium")
+            said = _coinciding_points(points)
+            ax.set_title(
+                "\n".join([f"{row_title}: {what}", *[textwrap.fill(n, 48) for n in said]]),
+                fontsize="medium",
+            )
+            if said:
+                fig.notes += [f"{row_title}, {what}: {n}" for n in said]
             ax.set_xlabel("device's budget E_bar_n (J per slot)")
             ax.tick_params(labelbottom=True)
             ax.grid(alpha=0.3)
     axes = [ax for row in grid for ax in row]
     _legend(fig, axes, order=[s.label for s in series])
-    return _no_offset(fig)
+    return _finish(fig)

@@ -9,7 +9,9 @@ from __future__ import annotations
 import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal
 
+import numpy as np
 import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
@@ -31,15 +33,16 @@ from .common import (
     InsufficientData,
     _facet_values,
     _figure,
+    _finish,
     _need,
-    _no_offset,
     _one_v,
     _ranks,
     _Series,
     _series,
     _style,
     iter_series,
-    one_scheme_colors,
+    series_colors,
+    shaded_legend_title,
 )
 
 
@@ -51,6 +54,10 @@ class _Panel:
     title: str
     empty: str  # what the panel says when it has nothing to draw
     nothing: str = "nan"  # "zero": all values 0 also count as nothing to draw
+    #: "ecdf": the distribution of the metric over every row (slot) of every seed, instead of
+    #: its mean per ``x``: for a metric whose per-``x`` means of different series coincide
+    #: (the slot latency, the deadline in every frame of a synchronous run)
+    kind: Literal["line", "ecdf"] = "line"
 
 
 def _nothing_to_draw(data: pd.DataFrame, p: _Panel) -> bool:
@@ -97,7 +104,7 @@ def _time_figure(
     exclude = ["V"] if facets != [None] else []
     series = [s for s in _series(data, exclude) if only is None or s.label in only]
     ranks = _ranks(series)
-    colors = one_scheme_colors(series)
+    colors = series_colors(series)
     # many series: fainter bands, so that overlapping ones stay readable
     alpha = max(0.06, _BAND_ALPHA * min(1.0, 4.0 / max(1, len(series))))
     nf = len(facets)
@@ -108,7 +115,11 @@ def _time_figure(
         fig, flat = _figure(nf, title, height=2.9, rows=len(panels), sharey="row")
         grid = [flat[i * nf : (i + 1) * nf] for i in range(len(panels))]
     fig.notes += left_out
+    fig.legend_title = shaded_legend_title(series)
     for p, row in zip(panels, grid, strict=True):
+        if p.kind == "ecdf":
+            _ecdf_row(p, row, facets, series, ranks, colors)
+            continue
         row[0].set_ylabel(p.ylabel)
         for v, ax in zip(facets, row, strict=True):
             ax.set_title(p.title if v is None else f"{p.title}, V = {v:g}", fontsize="medium")
@@ -134,8 +145,48 @@ def _time_figure(
         if p.scale == 100.0 and row[0].get_yscale() == "linear":
             row[0].set_ylim(bottom=0)
     _legend(fig, flat, order=[s.label for s in series])
-    _no_offset(fig)
-    return fig
+    return _finish(fig)
+
+
+def _ecdf_row(
+    p: _Panel,
+    row: Sequence[Axes],
+    facets: Sequence[float | None],
+    series: Sequence[_Series],
+    ranks: dict[tuple, int],
+    colors: dict[str, str],
+) -> None:
+    """Panel ``p`` as the empirical distribution function of its metric, one step line per
+    series and facet over every row (slot) of every seed, all on one grid of x values (the
+    values of every series, widened by 5 % each side), so that coinciding distributions are
+    found and outlined as coinciding lines are (:func:`_note_coinciding`); no markers (they
+    would sit on each other at a common value)."""
+    row[0].set_ylabel("share of slots (ECDF)")
+    for v, ax in zip(facets, row, strict=True):
+        ax.set_title(p.title if v is None else f"{p.title}, V = {v:g}", fontsize="medium")
+        ax.set_xlabel(p.ylabel)
+        ax.grid(alpha=0.3)
+        samples: list[tuple[_Series, np.ndarray]] = []
+        for s in series:
+            rows = s.rows if v is None else s.rows[(s.rows["V"] == v) | s.rows["V"].isna()]
+            values = p.scale * pd.to_numeric(rows[p.col], errors="coerce").dropna()
+            if len(values):
+                samples.append((s, np.sort(values.to_numpy(dtype=float))))
+        if not samples:
+            continue
+        grid = np.unique(np.concatenate([x for _, x in samples]))
+        pad = 0.05 * (grid[-1] - grid[0]) or 0.05 * max(abs(float(grid[0])), 1e-12)
+        grid = np.concatenate([[grid[0] - pad], grid, [grid[-1] + pad]])
+        drawn: list[tuple[str, Line2D | None]] = []
+        for s, x in samples:
+            style = _style(ranks[s.rest], s.scheme, color=colors.get(s.label))
+            for key in ("marker", "markevery", "markersize"):
+                style.pop(key)
+            share = np.searchsorted(x, grid, side="right") / len(x)
+            (line,) = ax.plot(grid, share, drawstyle="steps-post", label=s.label, **style)
+            drawn.append((s.label, line))
+        ax.set_ylim(-0.03, 1.03)
+        _note_coinciding(ax, drawn)
 
 
 def stable_parameters(slots: pd.DataFrame, title: str | None = None) -> Figure:
@@ -236,13 +287,23 @@ def queue_evolution(slots: pd.DataFrame, title: str | None = None) -> Figure:
 
 
 def participation_and_latency(slots: pd.DataFrame, title: str | None = None) -> Figure:
-    """Per frame (mean over its slots): slot latency, participation and outage rate, one line
-    per series (mean over seeds, 95 % band; facets by ``V``). Without a single outage in any run
-    the outage row is left out and the title and notes say so, instead of drawing zeros."""
+    """The distribution of the slot latency (its ECDF over every slot of every seed: in a
+    synchronous run most slots last the deadline, and per-frame means of every series would
+    sit on each other) and, per frame (mean over its slots), participation and outage rate, one
+    line per series (mean over seeds, 95 % band; facets by ``V``). Without a single outage in
+    any run the outage row is left out and the title and notes say so, instead of drawing
+    zeros."""
     cols = ["run", "frame", "slot_duration_s", "participation", "outage_rate"]
     _need(slots, cols, "participation and latency")
     panels = [
-        _Panel("slot_duration_s", 1.0, "mean slot latency (s)", "Round latency", "no slot logged"),
+        _Panel(
+            "slot_duration_s",
+            1.0,
+            "slot latency (s)",
+            "Slot latency",
+            "no slot logged",
+            kind="ecdf",
+        ),
         _Panel(
             "participation",
             100.0,
@@ -264,5 +325,5 @@ def participation_and_latency(slots: pd.DataFrame, title: str | None = None) -> 
         "frame",
         "frame k",
         panels,
-        title or "Latency, participation and outages per frame",
+        title or "Slot latency (distribution); participation and outages per frame",
     )

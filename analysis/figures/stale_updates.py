@@ -21,13 +21,14 @@ from .bands import (
 from .common import (
     InsufficientData,
     _figure,
+    _finish,
     _need,
-    _no_offset,
     _one_v,
     _ranks,
     _series,
     _style,
-    one_scheme_colors,
+    series_colors,
+    shaded_legend_title,
 )
 
 
@@ -44,8 +45,9 @@ def staleness(updates: pd.DataFrame, title: str | None = None) -> Figure:
     applied = updates[updates["outcome"] == "applied"]
     series = _series(_one_v(updates))
     ranks = _ranks(series)
-    colors = one_scheme_colors(series)
+    colors = series_colors(series)
     fig, axes = _figure(2, title or "Staleness of the updates and what became of them")
+    fig.legend_title = shaded_legend_title(series)
     ax, bx = axes
     top = int(np.nanpercentile(applied["staleness"], 99)) if len(applied) else 0
     outcomes = ["applied", "stale", "dropped"]
@@ -105,4 +107,4 @@ def staleness(updates: pd.DataFrame, title: str | None = None) -> Figure:
     bx.set_xlabel("outcome")
     bx.grid(alpha=0.3, axis="y")
     _legend(fig, axes, order=[s.label for s in series])
-    return _no_offset(fig)
+    return _finish(fig)

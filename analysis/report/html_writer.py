@@ -116,11 +116,27 @@ def _html(page: Page) -> str:
         f'<p class="meta">Source: <code>{esc(str(page.source))}</code> &middot; '
         f"{len(page.runs)} run(s) &middot; schemes: {esc(schemes)} &middot; generated "
         f"{esc(page.stamp)}</p>",
+        '<p class="meta">Contents: '
+        + " &middot; ".join(
+            f'<a href="#{ids(key, text)}">{esc(text)}</a>'
+            for key, text in (
+                ("study", "The study"),
+                ("glance", "Claims at a glance"),
+                ("diagnostics", "Run diagnostics"),
+                ("tables", "Tables"),
+            )
+        )
+        + "</p>",
         "<h2>How these runs were made</h2>",
         f"<pre>{esc(commands)}</pre>",
-        "<h2>The paper's claims at a glance</h2>",
+        f'<h2 id="{ids("study")}">The study</h2>',
+        f"<p>{esc(page.axes_sentence())}</p>",
+        *([_html_figure(page, "study_axes", ids)] if "study_axes" in page.made else []),
+        f'<h2 id="{ids("glance")}">Claims at a glance</h2>',
         f"<p>{esc(page.counts())}. {esc(VERDICT_RULE)}</p>",
     ]
+    if page.paper_note:
+        parts.append(f'<p class="meta">{esc(page.paper_note)}</p>')
     said = " ".join(v.warning for _, v in page.verdicts)
     short = sorted(set(re.findall(r"drawn from [^;]+; the paper's are [^)]+\)", said)))
     if short:
@@ -148,7 +164,7 @@ def _html(page: Page) -> str:
         parts.append('<h2>Notes</h2><ul class="notes">')
         parts += [f"<li>{esc(n)}</li>" for n in page.notes]
         parts.append("</ul>")
-    parts.append(f'<h2 id="{ids("diagnostics", "run diagnostics")}">Run diagnostics</h2>')
+    parts.append(f'<h2 id="{ids("diagnostics")}">Run diagnostics</h2>')
     sentence = _diagnostics_sentence(page)
     if len(page.diagnostics):
         sentence_html = f'{esc(sentence)}<a href="diagnostics.csv">diagnostics.csv</a>.'
@@ -173,7 +189,7 @@ def _html(page: Page) -> str:
         parts.append("<h2>Other figures</h2>")
         for spec in others:
             parts.append(_html_figure(page, spec.slug, ids, heading=True))
-    parts.append("<h2>Tables</h2>")
+    parts.append(f'<h2 id="{ids("tables")}">Tables</h2>')
     for name, sentence, df in page.tables:
         parts.append(f'<h3 id="{ids("table:" + name, "table " + name)}">')
         parts[-1] += f"{esc(_TABLE_TITLES.get(name, name))}</h3>"

@@ -26,7 +26,7 @@ BAND = (
     "its 95 % Student-t interval over the seeds, computed in that scale and cut to the range of "
     "the seeds' values at each point (with 2 or 3 seeds it is mostly that range). A dashed line "
     "is an outlier seed, named (it alone makes most of the seeds' spread; it stays in the mean "
-    "and the band)."
+    "and the band; named from 5 seeds on)."
 )
 BARS = (
     "Points: the mean over seeds in the axis' scale; bars: its 95 % Student-t interval, "
@@ -45,8 +45,27 @@ class FigureSpec:
     caption: str
 
 
-#: The report's figures, in order (the paper's first).
+#: The report's figures, in order (the study's own claims first, then the paper's).
 FIGURES: list[FigureSpec] = [
+    FigureSpec(
+        "study_axes",
+        "What the study varies",
+        "axes",
+        F.axes_figure,
+        "Each field the runs vary (rows) against the headline metrics (columns): per value, the "
+        "mean over seeds of each combination of the other varied fields (a colour, dodged along "
+        "x) and its 95 % Student-t interval, cut to the range of the seeds' values.",
+    ),
+    FigureSpec(
+        "study_claims",
+        "The study's claims",
+        "claims_measured",
+        F.claims_figure,
+        "Each claim of the study ([[claims]]), per context (the values of the other fields the "
+        "study varies): the difference a - b paired by seed, its mean (point) and 95 % Student-t "
+        "interval over the seeds (bar; none with one seed), the margin dashed with the claimed "
+        "side shaded; green: holds, red: does not hold, amber: inconclusive.",
+    ),
     FigureSpec(
         "stable_parameters",
         "Percentage of stable parameters",
@@ -122,7 +141,8 @@ FIGURES: list[FigureSpec] = [
         F.energy_budget_per_device,
         "Each device's average energy and queue length against its own budget E_bar_n, one point "
         "per device and run, one row per scheme and V (the impact of the energy budget within a "
-        "configuration); each column has one y axis for all rows.",
+        "configuration); each column has one y axis for all rows. Other settings (strategy, "
+        "uplink, ...) have their own colour and hollow marker; coinciding points show nested.",
     ),
     FigureSpec(
         "gamma_evolution",
@@ -143,7 +163,8 @@ FIGURES: list[FigureSpec] = [
         "Latency, participation and outages",
         "slots",
         F.participation_and_latency,
-        "Per frame: mean slot latency, participating devices and outages among them. " + BAND,
+        "Slot latency: its distribution (ECDF over every slot of every seed); per frame: "
+        "participating devices and outages among them. " + BAND,
     ),
 ]
 
@@ -253,7 +274,10 @@ def _narrow_tables(
         elif name == "by_config":
             ids = [c for c in stats.CONFIG_COLUMNS if c in df.columns and c not in const]
             shown = stats.format_over_seeds(by_config)[ids + ["n"] + metrics]
-            sentence += "Each value: mean [95 % interval] over the seeds of the configuration. "
+            sentence += (
+                "Each value: mean [95 % interval] over the seeds of the configuration (an "
+                "interval reaching below 0, or a rate's above 1, is cut there). "
+            )
         else:
             shown = None
             sentence += f"{len(df)} rows (one per device and run). "
@@ -279,6 +303,11 @@ class Page:
     diagnostics: pd.DataFrame = field(
         default_factory=lambda: pd.DataFrame(columns=DIAGNOSTIC_COLUMNS)
     )
+    #: what the study varies: ``(field, its values)``, and its seeds
+    axes: list[tuple[str, list[str]]] = field(default_factory=list)
+    seeds: list[str] = field(default_factory=list)
+    #: why the paper's claims are not shown, or which of them need runs the study lacks
+    paper_note: str = ""
 
     def sections(self) -> list[tuple[str, str, list[tuple[claims.Claim, claims.Verdict]]]]:
         """``(section, figure slug, its claims)`` in the paper's order."""
@@ -291,15 +320,47 @@ class Page:
         return out
 
     def other_figures(self) -> list[FigureSpec]:
-        used = {c.figure for c, _ in self.verdicts}
+        used = {c.figure for c, _ in self.verdicts} | {"study_axes"}
         return [f for f in FIGURES if f.slug not in used and f.slug in self.made]
 
     def counts(self) -> str:
-        n = {s: sum(v.status == s for _, v in self.verdicts) for s in _VERDICT_ORDER}
-        return ", ".join(f"{k}: {n[k]}" for k in _VERDICT_ORDER)
+        """The verdicts counted, the study's claims and the paper's apart ("The study's
+        claims: holds: 1, ...; the paper's claims: ...")."""
+        out = []
+        for name, mine in (("The study's claims", True), ("the paper's claims", False)):
+            verdicts = [v for c, v in self.verdicts if _is_study(c) == mine]
+            if verdicts:
+                n = {s: sum(v.status == s for v in verdicts) for s in _VERDICT_ORDER}
+                out.append(f"{name}: " + ", ".join(f"{k}: {n[k]}" for k in _VERDICT_ORDER if n[k]))
+        if not any(_is_study(c) for c, _ in self.verdicts):
+            out.insert(0, f"The study states no claims of its own ({CLAIMS_HINT})")
+        return "; ".join(out) if out else "No claim"
+
+    def axes_sentence(self) -> str:
+        """What the study varies, in one sentence."""
+        seeds = f"seeds {', '.join(self.seeds)}" if self.seeds else "one seed"
+        if not self.axes:
+            return f"The runs differ only in their seed ({seeds})."
+        parts = [f"{name} ({', '.join(values)})" for name, values in self.axes[:MAX_AXES_SHOWN]]
+        more = len(self.axes) - MAX_AXES_SHOWN
+        tail = f" and {more} more fields (runs.csv)" if more > 0 else ""
+        return f"The study varies {'; '.join(parts)}{tail}, over {seeds}."
 
 
 _VERDICT_ORDER = list(claims.VERDICTS)
+#: How a study states its claims (the report says it where a study has none).
+CLAIMS_HINT = (
+    "state them as [[claims]] in the scenario file, or give a claims file to "
+    "wflsim report --claims; docs/scenario.md"
+)
+#: The most varied fields the page names in its sentence (runs.csv has all).
+MAX_AXES_SHOWN = 8
+
+
+def _is_study(c: claims.Claim) -> bool:
+    from ..hypotheses import SECTION
+
+    return c.section == SECTION
 
 
 #: The verdicts' rule in a few sentences (the page and report.md; the rule in full:
@@ -312,8 +373,8 @@ VERDICT_RULE = (
     "spread would need to exclude zero). A claim of several comparisons does not hold when one "
     "does not, is inconclusive when one is and none fails. With one seed the direction alone "
     "decides, with a warning. An outlier seed (left out, the other seeds' standard deviation "
-    "falls below a third of all seeds') is named next to the verdict and in the figures, and "
-    "kept in the mean and the interval."
+    "falls below a third of all seeds'; from 5 seeds on) is named next to the verdict and in "
+    "the figures, and kept in the mean and the interval."
 )
 _SPECS = {f.slug: f for f in FIGURES}
 _TABLE_TITLES = {

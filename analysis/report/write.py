@@ -15,6 +15,7 @@ import shlex
 import sys
 import warnings
 from collections.abc import Mapping, Sequence
+from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -25,8 +26,9 @@ from matplotlib.figure import Figure
 from wflsim.sim.errors import ScenarioError
 from wflsim.sim.rundir import RunFolderError, link_error
 
-from .. import claims, stats, tidy
 from .. import figures as F
+from .. import hypotheses, stats, tidy
+from ..hypotheses import ClaimsArg, study_claims_of
 from ..io import read_metadata
 from ..stats import to_markdown
 from .html_writer import _html
@@ -40,6 +42,7 @@ from .page import (
     diagnostics_table,
     run_commands,
 )
+from .study import axes_table, paper_verdicts, study_axes
 
 #: Figure file formats ``write_report`` can write (``--format``), and the default.
 FORMATS: tuple[str, ...] = ("png", "pdf", "svg")
@@ -177,13 +180,18 @@ def write_report(
     dpi: int = DEFAULT_DPI,
     title: str | None = None,
     formats: str | Sequence[str] = DEFAULT_FORMATS,
+    claims: ClaimsArg = None,
 ) -> Path:
     """Write the report of a run or a sweep into ``out_dir``; returns the path of ``report.html``.
 
-    The report is a reproduction document: a section per claim of the paper's Section VI (Fig. 1
-    to the state-of-the-art comparison), each with its figure, the paper's claim in one line, the
-    verdict measured on these runs (holds / inconclusive / does not hold / not measurable here,
-    with the numbers and the outlier seeds: :mod:`wflsim.analysis.claims`) and the commands that made the runs and the report; then
+    The report is a study's document: what the study varies, then its own claims
+    (``claims``: a file with ``[[claims]]``, or the claims; by default those of the
+    sweep's scenario file or the runs' scenarios), each with its verdict (holds / inconclusive /
+    does not hold / not measurable here, with the numbers and the outlier seeds:
+    :mod:`wflsim.analysis.hypotheses`) and their figure; then, where the study has runs of the
+    paper's scheme, a section per claim of the paper's Section VI that its runs can test (Fig. 1
+    to the state-of-the-art comparison: :mod:`wflsim.analysis.claims`) with its figure and
+    verdict, the others named in one sentence; the commands that made the runs and the report;
     the figures no claim uses, and narrow tables (the full tables as CSV).
 
     ``run_or_sweep_dir`` is a run directory (``events/`` or ``events.parquet`` inside), a sweep
@@ -201,7 +209,7 @@ def write_report(
         RunFolderError: a run's trace disagrees with its manifest (a part missing, damaged,
             replaced or not listed: :func:`wflsim.analysis.io.events_files`; nothing written).
         ScenarioError: a symbolic link where the report writes, an unknown format or a ``dpi``
-            out of :data:`DPI_RANGE` (nothing written).
+            out of :data:`DPI_RANGE`, a bad claim or claims file (nothing written).
     """
     formats = check_formats(formats, "formats")
     dpi = check_dpi(dpi, "dpi")
@@ -237,20 +245,12 @@ def write_report(
     if (by_config["n"] > 1).any():
         tables["by_config"] = by_config
     tables["energy_per_device"] = stats.energy_per_device(data.device_slots)
-    verdicts = claims.check_all(summary, data.slots, data.evaluations)
-    tables["claims"] = pd.DataFrame(
-        [
-            {
-                "section": c.section,
-                "claim": c.text,
-                "verdict": v.status,
-                "outliers": ", ".join(v.outliers),
-                "warning": v.warning,
-                "evidence": v.evidence,
-            }
-            for c, v in verdicts
-        ]
-    )
+    fields = tidy.run_fields(dirs)
+    study_claims = study_claims_of(source, dirs, claims)
+    study, measured = hypotheses.check_claims(study_claims, summary, data.evaluations, fields)
+    paper, paper_shown, paper_note = paper_verdicts(summary, data.slots, data.evaluations)
+    tables["claims"] = hypotheses.claims_table(study + paper)
+    verdicts = study + paper_shown
 
     diagnostics = diagnostics_table(dirs)
 
@@ -273,6 +273,8 @@ def write_report(
     _write(out / "diagnostics.csv", diagnostics.to_csv(index=False))
 
     sources = _sources(data, summary, tables["energy_per_device"], dirs)
+    sources["claims_measured"] = pd.DataFrame([asdict(m) for m in measured])
+    sources["axes"] = axes_table(summary, fields)
     figures, skipped = draw_figures(sources)
     notes += [f"{_SPECS[slug].title}: {why}" for slug, why in skipped.items()]
     made = {slug: _render(fig, out, slug, dpi, formats) for slug, fig in figures.items()}
@@ -293,6 +295,9 @@ def write_report(
         tables=_narrow_tables(tables, by_config),
         notes=notes,
         diagnostics=diagnostics,
+        axes=study_axes(fields, summary),
+        seeds=[str(x) for x in sorted(summary["seed"].dropna().unique())],
+        paper_note=paper_note,
     )
     _write(out / "report.html", _html(page))
     _write(out / "report.md", _markdown(page))
@@ -311,6 +316,8 @@ def _sources(
         "evaluations": data.evaluations,
         "energy_per_device": per_device,
         "updates": tidy.updates(list(dirs)) if _any_stale(data.runs) else pd.DataFrame(),
+        "claims_measured": pd.DataFrame(),
+        "axes": pd.DataFrame(),
     }
 
 
@@ -323,8 +330,8 @@ def draw_figures(
     made: dict[str, Figure] = {}
     skipped: dict[str, str] = {}
     for spec in FIGURES:
-        if spec.table == "updates" and sources["updates"].empty:
-            continue  # no run with stale updates: the figure does not apply (not "skipped")
+        if spec.table in _OPTIONAL and sources.get(spec.table, pd.DataFrame()).empty:
+            continue  # no stale updates, no claims of the study: it does not apply (not skipped)
         try:
             made[spec.slug] = spec.make(sources[spec.table])
         except F.InsufficientData as err:
@@ -344,7 +351,13 @@ def report_figures(run_or_sweep_dir: str | Path) -> dict[str, Figure]:
     data = tidy.load(dirs)
     summary = stats.summary(data.device_slots, data.slots, data.evaluations, runs=data.runs)
     per_device = stats.energy_per_device(data.device_slots)
-    return draw_figures(_sources(data, summary, per_device, dirs))[0]
+    sources = _sources(data, summary, per_device, dirs)
+    sources["axes"] = axes_table(summary, tidy.run_fields(dirs))
+    return draw_figures(sources)[0]
+
+
+#: Tables whose figure does not apply (rather than is skipped) when they are empty.
+_OPTIONAL = ("updates", "claims_measured", "axes")
 
 
 def _any_stale(runs: pd.DataFrame) -> bool:

@@ -55,15 +55,20 @@ SCHEME_LABELS: dict[str, str] = {
     "random_freezing": "Random freezing (ablation)",
 }
 
-# Flattened scenario fields never used to tell configurations apart (they do not change results,
-# or are already ID columns).
-_NOT_VARIANT = {
-    "name",
-    "description",
-    "seed",
-    "learning.data_dir",
-    "learning.device",
-    "run.checkpoint_every_frames",
+#: Flattened scenario fields that never tell configurations apart: they change no result, or
+#: are the seed that runs of one configuration differ in.
+NOT_CONFIG_FIELDS = frozenset(
+    {
+        "name",
+        "description",
+        "seed",
+        "learning.data_dir",
+        "learning.device",
+        "run.checkpoint_every_frames",
+    }
+)
+# ... and those already ID columns (the variant column leaves them out too).
+_NOT_VARIANT = NOT_CONFIG_FIELDS | {
     "scheme.name",
     "scheme.V",
     "learning.dataset",
@@ -130,6 +135,9 @@ class _Run:
     shares: Path | None = None
     #: the ``V`` at which its ``cost`` is recomputed (:func:`point_cost_v`; None: as logged)
     cost_v: float | None = None
+    #: its sweep point's grid values (``sweep.json``'s ``values``: field -> value; empty for a
+    #: run outside a sweep)
+    grid: tuple[tuple[str, Any], ...] = ()
 
 
 def _runs(runs: RunsArg) -> list[_Run]:
@@ -142,11 +150,13 @@ def _runs(runs: RunsArg) -> list[_Run]:
         if d.parent not in sweeps:
             sweeps[d.parent] = _sweep_points(d.parent)
         points = sweeps[d.parent]
-        out.append(_Run(d, d, _scheme_values(points.get(d.name))))
+        own = points.get(d.name)
+        out.append(_Run(d, d, _scheme_values(own), grid=_grid_values(own)))
         for name, entry in points.items():
             if entry.get("same_as") == d.name and name != d.name and not has_trace(d.parent / name):
                 values = _scheme_values(entry)
-                out.append(_Run(d, d.parent / name, values, d, point_cost_v(entry, d)))
+                cost_v = point_cost_v(entry, d)
+                out.append(_Run(d, d.parent / name, values, d, cost_v, _grid_values(entry)))
     return sorted(out, key=lambda r: r.path)
 
 
@@ -227,6 +237,19 @@ def _scheme_values(entry: dict[str, Any] | None) -> tuple[tuple[str, Any], ...]:
         and k.startswith("scheme.")
         and k != "scheme.name"
         and isinstance(v, str | int | float | bool)
+    )
+
+
+def _grid_values(entry: dict[str, Any] | None) -> tuple[tuple[str, Any], ...]:
+    """A sweep point's grid values (``sweep.json``'s ``values``: every field of the grid, as
+    read), as ``(field, value)`` pairs; a table or list value as its JSON text."""
+    values = (entry or {}).get("values")
+    if not isinstance(values, dict):
+        return ()
+    return tuple(
+        (k, v if isinstance(v, str | int | float | bool) else json.dumps(v, sort_keys=True))
+        for k, v in values.items()
+        if isinstance(k, str) and k
     )
 
 
@@ -333,24 +356,15 @@ def _resolved_scenario(run: Path) -> dict[str, Any]:
     meta = read_metadata(run)
     if "wflsim.scenario_resolved" in meta:
         return json.loads(meta["wflsim.scenario_resolved"])
-    manifest = run / "manifest.json"
-    if manifest.is_file():
-        m = json.loads(manifest.read_text(encoding="utf-8"))
-        if isinstance(m.get("scenario_resolved"), dict):
-            return m["scenario_resolved"]
+    m = read_json(run / "manifest.json") or {}
+    if isinstance(m.get("scenario_resolved"), dict):
+        return m["scenario_resolved"]
     return {}
 
 
 def _manifest(run: str | os.PathLike) -> dict[str, Any] | None:
     """The run's ``manifest.json`` as a dict (``None``: missing or unreadable)."""
-    manifest = Path(run) / "manifest.json"
-    if not manifest.is_file():
-        return None
-    try:
-        m = json.loads(manifest.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError):
-        return None
-    return m if isinstance(m, dict) else None
+    return read_json(Path(run) / "manifest.json")
 
 
 def run_status(run: str | os.PathLike) -> str:
@@ -433,6 +447,22 @@ def runs_table(runs: RunsArg) -> pd.DataFrame:
     between the runs given, e.g. ``"learning.lr=0.1"``; it is ``""`` when none do, so runs with
     the same ``(scheme, V, dataset, partition, energy_budget, variant)`` are seeds of one
     configuration.
+
+    Then, for runs of a sweep, one column per field its grid sweeps, named by the field's
+    dotted name (``scheme.name``, ``scheme.V``, ``uplink.mode``; ``grid.<field>`` where that
+    name is one of the columns above, as a whole-table field ``uplink`` is): the point's grid
+    value as given (a table's as JSON text; a value the point's run left out, ``sweep.json``'s
+    ``unused_overrides``, is still the point's), empty for a run outside the sweep. Last, the
+    run's summary from ``manifest.json`` (``wflsim.sim.stats.RunStats``), one column each:
+    ``slots``, ``final_accuracy`` and ``initial_accuracy`` (fractions; NaN without learning),
+    ``final_loss``, ``total_energy_j`` and ``wasted_energy_j`` (J, all devices),
+    ``mean_energy_per_device_slot_j`` (J), ``outage_rate`` (late uploads per participation),
+    ``dropout_rate`` (device-slots not participating), ``available_fraction`` (device-slots
+    online), ``drops`` (participations lost offline), ``simulated_time_s`` (s),
+    ``trace_rows``, and where the run has them ``handovers``, ``cloud_rounds``,
+    ``backhaul_energy_j`` (J), ``aircomp_aligned_share``, ``aircomp_mean_aggregation_mse``
+    and a server's own counts; NaN where a run has none (not completed, or not measured).
+    ``attrs["swept_columns"]`` and ``attrs["summary_columns"]`` name these columns.
     """
     return _runs_info(runs)[0]
 
@@ -551,6 +581,8 @@ def _runs_info(runs: RunsArg) -> tuple[pd.DataFrame, list[_Run]]:
     labels = run_labels([r.path for r in found])
     label_of = {r.path: label for r, label in zip(found, labels, strict=True)}
     rows, flats = [], []
+    grids: list[dict[str, Any]] = []
+    summaries: list[dict[str, Any]] = []
     for r, label in zip(found, labels, strict=True):
         d = r.folder
         sc = _with_point(_resolved_scenario(d), r.scheme)
@@ -601,6 +633,8 @@ def _runs_info(runs: RunsArg) -> tuple[pd.DataFrame, list[_Run]]:
                 "same_as": "" if r.shares is None else label_of.get(r.shares, r.shares.name),
             }
         )
+        grids.append(dict(r.grid))
+        summaries.append(_summary_values(d))
     keys = sorted({k for f in flats for k in f})
     varying = []
     for k in keys:
@@ -614,7 +648,42 @@ def _runs_info(runs: RunsArg) -> tuple[pd.DataFrame, list[_Run]]:
             if flat.get(k) is not None
         )
     cols = ID_COLUMNS + [c for c in (rows[0] if rows else {}) if c not in ID_COLUMNS]
-    return pd.DataFrame(rows, columns=cols), found
+    swept = _column_names([k for g in grids for k in g], set(cols))
+    summary = [k for k in dict.fromkeys(k for m in summaries for k in m) if k not in cols]
+    summary = [k for k in summary if k not in swept.values()]
+    for row, grid, measured in zip(rows, grids, summaries, strict=True):
+        row.update({swept[k]: v for k, v in grid.items()})
+        row.update({k: measured.get(k) for k in summary})
+    table = pd.DataFrame(rows, columns=[*cols, *swept.values(), *summary])
+    for c in swept.values():  # one type per column: text where the sweeps' values differ in type
+        kinds = {type(v) for v in table[c] if v is not None and not pd.isna(v)}
+        if len(kinds) > 1 and not kinds <= {int, float}:
+            table[c] = [None if v is None or pd.isna(v) else str(v) for v in table[c]]
+    for c in summary:
+        if all(v is None or isinstance(v, int | float) for v in table[c]):
+            table[c] = pd.to_numeric(table[c], errors="coerce")
+    table.attrs["swept_columns"] = list(swept.values())
+    table.attrs["summary_columns"] = summary
+    return table, found
+
+
+def _column_names(fields: Iterable[str], taken: set[str]) -> dict[str, str]:
+    """Each swept field's column (:func:`runs_table`): its dotted name, or ``grid.<field>``
+    where that is already a column."""
+    return {f: f if f not in taken else f"grid.{f}" for f in dict.fromkeys(fields)}
+
+
+def _summary_values(run: Path) -> dict[str, Any]:
+    """A run's summary from its ``manifest.json``: the numbers (NaN for null), without
+    what is not one number (``stopped_early``)."""
+    summary = (_manifest(run) or {}).get("summary")
+    if not isinstance(summary, dict):
+        return {}
+    return {
+        k: (float("nan") if v is None else v)
+        for k, v in summary.items()
+        if isinstance(k, str) and (v is None or isinstance(v, int | float))
+    }
 
 
 def _short(v: object) -> str:
@@ -623,3 +692,27 @@ def _short(v: object) -> str:
     if isinstance(v, dict | list):
         return describe_budget(v) if isinstance(v, dict) and "dist" in v else json.dumps(v)
     return str(v)
+
+
+def run_fields(runs: RunsArg) -> dict[str, dict[str, Any]]:
+    """Per run (by its label, as in :func:`runs_table`): every field of its resolved scenario,
+    flattened to dotted names (``strategy.name``, ``network.noise_dbm``; a distribution is one
+    value), with its sweep point's grid values of scheme parameters set and the point's grid
+    values as the sweep wrote them (``sweep.json``'s ``values``) and, for a point of
+    :func:`wflsim.compare`, its ``variant`` label."""
+    found = _runs(runs)
+    labels = run_labels([r.path for r in found])
+    points: dict[Path, dict[str, dict[str, Any]]] = {}
+    out: dict[str, dict[str, Any]] = {}
+    for r, label in zip(found, labels, strict=True):
+        if r.path.parent not in points:
+            points[r.path.parent] = _sweep_points(r.path.parent)
+        flat = _flatten(_with_point(_resolved_scenario(r.folder), r.scheme))
+        entry = points[r.path.parent].get(r.path.name) or {}
+        values = entry.get("values")
+        if isinstance(values, dict):
+            flat.update(_flatten({k: v for k, v in values.items() if isinstance(k, str)}))
+        if isinstance(entry.get("variant"), str):
+            flat["variant"] = entry["variant"]
+        out[label] = flat
+    return out

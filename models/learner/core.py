@@ -68,6 +68,7 @@ from .strategies import (
     Strategy,
     StrategySettings,
     build_strategy,
+    checked_vector,
     rule_mean_over,
     step_rows,
     wants_upload_mask,
@@ -684,7 +685,13 @@ class TorchLearner:
             note = getattr(self.rule, "server_gradient", None)  # optional (PlainRule: nothing)
             if note is not None:
                 note(g)
-            w_next = self.strategy.server_step(w_t, g, self.lr_at(slot))
+            g = checked_vector(self.strategy, "aggregate", g, w_t)
+            w_next = checked_vector(
+                self.strategy,
+                "server_step",
+                self.strategy.server_step(w_t, g, self.lr_at(slot)),
+                w_t,
+            )
             if self.strategy.device_vectors:  # the uploads arrived: the devices' state follows
                 self.strategy.arrived(
                     ok, uploads, self.local_steps[ok], trained, [self._strategy_at] * ok.size

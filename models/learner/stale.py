@@ -44,7 +44,7 @@ import torch
 
 from .local import local_updates
 from .rules.base import StaleUpdate
-from .strategies import rule_mean_over, step_rows, wants_upload_mask
+from .strategies import checked_vector, rule_mean_over, step_rows, wants_upload_mask
 
 if TYPE_CHECKING:
     from .core import TorchLearner
@@ -357,7 +357,13 @@ class StaleUpdates:
             note = getattr(rule, "server_gradient", None)  # optional (PlainRule: nothing)
             if note is not None:
                 note(g)
-            w_next = own.strategy.server_step(w_t, g, own.lr_at(step.slot) * step.server_lr)
+            g = checked_vector(own.strategy, "aggregate", g, w_t)
+            w_next = checked_vector(
+                own.strategy,
+                "server_step",
+                own.strategy.server_step(w_t, g, own.lr_at(step.slot) * step.server_lr),
+                w_t,
+            )
             if own.strategy.device_vectors:  # the uploads arrived: the devices' state follows
                 self._pin(ids)
                 own.strategy.arrived(

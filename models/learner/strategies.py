@@ -120,6 +120,8 @@ class Strategy:
     name: ClassVar[str] = ""
     #: whether :meth:`aggregate` wants the ``uploaded`` masks of a per-coordinate rule
     needs_upload_mask: ClassVar[bool] = False
+    #: the ``[strategy] name`` it was built for (:func:`build_strategy`; errors name it)
+    registered_name: str | None = None
 
     def __init__(self, params: BaseModel, settings: StrategySettings) -> None:
         self.params = params
@@ -416,4 +418,39 @@ def build_strategy(spec: Any, settings: StrategySettings) -> Strategy:
             f"strategy {spec.name!r}: its builder returned {type(built).__name__}, not a "
             "wflsim.Strategy"
         )
+    built.registered_name = spec.name
     return built
+
+
+class StrategyOutputError(TypeError):
+    """A strategy's hook returned something the learner cannot use (not a tensor, or of
+    another shape, dtype or device than the model): raised where it returns, naming the
+    strategy, the hook, what it returned and what was expected, instead of torch's error
+    further on. The run stops (status ``failed``, exit code 1)."""
+
+
+def checked_vector(strategy: Strategy, hook: str, out: Any, like: torch.Tensor) -> torch.Tensor:
+    """``out``, what ``strategy``'s ``hook`` returned, if it is a tensor of ``like``'s shape,
+    dtype and device (a ``(D,)`` float32 vector on the learner's device).
+
+    Raises:
+        StrategyOutputError: naming the strategy, the hook, what it returned and what was
+            expected.
+    """
+    if (
+        isinstance(out, torch.Tensor)
+        and out.shape == like.shape
+        and out.dtype == like.dtype
+        and out.device == like.device
+    ):
+        return out
+    if isinstance(out, torch.Tensor):
+        got = f"a {out.dtype} tensor of shape {tuple(out.shape)} on {out.device}"
+    else:
+        got = f"a {type(out).__name__}"
+    name = strategy.registered_name or strategy.name or type(strategy).__name__
+    raise StrategyOutputError(
+        f"strategy {name!r}: {hook} returned {got}; expected a {like.dtype} tensor of shape "
+        f"{tuple(like.shape)} on {like.device} (fix: return a torch tensor like its w argument, "
+        'docs/api.md, "Strategies")'
+    )

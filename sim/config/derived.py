@@ -22,9 +22,12 @@ from .. import fmath
 from ..errors import ScenarioError
 from ..radio import rates
 from ..world import physics
+from ..world.availability import Availability, MarkovAvailability
 from ..world.channel import Channel
+from ..world.mobility.base import Mobility
+from ..world.mobility.random_waypoint import RandomWaypoint
 from ..world.system import DeviceArrays, SystemConstants
-from .limits import MAX_SLOT_WAIT_S
+from .limits import MAX_SLOT_WAIT_S, MAX_WAIT_EVENTS
 from .schema import Scenario
 
 #: Largest value a trace column of type int32 holds (frame, device, batch_size, iterations).
@@ -221,27 +224,64 @@ def edge_wait_s(
     return float(total[worst]), worst
 
 
+def edge_distance_m(scenario: Scenario) -> tuple[float, str, str]:
+    """The distance of a device at the cell edge from its base station, m, with the field that
+    sizes the cells and how a message writes it: ``network.cell_radius_m`` for one cell; with
+    ``[cells]`` in hexagonal rings, the hexagons' circumradius ``cells.inter_site_distance_m /
+    sqrt 3`` (``network.cell_radius_m`` with the default spacing); with explicit sites,
+    ``network.cell_radius_m`` (how far the default ``cells.area_radius_m`` reaches beyond the
+    farthest site)."""
+    net, cells = scenario.network, scenario.cells
+    radius = float(net.cell_radius_m)
+    if cells is None:
+        return radius, "network.cell_radius_m", f"network.cell_radius_m = {radius:g} m"
+    if cells.rings is not None:
+        isd = cells.isd_m(radius)
+        default = " (the default, sqrt 3 network.cell_radius_m)"
+        return (
+            isd / math.sqrt(3.0),
+            "cells.inter_site_distance_m",
+            f"hexagonal cells of cells.inter_site_distance_m = {isd:g} m"
+            + (default if cells.inter_site_distance_m is None else ""),
+        )
+    return (
+        radius,
+        "cells.area_radius_m",
+        f"network.cell_radius_m = {radius:g} m from a site, the reach of cells.area_radius_m "
+        "beyond the farthest site by default",
+    )
+
+
 def check_slot_wait(
-    scenario: Scenario, system: SystemConstants, channel: Channel, closes_at: str
+    scenario: Scenario,
+    system: SystemConstants,
+    channel: Channel,
+    closes_at: str,
+    events_per_s: dict[str, float] | None = None,
 ) -> None:
-    """Refuse a scenario whose slots would wait longer than :data:`MAX_SLOT_WAIT_S` for their
-    last upload: with a scheme that closes the slot at the last upload (``closes_at =
-    "last_upload"``: ``ideal``, ``only_pf``) and the synchronous server, when a device at the
-    cell edge needs longer than that (:func:`edge_wait_s`, on the path loss alone at
-    ``network.cell_radius_m``). A deeper fade during the run stops it instead
-    (:class:`wflsim.sim.errors.SlotTooLong`).
+    """Refuse a scenario whose slots would wait longer than the clock may wait at once
+    (:func:`longest_wait_s`: :data:`MAX_SLOT_WAIT_S`, or less where ``events_per_s``,
+    :func:`wait_events_per_s`, makes a wait costly) for their last upload: with a scheme that
+    closes the slot at the last upload (``closes_at = "last_upload"``: ``ideal``, ``only_pf``)
+    and the synchronous server, when a device at the cell edge needs longer than that
+    (:func:`edge_wait_s`, on the path loss alone at :func:`edge_distance_m`). A deeper fade
+    during the run stops it instead (:class:`wflsim.sim.errors.SlotTooLong`).
 
     Raises:
         ScenarioError: naming the field farthest (in decades, in the direction that slows the
-            upload) from its default, with the values of the others.
+            upload) from its default, with the values of the others; or the field that makes
+            waiting costly.
     """
     if closes_at != "last_upload" or scenario.server.mode != "sync":
         return
+    events = events_per_s or {}
+    limit_s, why = longest_wait_s(events)
     net, learning = scenario.network, scenario.learning
+    edge_m, edge_field, edge_text = edge_distance_m(scenario)
     with np.errstate(all="ignore"):
-        edge = float(np.asarray(channel.median_gain(np.array([net.cell_radius_m])))[0])
+        edge = float(np.asarray(channel.median_gain(np.array([edge_m])))[0])
     wait, n = edge_wait_s(system, edge, scenario.uplink.mode)
-    if wait <= MAX_SLOT_WAIT_S:
+    if wait <= limit_s:
         return
     dev = system.devices
     noise_dbm = scenario.uplink.noise_dbm(net)
@@ -251,28 +291,99 @@ def check_slot_wait(
         else "uplink.noise_psd_dbm_hz"
     )
     compute = float(dev.full_compute_time_s()[n])
-    if compute > MAX_SLOT_WAIT_S:
+    if why is not None and wait <= MAX_SLOT_WAIT_S:
+        field = why
+    elif compute > limit_s:
         field = _culprit(dev, ("cycles_per_sample", "batch_size", "cpu_hz"), n)
     else:  # the upload: how many decades each factor slows it, against its default
         slower = {
             "devices.peak_power_w": -math.log10(float(dev.peak_power_w[n])),
             noise_field: (noise_dbm + 104.0) / 10.0,
-            "network.cell_radius_m": -math.log10(max(edge, 1e-300)) - 12.81,
+            edge_field: -math.log10(max(edge, 1e-300)) - 12.81,
             "network.bandwidth_hz": -math.log10(system.bandwidth_hz / 1e7),
         }
         if not learning.enabled:
             slower["learning.num_params"] = math.log10(system.num_params / 440_812)
         field = max(slower, key=lambda k: slower[k])
     took = "never ends" if not math.isfinite(wait) else f"takes {wait:.3g} s"
+    fix = (
+        "raise devices.peak_power_w or network.bandwidth_hz, lower the noise or "
+        f"{edge_field}, or use a scheme that closes the slot at the deadline (e.g. "
+        'scheme.name = "only_pc"); docs/scenario.md, "Slots that wait"'
+    )
+    if field == why:
+        fix = f"{costly_wait_fix(why)}, or {fix}"
     raise ScenarioError(
         field,
         f"scheme {scenario.scheme.name!r} waits for the last upload, and at the cell edge "
-        f"(network.cell_radius_m = {net.cell_radius_m:g} m) device {n}'s slot {took} "
+        f"({edge_text}) device {n}'s slot {took} "
         f"(compute {compute:.3g} s, then {system.full_payload_bits:,.0f} bits at "
         f"devices.peak_power_w = {float(dev.peak_power_w[n]):g} W over "
         f"{noise_field} = {noise_dbm:g} dBm and network.bandwidth_hz = "
-        f"{system.bandwidth_hz:g} Hz); a slot may wait at most {MAX_SLOT_WAIT_S:g} s",
-        "raise devices.peak_power_w or network.bandwidth_hz, lower the noise or "
-        "network.cell_radius_m, or use a scheme that closes the slot at the deadline (e.g. "
-        'scheme.name = "only_pc"); docs/scenario.md, "Slots that wait"',
+        f"{system.bandwidth_hz:g} Hz); {wait_limit_text('a slot', limit_s, why, events)}",
+        fix,
     )
+
+
+#: Mean distance between two points drawn uniformly in a disc of radius R, over R:
+#: ``128 / (45 pi)`` (the mean random-waypoint leg, its start and end both uniform in the disc).
+MEAN_LEG_OVER_RADIUS = 128.0 / (45.0 * math.pi)
+
+
+def wait_events_per_s(
+    mobility: Mobility | None, availability: Availability | None, simulated_clock: bool
+) -> dict[str, float]:
+    """The events each second of simulated time costs on average, all devices together, by the
+    field that sets them: ``availability.online_s`` (``markov``: two changes per on-off cycle,
+    ``2 / (a E[on] + b E[off])`` per device with its scales ``a``, ``b``) and, with
+    ``simulated_clock``, ``mobility.speed_mps`` (random waypoint: one leg per ``E[L] E[1/v] +
+    pause`` s per device, ``E[L] = 128 R / (45 pi)`` in a disc of radius ``R``, ``E[1/v] =
+    ln(hi / lo) / (hi - lo)`` for speeds uniform in ``[lo, hi]``). Fields that cost nothing
+    over a wait are absent (``always``, traces, static devices, the nominal clock)."""
+    out: dict[str, float] = {}
+    if isinstance(availability, MarkovAvailability):
+        cfg = availability.config
+        cycle_s = (
+            availability.online_scale * cfg.online_s.expected_s()
+            + availability.offline_scale * cfg.offline_s.expected_s()
+        )
+        with np.errstate(divide="ignore"):
+            out["availability.online_s"] = float(np.sum(2.0 / cycle_s))
+    if simulated_clock and isinstance(mobility, RandomWaypoint):
+        lo, hi = mobility.speed_range_mps
+        inverse_speed = 1.0 / lo if hi == lo else math.log(hi / lo) / (hi - lo)
+        leg_s = MEAN_LEG_OVER_RADIUS * mobility.radius_m * inverse_speed + mobility.pause_s
+        out["mobility.speed_mps"] = mobility.num_devices / leg_s
+    return out
+
+
+def longest_wait_s(events_per_s: dict[str, float]) -> tuple[float, str | None]:
+    """The longest the simulated clock may wait at once, s: :data:`MAX_SLOT_WAIT_S`, or less
+    where the wait would cost more than :data:`MAX_WAIT_EVENTS` events on average
+    (:func:`wait_events_per_s`); with the field that sets the limit (None: the time cap)."""
+    rate = sum(events_per_s.values())
+    if rate > 0 and MAX_WAIT_EVENTS / rate < MAX_SLOT_WAIT_S:
+        return MAX_WAIT_EVENTS / rate, max(events_per_s, key=lambda k: events_per_s[k])
+    return MAX_SLOT_WAIT_S, None
+
+
+def wait_limit_text(
+    what: str, limit_s: float, why: str | None, events_per_s: dict[str, float]
+) -> str:
+    """Why ``what`` (``"a slot"``) may wait at most ``limit_s``, for an error message."""
+    if why is None:
+        return f"{what} may wait at most {MAX_SLOT_WAIT_S:g} s"
+    rate = sum(events_per_s.values())
+    what = "availability changes" if why.startswith("availability") else "random-waypoint legs"
+    return (
+        f"{what} may wait at most {limit_s:.3g} s here: the devices make "
+        f"{rate:.3g} events per s ({what} set by {why}), and a wait may cost at most "
+        f"{MAX_WAIT_EVENTS:,} of them"
+    )
+
+
+def costly_wait_fix(why: str) -> str:
+    """How to make a wait cost fewer events, for the field :func:`longest_wait_s` names."""
+    if why.startswith("availability"):
+        return "lengthen availability.online_s and offline_s"
+    return 'lower mobility.speed_mps, raise mobility.pause_s, or use mobility.clock = "nominal"'

@@ -15,6 +15,7 @@ from typing import Annotated, Any, Literal
 import numpy as np
 from pydantic import (
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     PlainSerializer,
@@ -23,6 +24,7 @@ from pydantic import (
     ValidationError,
     model_validator,
 )
+from pydantic_core import PydanticCustomError
 
 from .. import fmath
 from ..errors import ScenarioError
@@ -31,6 +33,21 @@ from .limits import MAX_DEVICES
 
 PositiveFloat = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 NonNegFloat = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+
+
+def _whole_number(value: Any) -> Any:
+    """Refuse ``true``/``false`` and floats where a field takes whole numbers: pydantic's
+    ``Literal[1, 2]`` takes ``True`` for 1 and ``2.0`` for 2, even in strict mode."""
+    if isinstance(value, bool | float):
+        raise PydanticCustomError(
+            "int_type", "must be a whole number, not {got}", {"got": repr(value).lower()}
+        )
+    return value
+
+
+#: On a ``Literal`` of integers (``Annotated[Literal[1, 3, 7], WHOLE_NUMBER]``): take only ints,
+#: as strict validation does for ``int`` fields (types refused, never converted).
+WHOLE_NUMBER = BeforeValidator(_whole_number)
 
 
 class Strict(BaseModel):

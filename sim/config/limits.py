@@ -36,6 +36,13 @@ MAX_WORKERS = 1024
 #: plausible scenario (the paper's deepest fades make slots of hours), it keeps what follows the
 #: slot in simulated time (random-waypoint legs walked, availability changes) bounded.
 MAX_SLOT_WAIT_S = 1e9
+#: Most events one wait of the simulated clock (a slot that waits for its last upload, a cloud
+#: round the synchronous edges wait for) may cause on average, all devices together: the
+#: availability changes of ``markov`` availability and, with ``mobility.clock = "simulated"``,
+#: the random-waypoint legs walked over it (each change is a trace row). Where they come often,
+#: a wait may last at most this many of them (:func:`wflsim.sim.config.derived.longest_wait_s`):
+#: about 20 s of CPU and a million trace rows for availability changes, 3 s for legs.
+MAX_WAIT_EVENTS = 1_000_000
 
 
 def shorten(text: str, limit: int = 60) -> str:

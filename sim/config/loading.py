@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 import tomllib
 from collections.abc import Mapping, Sequence
@@ -25,9 +26,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field, ValidationError, field_validator
 
 from ..errors import ScenarioError
+from ..files import read_capped, utf8_text
 from ..radio.modes import uplink_mode
 from ..radio.ns3.uplink import resource_blocks
 from ..world.availability import (
@@ -36,6 +38,7 @@ from ..world.availability import (
     MarkovConfig,
     expected_changes_per_slot,
 )
+from .claims import MAX_CLAIMS, ClaimConfig, named_claims
 from .limits import MAX_DEVICES, path_problem, shorten
 from .schema import Scenario, Seed, Strict, SweepConfig
 
@@ -532,6 +535,33 @@ def sweep_defaults(table: Mapping[str, Any]) -> tuple[int, SweepConfig]:
     return got.seed, got.sweep
 
 
+class _ClaimsOnly(Strict):
+    """The ``[[claims]]`` of a scenario or claims file (other tables are left to the scenario)."""
+
+    claims: list[ClaimConfig] = Field(default_factory=list, max_length=MAX_CLAIMS)
+
+    @field_validator("claims")
+    @classmethod
+    def _names(cls, v: list[ClaimConfig]) -> list[ClaimConfig]:
+        return named_claims(v)
+
+
+def parse_claims(table: Mapping[str, Any]) -> list[ClaimConfig]:
+    """The ``[[claims]]`` of a raw scenario (or claims-only) table, validated as
+    :func:`validate_scenario` validates them, each with its name (``claim N`` by default).
+
+    Raises:
+        ScenarioError: naming the claim and field (``claims[0].metric``).
+    """
+    data = plain_value(table)
+    part = {"claims": data["claims"]} if "claims" in data else {}
+    try:
+        got = _ClaimsOnly.model_validate(part)
+    except ValidationError as err:
+        raise scenario_error(err) from None
+    return list(got.claims)
+
+
 def read_scenario_file(path: str | Path) -> tuple[str, dict[str, Any]]:
     """Read a TOML scenario file: ``(text, table)``.
 
@@ -541,28 +571,16 @@ def read_scenario_file(path: str | Path) -> tuple[str, dict[str, Any]]:
     problem = path_problem(str(path))
     if problem is not None:
         raise ScenarioError(shorten(str(path)), f"the scenario path {problem}", "check the path")
-    p = Path(path)
-    try:
-        if not p.is_file():
-            raise ScenarioError(str(path), "scenario file not found", "check the path")
-        size = p.stat().st_size
-        if size > MAX_FILE_BYTES:
-            raise ScenarioError(
-                str(path),
-                f"the scenario file is {size:,} bytes; at most {MAX_FILE_BYTES:,} are read",
-                "give per-device values as distributions, or positions as a mobility trace file",
-            )
-        raw = p.read_bytes()
-    except OSError as err:
-        raise ScenarioError(
-            str(path), f"cannot read the scenario file ({err.strerror or type(err).__name__})"
-        ) from None
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError:
-        raise ScenarioError(
-            str(path), "the scenario file is not UTF-8 text", "save it as UTF-8 TOML"
-        ) from None
+    if not os.path.lexists(path):
+        raise ScenarioError(str(path), "scenario file not found", "check the path")
+    raw = read_capped(
+        path,
+        str(path),
+        MAX_FILE_BYTES,
+        "scenario",
+        fix="give per-device values as distributions, or positions as a mobility trace file",
+    )
+    text = utf8_text(raw, str(path), "scenario")
     return text, parse_scenario_text(text, str(path))
 
 

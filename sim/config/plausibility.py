@@ -321,6 +321,13 @@ def findings(scenario: Scenario) -> list[Finding]:
 #: reaches 0.93 (docs/decisions.md, "Warnings across fields").
 MAX_STEP_RATIO = 3.0
 
+#: A device whose full computation (``c' B E_n / f``, nothing frozen) takes at least this share
+#: of ``run.deadline_s`` is flagged: the upload is left a tenth of the slot or less, too little
+#: for any power up to the peak from most of the cell, so a slot that freezes nothing (every
+#: slot of a scheme that never freezes, the paper's controller's first frame) may pass without
+#: a participant (docs/decisions.md, "Idle slots").
+COMPUTE_FILL_SHARE = 0.9
+
 
 def cross_findings(scenario: Scenario, devices: DeviceArrays) -> list[Finding]:
     """Findings that no field shows alone, only the fields together (``docs/scenario.md``,
@@ -331,7 +338,12 @@ def cross_findings(scenario: Scenario, devices: DeviceArrays) -> list[Finding]:
       N uploads share, so uploads planned to end at the deadline end after it;
     * a stale server (``semi_sync``, ``async``) whose step per applied update is more than
       :data:`MAX_STEP_RATIO` times the synchronous one (``server_lr`` against
-      ``buffer_size / N``).
+      ``buffer_size / N``);
+    * a device whose full computation takes at least :data:`COMPUTE_FILL_SHARE` of the
+      deadline: a slot that freezes nothing leaves its upload too little time;
+    * cells that share a band planned on the noise alone (``cells.plan_on = "noise"``, the
+      default): their interference is left out of every required power, so uploads planned to
+      end at the deadline end after it.
 
     A deadline shorter than a device's full computation is an error, not a finding
     (:func:`wflsim.sim.config.resolve.check_deadline`). The scenario's channel and model size
@@ -339,9 +351,12 @@ def cross_findings(scenario: Scenario, devices: DeviceArrays) -> list[Finding]:
     is the paper's own setting (the scheme waits for a good fade), not a slip.
 
     Args:
-        devices: the resolved devices, ``(N,)`` per field.
+        devices: the resolved devices with their local steps and the strategy's extra cycles,
+            ``(N,)`` per field.
     """
     out: list[Finding] = []
+    out.extend(_compute_fill(scenario, devices))
+    out.extend(_co_band_on_noise(scenario))
     n = devices.num_devices
     up, server = scenario.uplink, scenario.server
     if up.mode in ("ofdma", "tdma") and up.planned_concurrent_uploads == 1 and n > 1:
@@ -376,6 +391,63 @@ def cross_findings(scenario: Scenario, devices: DeviceArrays) -> list[Finding]:
             )
         )
     return out
+
+
+def _compute_fill(scenario: Scenario, devices: DeviceArrays) -> list[Finding]:
+    """The finding of a device whose full computation takes :data:`COMPUTE_FILL_SHARE` of the
+    deadline or more (none below it)."""
+    deadline = scenario.run.deadline_s
+    t = devices.full_compute_time_s()
+    worst = int(np.argmax(t))
+    if t[worst] < COMPUTE_FILL_SHARE * deadline:
+        return []
+    lc = scenario.learning
+    steps = int(devices.local_steps[worst])
+    if lc.local_epochs is not None:
+        field, fix = "learning.local_epochs", "fewer local epochs (or learning.local_steps)"
+    elif steps > 1:
+        field, fix = "learning.local_steps", "fewer local steps"
+    else:
+        field, fix = "run.deadline_s", "a longer deadline"
+    return [
+        Finding(
+            field,
+            float(steps if field != "run.deadline_s" else deadline),
+            f"device {worst}'s full computation of {steps} local step(s) takes "
+            f"{_num(float(t[worst]))} s of the {_num(deadline)} s deadline, leaving "
+            f"{_num(deadline - float(t[worst]))} s for its upload: a slot that freezes nothing "
+            "(every slot of a scheme that never freezes, the paper's controller's first frame) "
+            "may need more than the peak power and pass without a participant",
+            f"{fix}, or raise run.deadline_s or devices.cpu_hz",
+        )
+    ]
+
+
+def _co_band_on_noise(scenario: Scenario) -> list[Finding]:
+    """The finding of cells that share a band planned on the noise alone (none otherwise)."""
+    cells = scenario.cells
+    if cells is None or cells.plan_on != "noise":
+        return []
+    from wflsim.sim.radio.cells.config import cell_uplink_mode
+    from wflsim.sim.radio.cells.layout import build_layout
+
+    layout = build_layout(
+        cells, scenario.network.cell_radius_m, cell_uplink_mode(scenario.uplink.mode)
+    )
+    if not layout.interferes:
+        return []
+    pairs = int(layout.co_band.sum()) // 2
+    return [
+        Finding(
+            "cells.plan_on",
+            0.0,
+            f'"noise" with {layout.num_cells} cells of which {pairs} pair(s) share a band: the '
+            "controller plans every upload on the noise alone while the co-band cells' uploads "
+            "interfere, so uploads planned to end at the deadline end after it (most are lost)",
+            'set it to "mean_interference" (or "margin" with cells.margin_db), or separate the '
+            "bands (cells.reuse_factor)",
+        )
+    ]
 
 
 def _lookup(scenario: Scenario, field: str) -> Any:

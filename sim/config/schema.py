@@ -28,8 +28,10 @@ from ..world.channel.config import ChannelConfig
 from ..world.compute import ComputeConfig
 from ..world.mobility.config import MobilityConfig
 from .catalogue import known_datasets, known_models, known_partitions, model_datasets
+from .claims import MAX_CLAIMS, ClaimConfig, named_claims
 from .distributions import (
     DEVICE_BOUNDS,
+    WHOLE_NUMBER,
     PerDevice,
     Strict,
     Uniform,
@@ -308,6 +310,17 @@ class Ns3Config(Strict):
     )
 
 
+#: The ``[uplink]`` fields that apply to some modes only (:class:`UplinkConfig` refuses them
+#: under the others): field -> those modes. A sweep over ``uplink.mode`` leaves a grid value of
+#: such a field out at the points of the other modes (:mod:`wflsim.app.sweep_modes`).
+UPLINK_MODE_FIELDS: dict[str, frozenset[str]] = {
+    "power_control": frozenset({"aircomp"}),
+    "threshold_gain_db": frozenset({"aircomp"}),
+    "values_per_symbol": frozenset({"aircomp"}),
+    "ns3": frozenset({"ns3_lte"}),
+}
+
+
 class UplinkConfig(Strict):
     """How the uploads of a slot share the band ``network.bandwidth_hz`` (``sim/radio/``)."""
 
@@ -337,7 +350,7 @@ class UplinkConfig(Strict):
         description="aircomp, truncated_inversion: the channel power gain under which a device "
         "stays silent, dB (default: none, every participant inverts)",
     )
-    values_per_symbol: Literal[1, 2] | None = Field(
+    values_per_symbol: Annotated[Literal[1, 2], WHOLE_NUMBER] | None = Field(
         None,
         description="aircomp only: real values per symbol, 1 (BAA's real analog symbols; the "
         "default) or 2 (I and Q): the transmission takes ceil(D' / v) / W s",
@@ -452,6 +465,9 @@ class Scenario(Strict):
     #: several cells (docs/cells.md); None: one cell, the paper's
     cells: CellsConfig | None = None
     sweep: SweepConfig = Field(default_factory=SweepConfig)
+    #: the study's own claims (docs/scenario.md, "[[claims]]"); never part of a run's resolved
+    #: scenario: they change no run
+    claims: list[ClaimConfig] = Field(default_factory=list, max_length=MAX_CLAIMS, exclude=True)
 
     @field_validator("name")
     @classmethod
@@ -461,3 +477,8 @@ class Scenario(Strict):
         if not v.isprintable():
             raise ValueError("must be one line of text without tabs or control characters")
         return v
+
+    @field_validator("claims")
+    @classmethod
+    def _claim_names(cls, v: list[ClaimConfig]) -> list[ClaimConfig]:
+        return named_claims(v)

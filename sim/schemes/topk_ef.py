@@ -4,11 +4,12 @@ scheme's ``gamma``: full local compute, the ``K`` largest entries of gradient + 
 from __future__ import annotations
 
 import math
-from typing import ClassVar, Literal
+from typing import Annotated, ClassVar, Literal
 
 import numpy as np
 from pydantic import Field
 
+from ..config.distributions import WHOLE_NUMBER
 from ..updates import TopKInputs, UpdateRuleSpec
 from ..world.system import SystemConstants
 from .base import F64, CostPlan
@@ -20,7 +21,7 @@ class TopKParams(ThresholdOptions):
     only), 32, or ``"log2"`` (``ceil(log2 D)``, a dense index code). With indices counted the
     payload stays the proposed scheme's: ``K = (1 - gamma) S / (32 + index_bits)``."""
 
-    index_bits: Literal[0, 32, "log2"] = Field(0)
+    index_bits: Annotated[Literal[0, 32, "log2"], WHOLE_NUMBER] = Field(0)
 
 
 def topk_costs(gamma: F64, system: SystemConstants, index_bits: int) -> Compression:

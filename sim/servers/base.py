@@ -213,6 +213,7 @@ class Host(Protocol):
     stats: RunStats  #: the run's totals (:meth:`Server.new_stats`)
     num_devices: int
     next_frame: int  #: the frame in progress, or the next one between frames
+    max_wait_s: float  #: the longest a slot may wait for its last upload, s
 
     @property
     def clock(self) -> Clock:

@@ -43,6 +43,18 @@ SERVER_MODES: tuple[str, ...] = ("sync", "semi_sync", "async")
 StalenessFunction = Literal["constant", "polynomial", "hinge"]
 
 
+#: The ``[server]`` fields that apply to some modes only (:class:`ServerConfig` refuses a value
+#: other than the default under the others): field -> those modes. A sweep over ``server.mode``
+#: leaves a grid value of such a field out at the points of the other modes
+#: (:mod:`wflsim.app.sweep_modes`).
+SERVER_MODE_FIELDS: dict[str, frozenset[str]] = {
+    "buffer_size": frozenset({"async"}),
+    "staleness": frozenset({"semi_sync", "async"}),
+    "server_lr": frozenset({"semi_sync", "async"}),
+    "max_staleness": frozenset({"semi_sync", "async"}),
+}
+
+
 class StalenessConfig(Strict):
     """``[server.staleness]``: the weight of an update of staleness ``s`` (module docstring)."""
 

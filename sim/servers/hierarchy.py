@@ -34,12 +34,15 @@ from typing import Annotated, Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator
 
 from ..config.distributions import Choice, LogUniform, Strict, Uniform, draw
 
 F64 = NDArray[np.float64]
 I64 = NDArray[np.int64]
+
+#: Longest one-way backhaul latency, s (a day; every value a distribution can draw too).
+MAX_LATENCY_S = 86_400.0
 
 #: A backhaul latency: fixed (s) or drawn per edge and direction of each round.
 LatencySpec = float | Annotated[Uniform | LogUniform | Choice, Field(discriminator="dist")]
@@ -67,17 +70,24 @@ class HierarchyConfig(Strict):
         description="energy per bit sent over the backhaul (either way), J/bit",
     )
 
-    @model_validator(mode="after")
-    def _latency(self) -> HierarchyConfig:
-        lat = self.backhaul_latency_s
-        if isinstance(lat, float | int):
-            if not (np.isfinite(lat) and 0.0 <= lat <= 86_400.0):
-                raise ValueError("backhaul_latency_s must be in [0, 86400] s")
-        elif isinstance(lat, Uniform) and lat.low < 0.0:
-            raise ValueError("backhaul_latency_s: a uniform latency needs low >= 0")
-        elif isinstance(lat, Choice) and min(lat.values) < 0.0:
-            raise ValueError("backhaul_latency_s: latencies must be >= 0")
-        return self
+    @field_validator("backhaul_latency_s")
+    @classmethod
+    def _latency(cls, lat: Any) -> Any:
+        """Every latency the spec can give (a number; a distribution's ``low`` and ``high``, a
+        choice's every value) in ``[0, MAX_LATENCY_S]``."""
+        if isinstance(lat, Choice):
+            drawn = [float(v) for v in lat.values]
+        elif isinstance(lat, Uniform | LogUniform):
+            drawn = [float(lat.low), float(lat.high)]
+        else:
+            drawn = [float(lat)]
+        bad = [v for v in drawn if not (np.isfinite(v) and 0.0 <= v <= MAX_LATENCY_S)]
+        if bad:
+            raise ValueError(
+                f"backhaul_latency_s must be in [0, {MAX_LATENCY_S:g}] s, every value a "
+                f"distribution can draw too (got {bad[0]:g})"
+            )
+        return lat
 
     def max_latency_s(self) -> float:
         """The longest latency the spec can give, s."""

@@ -18,7 +18,6 @@ from typing import Any, ClassVar
 import numpy as np
 
 from .. import slot as slots
-from ..config.limits import MAX_SLOT_WAIT_S
 from ..errors import RunDiverged, SlotTooLong
 from ..kernels import C_END, DROPPED, U_END, U_START, SlotActivity, SlotKernel
 from ..learner import AirCompLearner
@@ -107,14 +106,17 @@ class SyncServer(Server):
         return self._slot_end(k, t, result)
 
     def _check_wait(self, t: int, waited_s: float) -> None:
-        """Stop the run if slot ``t`` waited more than :data:`MAX_SLOT_WAIT_S` for its last
-        upload, before anything that follows the slot in simulated time (availability changes,
-        the next frame's positions) is computed over that span.
+        """Stop the run if slot ``t`` waited more than the engine's ``max_wait_s`` for its last
+        upload (:data:`wflsim.sim.config.limits.MAX_SLOT_WAIT_S`, or less where a wait costs
+        many events: :func:`wflsim.sim.config.derived.longest_wait_s`), before anything that
+        follows the slot in simulated time (availability changes, the next frame's positions)
+        is computed over that span.
 
         Raises:
             SlotTooLong: naming the slot and its slowest upload.
         """
-        if not waited_s > MAX_SLOT_WAIT_S:
+        limit_s = self.host.max_wait_s
+        if not waited_s > limit_s:
             return
         sl = self._slot
         assert sl is not None
@@ -125,7 +127,7 @@ class SyncServer(Server):
         raise SlotTooLong.at(
             t,
             waited_s,
-            MAX_SLOT_WAIT_S,
+            limit_s,
             f"device {n} at {up.tx_power_w[n]:.3g} W over a channel gain of "
             f"{up.channel_gain[n]:.3g} needs {ends[n]:.3g} s to compute and upload",
         )

@@ -46,8 +46,9 @@ from numpy.typing import NDArray
 
 from ..config.limits import MAX_DEVICES, shorten
 from ..errors import ScenarioError
+from ..files import read_capped
 from .availability import TraceAvailability
-from .mobility.formats.reading import MAX_INPUT_BYTES, MAX_TIME_S, open_regular, within
+from .mobility.formats.reading import MAX_INPUT_BYTES, MAX_TIME_S, within
 
 F64 = NDArray[np.float64]
 
@@ -56,6 +57,8 @@ FORMATS: tuple[str, ...] = ("fedscale-json", "state-changes")
 #: Largest JSON input read, bytes (FedScale's trace is about 100 MB as JSON; parsed, JSON takes
 #: several times its size in memory).
 MAX_JSON_BYTES = 512 * 1024**2
+#: What to do about an input beyond its cap.
+_SPLIT = "split it into several files"
 #: Most rows (``state-changes``) or online periods (``fedscale-json``) read.
 MAX_ROWS = 20_000_000
 #: Most intervals written (with FedScale's pattern repeated up to ``until_s``).
@@ -94,17 +97,6 @@ def _no_constant(text: str) -> float:
     raise ValueError(f"{text} is not a time")
 
 
-def _read_bytes(path: Path, source: str, limit: int) -> bytes:
-    """The bytes of the regular file ``path``, at most ``limit`` of them."""
-    with open_regular(path, source, "input") as f:
-        data = f.read(limit + 1)
-    if len(data) > limit:
-        raise ScenarioError(
-            source, f"the input is larger than {limit:,} bytes", "split it into several files"
-        )
-    return data
-
-
 def _merged(starts: F64, ends: F64) -> tuple[F64, F64]:
     """Intervals with overlapping and touching ones joined, sorted; empty ones dropped."""
     keep = ends > starts
@@ -135,7 +127,7 @@ def read_fedscale_json(
     """
     p = Path(path)
     source = str(path)
-    raw = _read_bytes(p, source, MAX_JSON_BYTES)
+    raw = read_capped(p, source, MAX_JSON_BYTES, fix=_SPLIT)
     try:
         trace = json.loads(
             raw.decode("utf-8-sig"),
@@ -253,7 +245,7 @@ def read_state_changes(
     """
     p = Path(path)
     source = str(path)
-    raw = _read_bytes(p, source, MAX_INPUT_BYTES)
+    raw = read_capped(p, source, MAX_INPUT_BYTES, fix=_SPLIT)
     try:
         frame = pd.read_csv(io.BytesIO(raw), skipinitialspace=True, dtype=str, encoding="utf-8")
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, ValueError) as exc:
@@ -380,6 +372,16 @@ def availability_table(
     with np.errstate(over="ignore"):  # the scale is bounded: times stay finite
         start = np.concatenate([intervals.starts[c] for c in clients]) * time_scale
         end = np.concatenate([intervals.ends[c] for c in clients]) * time_scale
+    times = np.concatenate((start, end))
+    finite = np.abs(times[np.isfinite(times)])
+    if finite.size and float(finite.max()) > MAX_TIME_S:
+        largest = float(finite.max()) / time_scale
+        raise ScenarioError(
+            "--time-scale",
+            f"{time_scale:g} makes the time {largest:g} s of the input {largest * time_scale:g} "
+            f"s; times may be at most {MAX_TIME_S:g} s (about 317 years)",
+            f"give a --time-scale of at most {MAX_TIME_S / largest:.3g}",
+        )
     table = pd.DataFrame({"device": device, "start_s": start, "end_s": end})
     TraceAvailability.from_frame(table, num_devices=devices, field="IN", source="(converted)")
     return table

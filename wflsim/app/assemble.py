@@ -34,7 +34,7 @@ from wflsim.sim.world.availability import AlwaysConfig
 from wflsim.sim.world.compute import NoJitterConfig, build_jitter
 from wflsim.sim.world.system import SystemConstants
 
-from .prepare import Prepared, check_stale_rule
+from .prepare import Prepared, check_stale_rule, strategy_devices
 
 
 def make_learner(prep: Prepared) -> Learner:
@@ -110,7 +110,8 @@ def partition_system(prep: Prepared, learner: Learner) -> SystemConstants:
     steps = resolve_local_steps(sc.learning, dev.batch_size, np.asarray(learner.num_samples))
     if np.array_equal(steps, dev.local_steps):
         return prep.system
-    devices = dev.with_local_steps(steps)
+    # the strategy's extra cycles per step follow the new E_n (SCAFFOLD's 4 D per update)
+    devices = strategy_devices(sc, dev.with_local_steps(steps))
     check_deadline(sc.run, devices, sc.learning)
     check_derived(sc, devices, prep.channel, prep.system.num_params)
     return replace(prep.system, devices=devices)

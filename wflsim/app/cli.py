@@ -223,6 +223,13 @@ def _parser() -> argparse.ArgumentParser:
     rep.add_argument(
         "--dpi", default="200", help="resolution of the PNG figures (50 to 600; default 200)"
     )
+    rep.add_argument(
+        "--claims",
+        default=None,
+        metavar="FILE",
+        help="a TOML file whose [[claims]] the report checks (default: those of the sweep's or "
+        "the runs' scenario file; docs/scenario.md)",
+    )
 
     data = sub.add_parser("data", help="datasets: download one into the data folder")
     data_sub = data.add_subparsers(dest="data_command", required=True)
@@ -235,6 +242,11 @@ def _parser() -> argparse.ArgumentParser:
         "--dir",
         default=None,
         help="data folder (default: $WFLSIM_DATA_DIR, else ./data: where runs look by default)",
+    )
+    fetch.add_argument(
+        "--allow-http",
+        action="store_true",
+        help="use plain-http mirrors too (default: https only; the MD5 of each file is checked)",
     )
 
     ns3 = sub.add_parser(
@@ -660,8 +672,10 @@ def _report(args: argparse.Namespace) -> int:
             "DIRECTORY", f"{str(src)!r} is not a directory", "give a run or sweep directory"
         )
     out = Path(args.out) if args.out else src / "report"
+    if args.claims is not None:
+        check_path_arg(args.claims, "--claims")
     try:
-        path = write_report(src, out, dpi=dpi, formats=formats)
+        path = write_report(src, out, dpi=dpi, formats=formats, claims=args.claims)
     except FileNotFoundError as err:
         raise ScenarioError(
             "DIRECTORY",
@@ -678,7 +692,7 @@ def _data_fetch(args: argparse.Namespace) -> int:
     from .fetch import dataset_folder, fetch_dataset
 
     data_dir = default_data_dir(args.dir, "--dir")
-    if not fetch_dataset(args.dataset, data_dir):
+    if not fetch_dataset(args.dataset, data_dir, allow_http=args.allow_http):
         print(
             f"wflsim: {args.dataset} is already in {dataset_folder(args.dataset, data_dir)}; "
             "nothing downloaded"

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import io
 import math
+import os
 import sys
 from pathlib import Path
 
@@ -35,6 +36,8 @@ from wflsim.sim.world.mobility.formats import (
 
 #: Suffixes an output may have.
 _SUFFIXES = (".csv", ".parquet")
+#: The fix of an output the system does not let us write.
+_ELSEWHERE = "give a path in a folder you may write in"
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -180,6 +183,10 @@ def _outputs(
             raise ScenarioError(
                 flag, f"the folder of {shorten(str(path))!r} does not exist", "create it first"
             )
+        if not os.access(path.absolute().parent, os.W_OK | os.X_OK):
+            raise ScenarioError(
+                flag, f"no permission to write in the folder of {shorten(str(path))!r}", _ELSEWHERE
+            )
     return outputs
 
 
@@ -239,6 +246,31 @@ def _positive(text: str | None, flag: str, kind: type[int] | type[float]) -> flo
     return value
 
 
+def _write_all(payloads: list[tuple[str, Path, bytes]]) -> None:
+    """Write each ``(flag, path, data)`` atomically; a write the system refuses (a read-only
+    folder, a full disk, ``/proc``) is the flag's one-line error, and the files this call
+    created before it are removed (those it replaced cannot be restored).
+
+    Raises:
+        ScenarioError: naming the flag of the file that could not be written.
+    """
+    created: list[Path] = []
+    for flag, path, data in payloads:
+        existed = path.exists()
+        try:
+            write_atomic(path, data)
+        except OSError as err:
+            for done in created:
+                done.unlink(missing_ok=True)
+            raise ScenarioError(
+                flag,
+                f"{shorten(str(path))!r} cannot be written ({err.strerror or type(err).__name__})",
+                _ELSEWHERE,
+            ) from None
+        if not existed:
+            created.append(path)
+
+
 def _encoded(frame: pd.DataFrame, path: Path) -> bytes:
     """``frame`` as the bytes of a CSV (full float precision) or Parquet file."""
     if path.suffix.lower() == ".csv":
@@ -288,9 +320,7 @@ def convert_command(args: argparse.Namespace) -> int:
         "--availability": tracks.availability_frame,
         "--ids": tracks.ids_frame,
     }
-    payloads = [(path, _encoded(frames[flag](), path)) for flag, path in outputs]
-    for path, data in payloads:
-        write_atomic(path, data)
+    _write_all([(flag, path, _encoded(frames[flag](), path)) for flag, path in outputs])
     print(_summary(args, tracks))
     if args.availability is None and tracks.comes_and_goes():
         print(
@@ -315,8 +345,7 @@ def convert_availability_command(args: argparse.Namespace) -> int:
         time_scale=1.0 if scale is None else scale,
         until_s=_number(args.until_s, "--until-s"),
     )
-    for _, path in outputs:
-        write_atomic(path, _encoded(table, path))
+    _write_all([(flag, path, _encoded(table, path)) for flag, path in outputs])
     end = table["end_s"].to_numpy()
     finite = end[np.isfinite(end)]
     last = f", the last ending at {float(finite.max()):g} s" if finite.size else ""

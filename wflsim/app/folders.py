@@ -25,14 +25,15 @@ from pathlib import Path
 from typing import Any
 
 from wflsim.sim.errors import ScenarioError
+from wflsim.sim.files import NOFOLLOW
 from wflsim.sim.rundir import (
     CHANNEL_DIR,
     LOCK,
     MANIFEST,
     MARKER,
-    NOFOLLOW,
     RUN_ENTRIES,
     check_no_links,
+    file_sha256,
     hostname,
     is_run_folder,
     is_temporary,
@@ -325,12 +326,9 @@ def remove_parts_from(events_dir: Path, frame: int) -> list[int]:
 
 
 def sha256_file(path: Path) -> str:
-    """The SHA-256 of a file's bytes (hex)."""
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
+    """The SHA-256 of a regular file's bytes (hex), following a link
+    (:func:`wflsim.sim.rundir.file_sha256`; a ScenarioError for anything but a regular file)."""
+    return file_sha256(path, follow_links=True)
 
 
 def sha256_text(text: str) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import shutil
 from importlib import resources
 from pathlib import Path
@@ -131,10 +132,11 @@ def init_study(target: str | os.PathLike[str], force: bool = False) -> Path:
 
 
 def init_command(args: argparse.Namespace) -> int:
-    """``wflsim init``: create the study folder and say what to run next."""
+    """``wflsim init``: create the study folder and say what to run next (the folder quoted for
+    a POSIX shell, so that pasting the command runs nothing its name holds: ``x;touch y``)."""
     out = init_study(args.name, force=args.force)
     print(
         f"wflsim: study -> {out}: scenario.toml, README.md, analysis.ipynb; next: "
-        f"cd {out} && wflsim sweep scenario.toml --out runs/sweep --workers 2"
+        f"cd {shlex.quote(str(out))} && wflsim sweep scenario.toml --out runs/sweep --workers 2"
     )
     return 0

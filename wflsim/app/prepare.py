@@ -6,6 +6,7 @@ is built from (:mod:`wflsim.app.assemble`, :mod:`wflsim.app.runner`)."""
 from __future__ import annotations
 
 import copy
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,7 +15,15 @@ from typing import Any
 import numpy as np
 
 from wflsim.sim.config.catalogue import MODELS
-from wflsim.sim.config.derived import check_derived, check_slot_wait
+from wflsim.sim.config.derived import (
+    check_derived,
+    check_slot_wait,
+    costly_wait_fix,
+    longest_wait_s,
+    wait_events_per_s,
+    wait_limit_text,
+)
+from wflsim.sim.config.limits import MAX_SLOT_WAIT_S
 from wflsim.sim.config.loading import (
     Override,
     apply_overrides,
@@ -254,7 +263,7 @@ def prepare_scenario(
     n = scenario.network.num_devices
     devices = resolve_devices(scenario.devices, n, streams)
     devices = devices.with_local_steps(resolve_local_steps(scenario.learning, devices.batch_size))
-    check_deadline(scenario.run, devices, scenario.learning)
+    check_deadline(scenario.run, strategy_devices(scenario, devices), scenario.learning)
     # with several cells the devices live in the layout's area, and a link may be as long as
     # its diameter plus the farthest site's distance
     area_m = link_m = scenario.network.cell_radius_m
@@ -291,7 +300,12 @@ def prepare_scenario(
     num_params = payload_num_params(scenario.learning)
     system = resolve_system(scenario, devices)  # the devices with the strategy's extra cycles
     check_derived(scenario, system.devices, channel, num_params)
-    check_hierarchy(scenario, system)
+    wait_events = wait_events_per_s(
+        mobility, availability, simulated_clock=scenario.mobility.clock == "simulated"
+    )
+    check_hierarchy(scenario, system, wait_events)
+    if scenario.learning.enabled:
+        check_learner_memory(scenario)
     cells = None
     if scenario.cells is not None:
         cells = build_cells(
@@ -304,7 +318,7 @@ def prepare_scenario(
             streams=streams,
         )
     if strict or warn:
-        report_findings(cross_findings(scenario, devices), strict=strict)
+        report_findings(cross_findings(scenario, system.devices), strict=strict)
     ddir = resolve_data_dir(data_dir, scenario, base_dir)
     if scenario.learning.enabled and check_data and not download:
         check_data_dir(scenario.learning.dataset, ddir)
@@ -322,7 +336,7 @@ def prepare_scenario(
                 "use a built-in model with this scheme (docs/scenario.md, [learning])",
             ) from None
         raise
-    check_slot_wait(scenario, system, channel, scheme.closes_at)
+    check_slot_wait(scenario, system, channel, scheme.closes_at, wait_events)
     if scenario.learning.enabled:
         check_stale_rule(scenario, scheme.update_rule.name)
     check_aircomp(scenario, scheme.update_rule.name, scheme)
@@ -350,26 +364,146 @@ def prepare_scenario(
     )
 
 
-def check_hierarchy(scenario: Scenario, system: SystemConstants) -> None:
-    """Under stale updates a cloud round must end before the next one starts (the edges keep
-    serving while the models travel): refuse a round trip that can last ``k2 tau_0`` or more.
+def check_hierarchy(
+    scenario: Scenario, system: SystemConstants, events_per_s: dict[str, float] | None = None
+) -> None:
+    """Bound a cloud round (both ways at the longest latency its spec can draw,
+    :meth:`~wflsim.sim.servers.hierarchy.HierarchyConfig.max_round_s`). Under ``sync`` the next
+    slot waits for it: refuse a round longer than the clock may wait at once
+    (:func:`~wflsim.sim.config.derived.longest_wait_s`, as a slot that waits for its last
+    upload). Under stale updates a cloud round must end before the next one starts (the edges
+    keep serving while the models travel): refuse a round trip that can last ``k2 tau_0`` or
+    more.
 
     Raises:
-        ScenarioError: naming ``server.hierarchy.cloud_every_slots``.
+        ScenarioError: naming ``server.hierarchy.backhaul_rate_bps`` (with the least rate that
+            fits) or ``backhaul_latency_s``, the field that makes waiting costly, or
+            ``server.hierarchy.cloud_every_slots``.
     """
     h = scenario.server.hierarchy
-    if h is None or scenario.server.mode == "sync":
+    if h is None:
         return
-    longest = h.max_round_s(system.full_payload_bits)
+    bits = system.full_payload_bits
+    longest = h.max_round_s(bits)
+    if scenario.server.mode == "sync":
+        events = events_per_s or {}
+        limit_s, why = longest_wait_s(events)
+        if longest <= limit_s:
+            return
+        latency_s = 2.0 * h.max_latency_s()
+        other = 'or use server.mode = "semi_sync" or "async" (the edges keep serving while the '
+        other += "models travel)"
+        if why is not None and longest <= MAX_SLOT_WAIT_S:
+            field = why
+            fix = f"{costly_wait_fix(why)}, shorten the backhaul's latency, {other}"
+        elif latency_s >= limit_s / 2.0:
+            field = "server.hierarchy.backhaul_latency_s"
+            fix = f"give a latency of at most {limit_s / 2.0 - bits / h.backhaul_rate_bps:.3g} s, {other}"
+        else:
+            field = "server.hierarchy.backhaul_rate_bps"
+            fix = f"give a rate of at least {2.0 * bits / (limit_s - latency_s):.3g} bit/s, {other}"
+        raise ScenarioError(
+            field,
+            f"a cloud round can take {longest:.4g} s (the model's {bits:.4g} bits both ways "
+            f"at server.hierarchy.backhaul_rate_bps = {h.backhaul_rate_bps:g} bit/s and the "
+            f"longest latency, {h.max_latency_s():g} s) and the edges wait for it "
+            f'(server.mode = "sync"); {wait_limit_text("a cloud round", limit_s, why, events)}',
+            fix,
+        )
     period = h.cloud_every_slots * scenario.run.deadline_s
     if longest >= period:
         raise ScenarioError(
             "server.hierarchy.cloud_every_slots",
-            f"a cloud round can take {longest:.4g} s (the model's {system.full_payload_bits:.4g} "
+            f"a cloud round can take {longest:.4g} s (the model's {bits:.4g} "
             f"bit both ways at the longest latency) but one starts every {period:.4g} s "
             f"(server.mode = {scenario.server.mode!r} keeps the slots' grid)",
             "take cloud rounds less often, or give the backhaul a higher rate or less latency",
         )
+
+
+def strategy_devices(scenario: Scenario, devices: DeviceArrays) -> DeviceArrays:
+    """``devices`` with the ``[strategy]``'s extra cycles per local step on their own ``E_n``
+    local steps (:meth:`~wflsim.sim.strategies.StrategyCosts.extra_cycles_per_step`; SCAFFOLD's
+    ``D + 4 D / E_n``, so ``D E_n + 4 D`` cycles an update); ``devices`` as they are for a
+    strategy that costs no cycles. Call it again whenever ``E_n`` change."""
+    costs = STRATEGIES[scenario.strategy.name].costs
+    extra = costs.extra_cycles_per_step(payload_num_params(scenario.learning), devices.local_steps)
+    if not np.any(np.asarray(extra) != 0):
+        return devices
+    return devices.with_extra_cycles(
+        np.broadcast_to(np.asarray(extra, dtype=np.float64), (devices.num_devices,)).copy()
+    )
+
+
+#: Bytes of one model parameter in the learner (float32).
+PARAM_BYTES = 4
+#: Copies of the model the learner keeps besides one gradient per device: the model, the next
+#: model and the aggregated step.
+MODEL_COPIES = 3
+
+
+def available_memory_bytes(device: str = "cpu") -> tuple[int | None, str]:
+    """Memory a new allocation may take now, bytes: on a GPU (``device`` ``"cuda"``, or
+    ``"auto"`` with one) its free memory; else the host's available memory (``psutil`` when
+    installed, else Linux's ``MemAvailable``, else the free pages of ``os.sysconf``); None
+    where it cannot be read; with where it was read (``"the GPU"``, ``"the host"``)."""
+    if device != "cpu":
+        import torch
+
+        if torch.cuda.is_available():
+            return int(torch.cuda.mem_get_info()[0]), "the GPU"
+    try:
+        import psutil
+
+        return int(psutil.virtual_memory().available), "the host"
+    except ImportError:
+        pass
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024, "the host"
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return int(os.sysconf("SC_AVPHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE")), "the host"
+    except (OSError, ValueError, AttributeError):
+        return None, "the host"
+
+
+def learner_memory_bytes(num_params: int, num_devices: int) -> int:
+    """A lower bound on the learner's memory, bytes: ``D`` float32 parameters times the
+    :data:`MODEL_COPIES` copies of the model it keeps and one gradient per device of a slot
+    (``N``, computed together)."""
+    return PARAM_BYTES * int(num_params) * (MODEL_COPIES + int(num_devices))
+
+
+def check_learner_memory(scenario: Scenario) -> None:
+    """Refuse, before the model is built, a learner that cannot fit in the memory available
+    now (:func:`learner_memory_bytes` against :func:`available_memory_bytes`); the model's
+    parameter count comes from the catalogue, or, for a registered model, from a model built on
+    torch's meta device (which allocates nothing). Nothing is checked where the available
+    memory cannot be read.
+
+    Raises:
+        ScenarioError: naming ``learning.model``, with the estimate and the memory available.
+    """
+    lc = scenario.learning
+    n = scenario.network.num_devices
+    num_params = payload_num_params(lc.model_copy(update={"num_params": None}))
+    need = learner_memory_bytes(num_params, n)
+    have, where = available_memory_bytes(lc.device)
+    if have is None or need <= have:
+        return
+    gib = 2.0**30
+    raise ScenarioError(
+        "learning.model",
+        f"model {lc.model!r} has {num_params:,} parameters: the learner keeps at least "
+        f"{MODEL_COPIES + n} float32 copies of them (the model, its next version and step, and "
+        f"the gradients of {n} devices), {need / gib:.3g} GiB, but {have / gib:.3g} GiB of "
+        f"memory is available on {where}",
+        "use a smaller model, or fewer devices (network.num_devices)",
+    )
 
 
 def resolve_system(scenario: Scenario, devices: DeviceArrays) -> SystemConstants:
@@ -381,13 +515,8 @@ def resolve_system(scenario: Scenario, devices: DeviceArrays) -> SystemConstants
     net, lc = scenario.network, scenario.learning
     num_params = payload_num_params(lc)
     costs = STRATEGIES[scenario.strategy.name].costs
-    extra = costs.extra_cycles_per_step(num_params, devices.local_steps)
-    if np.any(np.asarray(extra) != 0):
-        devices = devices.with_extra_cycles(
-            np.broadcast_to(np.asarray(extra, dtype=np.float64), (devices.num_devices,)).copy()
-        )
     return SystemConstants(
-        devices=devices,
+        devices=strategy_devices(scenario, devices),
         bandwidth_hz=net.bandwidth_hz,
         noise_w=float(physics.dbm_to_w(scenario.uplink.noise_dbm(net))),
         deadline_s=scenario.run.deadline_s,

@@ -2,9 +2,9 @@
 
 ``wflsim sweep FILE --grid scheme=two_timescale,ideal --grid scheme.V=10,100 --seeds 0-2``
 
-* One run directory per grid point under the sweep directory, named after its overrides
-  (``scheme.name=ideal__scheme.V=10__seed=0``), plus ``sweep.json``: the scenario, the grid, and
-  each point's status.
+* One run directory per grid point under the sweep directory, named after its grid values
+  (``ideal__V=10__seed=0``: :func:`point_names`), plus ``sweep.json``: the scenario, the grid,
+  and each point's overrides in full and status.
 * Every grid point is validated before anything runs or is written (a bad value anywhere stops
   the sweep with the usual one-line error).
 * Each point's run folder records the fingerprint of what produced it (scenario text, overrides,
@@ -13,8 +13,9 @@
   their last checkpoint; a point whose folder holds a run of another fingerprint (the scenario
   file was edited, other ``--set`` values) is refused before anything runs, naming the point,
   unless ``--overwrite`` recomputes it.
-* Point names are unique: two grid points whose folder names would coincide (``"a b"`` and
-  ``"a_b"``) are refused.
+* Point names are unique: two grid points whose readable names would coincide (``"a b"`` and
+  ``"a_b"``) end in a hash of their values; a value given twice is refused. A sweep folder
+  written when names held every override in full keeps its names (:func:`adopt_names`).
 * Ctrl-C (or SIGTERM) stops starting points, interrupts the points in flight (their manifests say
   ``interrupted``; repeating the command resumes them) and exits 130. Worker processes die with
   the sweep: a killed sweep leaves no orphans (on Linux the kernel signals them; elsewhere a
@@ -25,7 +26,9 @@
   (:func:`shared_points`; ``plan_sweep(..., dedup=False)`` gives every point its own). A grid
   value of a scheme parameter that a point's scheme does not declare, but another scheme of the
   sweep does (``--grid scheme=ideal,two_timescale --grid scheme.tol=1e-6,1e-9``: ``ideal`` has
-  no ``tol``), is left out of that point's run (:func:`applied_overrides`), which then shares.
+  no ``tol``), is left out of that point's run (:func:`applied_overrides`), which then shares;
+  so is a field of one uplink or server mode or channel model under a grid over the mode or
+  model (:mod:`wflsim.app.sweep_modes`).
   So does a value of a parameter that a point's scheme declares to change only its logged cost
   (``scheme.V`` of ``ideal`` and ``fixed_power``): readers recompute the shared run's ``cost``
   column at each point's value (:mod:`wflsim.analysis.tidy`).
@@ -44,7 +47,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import importlib.util
-import json
 import logging
 import os
 import signal
@@ -70,6 +72,7 @@ from .sweep_folder import (
     _follow,
     _mark_interrupted,
     _point_entries,
+    adopt_names,
     check_points,
     point_counts,
     point_state,
@@ -86,6 +89,7 @@ from .sweep_plan import (
     parse_seeds,
     plan_points,
     plan_sweep,
+    point_names,
     run_identity,
     shown_value,
 )
@@ -96,6 +100,7 @@ __all__ = [
     "ProgressFn",
     "SweepInterrupted",
     "SweepPlan",
+    "adopt_names",
     "applied_overrides",
     "check_points",
     "expand",
@@ -104,6 +109,7 @@ __all__ = [
     "plan_points",
     "plan_sweep",
     "point_counts",
+    "point_names",
     "point_state",
     "run_identity",
     "run_point",
@@ -304,6 +310,7 @@ def run_sweep(
     if out.is_dir():
         if (out / "sweep.json").is_symlink():
             raise rundir.link_error(out / "sweep.json")
+        adopt_names(plan, out)  # a folder written under the full names keeps them
         modes = check_points(plan, out, overwrite)
     if plan.download:
         _fetch_datasets(plan, modes)
@@ -387,12 +394,11 @@ def _run_sweep_locked(
     registered extensions for the worker processes, :func:`wflsim.app.extensions.shipment`)."""
     if (out / "sweep.json").is_symlink():
         raise rundir.link_error(out / "sweep.json")
-    modes = check_points(plan, out, overwrite)  # again: the folder may have changed meanwhile
+    adopt_names(plan, out)  # again: the folder may have changed meanwhile
+    modes = check_points(plan, out, overwrite)
     manifest_path = out / "sweep.json"
-    try:  # a previous execution of this sweep: its records of completed points are kept
-        previous = json.loads(manifest_path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        previous = {}
+    # a previous execution of this sweep: its records of completed points are kept
+    previous = rundir.read_json(manifest_path) or {}
     manifest: dict[str, Any] = {
         "scenario_file": None if plan.scenario.path is None else str(plan.scenario.path),
         "scenario_text": plan.scenario.text,

@@ -10,14 +10,74 @@ the points' states after Ctrl-C (:func:`_mark_interrupted`) are built here, whil
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from wflsim.sim import rundir
 from wflsim.sim.errors import ScenarioError
 
 from . import folders
-from .sweep_plan import GridPoint, PointOverride, SweepPlan, override_text
+from .sweep_plan import GridPoint, PointOverride, SweepPlan, _digest, override_text
+
+
+def adopt_names(plan: SweepPlan, out: Path) -> None:
+    """Give ``plan``'s points the folder names that the sweep folder ``out`` already records
+    for them (``sweep.json``: a point of the same overrides and seed), so that a sweep written
+    under another naming (every override in full, before short names) is skipped or resumed in
+    its own folders; a new point whose name a recorded point of other overrides holds gets a
+    hash of its overrides. Changes ``plan`` in place; nothing without a readable
+    ``sweep.json``."""
+    manifest = rundir.read_json(out / "sweep.json")  # a link is not followed (refused later)
+    records = manifest.get("points") if isinstance(manifest, dict) else None
+    if not isinstance(records, dict):
+        return
+    known: dict[tuple[tuple[str, ...], Any], str] = {}
+    for name, entry in records.items():
+        if isinstance(entry, dict) and _plain_name(name):
+            overrides = entry.get("overrides")
+            if isinstance(overrides, list) and all(isinstance(o, str) for o in overrides):
+                known[tuple(overrides), entry.get("seed")] = name
+    renamed: dict[str, str] = {}
+    points = []
+    for p in plan.points:
+        name = known.get((tuple(override_text(o) for o in p.overrides), p.seed))
+        if name is None and p.name in records:  # held by a recorded point of other values
+            readable, _, seed = p.name.rpartition("__")
+            name = f"{readable}~{_digest(chr(0).join(map(override_text, p.overrides)))}__{seed}"
+        if name is not None and name != p.name:
+            renamed[p.name] = name
+            p = replace(p, folder=name)
+        points.append(p)
+    if not renamed:
+        return
+    plan.points = points
+    _rename_keys(plan.fingerprints, renamed)
+    _rename_keys(plan.run_overrides, renamed)
+    _rename_keys(plan.identities, renamed)
+    _rename_keys(plan.datasets, renamed)
+
+
+def _plain_name(name: object) -> bool:
+    """Whether ``name`` (a point's name read from ``sweep.json``) is one a sweep gives a folder:
+    letters, digits and ``-_.=,+~``, not starting with ``.``, at most 255 bytes (a hostile
+    ``sweep.json`` cannot send a point to ``..`` or another folder)."""
+    return (
+        isinstance(name, str)
+        and 0 < len(name.encode("utf-8")) <= 255
+        and not name.startswith(".")
+        and all(c.isalnum() or c in "-_.=,+~" for c in name)
+    )
+
+
+_V = TypeVar("_V")
+
+
+def _rename_keys(table: dict[str, _V], renamed: dict[str, str]) -> None:
+    """Rename the keys of ``table`` in place (``renamed``: old -> new), keeping its order."""
+    items = [(renamed.get(k, k), v) for k, v in table.items()]
+    table.clear()
+    table.update(items)
 
 
 def shared_points(plan: SweepPlan, out: Path | None = None) -> dict[str, str]:
@@ -51,6 +111,8 @@ def point_counts(plan: SweepPlan, out: Path, overwrite: bool = False) -> dict[st
     Raises:
         ScenarioError: as :func:`check_points`.
     """
+    if out.is_dir():
+        adopt_names(plan, out)
     same_as = shared_points(plan, out)
     modes = check_points(plan, out, overwrite) if out.is_dir() else {}
     counts = {"points": len(plan.points), "runs": 0, "shared": len(same_as)}
@@ -156,6 +218,8 @@ def _point_entries(
             "fingerprint": plan.fingerprints.get(p.name),
         }
         entry["values"] = _grid_values(p.overrides)
+        if p.label:  # a comparison's variant: the label its claims select by
+            entry["variant"] = p.label
         unused = [override_text(o) for o in p.overrides if o not in plan.applied(p)]
         if unused:
             entry["unused_overrides"] = unused

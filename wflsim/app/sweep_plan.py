@@ -16,7 +16,7 @@ import itertools
 import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -95,27 +95,141 @@ def grid_of_values(grid: Mapping[str, Sequence[Any]]) -> list[tuple[str, list[Gr
 class GridPoint:
     """One run of a sweep: its overrides (``--set`` text, or values given from Python) and seed
     (and, for a comparison's variant, the label that names its folder instead of the
-    overrides)."""
+    overrides; for a grid's point, the folder name :func:`expand` gave it)."""
 
     overrides: tuple[PointOverride, ...]
     seed: int
     label: str = ""
+    #: the run folder's name (:func:`point_names`); empty: :func:`full_name`'s
+    folder: str = field(default="", compare=False)
 
     @property
     def name(self) -> str:
-        """The run directory's name: ``key=value__...__seed=N`` (filesystem-safe: other
-        characters become ``_``; a name longer than 160 bytes in UTF-8, which letters outside
-        ASCII reach sooner than 160 characters, is cut at a character boundary and ends with a
-        hash of the whole)."""
-        parts = [self.label] if self.label else [shown(o) for o in self.overrides]
-        parts.append(f"seed={self.seed}")
-        raw = "__".join(parts)
-        safe = "".join(c if c.isalnum() or c in "-_.=," else "_" for c in raw)
-        if len(safe.encode("utf-8")) > _MAX_NAME:
-            digest = hashlib.sha256(raw.encode("utf-8")).hexdigest()[:12]
-            head = safe.encode("utf-8")[: _MAX_NAME - 14].decode("utf-8", errors="ignore")
-            safe = f"{head}~{digest}"
+        """The run directory's name: the name :func:`expand` gave the point
+        (:func:`point_names`: ``ideal__V=10__seed=0``), else :func:`full_name`'s."""
+        return self.folder or full_name(
+            [self.label] if self.label else [shown(o) for o in self.overrides], self.seed
+        )
+
+
+def full_name(parts: Sequence[str], seed: int) -> str:
+    """A folder name of every override in full, ``key=value__...__seed=N`` (a comparison's
+    variants, ``label__seed=N``; and every grid point's before short names, which a sweep folder
+    written then keeps: :func:`~wflsim.app.sweep_folder.adopt_names`): filesystem-safe (other
+    characters become ``_``); a name longer than 160 bytes in UTF-8, which letters outside
+    ASCII reach sooner than 160 characters, is cut at a character boundary and ends with a hash
+    of the whole."""
+    raw = "__".join([*parts, f"seed={seed}"])
+    return _cut(_safe(raw), raw, _MAX_NAME)
+
+
+def _safe(text: str) -> str:
+    """``text`` with every character but letters, digits and ``-_.=,+`` as ``_``."""
+    return "".join(c if c.isalnum() or c in "-_.=,+" else "_" for c in text)
+
+
+def _digest(raw: str) -> str:
+    """The 12 hex digits of ``raw``'s SHA-256 that tell apart names cut or alike."""
+    return hashlib.sha256(raw.encode("utf-8")).hexdigest()[:12]
+
+
+def _cut(safe: str, raw: str, limit: int) -> str:
+    """``safe`` if it fits in ``limit`` bytes of UTF-8, else its start cut at a character
+    boundary and ``~`` and :func:`_digest` of ``raw``."""
+    if len(safe.encode("utf-8")) <= limit:
         return safe
+    head = safe.encode("utf-8")[: limit - 13].decode("utf-8", errors="ignore")
+    return f"{head}~{_digest(raw)}"
+
+
+#: A field whose last name is one of these is named by its value alone in a point's folder name
+#: (``ideal``, ``aircomp``, ``rician``; not ``scheme.name=ideal``), as is a table's value.
+_BY_VALUE = frozenset({"name", "mode", "model"})
+#: The most bytes of a point folder's name before ``__seed=N``: longer names are cut and end
+#: in a hash of the point's overrides (:func:`point_names`).
+_READABLE_BYTES = 96
+
+
+def _key_labels(keys: Sequence[str]) -> dict[str, str]:
+    """Each grid field's label in folder names: its shortest ending of dotted names that no
+    other field of the grid ends with (``scheme.V`` -> ``V``; ``scheme.tol`` and ``strategy.tol``
+    keep ``scheme.tol`` and ``strategy.tol``)."""
+    out: dict[str, str] = {}
+    split = {k: k.split(".") for k in keys}
+    for key, parts in split.items():
+        for n in range(1, len(parts) + 1):
+            tail = parts[-n:]
+            others = [p for k, p in split.items() if k != key]
+            if not any(p[-n:] == tail for p in others):
+                break
+        out[key] = ".".join(parts[-n:])
+    return out
+
+
+def _value_text(override: PointOverride) -> tuple[str, Any]:
+    """An override's field and its value as a folder name shows it: text without quotes,
+    a number as written, a table's or list's values joined by ``.``."""
+    if isinstance(override, Override):
+        key, value, raw = ".".join(override.path), override.value, None
+    else:
+        try:
+            path, value = parse_override(override)
+        except ScenarioError:
+            key, _, raw = override.partition("=")
+            return key.strip(), raw.strip()
+        key, raw = ".".join(path), override.split("=", 1)[1].strip()
+
+    def flat(v: Any) -> str:
+        if isinstance(v, dict):
+            return ".".join(flat(x) for x in v.values())
+        if isinstance(v, list | tuple):
+            return ".".join(flat(x) for x in v)
+        if isinstance(v, bool):
+            return "true" if v else "false"
+        if isinstance(v, float):
+            return repr(v)
+        return str(v)
+
+    if raw is not None and isinstance(value, int | float) and not isinstance(value, bool):
+        return key, raw  # as written: 1e-6 stays 1e-6
+    return key, flat(value)
+
+
+def point_names(points: Sequence[GridPoint], keys: Sequence[str]) -> list[str]:
+    """The folder names of a grid's points (``keys``: the grid's fields, in order): each
+    field's value, after its label where the field is not a name, mode or model
+    (:func:`_key_labels`: ``ideal__V=10__seed=0``,
+    ``aircomp.controller__noise_dbm=-104__seed=0``), then the seed; filesystem-safe (characters
+    other than letters, digits and ``-_.=,+`` become ``_``, and so does a leading ``.``). A name
+    whose readable part is longer than 96 bytes, or that two points with other values would
+    share (values alike but for such characters), ends its readable part with ``~`` and a hash
+    of the point's overrides in full. But for such values, a name depends only on the point and
+    the grid's fields, not on the other values: adding values to a grid keeps the names of the
+    points already there (and a sweep folder keeps the names it records,
+    :func:`~wflsim.app.sweep_folder.adopt_names`). ``sweep.json`` records each point's
+    overrides in full."""
+    labels = _key_labels(list(keys))
+    readable: list[tuple[str, str]] = []  # (the safe readable part, the full text)
+    for p in points:
+        parts, full = [], []
+        for o in p.overrides:
+            key, text = _value_text(o)
+            last = key.split(".")[-1]
+            by_value = last in _BY_VALUE or key in _SECTION_NAMES or "." not in key
+            parts.append(text if by_value else f"{labels.get(key, key)}={text}")
+            full.append(shown(o))
+        raw = "\x00".join(full)
+        readable.append((_cut(_safe("__".join(parts)), raw, _READABLE_BYTES), raw))
+    count: dict[tuple[str, int], set[str]] = {}
+    for p, (safe, raw) in zip(points, readable, strict=True):
+        count.setdefault((safe, p.seed), set()).add(raw)
+    names = []
+    for p, (safe, raw) in zip(points, readable, strict=True):
+        if len(count[safe, p.seed]) > 1 and "~" not in safe:
+            safe = f"{safe}~{_digest(raw)}"
+        name = f"{safe}__seed={p.seed}" if safe else f"seed={p.seed}"
+        names.append("_" + name[1:] if name.startswith(".") else name)  # never a hidden folder
+    return names
 
 
 @dataclass
@@ -234,12 +348,11 @@ def _seed_int(text: str) -> int:
 
 
 def expand(grid: Sequence[tuple[str, Sequence[GridValue]]], seeds: list[int]) -> list[GridPoint]:
-    """The Cartesian product of the grid values and the seeds (seed varies fastest).
+    """The Cartesian product of the grid values and the seeds (seed varies fastest), each point
+    named by :func:`point_names`.
 
     Raises:
-        ScenarioError: two points would share a run folder (a value given twice, or values
-            that differ only in characters a folder name cannot hold, like ``"a b"`` and
-            ``"a_b"``).
+        ScenarioError: a value given twice (two points with the same overrides and seed).
     """
     count = math.prod(len(v) for _, v in grid) * len(seeds)
     if count > MAX_SWEEP_POINTS:
@@ -256,18 +369,19 @@ def expand(grid: Sequence[tuple[str, Sequence[GridValue]]], seeds: list[int]) ->
             v if isinstance(v, Override) else f"{k}={v}" for k, v in zip(keys, combo, strict=True)
         )
         points.extend(GridPoint(overrides, s) for s in seeds)
-    seen: dict[str, GridPoint] = {}
+    seen: set[tuple[str, ...]] = set()
     for p in points:
-        other = seen.setdefault(p.name, p)
-        if other is not p:
-            a, b = (", ".join(shown(o) for o in q.overrides) for q in (other, p))
+        shown_all = (*(shown(o) for o in p.overrides), str(p.seed))
+        if shown_all in seen:
+            a = ", ".join(shown(o) for o in p.overrides)
             raise ScenarioError(
                 "--grid",
-                f"the grid points [{a}] and [{b}] would share the run folder {p.name!r}",
-                "give each value once, and values that differ in letters, digits or -_.=, "
-                "(other characters become _ in folder names)",
+                f"the grid point [{a}] with seed {p.seed} appears twice",
+                "give each value of a field once",
             )
-    return points
+        seen.add(shown_all)
+    names = point_names(points, keys)
+    return [replace(p, folder=n) for p, n in zip(points, names, strict=True)]
 
 
 def plan_sweep(
@@ -360,10 +474,12 @@ def plan_points(
         ScenarioError: a point whose scenario is invalid (the message names the point), or with
             ``strict`` implausible.
     """
+    from wflsim.sim.config.loading import apply_overrides
     from wflsim.sim.config.plausibility import cross_findings
 
     from .run import fingerprint, prepare_source
     from .scenario import report_findings, report_implausible
+    from .sweep_modes import way_out
 
     reported: set[str] = set()
     applied = (
@@ -386,12 +502,17 @@ def plan_points(
                 check_data=not download,
             )
         except ScenarioError as err:
+            try:
+                point_table = apply_overrides(source.table(), overrides)
+            except ScenarioError:
+                point_table = {}
+            fix = way_out(err, [k for k, _ in grid], point_table)
             raise ScenarioError(
-                err.field, f"{err.problem} [grid point {point.name}]", err.fix
+                err.field, f"{err.problem} [grid point {point.name}]", fix
             ) from None
         report_implausible(prep.scenario, reported=reported)
         report_findings(
-            cross_findings(prep.scenario, prep.devices),
+            cross_findings(prep.scenario, prep.system.devices),
             reported=reported,
         )
         fingerprints[point.name] = fingerprint(prep)
@@ -418,52 +539,48 @@ def plan_points(
 def applied_overrides(
     points: list[GridPoint], table: dict[str, Any], extra: list[PointOverride]
 ) -> dict[str, tuple[PointOverride, ...]]:
-    """Each point's grid overrides as its run applies them: a value of a scheme parameter
-    (``scheme.tol=1e-6``) that the point's scheme does not declare in its parameter model, but
-    the scheme of another point does, is left out (that scheme would refuse it; its runs at the
-    parameter's values are identical and share, :func:`~wflsim.app.sweep_folder.shared_points`).
-    A parameter no scheme of the sweep declares is kept, and refused by validation (a
-    misspelling).
+    """Each point's grid overrides as its run applies them: a value of a field that applies to
+    some choices of its section only (:mod:`wflsim.app.sweep_modes`: a scheme's parameter such
+    as ``scheme.tol``, an uplink mode's field such as ``uplink.power_control``, a server mode's,
+    a fading model's such as ``channel.fading.k_db``) that the point's choice does not take,
+    but the choice of another point does, is left out (that choice would refuse it; its runs
+    at the field's values are identical and share,
+    :func:`~wflsim.app.sweep_folder.shared_points`). A field no choice of the sweep takes is
+    kept, and refused by validation (a misspelling, or a field of a mode the sweep never
+    runs).
 
     ``table``: the raw scenario table; ``extra``: the ``--set`` overrides of every point.
     """
-    declared = {p.name: _scheme_fields(table, [*extra, *p.overrides]) for p in points}
-    known = set().union(*(f for f in declared.values() if f is not None))
-
-    def used(override: PointOverride, fields: frozenset[str] | None) -> bool:
-        param = _scheme_parameter(override)
-        return fields is None or param is None or param in fields or param not in known
-
-    return {p.name: tuple(o for o in p.overrides if used(o, declared[p.name])) for p in points}
-
-
-def _scheme_parameter(override: PointOverride) -> str | None:
-    """The scheme parameter an override sets (``scheme.csi_margin.target_outage=0.1`` ->
-    ``csi_margin``); None for other fields, ``scheme.name`` and what does not parse."""
-    try:
-        path = override.path if isinstance(override, Override) else parse_override(override)[0]
-    except ScenarioError:
-        return None
-    return path[1] if len(path) > 1 and path[0] == "scheme" and path[1] != "name" else None
-
-
-def _scheme_fields(table: dict[str, Any], overrides: list[PointOverride]) -> frozenset[str] | None:
-    """The parameters (and their aliases) of the scheme that ``overrides`` on ``table`` name;
-    None when it names no registered scheme (validation says why)."""
     from wflsim.sim.config.loading import apply_overrides
-    from wflsim.sim.config.schema import SchemeConfig
-    from wflsim.sim.schemes import SCHEMES
 
-    try:
-        section = apply_overrides(table, overrides).get("scheme", {})
-    except ScenarioError:
-        return None
-    name = section.get("name", SchemeConfig().name) if isinstance(section, dict) else None
-    if not isinstance(name, str) or name not in SCHEMES:
-        return None
-    cls = SCHEMES[name]
-    fields = cls.Params.model_fields
-    return frozenset([*fields, *(f.alias for f in fields.values() if f.alias)])
+    from .sweep_modes import families
+
+    fams = families()
+    taken: dict[str, list[frozenset[str] | None]] = {}
+    for p in points:
+        try:
+            resolved = apply_overrides(table, [*extra, *p.overrides])
+        except ScenarioError:
+            resolved = None
+        taken[p.name] = [
+            None if resolved is None or (c := f.choice(resolved)) is None else f.accepted(c)
+            for f in fams
+        ]
+    known: list[set[str]] = [set() for _ in fams]
+    for fields_of_point in taken.values():
+        for i, fields in enumerate(fields_of_point):
+            known[i] |= fields or set()
+
+    def used(override: PointOverride, name: str) -> bool:
+        for i, fam in enumerate(fams):
+            field_name = fam.field_of(override)
+            fields = taken[name][i]
+            if field_name is not None and fields is not None and field_name in known[i]:
+                if field_name not in fields:
+                    return False
+        return True
+
+    return {p.name: tuple(o for o in p.overrides if used(o, p.name)) for p in points}
 
 
 def run_identity(prep: Prepared, fp: dict[str, Any] | None = None) -> str:

@@ -10,11 +10,15 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from ...config.distributions import Strict, lists_as_pairs
+from ...config.distributions import WHOLE_NUMBER, Strict, lists_as_pairs
 from ...config.limits import path_problem, shorten
 from ...errors import ScenarioError
+from ...files import read_capped, utf8_text
 
 _Float = Annotated[float, Field(allow_inf_nan=False)]
+#: Farthest a site may be from the origin on either axis, m (as ``cells.area_radius_m``).
+MAX_SITE_M = 1e6
+_Coordinate = Annotated[float, Field(allow_inf_nan=False, ge=-MAX_SITE_M, le=MAX_SITE_M)]
 
 #: The most sites a layout may have (5 hexagonal rings: 91 sites).
 MAX_SITES = 1000
@@ -58,18 +62,19 @@ class CellsConfig(Strict):
         description="hexagonal layout: distance between neighbouring sites, m "
         "(default sqrt(3) network.cell_radius_m: hexagons of circumradius cell_radius_m)",
     )
-    sites_m: list[tuple[_Float, _Float]] | None = Field(
+    sites_m: list[tuple[_Coordinate, _Coordinate]] | None = Field(
         None,
         min_length=1,
         max_length=MAX_SITES,
-        description="explicit sites: [[x, y], ...] in metres (the first is cell 0)",
+        description="explicit sites: [[x, y], ...] in metres (the first is cell 0), within "
+        "1e6 m of the origin on each axis",
     )
     sites_file: str | None = Field(
         None,
         description="explicit sites from a CSV file with columns x_m, y_m (and band), one row "
         "per site; a relative path is taken from the scenario file's folder",
     )
-    reuse_factor: Literal[1, 3, 7] = Field(
+    reuse_factor: Annotated[Literal[1, 3, 7], WHOLE_NUMBER] = Field(
         1, description="bands by frequency reuse: 1 (all cells one band), 3 or 7 (hexagonal grid)"
     )
     bands: list[Annotated[int, Field(ge=0, le=MAX_SITES)]] | None = Field(
@@ -193,20 +198,24 @@ def read_sites_file(
     def fail(problem: str, fix: str = "see docs/scenario.md, [cells]") -> ScenarioError:
         return ScenarioError(field, f"{path}: {problem}", fix)
 
-    try:
-        if path.stat().st_size > MAX_SITES_FILE_BYTES:
-            raise fail(f"larger than {MAX_SITES_FILE_BYTES:,} bytes", "give at most 1,000 sites")
-        text = path.read_bytes().decode("utf-8")
-    except FileNotFoundError:
+    if not path.exists() and not path.is_symlink():
         raise fail(
             "no such file", "give the path of a CSV file (relative to the scenario's folder)"
-        ) from None
-    except (OSError, UnicodeDecodeError) as err:
-        raise fail(f"cannot be read as UTF-8 text ({type(err).__name__})") from None
+        )
+    raw = read_capped(
+        path, field, MAX_SITES_FILE_BYTES, "sites", fix="give at most 1,000 sites", name=True
+    )
+    text = utf8_text(raw, field, "sites")
     rows = list(csv.reader(io.StringIO(text)))
     if not rows or not {"x_m", "y_m"} <= {c.strip() for c in rows[0]}:
         raise fail("the header row must name the columns x_m and y_m (and optionally band)")
     head = [c.strip() for c in rows[0]]
+    twice = sorted({c for c in head if c in ("x_m", "y_m", "band") and head.count(c) > 1})
+    if twice:
+        raise fail(
+            f"the header row names {', '.join(twice)} more than once",
+            "give each of x_m, y_m and band one column",
+        )
     body = [r for r in rows[1:] if any(c.strip() for c in r)]
     if not 1 <= len(body) <= MAX_SITES:
         raise fail(f"{len(body)} sites; give 1 to {MAX_SITES}")

@@ -22,6 +22,7 @@ import pyarrow.parquet as pq
 
 from ... import fmath
 from ...errors import ScenarioError
+from ...files import open_regular
 from .. import physics
 from .base import (
     B8,
@@ -133,6 +134,12 @@ def _table_files(p: Path, source: str) -> list[Path]:
     return parts
 
 
+def _read_part(path: Path) -> pa.Table:
+    """One Parquet file of a channel table (a regular file: :func:`open_regular`)."""
+    with open_regular(path, "channel.replay", "channel table", name=True) as f:
+        return pq.read_table(f)
+
+
 def read_channel_table(
     path: str | Path, *, num_devices: int, frames: int, slots_per_frame: int
 ) -> ChannelTable:
@@ -161,8 +168,10 @@ def read_channel_table(
         )
     files = _table_files(p, source)
     try:
-        tables = [pq.read_table(f) for f in files]
+        tables = [_read_part(f) for f in files]
         table = tables[0] if len(tables) == 1 else pa.concat_tables(tables)
+    except ScenarioError:
+        raise
     except Exception as exc:  # any parser failure is the user's file
         raise _error(f"cannot read {p} as a Parquet table ({type(exc).__name__})") from None
     # a pandas index written with the table (``to_parquet`` of a reordered frame) is not data

@@ -19,6 +19,16 @@ MAX_PAUSE_S = 1e6
 MAX_POSITION_M = 1e6
 
 
+#: The ``[mobility]`` fields that apply to some models only (:class:`MobilityConfig` refuses
+#: them under the others): field -> those models. A sweep over ``mobility.model`` leaves a grid
+#: value of such a field out at the points of the other models (:mod:`wflsim.app.sweep_modes`).
+MOBILITY_MODEL_FIELDS: dict[str, frozenset[str]] = {
+    "file": frozenset({"trace"}),
+    "placement": frozenset({"static", "random_waypoint"}),
+    "positions_m": frozenset({"static", "random_waypoint"}),
+}
+
+
 class MobilityConfig(BaseModel):
     """The ``[mobility]`` table of a scenario.
 

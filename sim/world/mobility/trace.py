@@ -12,6 +12,7 @@ import pandas as pd
 from numpy.typing import ArrayLike, NDArray
 
 from ...errors import ScenarioError
+from ...files import open_regular
 from .base import (
     CELL_EDGE_RTOL,
     F64,
@@ -193,14 +194,16 @@ def read_trace(
             f"trace file {p} does not exist",
             "give a path relative to the scenario file's folder, or an absolute path",
         )
-    if not p.is_file():
-        raise ScenarioError(field, f"trace path {p} is not a file")
     suffix = p.suffix.lower()
     try:
         if suffix == ".csv":
-            return pd.read_csv(p, skipinitialspace=True)
+            with open_regular(p, field, "trace", name=True) as f:
+                return pd.read_csv(f, skipinitialspace=True)
         if suffix == ".parquet":
-            return pd.read_parquet(p)
+            with open_regular(p, field, "trace", name=True) as f:
+                return pd.read_parquet(f)
+    except ScenarioError:
+        raise
     except Exception as exc:  # any parser failure is the user's file
         raise ScenarioError(  # the parser's message may quote the file: only its type is given
             field,

@@ -8,6 +8,7 @@ import numpy as np
 
 from ....config.limits import MAX_DEVICES, shorten
 from ....errors import ScenarioError
+from ....files import read_capped
 from ..base import F64
 from .reading import (
     MAX_COORDINATE_M,
@@ -18,7 +19,6 @@ from .reading import (
     NUMBER,
     decode_line,
     first_true,
-    open_regular,
     text_lines,
 )
 from .tracks import Tracks
@@ -37,14 +37,13 @@ def read_bonnmotion_params(path: Path) -> dict[str, str]:
     """The ``key=value`` lines of a BonnMotion ``.params`` file (at most
     :data:`MAX_PARAMS_BYTES`; other lines ignored)."""
     source = str(path)
-    with open_regular(path, source, "BonnMotion parameter") as f:
-        raw = f.read(MAX_PARAMS_BYTES + 1)
-    if len(raw) > MAX_PARAMS_BYTES:
-        raise ScenarioError(
-            source,
-            f"the parameter file is larger than {MAX_PARAMS_BYTES:,} bytes",
-            "give the .params file BonnMotion wrote",
-        )
+    raw = read_capped(
+        path,
+        source,
+        MAX_PARAMS_BYTES,
+        "BonnMotion parameter",
+        fix="give the .params file BonnMotion wrote",
+    )
     params: dict[str, str] = {}
     for lineno, line in enumerate(raw.split(b"\n"), start=1):
         key, sep, value = decode_line(line, lineno, source).partition("=")

@@ -7,7 +7,6 @@ from __future__ import annotations
 import gzip
 import os
 import re
-import stat
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,6 +17,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from ....config.limits import shorten
 from ....errors import ScenarioError
+from ....files import open_regular
 from ..base import F64
 
 I64 = NDArray[np.int64]
@@ -48,29 +48,11 @@ _GZIP_MAGIC = b"\x1f\x8b"
 NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d{1,3})?")
 
 
-def open_regular(path: Path, source: str, what: str = "trace") -> BinaryIO:
-    """``path`` opened for reading if it is a regular file (a FIFO is opened without blocking
-    and refused, as is a device or a folder)."""
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
-    except FileNotFoundError:
-        raise ScenarioError(source, f"the {what} file does not exist", "check the path") from None
-    except OSError as err:
-        raise ScenarioError(
-            source, f"the {what} file cannot be opened ({err.strerror or type(err).__name__})"
-        ) from None
-    info = os.fstat(fd)
-    if not stat.S_ISREG(info.st_mode):
-        os.close(fd)
-        raise ScenarioError(source, f"the {what} path is not a regular file", "give a file")
-    return os.fdopen(fd, "rb")
-
-
 def chunks(path: Path, source: str) -> Iterator[bytes]:
     """The file's bytes (decompressed if it is gzip), in chunks, at most
     :data:`MAX_INPUT_BYTES` of them."""
     limit = f"at most {MAX_INPUT_BYTES:,} bytes are read"
-    with open_regular(path, source) as f:
+    with open_regular(path, source, "trace") as f:
         if os.fstat(f.fileno()).st_size > MAX_INPUT_BYTES:
             raise ScenarioError(source, f"the trace is too large ({limit})", "split the trace")
         gz = f.peek(2)[:2] == _GZIP_MAGIC  # type: ignore[attr-defined]
