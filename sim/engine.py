@@ -345,6 +345,21 @@ class Engine:
         duration_s, energy_j = rounds.next_round()
         now = self._env.now
         self.buffer.add("cloud_round", now, k, t, backhaul_s=duration_s, backhaul_energy_j=energy_j)
+        weight, applied = rounds.take_weights()
+        total = float(weight.sum())
+        edges = np.arange(rounds.num_edges)
+        self.buffer.add(
+            "edge_model",
+            now,
+            k,
+            t,
+            edge=edges.astype(np.int32),
+            edge_data_weight=weight,
+            cloud_weight=np.ma.MaskedArray(weight / total if total > 0.0 else weight, total <= 0.0),
+            n_success=applied.astype(np.int32),
+            backhaul_up_s=rounds.up_latency_s,
+            backhaul_down_s=rounds.down_latency_s,
+        )
         st = self.stats
         assert st.cloud_rounds is not None and st.backhaul_energy_j is not None
         st.cloud_rounds += 1

@@ -25,8 +25,12 @@ import pyarrow.parquet as pq
 # previous_cell, handover rows) and [server.hierarchy] (cloud_round rows, backhaul_s,
 # backhaul_energy_j); 9: [uplink] mode = "aircomp" (aircomp rows, eta_w, n_aligned, n_truncated,
 # aircomp_mse, aggregation_mse); 10: [uplink] mode = "ns3_lte" (ns3_bytes, ns3_tbs, ns3_harq_retx,
-# ns3_tb_errors, ns3_mcs_mean, ns3_rb_mean, ns3_goodput_bps, ns3_loss_db, ns3_tx_dbm)
-TRACE_SCHEMA_VERSION = "10"
+# ns3_tb_errors, ns3_mcs_mean, ns3_rb_mean, ns3_goodput_bps, ns3_loss_db, ns3_tx_dbm); 11: what
+# the newest models did: sinr_db and interference_w ([cells]); edge_model rows, edge,
+# edge_data_weight, cloud_weight, backhaul_up_s, backhaul_down_s ([server.hierarchy]);
+# aircomp_scale, aircomp_noise_std, aircomp_noise_mean, aircomp_noise_rms, update_mean,
+# update_std ([uplink] mode = "aircomp", learning runs)
+TRACE_SCHEMA_VERSION = "11"
 
 #: What a run's trace records (``[trace] level``): every event (the paper's) or, for large
 #: network studies, the device events of a slot folded into one ``device_slot`` row per device.
@@ -65,6 +69,7 @@ EVENTS: dict[str, str] = {
     "strategy": "[strategy] other than fedavg, learning runs only: one per upload a server step applied, what the strategy decided about it (kept, prox_term, control_update_norm) and the step's size (server_step_norm); at the aggregate's time (sync) or the slot's end, when the learner takes the slot's steps (semi_sync / async); at both trace levels",
     "handover": "[cells] only: at a frame start, one per device that changes its serving cell (cell: the new one, previous_cell: the old one), after the position rows; a first association is not a handover",
     "cloud_round": "[server.hierarchy] only: after every cloud_every_slots slots, the edges send their models to the cloud (time_s: when they send; backhaul_s: until the cloud model reaches the last edge; backhaul_energy_j: the backhaul's energy, both ways)",
+    "edge_model": "[server.hierarchy] only: at each cloud round, right after its cloud_round row, one per edge server (edge): the model it sends, what it aggregated since the last round (edge_data_weight, n_success), its weight in the cloud's average (cloud_weight) and the round's latencies drawn for it (backhaul_up_s, backhaul_down_s); the models themselves are not trace data (the API's edge_params / edge_models, the checkpoint)",
     "aircomp": "[uplink] mode = 'aircomp' only: at a slot's end, before its aggregate row: the over-the-air sum (eta_w, n_aligned, n_truncated, the closed-form aircomp_mse and, with training, the measured aggregation_mse)",
 }
 
@@ -120,6 +125,31 @@ COLUMNS: dict[str, tuple[pa.DataType, str, str]] = {
         pa.float64(),
         "J",
         "cloud_round rows: the backhaul's energy for the round (every edge's model up and the cloud's down)",
+    ),
+    "edge": (
+        pa.int32(),
+        "-",
+        "[server.hierarchy] only: the edge server (its cell's index) that receives and applies the upload (upload_end, dropped and device_slot rows of a device that uploaded: its serving cell when it started; under semi_sync / async device_slot rows, that of its last cycle that ended), or that an edge_model row is about",
+    ),
+    "edge_data_weight": (
+        pa.float64(),
+        "sample",
+        "edge_model rows: the data weight A_c the edge aggregated since the last cloud round, the sum of B_n over the uploads it applied (an upload applied in the slot that ends with the round counts)",
+    ),
+    "cloud_weight": (
+        pa.float64(),
+        "fraction",
+        "edge_model rows: the edge model's weight in the cloud's average, A_c / sum A; null when no edge aggregated anything (the cloud model stays as it was)",
+    ),
+    "backhaul_up_s": (
+        pa.float64(),
+        "s",
+        "edge_model rows: the one-way latency drawn for the edge's model to the cloud in this round (its transfer S / R excluded: backhaul_s = max_c(up_c) + S / R + max_c(down_c) + S / R)",
+    ),
+    "backhaul_down_s": (
+        pa.float64(),
+        "s",
+        "edge_model rows: the one-way latency drawn for the cloud's model back to the edge (transfer excluded, as backhaul_up_s)",
     ),
     "channel_gain": (
         pa.float64(),
@@ -280,7 +310,11 @@ COLUMNS: dict[str, tuple[pa.DataType, str, str]] = {
         "size of the device's local dataset (null in network-only runs)",
     ),
     "n_participants": (pa.int32(), "-", "devices that computed and uploaded in the slot"),
-    "n_success": (pa.int32(), "-", "uploads aggregated in the slot"),
+    "n_success": (
+        pa.int32(),
+        "-",
+        "uploads aggregated in the slot (flush rows: in the step; edge_model rows: by the edge since the last cloud round)",
+    ),
     "slot_duration_s": (pa.float64(), "s", "wall-clock (simulated) length of the slot"),
     "stable_fraction": (
         pa.float64(),
@@ -307,6 +341,36 @@ COLUMNS: dict[str, tuple[pa.DataType, str, str]] = {
         pa.float64(),
         "(update units)^2",
         "aircomp rows, learning runs: the mean squared error per entry between the aggregate the server applied and the same aggregation of the exact uploads (with [cells] and a flat server every cell's row carries the one aggregate's; under [server.hierarchy] each edge's own); null without training or when nothing was aggregated",
+    ),
+    "aircomp_scale": (
+        pa.float64(),
+        "update units",
+        "aircomp rows, learning runs: the common scale sigma_bar the devices in the aggregate normalised their updates by (the largest update_std among them; docs/decisions.md); learner-side, as aggregation_mse; null when nothing was aggregated",
+    ),
+    "aircomp_noise_std": (
+        pa.float64(),
+        "update units",
+        "aircomp rows, learning runs: the standard deviation per entry of the receiver noise drawn for the aggregate, sigma_bar sqrt(sum_s (W_s sqrt(N_s / eta_s) / a_s)^2) over its sums s (W_s: the sum's share of the weight; one sum: sigma_bar sqrt(N / eta) / a); 0 without noise",
+    ),
+    "aircomp_noise_mean": (
+        pa.float64(),
+        "update units",
+        "aircomp rows, learning runs: the mean of the noise the aggregate received, over the entries anyone sent (the drawn noise after the rule's per-entry normalisation; ~ 0)",
+    ),
+    "aircomp_noise_rms": (
+        pa.float64(),
+        "update units",
+        "aircomp rows, learning runs: the root mean square of that noise over the same entries (~ aircomp_noise_std under eq. 3's aggregation)",
+    ),
+    "update_mean": (
+        pa.float64(),
+        "update units",
+        "[uplink] mode = 'aircomp', learning runs, upload_end and device_slot rows of a device in the slot's sum: the mean mu_n of the entries it sent (its side information; the sum carries (u - mu_n) / sigma_bar); learner-side",
+    ),
+    "update_std": (
+        pa.float64(),
+        "update units",
+        "as update_mean: the standard deviation sigma_n of the entries it sent (aircomp_scale is the largest of its sum's)",
     ),
     "ns3_bytes": (
         pa.int64(),
@@ -352,6 +416,16 @@ COLUMNS: dict[str, tuple[pa.DataType, str, str]] = {
         pa.float64(),
         "dBm",
         "ns3_lte only: the device's transmit power in ns-3 at the upload's start: 10 log10(tx_power_w) + 30",
+    ),
+    "sinr_db": (
+        pa.float64(),
+        "dB",
+        "[cells] whose uploads interact (a cell shares its band, or cells share one), upload_end, dropped and device_slot rows of an upload that transmitted: the SINR p h / ((N0' + I') b) at its serving site that its rate used, summarised over the upload as the constant SINR of its mean spectral efficiency, 10 log10(2^((1/T) int log2(1 + SINR(t)) dt) - 1) (T: upload_s, the time it transmitted; the SINR itself where it stayed constant); b is its band (W, or W / k under OFDMA), N0' the noise spectral density, I' the interference's",
+    ),
+    "interference_w": (
+        pa.float64(),
+        "W",
+        "as sinr_db: the inter-cell interference power at the upload's serving site within its band b, I' b, averaged over the time it transmitted ((1/T) int I(t) dt; docs/cells.md: each co-band upload m of another cell a adds p_m g[m, site] b / B_a)",
     ),
     "model_version": (
         pa.int64(),

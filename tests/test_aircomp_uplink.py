@@ -626,3 +626,69 @@ def test_controller_needs_a_scheme_with_the_threshold() -> None:
     with pytest.raises(ScenarioError) as err:
         wflsim.prepare(data)
     assert err.value.field == "uplink.power_control"
+
+
+# ------------------------------------------------ normalisation and noise in the trace
+
+
+def test_upload_moments_are_each_devices_mean_and_deviation() -> None:
+    """upload_moments gives each device's mean and (population) standard deviation of its sent entries, computed here from the uploads."""
+    learner = tiny_learner([4, 6, 5])
+    learner.compute(0, np.arange(3))
+    u = learner.gradients.double()
+    mu, sigma = learner.upload_moments(np.array([0, 2]))
+    np.testing.assert_allclose(mu, u[[0, 2]].mean(1).numpy(), rtol=1e-5, atol=1e-9)
+    np.testing.assert_allclose(sigma, u[[0, 2]].std(1, unbiased=False).numpy(), rtol=1e-5)
+
+
+def test_the_noise_statistics_are_those_of_the_noise_the_aggregate_received() -> None:
+    """Aligned devices and noise: the scale is the largest deviation, the drawn std is it times noise_std, and the noise's mean and rms are those of the aggregate's error, by hand from the uploads."""
+    learner = tiny_learner([4, 4], hidden=None, lr=1.0)
+    learner.compute(0, np.arange(2))
+    u = learner.gradients.double()
+    w0 = learner._w.clone()
+    learner.receive_over_the_air(OverTheAir(slot=0, ratio=np.ones(2), noise_std=0.05))
+    learner.apply(0, np.arange(2))
+    nz = learner.last_air_noise
+    sigma_bar = float(u.std(1, unbiased=False).max())
+    assert nz.scale == pytest.approx(sigma_bar, rel=1e-5)
+    assert nz.noise_std == pytest.approx(sigma_bar * 0.05, rel=1e-5)
+    error = (w0 - learner._w).double() - u.mean(0)  # lr 1: the step is the aggregate
+    assert nz.noise_mean == pytest.approx(float(error.mean()), rel=1e-3, abs=1e-9)
+    assert nz.noise_rms == pytest.approx(float(error.pow(2).mean().sqrt()), rel=1e-3)
+
+
+@pytest.mark.parametrize("level", ["events", "device_slots"])
+def test_aircomp_rows_carry_the_scale_the_sums_devices_normalised_by(level) -> None:
+    """A learning run: every aircomp row's aircomp_scale is the largest update_std of the slot's devices in the sum (their upload rows), its noise statistics are finite, and they are null network-only."""
+    data = quick(frames=1)
+    data["trace"] = {"level": level}
+    table, _ = run_in_memory(data)
+    df = table.to_pandas()
+    row = "upload_end" if level == "events" else "device_slot"
+    ups = df[(df.event == row) & df["success"].astype("boolean").fillna(False)]
+    assert ups["update_std"].notna().all() and ups["update_mean"].notna().all()
+    air = rows(table, "aircomp")
+    want = ups.groupby("slot")["update_std"].max()
+    got = air.set_index("slot")["aircomp_scale"]
+    assert len(want) > 0 and (got.loc[want.index] == want).all()
+    for col in ("aircomp_noise_std", "aircomp_noise_mean", "aircomp_noise_rms"):
+        assert np.isfinite(air[col]).all()
+    assert (air["aircomp_noise_rms"] > 0).all()
+    others = ~df.event.isin([row, "dropped"])
+    assert df.loc[others, "update_std"].isna().all()
+    net, _ = run_in_memory(network(frames=1))
+    for col in ("aircomp_scale", "aircomp_noise_rms", "update_mean", "update_std"):
+        assert net.column(col).null_count == net.num_rows
+
+
+def test_each_edge_reports_its_own_scale_under_a_hierarchy() -> None:
+    """[server.hierarchy] over AirComp: each cell's aircomp row has the largest update_std of that cell's devices in its sum."""
+    table, _ = run_in_memory(cells([0, 1], learning=True, hierarchy=True))
+    df = table.to_pandas()
+    ups = df[(df.event == "upload_end") & df["success"].astype("boolean").fillna(False)]
+    want = ups.groupby(["slot", "edge"])["update_std"].max()
+    air = rows(table, "aircomp").dropna(subset=["aircomp_scale"])
+    got = air.set_index(["slot", "cell"])["aircomp_scale"]
+    assert len(got) > 30
+    assert (got == want.loc[got.index].to_numpy()).all()

@@ -10,6 +10,7 @@ import pyarrow as pa
 import pytest
 
 from conftest import REPO, base_scenario
+from golden_runs import TRAINING_COLUMNS
 from wflsim.analysis import load_events, load_manifest, read_metadata
 from wflsim.app.run import execute, make_learner, prepare_scenario
 from wflsim.sim.config.loading import validate_scenario
@@ -306,3 +307,33 @@ def test_duckdb_view_refuses_a_part_the_manifest_does_not_list(run_dir, tmp_path
     assert con.sql("select count(*) from duckdb_views() where view_name = 'events'").fetchall() == [
         (0,)
     ]
+
+
+#: The columns schema 11 added (issue 47): a trace of schema 10 or older has none of them.
+SCHEMA_11_COLUMNS = (
+    "sinr_db",
+    "interference_w",
+    "edge",
+    "edge_data_weight",
+    "cloud_weight",
+    "backhaul_up_s",
+    "backhaul_down_s",
+    *TRAINING_COLUMNS[3:],  # AirComp's learner-side columns
+)
+
+
+def test_a_schema_10_trace_reads_with_its_newer_columns_null(run_dir, tmp_path):
+    """A trace without schema 11's columns (as schema 10 wrote it) loads, its tidy tables build, and those columns asked for come back all-null."""
+    import pyarrow.parquet as pq
+
+    from wflsim.analysis.tidy import device_slots_from_events, slots_from_events
+
+    table = load_events(run_dir).pipe(pa.Table.from_pandas, preserve_index=False)
+    old = table.drop_columns(list(SCHEMA_11_COLUMNS))
+    pq.write_table(old, tmp_path / "events.parquet")
+    ev = load_events(tmp_path)
+    assert not set(SCHEMA_11_COLUMNS) & set(ev.columns)
+    slots = slots_from_events(ev, device_slots_from_events(ev))
+    assert len(slots) == ev["slot"][ev["slot"] >= 0].nunique()
+    asked = load_events(tmp_path, columns=["slot", *SCHEMA_11_COLUMNS])
+    assert all(asked[c].isna().all() for c in SCHEMA_11_COLUMNS)

@@ -499,3 +499,92 @@ def test_labels_tell_layouts_and_hierarchies_apart():
     assert server_label({"mode": "sync", "hierarchy": {**h, "cloud_every_slots": 1}}) != (
         server_label({"mode": "sync", "hierarchy": h})
     )
+
+
+# ------------------------------------------------------------- what an upload heard (trace)
+
+
+def test_an_uploads_sinr_and_interference_are_its_time_averages_hand_computed():
+    """Device 0 hears device 1 only while device 1 transmits: its interference_w and sinr_db are the time averages of I and log2(1 + SINR), by hand."""
+    env, link, log, _ = uplink_of(SITES3[:2], [0, 1], POS3[:2])
+    bits = np.array([4e6, 1e5])
+    open_slot(env, link, log, [1.0, 1.0], bits)
+    link.submit(0)
+    link.submit(1)
+    env.run()
+    g00, g01 = paper_gain(100.0), paper_gain(900.0)
+    g11, g10 = paper_gain(math.hypot(100.0, 50.0)), paper_gain(math.hypot(900.0, 50.0))
+    sinr1 = g11 / (N0_W + g01)
+    t1 = bits[1] / (W_HZ * math.log2(1 + sinr1))
+    sinr0_both, sinr0_alone = g00 / (N0_W + g10), g00 / N0_W
+    t0 = t1 + (bits[0] - W_HZ * math.log2(1 + sinr0_both) * t1) / (
+        W_HZ * math.log2(1 + sinr0_alone)
+    )
+    se0 = (math.log2(1 + sinr0_both) * t1 + math.log2(1 + sinr0_alone) * (t0 - t1)) / t0
+    cols = link.trace_columns()
+    assert cols["interference_w"][0] == pytest.approx(g10 * t1 / t0, rel=1e-9)
+    assert cols["interference_w"][1] == pytest.approx(g01, rel=1e-12)
+    assert cols["sinr_db"][0] == pytest.approx(10 * math.log10(2**se0 - 1), rel=1e-9)
+    assert cols["sinr_db"][1] == pytest.approx(10 * math.log10(sinr1), rel=1e-12)
+
+
+def test_an_upload_cut_at_the_deadline_keeps_what_it_heard_until_the_cut():
+    """Two uploads that never end in time are cut at the deadline, each having heard the other all along (constant SINR, by hand)."""
+    env, link, log, _ = uplink_of(SITES3[:2], [0, 1], POS3[:2])
+    open_slot(env, link, log, [1.0, 1.0], [1e12, 1e12], closes_at="deadline")
+    link.submit(0)
+    link.submit(1)
+    env.run(until=10.0)
+    link.close(everything=True)
+    g00, g10 = paper_gain(100.0), paper_gain(math.hypot(900.0, 50.0))
+    cols = link.trace_columns()
+    assert not link.arrived.any()
+    assert cols["interference_w"][0] == pytest.approx(g10, rel=1e-12)
+    assert cols["sinr_db"][0] == pytest.approx(10 * math.log10(g00 / (N0_W + g10)), rel=1e-9)
+
+
+def test_ofdma_uploads_hear_the_interference_over_their_share_of_the_band():
+    """Under OFDMA an upload's interference_w is the other cell's interference over its half band, and its SINR p h / ((N0' + I') W/2), by hand."""
+    pos = [[100.0, 0.0], [0.0, 150.0], [900.0, 0.0]]
+    env, link, log, _ = uplink_of(SITES3[:2], [0, 0, 1], pos, modes=["ofdma", "tdma"])
+    open_slot(env, link, log, [1.0, 0.5, 1.0], [1e12, 1e12, 1e12], closes_at="deadline")
+    for d in range(3):
+        link.submit(d)
+    env.run(until=10.0)
+    link.close(everything=True)
+    i_psd = paper_gain(900.0) / W_HZ
+    b = W_HZ / 2
+    cols = link.trace_columns()
+    assert cols["interference_w"][0] == pytest.approx(i_psd * b, rel=1e-12)
+    snr = 0.5 * paper_gain(150.0) / ((N0_W / W_HZ + i_psd) * b)
+    assert cols["sinr_db"][1] == pytest.approx(10 * math.log10(snr), rel=1e-9)
+
+
+@pytest.mark.parametrize("server", ["sync", "semi_sync", "async"])
+@pytest.mark.parametrize("level", ["events", "device_slots"])
+def test_upload_rows_carry_sinr_and_interference_in_every_server_mode(server, level):
+    """Under reuse 1, every upload that transmitted carries sinr_db and interference_w (upload_end or device_slot rows), and no other row does."""
+    data = cells_scenario()
+    data["trace"] = {"level": level}
+    if server != "sync":
+        data["server"] = {"mode": server, **({"buffer_size": 3} if server == "async" else {})}
+    table, _ = run_in_memory(data)
+    df = table.to_pandas()
+    row = "upload_end" if level == "events" else "device_slot"
+    sent = (df["event"] == row) & (df["upload_s"] > 0)
+    assert sent.sum() > 0
+    assert df.loc[sent, "sinr_db"].notna().all() and df.loc[sent, "interference_w"].notna().all()
+    assert (df.loc[sent, "interference_w"] >= 0).all()
+    assert (df.loc[sent, "interference_w"] > 0).any()
+    others = ~df["event"].isin(["upload_end", "dropped", "device_slot"])
+    assert df.loc[others, "sinr_db"].isna().all()
+
+
+def test_a_replayed_channel_with_cells_is_refused_for_its_physics(tmp_path):
+    """channel.replay with [cells] is refused naming channel.replay, saying the table's one gain per device cannot give the gains to every site."""
+    data = cells_scenario()
+    data["channel"] = {"replay": str(tmp_path / "recorded")}
+    with pytest.raises(ScenarioError) as err:
+        wflsim.prepare(data)
+    assert err.value.field == "channel.replay"
+    assert "gains to every site" in str(err.value) and "one gain per device" in str(err.value)

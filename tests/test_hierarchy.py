@@ -202,3 +202,105 @@ def test_every_strategy_runs_per_edge_and_leaves_finite_models(strategy, mode):
     assert engine.stats.cloud_rounds == 2
     table = engine.table()
     assert len(events(table, "strategy")) > 0  # every edge step left its rows
+
+
+# ------------------------------------------------------------- what the edges did (trace, API)
+
+B = np.array([8, 8, 16, 16, 24, 24])
+
+
+def test_edge_model_rows_carry_each_edges_data_weight_and_cloud_weight_by_hand():
+    """Each cloud round's edge_model rows: edge_data_weight is the sum of B_n over the uploads of that edge aggregated since the last round (read off the upload_end rows), cloud_weight its share."""
+    data = scenario(k2=2, slots=4, scheme="two_timescale", backhaul_latency_s=0.01)
+    table, _ = run_in_memory(data)
+    df = table.to_pandas()
+    ups = df[(df["event"] == "upload_end") & df["success"].astype(bool)]
+    rows = events(table, "edge_model")
+    assert len(rows) == 2 * 2  # two rounds, two edges
+    for r, (lo, hi) in enumerate([(0, 1), (2, 3)]):
+        got = rows[rows["slot"] == hi].sort_values("edge")
+        assert got["edge"].tolist() == [0, 1]
+        mine = ups[(ups["slot"] >= lo) & (ups["slot"] <= hi)]
+        for c in (0, 1):
+            sent = mine[mine["edge"] == c]
+            want = float(B[sent["device"].to_numpy(dtype=int)].sum())
+            assert got["edge_data_weight"].iloc[c] == want, (r, c)
+            assert got["n_success"].iloc[c] == len(sent)
+        total = got["edge_data_weight"].sum()
+        np.testing.assert_allclose(got["cloud_weight"], got["edge_data_weight"] / total)
+
+
+def test_edge_model_rows_carry_the_latencies_drawn_for_each_edge():
+    """With drawn latencies each edge_model row holds its own up and down draws, and the round's backhaul_s is max(up) + S/R + max(down) + S/R of them."""
+    data = scenario(
+        k2=2, slots=4, backhaul_latency_s={"dist": "uniform", "low": 0.01, "high": 0.02}
+    )
+    data["learning"] = {"enabled": False, "num_params": 10_000}
+    table, _ = run_in_memory(data)
+    rounds, rows = events(table, "cloud_round"), events(table, "edge_model")
+    transfer = 10_000 * 32 / 1e15
+    for _, rnd in rounds.iterrows():
+        mine = rows[rows["slot"] == rnd["slot"]]
+        assert len(mine) == 2 and (mine["time_s"] == rnd["time_s"]).all()
+        for col in ("backhaul_up_s", "backhaul_down_s"):
+            assert mine[col].between(0.01, 0.02).all()
+        assert mine["backhaul_up_s"].nunique() == 2  # drawn per edge
+        want = mine["backhaul_up_s"].max() + mine["backhaul_down_s"].max() + 2 * transfer
+        assert rnd["backhaul_s"] == pytest.approx(want, rel=1e-12)
+
+
+@pytest.mark.parametrize("mode", ["sync", "semi_sync", "async"])
+@pytest.mark.parametrize("level", ["events", "device_slots"])
+def test_uploads_name_their_edge_and_rounds_list_the_edges_in_every_server_mode(mode, level):
+    """Under every server mode and trace level each upload row names its edge (its device's cell), and every cloud round has one edge_model row per edge whose weights sum to 1."""
+    data = scenario(k2=2, slots=4, scheme="two_timescale", backhaul_latency_s=0.01)
+    data["learning"] = {"enabled": False, "num_params": 10_000}
+    data["trace"] = {"level": level}
+    if mode != "sync":
+        data["server"].update(mode=mode, **({"buffer_size": 2} if mode == "async" else {}))
+    table, _ = run_in_memory(data)
+    df = table.to_pandas()
+    cell = events(table, "position").groupby("device")["cell"].first()
+    row = "upload_end" if level == "events" else "device_slot"
+    up = df[(df["event"] == row) & df["edge"].notna()]
+    assert len(up) > 0
+    assert (up["edge"].to_numpy() == cell[up["device"]].to_numpy()).all()
+    rows = events(table, "edge_model")
+    assert len(rows) == 2 * len(events(table, "cloud_round")) > 0
+    sums = rows.groupby("slot")["cloud_weight"].sum()
+    np.testing.assert_allclose(sums, 1.0)
+
+
+def test_edge_data_weights_are_what_the_edges_learned_from():
+    """Without a cloud round yet, the data weight the network side counted per edge equals what the learner's edges aggregated."""
+    engine = run_engine(scenario(k2=100, slots=3, scheme="two_timescale"))
+    np.testing.assert_array_equal(engine.hierarchy.data_weight, engine.learner.weights)
+
+
+def test_the_api_reaches_every_edge_model():
+    """A view's edge_params gives each edge's model: all equal to the cloud's right after a round (k2 = 1), apart from it and from each other without one; None for a flat run."""
+    seen = {}
+
+    def keep(view):
+        seen["edges"], seen["cloud"] = view.edge_params(), view.params()
+        seen["modules"] = view.edge_models()
+
+    for name, k2 in (("round", 1), ("none", 100), ("flat", None)):
+        seen.clear()
+        wflsim.run(scenario(k2=k2, slots=3), callbacks=wflsim.Callbacks(on_run_end=keep))
+        if name == "flat":
+            assert seen["edges"] is None and seen["modules"] is None
+            continue
+        edges, cloud = seen["edges"], seen["cloud"]
+        assert len(edges) == 2 and all(e.shape == cloud.shape for e in edges)
+        assert len(seen["modules"]) == 2
+        if name == "round":
+            for e in edges:
+                np.testing.assert_array_equal(e, cloud)
+        else:
+            assert not np.array_equal(edges[0], edges[1])
+            assert not np.array_equal(edges[0], cloud)
+            flat = np.concatenate(
+                [p.detach().numpy().ravel() for p in seen["modules"][1].parameters()]
+            )
+            assert sorted(flat) == sorted(edges[1])

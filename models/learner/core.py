@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -105,6 +106,40 @@ def _noise_gain(
     plain = aggregate.weighted_mean(indicator, weights)
     ruled = call(None, indicator)
     return torch.where(plain > 0, ruled / plain.clamp_min(1e-30), 0.0)
+
+
+def _moments(
+    uploads: torch.Tensor, sent: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Over the air, of each upload's sent entries (``uploads``, ``sent``: ``(k, D)``): its mean
+    ``mu`` ``(k, 1)``, the entries centred on it (0 where not sent) ``(k, D)`` and their
+    standard deviation ``sigma`` ``(k,)``."""
+    count = sent.sum(dim=1, keepdim=True).clamp_min(1)
+    mu = uploads.sum(dim=1, keepdim=True) / count
+    centred = torch.where(sent, uploads - mu, torch.zeros_like(uploads))
+    sigma = torch.sqrt((centred * centred).sum(dim=1) / count.squeeze(1))
+    return mu, centred, sigma
+
+
+@dataclass
+class AirNoise:
+    """An over-the-air aggregate's normalisation and noise, in update units (the trace's
+    learner-side ``aircomp`` columns): the common scale ``sigma_bar`` the devices normalised by,
+    the standard deviation per entry of the noise drawn (``sigma_bar`` times the sums' noise),
+    and the mean and root mean square of the noise the aggregate received on the entries anyone
+    sent (after the rule's per-entry normalisation; NaN before :meth:`measure`)."""
+
+    scale: float
+    noise_std: float
+    noise_mean: float = float("nan")
+    noise_rms: float = float("nan")
+
+    def measure(self, added: torch.Tensor) -> None:
+        """The noise the aggregate received, on the sent entries (``(m,)``)."""
+        if added.numel():
+            a = added.double()
+            self.noise_mean = float(a.mean())
+            self.noise_rms = float(torch.sqrt(torch.mean(a * a)))
 
 
 class TorchLearner:
@@ -231,6 +266,9 @@ class TorchLearner:
         self._air: OverTheAir | None = None
         #: the last apply's MSE per entry, received vs exact aggregate (None: not over the air)
         self.last_aggregation_mse: float | None = None
+        #: the last over-the-air apply's normalisation and noise (:class:`AirNoise`; None: not
+        #: over the air, or nothing aggregated)
+        self.last_air_noise: AirNoise | None = None
         #: the strategy rows of the steps taken, not yet taken by the engine
         self.strategy_rows: list[dict[str, np.ndarray]] = []
         self._started = False
@@ -542,6 +580,24 @@ class TorchLearner:
             return trained.to(device=uploads.device, dtype=torch.bool)
         return torch.ones_like(uploads, dtype=torch.bool)
 
+    def upload_moments(self, device_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Over the air: the mean ``mu_n`` and standard deviation ``sigma_n`` of the entries
+        each of ``device_ids`` sends of its upload of this slot (computed, not yet applied),
+        the side information it normalises its update by (update units, ``(k,)`` each)."""
+        ids = self._check_ids(device_ids)
+        if ids.size == 0:
+            return np.empty(0), np.empty(0)
+        pos = {int(n): r for r, n in enumerate(self._ids)}
+        rows = torch.as_tensor([pos[int(n)] for n in ids], device=self.device)
+        uploads = self._uploads[rows]
+        trained = None if self._trained is None else self._trained[rows]
+        sent = self._sent_entries(ids, rows, trained, uploads)
+        mu, _, sigma = _moments(uploads, sent)
+        return (
+            mu.squeeze(1).double().cpu().numpy(),
+            sigma.double().cpu().numpy(),
+        )
+
     def _over_the_air(
         self, uploads: torch.Tensor, air: OverTheAir, weights: torch.Tensor, sent: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -554,10 +610,7 @@ class TorchLearner:
             raise ValueError(
                 f"an over-the-air sum of {air.ratio.shape[0]} devices for {uploads.shape[0]} uploads"
             )
-        count = sent.sum(dim=1, keepdim=True).clamp_min(1)
-        mu = uploads.sum(dim=1, keepdim=True) / count
-        centred = torch.where(sent, uploads - mu, torch.zeros_like(uploads))
-        sigma = torch.sqrt((centred * centred).sum(dim=1) / count.squeeze(1))
+        _, centred, sigma = _moments(uploads, sent)
         ratio = torch.as_tensor(air.ratio, dtype=uploads.dtype, device=uploads.device)
         weighed = uploads + (ratio[:, None] - 1.0) * centred
         noise = torch.zeros(uploads.shape[1], dtype=uploads.dtype, device=uploads.device)
@@ -576,12 +629,17 @@ class TorchLearner:
             e = torch.randn(uploads.shape[1], generator=gen, dtype=torch.float32)
             scale = float(sigma.max()) * std
             noise = (e.to(uploads.device) * scale) * sent.any(dim=0)
+        self.last_air_noise = AirNoise(
+            scale=float(sigma.max()) if uploads.shape[0] else float("nan"),
+            noise_std=float(sigma.max()) * std if uploads.shape[0] else 0.0,
+        )
         return weighed, noise
 
     def apply(self, slot: int, success_ids: np.ndarray) -> None:
         """Aggregate the uploads that arrived (eq. 3), step (eq. 4 or the strategy's), let the
         rule account it; after :meth:`receive_over_the_air`, the sum the air delivered."""
         self.last_aggregation_mse = None
+        self.last_air_noise = None
         ok = self._check_ids(success_ids)
         w_t = self._w
         if ok.size:
@@ -612,7 +670,10 @@ class TorchLearner:
                 uploads, bw, self.local_steps[ok], uploaded, rule_mean_over(uploads, call)
             )
             if air is not None:
-                g = g + noise * _noise_gain(call, sent, bw)
+                added = noise * _noise_gain(call, sent, bw)
+                g = g + added
+                assert self.last_air_noise is not None
+                self.last_air_noise.measure(added[sent.any(dim=0)])
                 exact = self.strategy.aggregate(  # the same aggregation of the exact uploads
                     exact_uploads,
                     bw,

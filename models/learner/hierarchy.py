@@ -8,7 +8,9 @@ a cloud model averaged from theirs.
 protocol, the stale-update and probing ones): it routes each device's calls to the edge of its
 cell (:meth:`assign_edges`, at every frame start), and takes the cloud rounds the engine times
 (:meth:`cloud_send`, :meth:`cloud_receive`). The model it evaluates (and saves) is the cloud's,
-as of the last round (the initial model before the first).
+as of the last round (the initial model before the first); the edges' models are reachable too
+(:meth:`edge_params`, :meth:`sync_edge_model`; the API's views ``edge_params`` and
+``edge_models``), and the checkpoint holds them.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import torch
 
 from wflsim.sim.updates import OverTheAir
 
-from .core import TorchLearner
+from .core import AirNoise, TorchLearner
 from .stale import StaleUpdates
 
 
@@ -59,6 +61,8 @@ class HierarchicalLearner:
         #: nothing aggregated there; None: not over the air)
         self._air: OverTheAir | None = None
         self.last_aggregation_mse: np.ndarray | None = None
+        #: the last apply's normalisation and noise per edge (None: not over the air there)
+        self.last_air_noise: list[AirNoise | None] | None = None
         self.num_params = base.num_params
         self.num_samples = base.num_samples
         self.local_steps = base.local_steps
@@ -142,6 +146,7 @@ class HierarchicalLearner:
         air, self._air = self._air, None
         ids = np.asarray(success_ids, dtype=np.int64)
         mse = np.full(len(self.edges), np.nan)
+        noise: list[AirNoise | None] = [None] * len(self.edges)
         for c, ok in self._groups(success_ids):
             if air is not None:
                 mine = np.isin(ids, ok)
@@ -156,8 +161,21 @@ class HierarchicalLearner:
             self.edges[c].apply(slot, ok)
             if air is not None and self.edges[c].last_aggregation_mse is not None:
                 mse[c] = self.edges[c].last_aggregation_mse
+            noise[c] = self.edges[c].last_air_noise
             self.weights[c] += float(self.batch_sizes[ok].sum())
         self.last_aggregation_mse = None if air is None else mse
+        self.last_air_noise = None if air is None else noise
+
+    def upload_moments(self, device_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Each device's mean and standard deviation of its sent entries, from its edge
+        (:meth:`TorchLearner.upload_moments`)."""
+        ids = np.asarray(device_ids, dtype=np.int64)
+        mu, sigma = np.empty(ids.size), np.empty(ids.size)
+        for c, group in self._groups(ids):
+            if group.size:
+                mine = np.isin(ids, group)
+                mu[mine], sigma[mine] = self.edges[c].upload_moments(group)
+        return mu, sigma
 
     def probe_losses(self, slot: int, device_ids: np.ndarray) -> np.ndarray:
         """``power_of_choice``'s probes, each on its device's edge model."""
@@ -258,13 +276,29 @@ class HierarchicalLearner:
 
     def sync_model(self) -> torch.nn.Module:
         """The cloud model in the network module (for saving it)."""
+        return self._in_module(self.cloud_w, self.cloud_buffers)
+
+    def _in_module(self, w: torch.Tensor, buffers: dict[str, torch.Tensor]) -> torch.nn.Module:
+        """The flat model ``w`` with ``buffers`` in the network module."""
         model = self.base.model
         with torch.no_grad():
-            for k, v in self.base.net.param_dict(self.cloud_w).items():
+            for k, v in self.base.net.param_dict(w).items():
                 model.get_parameter(k).copy_(v)
-            for k, v in self.cloud_buffers.items():
+            for k, v in buffers.items():
                 model.get_buffer(k).copy_(v)
         return model
+
+    def edge_params(self) -> list[torch.Tensor]:
+        """A copy of every edge's model, flat ``(D,)`` each, in the edges' (cells') order: as
+        of now, with the steps each has announced taken."""
+        self.materialise()
+        return [e._w.clone() for e in self.edges]
+
+    def sync_edge_model(self, edge: int) -> torch.nn.Module:
+        """Edge ``edge``'s model in the network module (parameters and buffers of now)."""
+        e = self.edges[int(edge)]
+        e.materialise()
+        return self._in_module(e._w, e.buffers)
 
     def is_finite(self) -> bool:
         """Whether every edge's model and the cloud's are finite."""

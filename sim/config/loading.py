@@ -387,16 +387,11 @@ def check_cells(scenario: Scenario) -> None:
                 "add a [cells] table, or remove [server.hierarchy]",
             )
         return
+    from ..radio.cells.component import refuse_replay
     from ..radio.cells.config import cell_uplink_mode
     from ..radio.cells.layout import build_layout
 
-    if scenario.channel.replay is not None:
-        raise ScenarioError(
-            "channel.replay",
-            "a replayed channel holds each device's gain to one base station; several cells "
-            "need its gains to every site",
-            "remove channel.replay, or remove [cells]",
-        )
+    refuse_replay(scenario.channel.replay)
     if scenario.cells.sites_file is not None:
         return  # checked again once the file is read (wflsim.app.prepare)
     layout = build_layout(

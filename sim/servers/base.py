@@ -47,6 +47,7 @@ from ..world.system import SystemConstants
 if TYPE_CHECKING:
     from ..kernels import SlotKernel
     from .config import ServerConfig
+    from .hierarchy import CloudRounds
 
 
 @dataclass(frozen=True)
@@ -205,6 +206,7 @@ class Host(Protocol):
     availability: Availability | None
     jitter: ComputeJitter | None
     cells: Cells | None  #: several cells (``[cells]``; None: one)
+    hierarchy: CloudRounds | None  #: the cloud tier (``[server.hierarchy]``; None: flat)
     buffer: TraceBuffer  #: the trace rows of the frame in progress
     queue_j: np.ndarray  #: the energy-deficit queues, J, ``(N,)``
     selection: Selection  #: which candidates of a slot the server asks (``[strategy.selection]``)
@@ -326,6 +328,16 @@ class Server(ABC):
     def in_slot(self) -> bool:
         """Whether a slot is in progress (the engine's state cannot be saved then)."""
         return False
+
+    def count_by_edge(self, devices: Any, edges: Any) -> None:
+        """Under ``[server.hierarchy]``, count the applied updates of ``devices`` for their
+        ``edges`` (what each edge aggregated since the last cloud round, the trace's
+        ``edge_model`` rows); nothing without a hierarchy."""
+        host = self.host
+        devs = np.asarray(devices, dtype=np.int64)
+        if host.hierarchy is not None and devs.shape[0]:
+            batch = host.system.devices.batch_size[devs]
+            host.hierarchy.aggregated(np.asarray(edges, dtype=np.int64), batch)
 
     def state_dict(self) -> dict[str, Any] | None:
         """The server's state at a frame boundary (None: it keeps none)."""

@@ -48,6 +48,9 @@ class Cycle:
     #: its upload ended in the shared uplink a rounding step before a slot's end (``end_s``),
     #: where it arrives (never across a checkpoint: the slot's end comes first)
     landing: bool = False
+    #: ``[server.hierarchy]``: the edge server that applies it (the device's cell when it
+    #: started; -1 without a hierarchy)
+    edge: int = -1
 
     @property
     def energy_j(self) -> float:
@@ -74,6 +77,8 @@ class Tally:
     energy_compute_j: np.ndarray = field(init=False)
     energy_upload_j: np.ndarray = field(init=False)
     wasted_energy_j: np.ndarray = field(init=False)
+    #: the edge of the device's last cycle that ended in the slot (-1: none, or no hierarchy)
+    edge: np.ndarray = field(init=False)
 
     def __post_init__(self) -> None:
         self.reset()
@@ -92,6 +97,7 @@ class Tally:
         self.energy_compute_j = np.zeros(n)
         self.energy_upload_j = np.zeros(n)
         self.wasted_energy_j = np.zeros(n)
+        self.edge = np.full(n, -1, dtype=np.int32)
 
     def add(self, c: Cycle, success: bool) -> None:
         """Count cycle ``c``, which just ended (aggregated later iff ``success``)."""
@@ -102,6 +108,7 @@ class Tally:
         self.dropped[n] |= c.dropped
         self.uploaded[n] = c.uploading
         self.tx_power_w[n] = c.tx_power_w
+        self.edge[n] = c.edge
         self.compute_s[n] += c.compute_s
         self.upload_s[n] += c.upload_s
         self.energy_compute_j[n] += c.energy_compute_j
@@ -201,7 +208,7 @@ def cycles_from_records(rec: dict[str, Any]) -> list[Cycle]:
     return out
 
 
-_INT_FIELDS = ("device", "key", "version", "sample_key", "slot")
+_INT_FIELDS = ("device", "key", "version", "sample_key", "slot", "edge")
 
 
 _BOOL_FIELDS = ("dropped", "uploading", "discarded", "landing")

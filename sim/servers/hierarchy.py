@@ -33,12 +33,13 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 import numpy as np
-from numpy.typing import NDArray
+from numpy.typing import ArrayLike, NDArray
 from pydantic import Field, field_validator
 
 from ..config.distributions import Choice, LogUniform, Strict, Uniform, draw
 
 F64 = NDArray[np.float64]
+I64 = NDArray[np.int64]
 
 #: Longest one-way backhaul latency, s (a day; every value a distribution can draw too).
 MAX_LATENCY_S = 86_400.0
@@ -140,6 +141,27 @@ class CloudRounds:
         self.rounds = 0
         #: when the round in flight reaches the last edge (absolute, s; None: none in flight)
         self.due_s: float | None = None
+        #: per edge, since the last round: the data weight it aggregated (sum of its applied
+        #: uploads' B_n, samples) and the uploads it applied (the trace's ``edge_model`` rows)
+        self.data_weight = np.zeros(self.num_edges)
+        self.applied = np.zeros(self.num_edges, dtype=np.int64)
+        #: the last round's one-way latencies per edge, up and down, s (``(C,)`` each)
+        self.up_latency_s = np.zeros(self.num_edges)
+        self.down_latency_s = np.zeros(self.num_edges)
+
+    def aggregated(self, edge: ArrayLike, batch_size: ArrayLike) -> None:
+        """The edges ``edge`` (one per upload) applied uploads of ``batch_size`` samples each."""
+        e = np.asarray(edge, dtype=np.int64)
+        b = np.asarray(batch_size, dtype=np.float64)
+        self.data_weight += np.bincount(e, weights=b, minlength=self.num_edges)
+        self.applied += np.bincount(e, minlength=self.num_edges)
+
+    def take_weights(self) -> tuple[F64, I64]:
+        """Each edge's data weight and uploads applied since the last round (then zeroed)."""
+        out = (self.data_weight.copy(), self.applied.copy())
+        self.data_weight[:] = 0.0
+        self.applied[:] = 0
+        return out
 
     def due(self, slot: int) -> bool:
         """Whether a cloud round follows slot ``slot`` (0-based, global)."""
@@ -156,15 +178,25 @@ class CloudRounds:
             up = np.array([draw(lat, rng) for _ in range(c)])
             down = np.array([draw(lat, rng) for _ in range(c)])
         self.rounds += 1
+        self.up_latency_s, self.down_latency_s = up, down
         duration = round_trip_s(up, down, self.model_bits, self.cfg.backhaul_rate_bps)
         return duration, round_energy_j(c, self.model_bits, self.cfg.backhaul_energy_j_per_bit)
 
     def state_dict(self) -> dict[str, Any]:
-        """Rounds taken and the due time of the one in flight (NaN: none)."""
-        return {"rounds": self.rounds, "due_s": np.nan if self.due_s is None else self.due_s}
+        """Rounds taken, the due time of the one in flight (NaN: none) and what each edge
+        aggregated since the last round."""
+        return {
+            "rounds": self.rounds,
+            "due_s": np.nan if self.due_s is None else self.due_s,
+            "data_weight": self.data_weight.copy(),
+            "applied": self.applied.copy(),
+        }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore :meth:`state_dict`."""
         self.rounds = int(state["rounds"])
         due = float(state["due_s"])
         self.due_s = None if np.isnan(due) else due
+        if "data_weight" in state:  # a checkpoint of a version that kept them
+            self.data_weight = np.asarray(state["data_weight"], dtype=np.float64).copy()
+            self.applied = np.asarray(state["applied"], dtype=np.int64).copy()

@@ -454,6 +454,7 @@ class StaleServer(Server):
                     row[name] = np.ma.MaskedArray(
                         values.data, mask=np.ma.getmaskarray(values) | ~tally.uploaded
                     )
+            row["edge"] = np.ma.MaskedArray(tally.edge, mask=tally.edge < 0)  # its last cycle's
             eng.buffer.insert(at, "device_slot", sl.start_s, k, t, eng.ids, **row)
             self._fold = None
         st = self.stats
@@ -529,6 +530,7 @@ class StaleServer(Server):
             payload_bits=float(up.payload_bits[n]),
             upload_full_s=upload_full,
             offline_s=off,
+            edge=-1 if eng.hierarchy is None or eng.cells is None else int(eng.cells.serving[n]),
         )
         self._next_key += 1
         if dropped:  # known now: it will never be applied, the learner need not keep anything
@@ -720,11 +722,11 @@ class StaleServer(Server):
             self.host.clock.at(now, Order.RESTART, n, lambda _e: self._restart(n))
 
     def _link_columns(self, c: Cycle) -> dict[str, Any]:
-        """The shared uplink's own columns of the cycle's upload (ns-3's), if it went there."""
-        link = self._uplink
-        if link is None or not c.uploading:
-            return {}
-        return link.upload_columns(c.device)
+        """The shared uplink's own columns of the cycle's upload (ns-3's), and its edge."""
+        cols = {} if c.edge < 0 else {"edge": c.edge}
+        if self._uplink is not None and c.uploading:
+            cols.update(self._uplink.upload_columns(c.device))
+        return cols
 
     def _log(self, event: str, *args: Any, **cols: Any) -> None:
         """A device event's row (at trace level ``events``; ``device_slots`` folds it)."""
@@ -789,6 +791,7 @@ class StaleServer(Server):
         weights = self.config.weight(staleness)
         keys = np.array([c.key for c in buf], dtype=np.int64)
         self.versioned.apply_updates(t, keys, weights, self.config.server_lr)
+        self.count_by_edge([c.device for c in buf], [c.edge for c in buf])
         self.version += 1
         st = self.stats
         st.server_steps += 1

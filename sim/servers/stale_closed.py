@@ -74,6 +74,7 @@ _KEPT = (
     "channel_gain",
     "payload_bits",
     "upload_full_s",
+    "edge",
 )
 
 
@@ -178,8 +179,15 @@ class ClosedFormStaleServer(StaleServer):
         p = up.tx_power_w[devs]
         compute_end = at_s + need
         end = on_boundary(compute_end + upload_full, eng.system.deadline_s, at_s)
+        cells = eng.cells
+        edge = (
+            np.full(len(devs), -1, dtype=np.int64)
+            if eng.hierarchy is None or cells is None
+            else cells.serving[devs].astype(np.int64)
+        )
         return {
             "device": devs,
+            "edge": edge,
             "sample_key": sample,
             "slot": np.full(len(devs), sl.slot, dtype=np.int64),
             "start_s": at_s,
@@ -277,6 +285,11 @@ class ClosedFormStaleServer(StaleServer):
         st.staleness_sum += int(old_stal[:taken].sum()) + int(stal_ok[: max(taken - b0, 0)].sum())
         st.stale_discarded += int((~ok).sum())
         self.version = v0 + n_flush
+        if taken:  # the flushes apply the buffer's first ``taken``
+            self.count_by_edge(
+                np.concatenate([self._buf["device"], cyc["device"][entered]])[:taken],
+                np.concatenate([self._buf["edge"], cyc["edge"][entered]])[:taken],
+            )
         self._buf = self._buffer_after(cyc, entered, taken)
         # rows, tally, what stays in flight
         self._rows(k, t, time, kind, which, ev_dev, cyc, stal, ok, flush, flush_v)
@@ -409,6 +422,7 @@ class ClosedFormStaleServer(StaleServer):
             tally.ended[n] = True
             tally.success[n] |= ok[at]
             tally.tx_power_w[n] = cyc["tx_power_w"][idx[at]]
+            tally.edge[n] = cyc["edge"][idx[at]]
             tally.compute_s[n] += cyc["compute_s"][idx[at]]
             tally.upload_s[n] += cyc["upload_s"][idx[at]]
             tally.energy_compute_j[n] += energy_c[at]
@@ -483,6 +497,8 @@ class ClosedFormStaleServer(StaleServer):
                 self.config.weight(stal[a_of[weighted]]))  # fmt: skip
         stale_of = is_ue | is_st
         col("staleness", np.int64, stale_of, stal[a_of[stale_of]])
+        if rec and self.host.hierarchy is not None:
+            col("edge", np.int32, is_ue, cyc["edge"][c_of[is_ue]])
         if rec and is_dec.any():
             self._decision_cols(col, is_dec, c_of[is_dec], cyc)
         self.host.buffer.add(code, time[ev], k, t, cols.pop("device"), **cols)
@@ -517,6 +533,7 @@ class ClosedFormStaleServer(StaleServer):
         staleness = self.version - buf["version"][order]
         weights = self.config.weight(staleness)
         self.versioned.apply_updates(t, buf["key"][order], weights, self.config.server_lr)
+        self.count_by_edge(buf["device"][order], buf["edge"][order])
         self.version += 1
         st = self.stats
         st.server_steps += 1

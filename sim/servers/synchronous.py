@@ -212,6 +212,11 @@ class SyncServer(Server):
             changes = eng.availability.advance(now)
         cols = eng.cost_columns(out)
         link_cols = result.columns or {}  # the uplink's own columns (ns-3's per upload)
+        if sl.aircomp is not None:  # the side information the sum's devices normalised by
+            link_cols = {**link_cols, **self._moment_columns(out.success)}
+        if eng.hierarchy is not None and eng.cells is not None:  # each upload's edge server
+            edge = eng.cells.serving.astype(np.int32)
+            link_cols = {**link_cols, "edge": np.ma.MaskedArray(edge, ~out.participating)}
         if eng.record_events:
             self._log_activity(k, t, out, result.activity, changes, link_cols)
         else:  # the decision and the outcome in one row, at the slot's start
@@ -239,6 +244,8 @@ class SyncServer(Server):
             assert isinstance(learner, AirCompLearner), "checked when the engine was built"
             learner.receive_over_the_air(over_the_air_sum(air, ok, t, received))
         eng.learner.apply(t, ok)
+        if eng.cells is not None:  # what each edge aggregated (under a hierarchy)
+            self.count_by_edge(ok, eng.cells.serving[ok])
         if not eng.learner.is_finite():
             raise RunDiverged.at(t, "the global model has non-finite weights")
         if sl.aircomp is not None:  # before the aggregate row: what the aggregate applied
@@ -258,6 +265,23 @@ class SyncServer(Server):
         eng.stats.successes += len(ok)
         self._slot = None
         return SlotEnd(out, sl.available, cols)
+
+    def _moment_columns(self, in_sum: np.ndarray) -> dict[str, np.ma.MaskedArray]:
+        """Over the air, learning runs: ``update_mean`` and ``update_std`` of the devices in
+        the slot's sums (``in_sum``, ``(N,)``), the learner's (its floats never reach the
+        network side: they only go to the trace), masked elsewhere; none without training."""
+        moments = getattr(self.host.learner, "upload_moments", None)
+        if moments is None:
+            return {}
+        ids = np.flatnonzero(in_sum)
+        mu, sigma = moments(ids)
+        n = in_sum.shape[0]
+        mean, std = np.zeros(n), np.zeros(n)
+        mean[ids], std[ids] = mu, sigma
+        return {
+            "update_mean": np.ma.MaskedArray(mean, ~in_sum),
+            "update_std": np.ma.MaskedArray(std, ~in_sum),
+        }
 
     def _log_sums(
         self, k: int, t: int, air: AirCompPlan, noise_w: np.ndarray, arrived: np.ndarray
@@ -283,8 +307,16 @@ class SyncServer(Server):
             values = values[np.isfinite(values)]
             st.air_mse_total = (st.air_mse_total or 0.0) + float(values.sum())
             st.air_mse_count = (st.air_mse_count or 0) + int(values.size)
+        drawn = getattr(eng.learner, "last_air_noise", None)  # one aggregate's, or per edge
         for g in range(num):
             m = float(per_sum[g])
+            nz = drawn[g] if isinstance(drawn, list) else drawn
+            learned = {} if nz is None else {
+                "aircomp_scale": _or_none(nz.scale),
+                "aircomp_noise_std": _or_none(nz.noise_std),
+                "aircomp_noise_mean": _or_none(nz.noise_mean),
+                "aircomp_noise_rms": _or_none(nz.noise_rms),
+            }  # fmt: skip
             eng.buffer.add(
                 "aircomp",
                 now,
@@ -296,6 +328,7 @@ class SyncServer(Server):
                 n_truncated=int(truncated[g]),
                 aircomp_mse=None if np.isnan(mse[g]) else float(mse[g]),
                 aggregation_mse=None if np.isnan(m) else m,
+                **learned,
             )
 
     def _log_activity(
@@ -356,3 +389,8 @@ class SyncServer(Server):
             energy_upload_j=masked(out.energy_upload_j, is_ue),
             **link,
         )
+
+
+def _or_none(value: float) -> float | None:
+    """``value``, or None (a null in the trace) where it is NaN."""
+    return None if np.isnan(value) else float(value)

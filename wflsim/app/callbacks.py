@@ -74,6 +74,25 @@ class _View:
         sync = getattr(self._engine.learner, "sync_model", None)
         return None if sync is None else copy.deepcopy(sync())
 
+    def edge_params(self) -> list[np.ndarray] | None:
+        """``[server.hierarchy]``: every edge server's model as a flat read-only ``float32``
+        array ``(D,)`` (copies), in the cells' order (None without a hierarchy or training).
+        :meth:`params` is the cloud's."""
+        get = getattr(self._engine.learner, "edge_params", None)
+        if get is None:
+            return None
+        return [_frozen(w.detach().cpu().numpy()) for w in get()]
+
+    def edge_models(self) -> list[nn.Module] | None:
+        """``[server.hierarchy]``: a copy of every edge server's model as a
+        ``torch.nn.Module``, in the cells' order (None without a hierarchy or training).
+        :meth:`model` is the cloud's."""
+        learner = self._engine.learner
+        sync = getattr(learner, "sync_edge_model", None)
+        if sync is None:
+            return None
+        return [copy.deepcopy(sync(c)) for c in range(len(getattr(learner, "edges", ())))]
+
     def stop(self, reason: str = "stopped by a callback") -> None:
         """End the run after the frame in progress (its trace and checkpoint complete)."""
         self._engine.request_stop(reason)

@@ -204,6 +204,23 @@ class Cells:
             self.cross_fading.load_state_dict(fading)
 
 
+def refuse_replay(replay: object) -> None:
+    """Refuse a replayed channel (``channel.replay``, when not None) with several cells, for its
+    physics (docs/decisions.md, issue 47).
+
+    Raises:
+        ScenarioError: naming ``channel.replay``.
+    """
+    if replay is not None:
+        raise ScenarioError(
+            "channel.replay",
+            "a channel table holds one gain per device and slot, to a site it does not name; "
+            "several cells need each device's gains to every site (association compares them, "
+            "and co-band cells interfere through them)",
+            "remove channel.replay, or remove [cells]",
+        )
+
+
 def build_cells(
     cfg: CellsConfig,
     *,
@@ -221,13 +238,7 @@ def build_cells(
         ScenarioError: a bad layout (``cells.sites_m``, ``cells.reuse_factor``), a replayed
             channel (``channel.replay``: it holds each device's gain to one base station).
     """
-    if channel_cfg.replay is not None:
-        raise ScenarioError(
-            "channel.replay",
-            "a replayed channel holds each device's gain to one base station; several cells "
-            "need its gains to every site",
-            "remove channel.replay, or remove [cells]",
-        )
+    refuse_replay(channel_cfg.replay)
     layout = build_layout(cfg, cell_radius_m, uplink_mode)
     n = system.num_devices
     cross = None

@@ -17,6 +17,10 @@ puts one upload at a time into the sharing.
 
 An upload's cell and its gains to every site are those of the moment it joins the uplink
 (:class:`~wflsim.sim.radio.cells.component.Cells`' current slot), and stay with it until it ends.
+
+What each upload heard goes to the trace (:meth:`CellularUplink.trace_columns`): the
+interference power in its band at its base station and its SINR, over the time it transmitted
+(:func:`upload_link_columns`).
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ import numpy as np
 import simpy
 from numpy.typing import NDArray
 
+from ... import fmath
 from ...world.system import SystemConstants
 from ..rates import noise_psd_w_per_hz, shared_rate_bps
 from ..shared import SharedUplink
@@ -38,6 +43,42 @@ from .component import Cells
 
 F64 = NDArray[np.float64]
 I64 = NDArray[np.int64]
+
+#: The trace columns of an upload in several cells (:func:`upload_link_columns`).
+LINK_COLUMNS = ("sinr_db", "interference_w")
+
+
+def upload_link_columns(
+    interference_ws: F64, spectral_s: F64, transmitted_s: F64
+) -> dict[str, np.ma.MaskedArray]:
+    """The trace's columns of uploads that interference may have slowed, ``(N,)`` each, masked
+    where a device transmitted for no time (or has no upload).
+
+    An upload's interference and SINR change whenever an upload starts or ends in a cell on its
+    band (and its band, under OFDMA); over its transmission time ``T`` they are summarised as
+
+    * ``interference_w = (1/T) integral I(t) dt``: the mean interference power at its serving
+      site in the band it used, W;
+    * ``sinr_db = 10 log10(2^((1/T) integral log2(1 + SINR(t)) dt) - 1)``: the constant SINR
+      that gives its mean spectral efficiency (the SINR itself wherever it was constant), dB.
+
+    Args:
+        interference_ws: ``(N,)`` ``integral I(t) dt`` over each upload, W s.
+        spectral_s: ``(N,)`` ``integral log2(1 + SINR(t)) dt`` over each upload, s (bit/Hz s).
+        transmitted_s: ``(N,)`` ``T``, s.
+    """
+    t = np.asarray(transmitted_s, dtype=np.float64)
+    has = t > 0.0
+    safe = np.where(has, t, 1.0)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        sinr = fmath.expm1(np.asarray(spectral_s) / safe * fmath.log(2.0))
+        sinr_db = 10.0 * fmath.log10(np.where(has, sinr, 1.0))
+    return {
+        "sinr_db": np.ma.MaskedArray(np.where(has, sinr_db, 0.0), mask=~has),
+        "interference_w": np.ma.MaskedArray(
+            np.where(has, np.asarray(interference_ws) / safe, 0.0), mask=~has
+        ),
+    }
 
 
 class CellularUplink(SharedUplink):
@@ -75,6 +116,8 @@ class CellularUplink(SharedUplink):
         n = cells.num_devices
         self._cell = np.zeros(n, dtype=np.int64)
         self._g = np.zeros((n, lay.num_cells))
+        self._heard_since = 0.0
+        self._reset_heard(n, 0.0)
 
     # ------------------------------------------------------------------ the rate model
 
@@ -101,8 +144,80 @@ class CellularUplink(SharedUplink):
         cell = self._cell[jobs]
         k = np.bincount(cell, minlength=self._num_cells)
         band = np.where(self._mode[cell] == 1, self.bandwidth_hz / k[cell], self.bandwidth_hz)
-        psd = self._psd + self.interference_psd(jobs)[cell]
+        interference = self.interference_psd(jobs)[cell]
+        psd = self._psd + interference
+        # what each upload hears from now on (the trace's columns): the set in flight changed
+        self._accumulate()
+        self._live[:] = False
+        self._live[jobs] = True
+        self._heard_w[jobs] = interference * band
+        with np.errstate(divide="ignore", invalid="ignore"):
+            snr = self._p[jobs] * self._h[jobs] / (psd * band)
+        self._efficiency[jobs] = fmath.log1p(snr) / fmath.log(2.0)
         return shared_rate_bps(self._p[jobs], self._h[jobs], band, psd, self.rate_model)
+
+    def _accumulate(self) -> None:
+        """Add what the uploads in flight heard since the last change to their integrals."""
+        now = self._now()
+        live = self._live
+        dt = now - self._heard_since
+        self._interference_ws[live] += self._heard_w[live] * dt
+        self._spectral_s[live] += self._efficiency[live] * dt
+        self._heard_since = now
+
+    def _reset_heard(self, n: int, now_s: float) -> None:
+        """Nothing heard yet by ``n`` devices' uploads, as of ``now_s`` (s)."""
+        self._live = np.zeros(n, dtype=bool)
+        self._heard_w, self._efficiency = np.zeros(n), np.zeros(n)
+        self._interference_ws, self._spectral_s = np.zeros(n), np.zeros(n)
+        self._heard_since = now_s
+        #: the integrals and time of each device's latest upload that ended (or left)
+        self._last = (np.zeros(n), np.zeros(n), np.zeros(n))
+
+    def _keep_last(self, device: int) -> None:
+        """``device``'s upload has ended or left: keep what it heard for its rows."""
+        ws, spectral, t = self._last
+        ws[device] = self._interference_ws[device]
+        spectral[device] = self._spectral_s[device]
+        t[device] = self.transmitted_s[device]
+
+    def _begin(self, device: int) -> None:
+        super()._begin(device)
+        self._interference_ws[device] = self._spectral_s[device] = 0.0
+
+    def _end(self, device: int, arrived: bool) -> None:
+        if self._live[device]:  # a cut: it heard the last interval too
+            self._accumulate()
+            self._live[device] = False
+        now = self._now()
+        self.transmitted_s[device] = now - self._began[device]
+        self._keep_last(device)
+        super()._end(device, arrived)
+
+    def withdraw(self, device: int, at_s: float) -> bool:
+        """:meth:`SharedUplink.withdraw`; what it heard until now stays for its ``dropped``
+        row."""
+        if self._live[device]:
+            self._accumulate()
+        left = super().withdraw(device, at_s)
+        if left:
+            self._live[device] = False
+            self._keep_last(device)
+        return left
+
+    def trace_columns(self) -> dict[str, np.ma.MaskedArray]:
+        """``sinr_db`` and ``interference_w`` of the devices' latest uploads
+        (:func:`upload_link_columns`), ``(N,)`` each, masked where a device transmitted for no
+        time."""
+        return upload_link_columns(*self._last)
+
+    def upload_columns(self, device: int) -> dict[str, Any]:
+        """The same for ``device``'s latest upload, as scalars ({} if it transmitted for no
+        time)."""
+        cols = upload_link_columns(*(a[device : device + 1] for a in self._last))
+        if np.ma.getmaskarray(cols["sinr_db"])[0]:
+            return {}
+        return {k: float(v[0]) for k, v in cols.items()}
 
     # ------------------------------------------------------------------ the discipline
 
@@ -113,6 +228,7 @@ class CellularUplink(SharedUplink):
         self._queue: list[list[tuple[float, float, int]]] = [[] for _ in range(self._num_cells)]
         self._active = np.full(self._num_cells, -1, dtype=np.int64)
         self._pick_pending = np.zeros(self._num_cells, dtype=bool)
+        self._reset_heard(self._p.shape[0], self._now())
         if not self.continuous:  # a slot: every upload of it has the cells' current gains
             self._cell = self.cells.serving.copy()
             self._g = self.cells.slot_gain.copy()
@@ -190,6 +306,7 @@ class CellularUplink(SharedUplink):
         return True
 
     def _cut(self) -> None:
+        self._accumulate()
         jobs, ends = self.sharing.cut()
         self._active[:] = -1
         for d, end in zip(jobs.tolist(), ends.tolist(), strict=True):
@@ -222,6 +339,18 @@ class CellularUplink(SharedUplink):
             "queue_device": np.array([e[0] for e in queue], dtype=np.int64),
             "queue_key": np.array([e[1] for e in queue], dtype=np.float64),
             "queue_ready_s": np.array([e[2] for e in queue], dtype=np.float64),
+            **self._heard_state(inside),
+        }
+
+    def _heard_state(self, inside: I64) -> dict[str, Any]:
+        """What the uploads ``inside`` heard so far and hear now (the trace's columns)."""
+        return {
+            "heard_since_s": self._heard_since if inside.shape[0] else 0.0,
+            "heard_live": self._live[inside].copy(),
+            "heard_w": self._heard_w[inside].copy(),
+            "heard_efficiency": self._efficiency[inside].copy(),
+            "interference_ws": self._interference_ws[inside].copy(),
+            "spectral_s": self._spectral_s[inside].copy(),
         }
 
     def _idle_state(self) -> dict[str, Any]:
@@ -234,6 +363,7 @@ class CellularUplink(SharedUplink):
             "queue_device": np.zeros(0, dtype=np.int64),
             "queue_key": nothing,
             "queue_ready_s": nothing,
+            **self._heard_state(np.zeros(0, dtype=np.int64)),
         }
 
     def _load(self, state: dict[str, Any], schedule_at: Callable[[float], simpy.Event]) -> None:
@@ -243,6 +373,13 @@ class CellularUplink(SharedUplink):
         if cell.shape != inside.shape or gain.shape != (inside.shape[0], self._num_cells):
             raise ValueError("uplink state: cells and site gains are not its uploads'")
         self._cell[inside], self._g[inside] = cell, gain
+        if "heard_live" in state:  # a checkpoint of a version that kept them
+            self._heard_since = float(state["heard_since_s"])
+            self._live[inside] = np.asarray(state["heard_live"], dtype=bool)
+            self._heard_w[inside] = np.asarray(state["heard_w"], dtype=np.float64)
+            self._efficiency[inside] = np.asarray(state["heard_efficiency"], dtype=np.float64)
+            self._interference_ws[inside] = np.asarray(state["interference_ws"], dtype=np.float64)
+            self._spectral_s[inside] = np.asarray(state["spectral_s"], dtype=np.float64)
         self._active = np.asarray(state["active"], dtype=np.int64).copy()
         devices = np.asarray(state["queue_device"], dtype=np.int64).tolist()
         keys = np.asarray(state["queue_key"], dtype=np.float64).tolist()
