@@ -337,6 +337,7 @@ def test_every_registered_scheme_has_its_own_colour():
     assert len(set(F.SCHEME_COLORS.values())) == len(F.SCHEME_COLORS)
 
 
+@pytest.mark.slow  # every figure drawn: about 10 s
 def test_no_axis_uses_an_offset_text(data):
     """No axis of any figure shows an offset, even for latencies equal to 1e-12."""
     d, summary = data

@@ -306,6 +306,7 @@ def paper_report(paper_sweep, tmp_path_factory):
     return write_report(paper_sweep, tmp_path_factory.mktemp("paperreport"), dpi=50)
 
 
+@pytest.mark.slow  # the paper sweep's report: about 50 s of the default run's 15 minutes
 def test_paper_sweep_bands_stay_within_the_seeds(paper_sweep):
     """Every band of every figure of the sweep's report lies within the seeds' values at its x
     and within the panel; the figures' own record of those values (min, max over the seeds)
@@ -339,6 +340,7 @@ def test_paper_sweep_bands_stay_within_the_seeds(paper_sweep):
         assert iv.seed_max == pytest.approx(q.max(axis=1).to_numpy())
 
 
+@pytest.mark.slow  # the paper sweep's report: about 50 s of the default run's 15 minutes
 def test_paper_sweep_page_ids_are_unique_and_links_resolve(paper_report):
     """The page's ids are unique; every href="#..." names one; every file link exists."""
     page = _anchors(paper_report)
@@ -365,6 +367,7 @@ def test_full_report_sections_of_one_figure_have_their_own_anchors(full_report):
     assert 'href="#figure-accuracy-late"' in text
 
 
+@pytest.mark.slow  # the paper sweep's report: about 50 s of the default run's 15 minutes
 def test_verdicts_from_short_runs_carry_the_warning(paper_report):
     """The sweep's runs have 6 slots: each verdict drawn from them says so in the page (in the
     claims table and in its section), in report.md and in claims.csv."""
@@ -380,6 +383,7 @@ def test_verdicts_from_short_runs_carry_the_warning(paper_report):
     assert md.count(f"(warning: {warning})") == 2 * len(drawn)
 
 
+@pytest.mark.slow  # the paper sweep's report: about 50 s of the default run's 15 minutes
 def test_claims_csv_page_and_markdown_give_the_same_verdicts(paper_report):
     """Each measured claim's verdict word and outlier seeds read the same in claims.csv, in the
     page's claims table and in report.md's; the words are the four of claims.VERDICTS, and the
@@ -467,6 +471,7 @@ def test_report_command_refuses_bad_format_or_dpi(two_runs, tmp_path, capsys, fl
     assert not out.exists()
 
 
+@pytest.mark.slow  # three formats drawn twice: about 13 s
 def test_pdf_and_svg_figures_are_reproducible(two_runs, tmp_path):
     """The same runs give byte-identical PDF and SVG figures (no date, no random ids)."""
     a = write_report(two_runs, tmp_path / "a", formats="pdf,svg").parent / "figures"

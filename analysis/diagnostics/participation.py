@@ -137,8 +137,9 @@ def _nobody_took_part(run: _Run) -> list[Diagnostic]:
 
 
 def idle_slots(device_slots: pd.DataFrame) -> tuple[np.ndarray, int]:
-    """``(idle, slots)``: the slots of a device-slot table (:func:`device_slot_outcomes`) in
-    which a device was online and none took part, and the number of slots it has."""
+    """``(idle, slots)``: the slots of a device-slot table
+    (:func:`~wflsim.analysis.diagnostics.run.device_slot_outcomes`) in which a device was online
+    and none took part, and the number of slots it has."""
     per = device_slots.groupby("slot", sort=True).agg(
         took_part=("participating", "any"), online=("available", "any")
     )

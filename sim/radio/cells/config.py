@@ -206,7 +206,10 @@ def read_sites_file(
         path, field, MAX_SITES_FILE_BYTES, "sites", fix="give at most 1,000 sites", name=True
     )
     text = utf8_text(raw, field, "sites")
-    rows = list(csv.reader(io.StringIO(text)))
+    try:
+        rows = list(csv.reader(io.StringIO(text, newline="")))
+    except csv.Error as err:
+        raise fail(f"not a CSV file ({err})", "give a CSV file with a header row") from None
     if not rows or not {"x_m", "y_m"} <= {c.strip() for c in rows[0]}:
         raise fail("the header row must name the columns x_m and y_m (and optionally band)")
     head = [c.strip() for c in rows[0]]
