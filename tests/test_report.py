@@ -420,6 +420,7 @@ def test_report_defaults_to_png_at_200_dpi(report):
         assert im.info["dpi"] == pytest.approx((200, 200), abs=0.5)
 
 
+@pytest.mark.slow  # PNG, PDF and SVG drawn: about 6 s
 def test_report_writes_each_format_asked(two_runs, tmp_path):
     """formats png, pdf, svg at 72 dpi: three files per figure, each what it says it is; the
     page embeds the PNG and links every file."""
@@ -438,6 +439,7 @@ def test_report_writes_each_format_asked(two_runs, tmp_path):
     assert "--format png,pdf,svg --dpi 72" in text  # the command that made the report
 
 
+@pytest.mark.slow  # about 5 s
 def test_report_in_pdf_only_still_embeds_a_png(two_runs, tmp_path):
     """formats = pdf: no PNG file, yet the page shows the figure (an embedded PNG) and the
     Markdown report links the PDF."""
