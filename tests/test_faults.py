@@ -388,7 +388,7 @@ def test_ctrl_c_stops_a_sweep_and_a_repeat_resumes_it(tmp_path):
     resumed = [n for n in points if (read_manifest(out / n) or {}).get("resumed")]
     assert resumed
     name = resumed[0]
-    scheme = name.split("__")[0].split("=")[1]
+    scheme = read_manifest(out / name)["scenario_resolved"]["scheme"]["name"]
     text = path.read_text().replace('name = "two_timescale"', f'name = "{scheme}"')
     assert disk_hashes(out / name) == column_hashes(
         memory_table(text.replace("seed = 11", "seed = 0"))
