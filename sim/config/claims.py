@@ -17,7 +17,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 
+from ..errors import ScenarioError
 from .distributions import Strict
+from .errors import scenario_error
 from .limits import MAX_DESCRIPTION_CHARS, MAX_NAME_CHARS
 
 #: The run measures a claim can compare: the columns of the report's summary table
@@ -179,10 +181,9 @@ def parse_claims(table: Mapping[str, Any]) -> list[ClaimConfig]:
     Raises:
         ScenarioError: naming the claim and field (``claims[0].metric``).
     """
-    from .loading import plain_value, scenario_error
-
-    data = plain_value(table)
-    part = {"claims": data["claims"]} if "claims" in data else {}
+    if not isinstance(table, Mapping):
+        raise ScenarioError("claims", "must be given in a table", 'e.g. {"claims": [...]}')
+    part = {"claims": table["claims"]} if "claims" in table else {}
     try:
         got = _ClaimsOnly.model_validate(part)
     except ValidationError as err:

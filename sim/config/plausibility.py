@@ -428,8 +428,8 @@ def _co_band_on_noise(scenario: Scenario) -> list[Finding]:
     cells = scenario.cells
     if cells is None or cells.plan_on != "noise":
         return []
-    from wflsim.sim.radio.cells.config import cell_uplink_mode
-    from wflsim.sim.radio.cells.layout import build_layout
+    from ..radio.cells.config import cell_uplink_mode
+    from ..radio.cells.layout import build_layout
 
     layout = build_layout(
         cells, scenario.network.cell_radius_m, cell_uplink_mode(scenario.uplink.mode)
