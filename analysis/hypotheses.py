@@ -254,14 +254,6 @@ def _short(v: Any) -> str:
     return str(v)
 
 
-@dataclass(frozen=True)
-class _Side:
-    """The runs of a side in one context: its label and the runs by seed."""
-
-    label: str
-    runs: pd.DataFrame  # summary rows: run, seed, ...
-
-
 def _effective(claim: ClaimConfig) -> tuple[dict[str, Any], dict[str, Any]]:
     """The sides' selectors, each completed with the fields only the other names: a field one
     side names holds for the other too (``a = {strategy = fedadam, deadline = 1}`` against
