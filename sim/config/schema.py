@@ -20,6 +20,7 @@ from pydantic import (
     model_validator,
 )
 
+from ..privacy.config import PrivacyConfig
 from ..radio.cells.config import CellsConfig
 from ..selection import SelectionConfig
 from ..servers.config import ServerConfig
@@ -464,6 +465,8 @@ class Scenario(Strict):
     server: ServerConfig = Field(default_factory=ServerConfig)
     #: several cells (docs/cells.md); None: one cell, the paper's
     cells: CellsConfig | None = None
+    #: client-level differential privacy (docs/privacy.md); None: none
+    privacy: PrivacyConfig | None = None
     sweep: SweepConfig = Field(default_factory=SweepConfig)
     #: the study's own claims (docs/scenario.md, "[[claims]]"); never part of a run's resolved
     #: scenario: they change no run
