@@ -84,8 +84,11 @@ def _check_multipliers(multipliers: ArrayLike, size: int) -> F64:
     return z
 
 
-#: Entries each cache of this module keeps (cleared when full; caches never change a value).
-_CACHE_SIZE = 64
+#: Entries the module's caches keep, cleared when full (a cache never changes a value): the
+#: subsampled RDP of a ``(q, z)`` (156 floats) and its PLD (about 10^4 to 10^5 floats at
+#: 1e-3), one per distinct multiplier of a run's devices.
+_RDP_CACHE_SIZE = 4096
+_PLD_CACHE_SIZE = 256
 _SAMPLED_RDP: dict[tuple[float, float], F64] = {}
 
 
@@ -98,7 +101,7 @@ def _sampled_rdp(q: float, z: float) -> F64:
         acc.compose(dp_accounting.PoissonSampledDpEvent(q, dp_accounting.GaussianDpEvent(z)))
         rdp = acc.rdp
         rdp.setflags(write=False)
-        if len(_SAMPLED_RDP) >= _CACHE_SIZE:
+        if len(_SAMPLED_RDP) >= _RDP_CACHE_SIZE:
             _SAMPLED_RDP.clear()
         _SAMPLED_RDP[key] = rdp
     return rdp
@@ -120,15 +123,33 @@ def event_rdp(multiplier: float, sampling_probability: float | None = None) -> F
     return _sampled_rdp(q, z).copy()
 
 
+def rdp_epsilons(rdp: ArrayLike, delta: float) -> F64:
+    """``(k,)`` epsilon at ``delta`` of each row of ``rdp`` (``(k, orders)`` RDP values at
+    :data:`RDP_ORDERS`): dp-accounting's conversion (:func:`dp_accounting.rdp.compute_epsilon`,
+    the one its ``RdpAccountant.get_epsilon`` uses: Canonne, Kamath and Steinke 2020, Prop. 12),
+    vectorised over the rows with its per-order terms computed as it computes them."""
+    r = np.asarray(rdp, dtype=np.float64).reshape(-1, RDP_ORDERS.size)
+    with np.errstate(invalid="ignore"):
+        eps = (r + _LOG1P_TERM) - _log_delta_term(delta)
+        # the KL bound gives 0 where delta^2 + expm1(-r) > 0; negative RDP (numerical) gives 0
+        eps = np.where((delta * delta + np.expm1(-r) > 0.0) | (r < 0.0), 0.0, eps)
+    eps = np.where(RDP_ORDERS > 1.01, eps, np.inf)
+    return np.maximum(eps.min(axis=1), 0.0)
+
+
+def _log_delta_term(delta: float) -> F64:
+    """``log(delta a) / (a - 1)`` per order, with Python's math as dp-accounting computes it."""
+    return np.array([math.log(delta * a) / (a - 1.0) for a in RDP_ORDERS.tolist()])
+
+
+#: ``log1p(-1 / a)`` per order, with Python's math as dp-accounting computes it.
+_LOG1P_TERM: F64 = np.array([math.log1p(-1.0 / a) for a in RDP_ORDERS.tolist()])
+
+
 def rdp_epsilon(rdp: ArrayLike, delta: float) -> float:
-    """Epsilon at ``delta`` of RDP values at :data:`RDP_ORDERS` (dp-accounting's conversion, the
-    one its ``RdpAccountant.get_epsilon`` uses: Canonne, Kamath and Steinke 2020, Prop. 12)."""
-    r = np.asarray(rdp, dtype=np.float64)
-    if not r.any():
-        return 0.0
-    if np.isinf(r).all():
-        return math.inf
-    return float(rdp_lib.compute_epsilon(RDP_ORDERS, r, delta)[0])
+    """Epsilon at ``delta`` of one device's RDP values at :data:`RDP_ORDERS`
+    (:func:`rdp_epsilons`)."""
+    return float(rdp_epsilons(rdp, delta)[0])
 
 
 #: A device's PLD histogram as a canonical key: ``((q, z, count), ...)`` sorted, ``q = 1.0`` for
@@ -145,7 +166,7 @@ def _base_pld(q: float, z: float, interval: float) -> Any:
         pld = pld_lib.from_gaussian_mechanism(
             standard_deviation=z, sampling_prob=q, value_discretization_interval=interval
         )
-        if len(_BASE_PLD) >= _CACHE_SIZE:
+        if len(_BASE_PLD) >= _PLD_CACHE_SIZE:
             _BASE_PLD.clear()
         _BASE_PLD[key] = pld
     return pld
@@ -271,9 +292,7 @@ class DeviceAccountant:
         dirty = np.flatnonzero(self._dirty)
         if dirty.size:
             if self._rdp is not None:
-                rows, inverse = np.unique(self._rdp[dirty], axis=0, return_inverse=True)
-                eps = np.array([rdp_epsilon(r, self.delta) for r in rows])
-                self._eps[dirty] = eps[np.asarray(inverse).reshape(-1)]
+                self._eps[dirty] = rdp_epsilons(self._rdp[dirty], self.delta)
             else:
                 for i in dirty.tolist():
                     self._eps[i] = self._pld_eps(_hist_key(self._hist[i]))
@@ -291,14 +310,10 @@ class DeviceAccountant:
         ids = self._ids(device_ids)
         z = float(_check_multipliers([multiplier], 1)[0])
         q = _check_q(sampling_probability)
-        out = np.empty(ids.size)
         if self._rdp is not None:
-            extra = event_rdp(z, q)
-            rows, inverse = np.unique(self._rdp[ids] + extra, axis=0, return_inverse=True)
-            eps = np.array([rdp_epsilon(r, self.delta) for r in rows])
-            out[:] = eps[np.asarray(inverse).reshape(-1)]
-            return out
+            return rdp_epsilons(self._rdp[ids] + event_rdp(z, q), self.delta)
         qk = 1.0 if q is None else q
+        out = np.empty(ids.size)
         for j, i in enumerate(ids.tolist()):
             hist = dict(self._hist[i])
             hist[(qk, z)] = hist.get((qk, z), 0) + 1
