@@ -281,7 +281,8 @@ def test_calibration_agrees_with_the_analytic_gaussian() -> None:
 @pytest.mark.parametrize("kind", ["rdp", "pld"])
 def test_calibrated_multiplier_grows_with_the_steps(kind: str) -> None:
     """More updates need more noise for the same target."""
-    zs = [calibrate_noise_multiplier(3.0, DELTA, s, kind) for s in (1, 10, 100, 1000)]  # type: ignore[arg-type]
+    steps = (1, 10, 100, 1000)
+    zs = [calibrate_noise_multiplier(3.0, DELTA, s, kind) for s in steps]  # type: ignore[arg-type]
     assert zs == sorted(zs) and len(set(zs)) == 4
 
 

@@ -63,7 +63,7 @@ _KINDS = ("rdp", "pld")
 _STATE_VERSION = 1
 
 
-def _check_q(sampling_probability: float | None) -> float | None:
+def check_sampling_probability(sampling_probability: float | None) -> float | None:
     """``q`` validated; None for no sampling (``q = 1`` is the plain Gaussian)."""
     if sampling_probability is None:
         return None
@@ -112,7 +112,7 @@ def event_rdp(multiplier: float, sampling_probability: float | None = None) -> F
     (Poisson-subsampled with probability ``sampling_probability`` when given): ``alpha / (2 z^2)``
     unsampled; inf for ``z = 0``, 0 for ``z = inf``."""
     z = float(multiplier)
-    q = _check_q(sampling_probability)
+    q = check_sampling_probability(sampling_probability)
     if math.isinf(z):
         return np.zeros_like(RDP_ORDERS)
     if q is None:
@@ -256,7 +256,7 @@ class DeviceAccountant:
         ``sampling_probability`` when given (module docstring: what that assumes)."""
         ids = self._ids(device_ids)
         z = _check_multipliers(multipliers, ids.size)
-        q = _check_q(sampling_probability)
+        q = check_sampling_probability(sampling_probability)
         if ids.size == 0:
             return
         if np.unique(ids).size != ids.size:
@@ -309,7 +309,7 @@ class DeviceAccountant:
         ``sampling_probability`` when given), the state unchanged (the budget's check)."""
         ids = self._ids(device_ids)
         z = float(_check_multipliers([multiplier], 1)[0])
-        q = _check_q(sampling_probability)
+        q = check_sampling_probability(sampling_probability)
         if self._rdp is not None:
             return rdp_epsilons(self._rdp[ids] + event_rdp(z, q), self.delta)
         qk = 1.0 if q is None else q

@@ -7,7 +7,13 @@ import math
 
 import numpy as np
 
-from .accounting import AccountantKind, event_rdp, pld_epsilon, rdp_epsilon
+from .accounting import (
+    AccountantKind,
+    check_sampling_probability,
+    event_rdp,
+    pld_epsilon,
+    rdp_epsilon,
+)
 from .config import MAX_NOISE_MULTIPLIER
 from .mechanism import combined_multiplier, update_noise_multiplier
 
@@ -28,15 +34,12 @@ def run_epsilon(
 ) -> float:
     """Epsilon at ``delta`` of one device after ``steps`` updates at the noise multiplier ``z``
     (the multiplier the device of the largest weight is accounted at: under adaptive clipping
-    :func:`.mechanism.combined_multiplier` of the update's ``z_delta`` and the clipped count's
-    ``sigma_b``), each Poisson-subsampled with ``sampling_probability`` when given."""
+    :func:`~wflsim.sim.privacy.mechanism.combined_multiplier` of the update's ``z_delta`` and
+    the clipped count's ``sigma_b``), each Poisson-subsampled with ``sampling_probability`` when
+    given."""
     z_update = update_noise_multiplier(noise_multiplier, clipped_count_std)
     z = float(combined_multiplier(np.array([z_update]), clipped_count_std)[0])
-    q = (
-        None
-        if sampling_probability is None or sampling_probability == 1.0
-        else sampling_probability
-    )
+    q = check_sampling_probability(sampling_probability)
     if kind == "rdp":
         return rdp_epsilon(steps * event_rdp(z, q), delta)
     return pld_epsilon(((1.0 if q is None else q, z, int(steps)),), delta)
@@ -59,8 +62,9 @@ def calibrate_noise_multiplier(
     """The smallest noise multiplier ``z`` (to a relative :data:`RELATIVE_TOLERANCE`, rounded up
     so that the target holds) such that ``steps`` updates of a device (:func:`run_epsilon`) give
     epsilon <= ``target_epsilon`` at ``delta``: bisection on ``log z`` over
-    [:data:`MIN_NOISE_MULTIPLIER`, :data:`.config.MAX_NOISE_MULTIPLIER`] (under adaptive
-    clipping ``z`` stays below ``2 sigma_b``, where the clipped count alone spends the budget).
+    [:data:`MIN_NOISE_MULTIPLIER`, :data:`~wflsim.sim.privacy.config.MAX_NOISE_MULTIPLIER`]
+    (under adaptive clipping ``z`` stays below ``2 sigma_b``, where the clipped count alone
+    spends the budget), then rounded up to 4 significant digits.
 
     Args:
         target_epsilon: the epsilon no device may exceed over the run, > 0.
