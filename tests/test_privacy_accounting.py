@@ -99,6 +99,30 @@ def test_rdp_of_t_gaussians_bounds_the_exact_epsilon(steps: int, z: float) -> No
     assert exact <= eps <= classic_rdp_bound(z, steps, DELTA)
 
 
+@settings(max_examples=20, deadline=None)
+@given(zs=st.lists(st.floats(0.5, 30.0), min_size=1, max_size=40))
+def test_heterogeneous_gaussians_are_one_gaussian_of_the_combined_multiplier(
+    zs: list[float],
+) -> None:
+    """Gaussians of different z: PLD within 1 % of the exact Gaussian of (sum z^-2)^-1/2."""
+    z_eff = sum(z**-2 for z in zs) ** -0.5
+    exact = analytic_gaussian_epsilon(z_eff, DELTA)
+    assert one_device("pld", zs) == pytest.approx(exact, rel=0.01, abs=1e-6)
+
+
+@settings(max_examples=20, deadline=None)
+@given(zs=st.lists(st.floats(0.5, 30.0), min_size=1, max_size=40))
+def test_heterogeneous_rdp_is_the_sum_of_closed_forms(zs: list[float]) -> None:
+    """Gaussians of different z: RDP is sum_i alpha / (2 z_i^2), epsilon above the exact one."""
+    acc = DeviceAccountant(1, DELTA, "rdp")
+    for z in zs:
+        acc.compose([0], [z])
+    expected = RDP_ORDERS * sum(1.0 / (2.0 * z * z) for z in zs)
+    np.testing.assert_allclose(acc.state_dict()["rdp"][0], expected, rtol=1e-12)
+    exact = analytic_gaussian_epsilon(sum(z**-2 for z in zs) ** -0.5, DELTA)
+    assert acc.epsilon()[0] >= exact * (1.0 - 1e-9)
+
+
 def test_rdp_epsilon_equals_dp_accountings_rdp_accountant() -> None:
     """RDP: epsilon equals dp-accounting's RdpAccountant on the same mixed composition."""
     events: list[tuple[float, float | None]] = [(1.3, None), (0.8, 0.1), (2.5, None), (1.1, 0.02)]

@@ -4,7 +4,7 @@
 Each applied update a device takes part in is one Gaussian event of its noise multiplier ``z``
 (a noise standard deviation over the L2 sensitivity of what it protects; dimensionless), under
 add/remove-one-device adjacency. A device's epsilon depends on its own events only, and not on
-their order.
+their order (beyond rounding in the last bits).
 
 Two accountants (``kind``):
 
@@ -13,17 +13,18 @@ Two accountants (``kind``):
   ``alpha / (2 z^2)``, a Poisson-subsampled one dp-accounting's own RDP of the subsampled Gaussian
   (cached per ``(q, z)``). Epsilon at ``delta`` from dp-accounting's conversion
   (:func:`dp_accounting.rdp.compute_epsilon`, the one its ``RdpAccountant`` uses).
-* ``"pld"``: privacy loss distributions (Koskela et al. 2020; Doroshenko et al. 2022). The state
-  is a per-device histogram ``{(z, q): count}`` (exact floats). The unsampled Gaussian events
-  compose exactly into one Gaussian of ``z_eff = (sum_i z_i^-2)^(-1/2)`` (the privacy loss of a
-  Gaussian of ``z`` is N(mu, 2 mu) with ``mu = 1 / (2 z^2)``, and independent normal losses add),
-  whose epsilon is the analytic Gaussian mechanism's (Balle and Wang 2018;
-  :func:`dp_accounting.get_epsilon_gaussian`: no discretisation error). Poisson-subsampled events
-  get dp-accounting's PLD of the subsampled Gaussian (connect-the-dots, pessimistic, value
-  discretisation :data:`PLD_VALUE_DISCRETIZATION`), self-composed per histogram entry and
-  composed in the histogram's sorted order, so that a device's epsilon is a function of its
-  histogram alone: the same after a checkpoint's reload, bit for bit, and whatever the order of
-  its events.
+* ``"pld"``: privacy loss distributions (Koskela et al. 2020; Doroshenko et al. 2022). The
+  unsampled Gaussian events of a device compose exactly into one Gaussian of
+  ``z_eff = (sum_i z_i^-2)^(-1/2)`` (the privacy loss of a Gaussian of ``z`` is N(mu, 2 mu) with
+  ``mu = 1 / (2 z^2)``, and independent normal losses add), whose epsilon is the analytic
+  Gaussian mechanism's (Balle and Wang 2018; :func:`dp_accounting.get_epsilon_gaussian`: no
+  discretisation error), so the state keeps ``sum_i z_i^-2`` per device (an ``(N,)`` array: a
+  device's multipliers may differ at every event, as over the air). Poisson-subsampled events are
+  kept as a per-device histogram ``{(q, z): count}`` (exact floats) and get dp-accounting's PLD
+  of the subsampled Gaussian (connect-the-dots, pessimistic, value discretisation
+  :data:`PLD_VALUE_DISCRETIZATION`), self-composed per entry and composed in the histogram's
+  sorted order, so that a device's epsilon is a function of its state alone: the same after a
+  checkpoint's reload, bit for bit.
 
 Amplification by subsampling (``sampling_probability = q``) composes the Poisson-subsampled
 Gaussian ``PoissonSampledDpEvent(q, GaussianDpEvent(z))`` for every device of the run in every
@@ -152,9 +153,8 @@ def rdp_epsilon(rdp: ArrayLike, delta: float) -> float:
     return float(rdp_epsilons(rdp, delta)[0])
 
 
-#: A device's PLD histogram as a canonical key: ``((q, z, count), ...)`` sorted, ``q = 1.0`` for
-#: unsampled events.
-HistKey = tuple[tuple[float, float, int], ...]
+#: A device's subsampled events as a canonical key: ``((q, z, count), ...)`` sorted.
+SampledKey = tuple[tuple[float, float, int], ...]
 
 _BASE_PLD: dict[tuple[float, float, float], Any] = {}
 
@@ -172,38 +172,39 @@ def _base_pld(q: float, z: float, interval: float) -> Any:
     return pld
 
 
-def pld_epsilon(hist: HistKey, delta: float, interval: float = PLD_VALUE_DISCRETIZATION) -> float:
-    """Epsilon at ``delta`` of a device whose events are ``hist`` (``(q, z, count)`` each, ``q =
-    1.0`` for unsampled): the unsampled Gaussians as one Gaussian of ``z_eff`` (exact), composed
-    with dp-accounting's PLD of each subsampled group (in ``hist``'s order)."""
-    inv_var = 0.0
-    sampled: list[tuple[float, float, int]] = []
-    for q, z, count in hist:
-        if count <= 0 or math.isinf(z):
-            continue
-        if z == 0.0:
-            return math.inf
-        if q == 1.0:
-            inv_var += count / (z * z)
-        else:
-            sampled.append((q, z, count))
-    if not sampled:
-        if inv_var == 0.0:
+def pld_epsilon(
+    inverse_variance: float,
+    sampled: SampledKey,
+    delta: float,
+    interval: float = PLD_VALUE_DISCRETIZATION,
+) -> float:
+    """Epsilon at ``delta`` of a device whose unsampled Gaussian events sum to
+    ``inverse_variance`` ``= sum_i z_i^-2`` (one Gaussian of ``z_eff = inverse_variance^-1/2``,
+    exact; inf after an event without noise) and whose subsampled events are ``sampled``
+    (``(q, z, count)`` each): the Gaussian's analytic epsilon alone, else its PLD composed with
+    dp-accounting's PLD of each subsampled entry, self-composed, in ``sampled``'s order."""
+    parts = [(q, z, c) for q, z, c in sampled if c > 0 and not math.isinf(z)]
+    if math.isinf(inverse_variance) or any(z == 0.0 for _, z, _ in parts):
+        return math.inf
+    if not parts:
+        if inverse_variance <= 0.0:
             return 0.0
-        return float(dp_accounting.get_epsilon_gaussian(1.0 / math.sqrt(inv_var), delta))
+        sigma = 1.0 / math.sqrt(inverse_variance)
+        return float(dp_accounting.get_epsilon_gaussian(sigma, delta))
     pld: Any = None
-    if inv_var > 0.0:
+    if inverse_variance > 0.0:
         pld = pld_lib.from_gaussian_mechanism(
-            standard_deviation=1.0 / math.sqrt(inv_var), value_discretization_interval=interval
+            standard_deviation=1.0 / math.sqrt(inverse_variance),
+            value_discretization_interval=interval,
         )
-    for q, z, count in sampled:
+    for q, z, count in parts:
         part = _base_pld(q, z, interval).self_compose(count)
         pld = part if pld is None else pld.compose(part)
     return float(pld.get_epsilon_for_delta(delta))
 
 
-def _hist_key(hist: dict[tuple[float, float], int]) -> HistKey:
-    return tuple((q, z, c) for (q, z), c in sorted(hist.items()))
+def _sampled_key(sampled: dict[tuple[float, float], int]) -> SampledKey:
+    return tuple((q, z, c) for (q, z), c in sorted(sampled.items()))
 
 
 class DeviceAccountant:
@@ -226,12 +227,14 @@ class DeviceAccountant:
         self.delta = float(delta)
         self.kind: AccountantKind = kind
         self._rdp = np.zeros((self.num_devices, RDP_ORDERS.size)) if kind == "rdp" else None
-        self._hist: list[dict[tuple[float, float], int]] = (
+        #: pld: each device's sum of z^-2 over its unsampled events, and its subsampled events
+        self._inv_var = np.zeros(self.num_devices)
+        self._sampled: list[dict[tuple[float, float], int]] = (
             [{} for _ in range(self.num_devices)] if kind == "pld" else []
         )
         self._eps = np.zeros(self.num_devices)
         self._dirty = np.zeros(self.num_devices, dtype=bool)
-        self._pld_cache: dict[HistKey, float] = {}
+        self._pld_cache: dict[tuple[float, SampledKey], float] = {}
 
     # -- composing -----------------------------------------------------------------------
 
@@ -266,21 +269,24 @@ class DeviceAccountant:
                 with np.errstate(divide="ignore"):
                     self._rdp[ids] += RDP_ORDERS[None, :] / (2.0 * z * z)[:, None]
             else:
-                for i, zi in zip(ids.tolist(), z.tolist(), strict=True):
-                    self._rdp[i] += event_rdp(zi, q)
+                for zi in np.unique(z).tolist():
+                    self._rdp[ids[z == zi]] += event_rdp(zi, q)
+        elif q is None:
+            with np.errstate(divide="ignore"):
+                self._inv_var[ids] += 1.0 / (z * z)
         else:
-            qk = 1.0 if q is None else q
             for i, zi in zip(ids.tolist(), z.tolist(), strict=True):
-                hist = self._hist[i]
-                hist[(qk, zi)] = hist.get((qk, zi), 0) + 1
+                sampled = self._sampled[i]
+                sampled[(q, zi)] = sampled.get((q, zi), 0) + 1
         self._dirty[ids] = True
 
     # -- epsilon ---------------------------------------------------------------------------
 
-    def _pld_eps(self, key: HistKey) -> float:
+    def _pld_eps(self, inverse_variance: float, sampled: SampledKey) -> float:
+        key = (inverse_variance, sampled)
         eps = self._pld_cache.get(key)
         if eps is None:
-            eps = pld_epsilon(key, self.delta)
+            eps = pld_epsilon(inverse_variance, sampled, self.delta)
             if len(self._pld_cache) > 65536:
                 self._pld_cache.clear()
             self._pld_cache[key] = eps
@@ -295,7 +301,8 @@ class DeviceAccountant:
                 self._eps[dirty] = rdp_epsilons(self._rdp[dirty], self.delta)
             else:
                 for i in dirty.tolist():
-                    self._eps[i] = self._pld_eps(_hist_key(self._hist[i]))
+                    sampled = _sampled_key(self._sampled[i])
+                    self._eps[i] = self._pld_eps(float(self._inv_var[i]), sampled)
             self._dirty[dirty] = False
         return self._eps.copy()
 
@@ -312,12 +319,16 @@ class DeviceAccountant:
         q = check_sampling_probability(sampling_probability)
         if self._rdp is not None:
             return rdp_epsilons(self._rdp[ids] + event_rdp(z, q), self.delta)
-        qk = 1.0 if q is None else q
         out = np.empty(ids.size)
         for j, i in enumerate(ids.tolist()):
-            hist = dict(self._hist[i])
-            hist[(qk, z)] = hist.get((qk, z), 0) + 1
-            out[j] = self._pld_eps(_hist_key(hist))
+            inv_var = float(self._inv_var[i])
+            sampled = dict(self._sampled[i])
+            if q is None:
+                with np.errstate(divide="ignore"):
+                    inv_var = float(np.float64(inv_var) + 1.0 / np.float64(z * z))
+            else:
+                sampled[(q, z)] = sampled.get((q, z), 0) + 1
+            out[j] = self._pld_eps(inv_var, _sampled_key(sampled))
         return out
 
     # -- checkpoint ------------------------------------------------------------------------
@@ -334,10 +345,11 @@ class DeviceAccountant:
             state["orders"] = RDP_ORDERS.copy()
             state["rdp"] = self._rdp.copy()
         else:
+            state["pld_inverse_variance"] = self._inv_var.copy()
             rows = [
                 (i, q, z, c)
-                for i, hist in enumerate(self._hist)
-                for (q, z), c in sorted(hist.items())
+                for i, sampled in enumerate(self._sampled)
+                for (q, z), c in sorted(sampled.items())
             ]
             state["pld_device"] = np.array([r[0] for r in rows], dtype=np.int64)
             state["pld_sampling_probability"] = np.array([r[1] for r in rows], dtype=np.float64)
@@ -374,6 +386,12 @@ class DeviceAccountant:
                 )
             self._rdp = rdp.copy()
         else:
+            inv_var = np.asarray(state["pld_inverse_variance"], dtype=np.float64)
+            if inv_var.shape != self._inv_var.shape:
+                raise ValueError(
+                    "privacy accountant state has another number of devices: the checkpoint "
+                    "was written by another wflsim"
+                )
             hists: list[dict[tuple[float, float], int]] = [{} for _ in range(self.num_devices)]
             for i, q, z, c in zip(
                 np.asarray(state["pld_device"]).tolist(),
@@ -383,5 +401,6 @@ class DeviceAccountant:
                 strict=True,
             ):
                 hists[int(i)][(float(q), float(z))] = int(c)
-            self._hist = hists
+            self._inv_var = inv_var.copy()
+            self._sampled = hists
         self._dirty[:] = True

@@ -22,6 +22,9 @@ MIN_NOISE_MULTIPLIER = 1e-2
 #: The calibrated multiplier is within this relative distance above the smallest that meets the
 #: target.
 RELATIVE_TOLERANCE = 1e-3
+#: The calibrated multiplier meets the target with this relative margin, so that a run's
+#: accountant, which sums its events one by one (rounding in the last bits), stays within it.
+_MARGIN = 1e-9
 
 
 def run_epsilon(
@@ -42,7 +45,9 @@ def run_epsilon(
     q = check_sampling_probability(sampling_probability)
     if kind == "rdp":
         return rdp_epsilon(steps * event_rdp(z, q), delta)
-    return pld_epsilon(((1.0 if q is None else q, z, int(steps)),), delta)
+    if q is None:
+        return pld_epsilon(steps / (z * z), (), delta)
+    return pld_epsilon(0.0, ((q, z, int(steps)),), delta)
 
 
 def _ceil_significant(value: float, digits: int = 4) -> float:
@@ -91,7 +96,7 @@ def calibrate_noise_multiplier(
 
     def meets(z: float) -> bool:
         eps = run_epsilon(z, delta, steps, kind, sampling_probability, clipped_count_std)
-        return eps <= target_epsilon
+        return eps <= target_epsilon * (1.0 - _MARGIN)
 
     lo = MIN_NOISE_MULTIPLIER
     if lo >= upper or not meets(upper):
