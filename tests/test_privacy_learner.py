@@ -118,6 +118,31 @@ def test_central_noise_has_the_stated_std() -> None:
     np.testing.assert_allclose(row["dp_noise_std"], sigma, rtol=1e-12)
 
 
+def test_central_noise_under_a_per_coordinate_mean_is_on_the_weighted_sum() -> None:
+    """Under a per-coordinate mean the noise on entry j is sigma sum B / (B of its senders), and
+    sigma where nobody sent it: the noise measured, divided by that gain by hand, is N(0, sigma^2)
+    on both kinds of entries."""
+    lr = tiny_learner(B, hidden=WIDE, sampling_streams=Streams(0), aggregation="per_coordinate")
+    lr.set_update_rule(UpdateRuleSpec("freezing", {"selection": "random"}))
+    lr.set_privacy(spec(clip_norm=0.5))
+    lr.begin_frame(0, freeze(lr, np.full(B.size, 0.5)))
+    ids = np.arange(B.size)
+    w_t = lr.global_params()
+    lr.compute(0, ids)
+    sent = ~lr.rule.masks()  # type: ignore[attr-defined]
+    b = torch.as_tensor(B, dtype=torch.float64)
+    senders = b @ sent.double()
+    plain = torch.where(senders > 0, (b @ lr.gradients.double()) / senders.clamp_min(1e-30), 0.0)
+    lr.apply(0, ids)
+    noise = (w_t.double() - lr.global_params().double()) / lr.lr_at(0) - plain
+    gain = torch.where(senders > 0, B.sum() / senders.clamp_min(1e-30), 1.0)
+    sigma = 1.3 * 0.5 * 5 / 10
+    nobody = senders == 0
+    assert int(nobody.sum()) > 500
+    assert_std((noise / gain)[~nobody], sigma)
+    assert_std(noise[nobody], sigma)
+
+
 def test_local_noise_has_the_stated_std() -> None:
     """Each device's upload is its clipped update plus N(0, (z C)^2) per entry (z = 1.3,
     C = 0.5), against the same update clipped by hand."""

@@ -39,6 +39,8 @@ from wflsim.sim.privacy.mechanism import (
     local_noise_std,
 )
 
+from .strategies import Strategy
+
 #: A clip: one ``C`` for every row, or one per row ``(n,)``.
 ArrayOrFloat = float | np.ndarray
 
@@ -123,8 +125,6 @@ class LearnerPrivacy:
         Raises:
             ValueError: one line naming ``privacy.mechanism`` (or ``privacy.clipping``).
         """
-        from .strategies import Strategy
-
         name = getattr(strategy, "registered_name", None) or getattr(strategy, "name", None)
         found = refusal(self.mechanism, rule=rule, strategy=name, adaptive=self.spec.adaptive)
         if found is not None:
