@@ -62,11 +62,21 @@ def assert_std(sample: torch.Tensor, sigma: float) -> None:
 # ----------------------------------------------------------------------------- clipping
 
 
-@settings(max_examples=20, deadline=None)
-@given(clip=st.floats(1e-6, 1e3), seed=st.integers(0, 3))
-def test_every_sent_update_is_within_the_clip(clip: float, seed: int) -> None:
-    """Whatever the clip against the updates' norms, every upload's L2 norm is <= C."""
-    lr = learner(spec(clip_norm=clip), seed=seed)
+@settings(max_examples=25, deadline=None)
+@given(
+    clip=st.floats(1e-6, 1e3),
+    rate=st.floats(1e-3, 1e2),
+    steps=st.sampled_from([1, 3]),
+    seed=st.integers(0, 3),
+)
+def test_every_sent_update_is_within_the_clip(
+    clip: float, rate: float, steps: int, seed: int
+) -> None:
+    """Whatever the update's scale (gradients, or pseudo-gradients of E = 3 local steps at
+    learning rates over five decades) against the clip, every upload's L2 norm is <= C."""
+    lr = tiny_learner(B, sampling_streams=Streams(seed), seed=seed, lr=rate, local_steps=steps)
+    lr.set_privacy(spec(clip_norm=clip))
+    lr.begin_frame(0, freeze(lr, np.zeros(B.size)))
     lr.compute(0, np.arange(B.size))
     norms = torch.linalg.vector_norm(lr.gradients.double(), dim=1)
     assert bool((norms <= clip).all())
@@ -177,6 +187,55 @@ def test_stale_steps_noise_with_the_staleness_weights() -> None:
     noise = (models[1] - models[0]) / lr.lr_at(0)
     sigma = 1.3 * 0.5 * float((B * weights).max()) / B.sum()
     assert_std(noise, sigma)
+
+
+def test_stale_local_noise_reaches_the_step_with_the_staleness_weights() -> None:
+    """Local noise in an async step: the aggregate carries z C sqrt(sum (B s)^2) / sum B per
+    entry (each device's own N(0, (z C)^2), weighted B s / sum B), against a noiseless twin."""
+    weights = np.array([1.0, 0.5, 0.25])
+    models = []
+    for mechanism in ("local", "over_the_air"):
+        lr = learner(spec(mechanism, clip_norm=0.5), hidden=WIDE)
+        for n in range(B.size):
+            lr.start_update(n, device=n, sample_key=0)
+        lr.apply_updates(0, np.arange(B.size), weights, server_lr=1.0)
+        lr.materialise()
+        models.append(lr.global_params().double())
+        if mechanism == "local":
+            (rows,) = lr.take_privacy_rows()
+            np.testing.assert_allclose(rows["dp_noise_std"], 1.3 * 0.5, rtol=1e-12)
+    noise = (models[1] - models[0]) / lr.lr_at(0)
+    bs = B * weights
+    assert_std(noise, 1.3 * 0.5 * math.sqrt(float(np.sum(bs * bs))) / B.sum())
+
+
+def test_a_stale_update_keeps_its_versions_clip_across_a_checkpoint() -> None:
+    """An update started on version 0 is clipped at version 0's clip when it is computed after
+    adaptive steps moved the clip, also in a learner restored from a checkpoint taken between."""
+    adaptive = spec(clip_norm=0.05, clipping="adaptive", clipped_count_std=1.0)
+    clips = []
+    for restore in (False, True):
+        lr = learner(adaptive)
+        lr.start_update(0, device=0, sample_key=0)  # version 0, clip 0.05
+        for step in range(3):
+            lr.start_update(1 + step, device=1, sample_key=step)
+            lr.apply_updates(step, np.array([1 + step]), np.ones(1), server_lr=1.0)
+        lr.end_frame(0)
+        moved = lr.clip_norm
+        assert moved != 0.05
+        if restore:
+            state = copy.deepcopy(lr.state_dict())
+            lr = tiny_learner(B, sampling_streams=Streams(0))
+            lr.set_privacy(adaptive)
+            lr.load_state_dict(state)
+            assert lr.clip_norm == moved
+        lr.begin_frame(1, freeze(lr, np.zeros(B.size)))
+        lr.take_privacy_rows()
+        lr.apply_updates(3, np.array([0]), np.ones(1), server_lr=1.0)
+        lr.materialise()
+        (row,) = lr.take_privacy_rows()
+        clips.append(float(row["dp_clip_norm"][0]))
+    assert clips == [0.05, 0.05]
 
 
 def test_noise_is_the_same_after_a_state_round_trip() -> None:
