@@ -171,41 +171,41 @@ def test_local_noise_has_the_stated_std() -> None:
     np.testing.assert_allclose(rows["dp_noise_std"], 1.3 * 0.5, rtol=1e-12)
 
 
-def test_stale_steps_noise_with_the_staleness_weights() -> None:
-    """An async step with staleness weights s: the server's noise is z C max(B s) / sum B per
-    entry (the step's aggregate is sum B s u / sum B), measured against a twin that clips
-    without noise."""
-    weights = np.array([1.0, 0.5, 0.25])
-    models = []
-    for mechanism in ("central", "over_the_air"):
-        lr = learner(spec(mechanism, clip_norm=0.5), hidden=WIDE)
+#: the staleness weights of the async steps below
+STALENESS = np.array([1.0, 0.5, 0.25])
+
+
+def stale_noise(mechanism: str) -> tuple[torch.Tensor, list[dict[str, np.ndarray]]]:
+    """One async step of the three devices' updates with :data:`STALENESS` under
+    ``mechanism``: the noise its model received, against a twin that clips without noise
+    (over the air: clipping only here), and its ``dp_clip`` rows."""
+    models, rows = [], []
+    for mech in (mechanism, "over_the_air"):
+        lr = learner(spec(mech, clip_norm=0.5), hidden=WIDE)
         for n in range(B.size):
             lr.start_update(n, device=n, sample_key=0)
-        lr.apply_updates(0, np.arange(B.size), weights, server_lr=1.0)
+        lr.apply_updates(0, np.arange(B.size), STALENESS, server_lr=1.0)
         lr.materialise()
         models.append(lr.global_params().double())
-    noise = (models[1] - models[0]) / lr.lr_at(0)
-    sigma = 1.3 * 0.5 * float((B * weights).max()) / B.sum()
+        rows.append(lr.take_privacy_rows())
+    return (models[1] - models[0]) / lr.lr_at(0), rows[0]
+
+
+def test_stale_steps_noise_with_the_staleness_weights() -> None:
+    """An async step with staleness weights s: the server's noise is z C max(B s) / sum B per
+    entry (the step's aggregate is sum B s u / sum B)."""
+    noise, (row,) = stale_noise("central")
+    sigma = 1.3 * 0.5 * float((B * STALENESS).max()) / B.sum()
     assert_std(noise, sigma)
+    np.testing.assert_allclose(row["dp_noise_std"], sigma, rtol=1e-12)
 
 
 def test_stale_local_noise_reaches_the_step_with_the_staleness_weights() -> None:
     """Local noise in an async step: the aggregate carries z C sqrt(sum (B s)^2) / sum B per
-    entry (each device's own N(0, (z C)^2), weighted B s / sum B), against a noiseless twin."""
-    weights = np.array([1.0, 0.5, 0.25])
-    models = []
-    for mechanism in ("local", "over_the_air"):
-        lr = learner(spec(mechanism, clip_norm=0.5), hidden=WIDE)
-        for n in range(B.size):
-            lr.start_update(n, device=n, sample_key=0)
-        lr.apply_updates(0, np.arange(B.size), weights, server_lr=1.0)
-        lr.materialise()
-        models.append(lr.global_params().double())
-        if mechanism == "local":
-            (rows,) = lr.take_privacy_rows()
-            np.testing.assert_allclose(rows["dp_noise_std"], 1.3 * 0.5, rtol=1e-12)
-    noise = (models[1] - models[0]) / lr.lr_at(0)
-    bs = B * weights
+    entry (each device's own N(0, (z C)^2), weighted B s / sum B)."""
+    noise, (row,) = stale_noise("local")
+    np.testing.assert_allclose(row["dp_noise_std"], 1.3 * 0.5, rtol=1e-12)
+    bs = B * STALENESS
     assert_std(noise, 1.3 * 0.5 * math.sqrt(float(np.sum(bs * bs))) / B.sum())
 
 
