@@ -162,18 +162,14 @@ class LearnerPrivacy:
             return clipped, norms
         cs = np.broadcast_to(np.asarray(clip, dtype=np.float64), norms.shape)
         d = uploads.shape[1]
-        noise = torch.stack(
-            [
-                normal(
-                    d, noise_seed(self.streams, LOCAL, self.edge, int(n), int(k)), uploads.device
-                )
-                * local_noise_std(self.update_multiplier, float(c))
-                for n, k, c in zip(devices, keys, cs, strict=True)
-            ]
-        ).to(uploads.dtype)
-        if sent is not None:
-            noise = noise * sent.to(noise.dtype)
-        return clipped + noise, norms
+        # a new tensor: the rule may hold the one it formed (Top-K's pending uploads)
+        out = clipped.clone() if clipped is uploads else clipped
+        for row, (n, k, c) in enumerate(zip(devices, keys, cs, strict=True)):
+            e = normal(d, noise_seed(self.streams, LOCAL, self.edge, int(n), int(k)), out.device)
+            if sent is not None:
+                e = e * sent[row].to(e.dtype)
+            out[row].add_(e.to(out.dtype), alpha=local_noise_std(self.update_multiplier, float(c)))
+        return out, norms
 
     # ------------------------------------------------------------------ the server's side
     def noise_aggregate(
