@@ -55,6 +55,7 @@ STREAM_IDS: dict[str, int] = {
     "backhaul": 20,  # [server.hierarchy]: backhaul latencies drawn per cloud round
     "aircomp_noise": 21,  # [uplink] mode = "aircomp": the receiver's noise on the sum, per slot
     "ns3": 22,  # [uplink] mode = "ns3_lte": ns-3's seed (its run number is the frame)
+    "privacy_noise": 23,  # [privacy]: the learner's Gaussian noise (central, local, clipped count)
 }
 
 _GLOBAL = 2**31 - 1  # spawn-key slot used for streams that are not per device

@@ -48,6 +48,7 @@ import torch
 from torch import nn
 
 from wflsim.sim.config.catalogue import MODELS, DatasetError, epoch_steps
+from wflsim.sim.privacy.mechanism import PrivacySpec
 from wflsim.sim.strategies import NoParams
 from wflsim.sim.updates import OverTheAir, UpdateInputs
 
@@ -58,6 +59,7 @@ from .evaluation import evaluate
 from .flat import FlatModel
 from .gradients import PRECISIONS, GradientPaths
 from .local import local_updates
+from .privacy import SYNC_STEP, LearnerPrivacy
 from .rules import AGGREGATIONS, Freezing, UpdateRule, build_rule
 from .sampling import DeviceStreams, LocalData, images_on, per_device_samples
 from .stable_fraction import StableFraction
@@ -284,6 +286,10 @@ class TorchLearner:
         self.device_buffers: dict[str, torch.Tensor] = {}
         #: ``(N,)`` each device's local data size (the trace's ``device_config.num_samples``)
         self.num_samples: np.ndarray | None = self.data.num_samples
+        #: client-level DP (``[privacy]``; None until :meth:`set_privacy`)
+        self.privacy: LearnerPrivacy | None = None
+        #: the name of the update rule of :meth:`set_update_rule` (None: the default freezing)
+        self._rule_name: str | None = None
         self._clear_slot()
         #: stale updates (server.mode semi_sync / async): versions, pending steps, lazily
         self.stale = StaleUpdates(self)
@@ -389,6 +395,8 @@ class TorchLearner:
             model=self.model,
             architecture=self.architecture,
         )
+        self._rule_name = str(rule.name)
+        self._check_privacy()
 
     def set_strategy(self, spec: Any) -> None:
         """Use the server strategy ``spec`` (a ``wflsim.sim.strategies.StrategySpec``: name and
@@ -405,6 +413,37 @@ class TorchLearner:
         )
         # FedAvg decides nothing beyond eq. 4: its traces have no strategy rows
         self.logs_steps = type(self.strategy) is not FedAvg
+        self._check_privacy()
+
+    def set_privacy(self, spec: PrivacySpec, edge: int = 0) -> None:
+        """Clip every update a device sends and add the Gaussian noise ``spec`` places
+        (:mod:`wflsim.models.learner.privacy`); ``edge``: the edge server's index under a
+        hierarchy (its own noise).
+
+        Raises:
+            RuntimeError: after the first frame began (the clip is state).
+            ValueError: the update rule or the strategy does not compose with the mechanism
+                (one line naming ``privacy.mechanism``, :mod:`wflsim.sim.privacy.compose`).
+        """
+        if self._started:
+            raise RuntimeError("privacy can only be set before the first frame")
+        self.privacy = LearnerPrivacy(spec, self.streams, edge)
+        self._check_privacy()
+
+    def _check_privacy(self) -> None:
+        """Refuse a rule or strategy that does not compose with the privacy set (if any)."""
+        if self.privacy is not None:
+            self.privacy.check(self._rule_name, self.strategy)
+
+    @property
+    def clip_norm(self) -> float | None:
+        """The current clip ``C_t`` (update units; None without :meth:`set_privacy`)."""
+        return None if self.privacy is None else self.privacy.clip_norm
+
+    def take_privacy_rows(self) -> list[dict[str, np.ndarray]]:
+        """The trace's ``dp_clip`` rows of the updates applied since the last call, one block
+        per server step (none without :meth:`set_privacy`)."""
+        return [] if self.privacy is None else self.privacy.take_rows()
 
     def take_strategy_rows(self) -> list[dict[str, np.ndarray]]:
         """The trace's ``strategy`` rows of the server steps taken since the last call, one
@@ -532,6 +571,14 @@ class TorchLearner:
         )
         self._trained = trained if masks or vectors else None
         self._uploads = self.rule.uploads(grads, ids, slot)
+        if self.privacy is not None:  # what leaves the devices: clipped (and noised, local)
+            sent = None
+            if self.privacy.mechanism == "local":
+                rows = torch.arange(ids.size, device=self._uploads.device)
+                sent = self._sent_entries(ids, rows, self._trained, self._uploads)
+            self._uploads, self._dp_norms = self.privacy.form(
+                self._uploads, sent, ids, np.full(ids.size, slot, dtype=np.int64)
+            )
         self._losses = losses.cpu().numpy()
         self.device_buffers = new_bufs
 
@@ -682,6 +729,8 @@ class TorchLearner:
                     rule_mean_over(exact_uploads, call),
                 )
                 self.last_aggregation_mse = float(torch.mean((g - exact) ** 2))
+            if self.privacy is not None:
+                g, dp_std = self._privacy_noise(g, call, ok, rows, trained, uploads, bw, slot)
             note = getattr(self.rule, "server_gradient", None)  # optional (PlainRule: nothing)
             if note is not None:
                 note(g)
@@ -700,6 +749,13 @@ class TorchLearner:
                 lr = np.full(ok.size, self.lr_at(slot))
                 self.strategy_rows.append(step_rows(self.strategy, ok, uploads, lr, w_t, w_next))
             self.buffers = self.rule.aggregate_buffers(self.buffers, self.device_buffers, rows)
+            if self.privacy is not None:
+                norms = self._dp_norms[rows.cpu().numpy()]
+                clip = np.full(ok.size, self.privacy.clip_norm)
+                if air is not None and self.last_air_noise is not None:
+                    dp_std = self.last_air_noise.noise_std
+                self.privacy.record(ok, norms, clip, dp_std)
+                self.privacy.after_step(norms, clip, (SYNC_STEP, int(slot)))
         else:
             w_next = w_t
         self.rule.settle(ok)
@@ -707,6 +763,41 @@ class TorchLearner:
         self.stability.track(w_t, w_next)
         self._w = w_next
         self._clear_slot()
+
+    def _privacy_noise(
+        self,
+        g: torch.Tensor,
+        call: RuleCall,
+        ok: np.ndarray,
+        rows: torch.Tensor,
+        trained: torch.Tensor | None,
+        uploads: torch.Tensor,
+        bw: torch.Tensor,
+        slot: int,
+    ) -> tuple[torch.Tensor, float]:
+        """Central noise on the slot's aggregate ``g`` (:meth:`LearnerPrivacy.noise_aggregate`,
+        weights ``B_n``; under a per-coordinate mean on the weighted sum before the division);
+        returns it and the noise's standard deviation per entry (0: not central)."""
+        assert self.privacy is not None
+        if self.privacy.mechanism != "central":
+            return g, 0.0
+        gain = None
+        if getattr(self.rule, "aggregation", None) == "per_coordinate":
+            gain = self.privacy_gain(call, self._sent_entries(ok, rows, trained, uploads), bw)
+        b = bw.detach().cpu().numpy().astype(np.float64)
+        return self.privacy.noise_aggregate(g, b, float(b.sum()), gain, (SYNC_STEP, int(slot)))
+
+    def privacy_gain(
+        self, call: RuleCall, sent: torch.Tensor | None, weights: torch.Tensor
+    ) -> torch.Tensor | None:
+        """Central noise under a per-coordinate mean (the rule's ``aggregation``): how the
+        rule's division scales noise added to the weighted sum on each entry (``(D,)``,
+        :func:`_noise_gain`'s, 1 where nobody sent the entry: the noise goes on every entry);
+        None under eq. 3 or without a sent mask (1 everywhere)."""
+        if sent is None or getattr(self.rule, "aggregation", None) != "per_coordinate":
+            return None
+        gain = _noise_gain(call, sent, weights)
+        return torch.where(sent.any(dim=0), gain, torch.ones_like(gain))
 
     # ------------------------------------------------------------------ stale updates
     @property
@@ -806,6 +897,7 @@ class TorchLearner:
             "rule": self.rule.state_dict(),
             "stale": self.stale.state_dict(),
             "strategy": self.strategy.state_dict(),
+            **({} if self.privacy is None else {"privacy": self.privacy.state_dict()}),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -825,6 +917,8 @@ class TorchLearner:
         self.rule.load_state_dict(state["rule"])
         if "strategy" in state:  # before the updates in flight: their versions read it
             self.strategy.load_state_dict(state["strategy"])
+        if self.privacy is not None and "privacy" in state:  # before them too (their clips)
+            self.privacy.load_state_dict(state["privacy"])
         if "stale" in state:
             self.stale.load_state_dict(state["stale"])
         self._started = True
@@ -846,3 +940,4 @@ class TorchLearner:
         self._losses = np.empty(0)
         self._batches = []
         self.device_buffers = {}
+        self._dp_norms = np.empty(0)

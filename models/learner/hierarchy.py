@@ -38,6 +38,7 @@ def edge_copy(base: TorchLearner) -> TorchLearner:
     e.rule = copy.deepcopy(base.rule)
     e.strategy = copy.deepcopy(base.strategy)
     e.strategy_rows = []
+    e.privacy = copy.deepcopy(base.privacy)
     e.device_buffers = {}
     e._clear_slot()
     e.stale = StaleUpdates(e)
@@ -112,6 +113,23 @@ class HierarchicalLearner:
     def take_strategy_rows(self) -> list[dict[str, np.ndarray]]:
         """The strategy rows of every edge's steps since the last call, edge by edge."""
         return [row for e in self.edges for row in e.take_strategy_rows()]
+
+    def set_privacy(self, spec: Any) -> None:
+        """``[privacy]`` on every edge server: each clips its devices' updates, adds its own
+        noise (its edge index in every key) and, under adaptive clipping, keeps its own clip."""
+        for c, e in enumerate(self.edges):
+            e.set_privacy(spec, edge=c)
+
+    @property
+    def clip_norm(self) -> float | None:
+        """The largest of the edges' clips (every update sent is within it; None without
+        privacy)."""
+        clips = [e.clip_norm for e in self.edges]
+        return None if any(c is None for c in clips) else max(c for c in clips if c is not None)
+
+    def take_privacy_rows(self) -> list[dict[str, np.ndarray]]:
+        """The ``dp_clip`` rows of every edge's steps since the last call, edge by edge."""
+        return [row for e in self.edges for row in e.take_privacy_rows()]
 
     @property
     def stable_fraction(self) -> float:

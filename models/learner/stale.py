@@ -43,6 +43,7 @@ import numpy as np
 import torch
 
 from .local import local_updates
+from .privacy import STALE_STEP
 from .rules.base import StaleUpdate
 from .strategies import checked_vector, rule_mean_over, step_rows, wants_upload_mask
 
@@ -57,7 +58,7 @@ class _Version:
     (``strategy``: :meth:`~wflsim.models.learner.strategies.Strategy.version_state`, e.g.
     SCAFFOLD's server control variate)."""
 
-    __slots__ = ("w", "buffers", "at", "strategy")
+    __slots__ = ("w", "buffers", "at", "strategy", "clip")
 
     def __init__(
         self,
@@ -65,11 +66,14 @@ class _Version:
         buffers: dict[str, torch.Tensor],
         at: Any = None,
         strategy: Any = None,
+        clip: float = float("nan"),
     ) -> None:
         self.w = w
         self.buffers = buffers
         self.at = at
         self.strategy = strategy
+        #: the clip ``C`` broadcast with the version (``[privacy]``; NaN: none)
+        self.clip = clip
 
 
 class _Pending(NamedTuple):
@@ -103,6 +107,9 @@ class _Computed(NamedTuple):
     local_lr: float  #: the learning rate of its local steps
     #: the strategy vector its device had as it started (SCAFFOLD's ``c_i``; None: none kept)
     start_row: torch.Tensor | None
+    #: ``[privacy]``: the upload's norm before clipping and the clip of its version (NaN: none)
+    dp_norm: float = float("nan")
+    dp_clip: float = float("nan")
 
 
 def _start_rows(done: list[_Computed]) -> torch.Tensor | None:
@@ -293,7 +300,7 @@ class StaleUpdates:
         ]
         # the uploads are formed in the order the updates started (the module docstring)
         order = sorted(range(len(todo)), key=lambda row: keys[row])
-        sent, aux = rule.stale_uploads(
+        formed, aux = rule.stale_uploads(
             [masked[row] for row in order],
             [
                 StaleUpdate(
@@ -307,6 +314,12 @@ class StaleUpdates:
                 for row in order
             ],
         )
+        sent, dp_norms, dp_clips = self._private(
+            formed,
+            [todo[row] for row in order],
+            [versions[row].clip for row in order],
+            [frozen_rows[row] for row in order],
+        )
         for i, row in enumerate(order):
             p = todo[row]
             self._computed[keys[row]] = _Computed(
@@ -318,9 +331,45 @@ class StaleUpdates:
                 versions[row].strategy,
                 float(lr[row]),
                 None if rows is None else rows[row].clone(),
+                float(dp_norms[i]),
+                float(dp_clips[i]),
             )
         for p in todo:
             self._release(p)
+
+    def _private(
+        self,
+        formed: list[torch.Tensor],
+        todo: list[_Pending],
+        version_clips: list[float],
+        frozen: list[torch.Tensor | None],
+    ) -> tuple[list[torch.Tensor], np.ndarray, np.ndarray]:
+        """``[privacy]``: what the updates ``todo`` (in start order) send, their rule-formed
+        uploads clipped to the clip of the version each downloaded (and noised, local; keyed by
+        device and minibatch key), their norms before clipping and those clips; as formed,
+        NaN, NaN without privacy."""
+        dp = self.owner.privacy
+        nan = np.full(len(formed), np.nan)
+        if dp is None or not formed:
+            return formed, nan, nan
+        clips = np.array(version_clips, dtype=np.float64)
+        clips = np.where(np.isfinite(clips), clips, dp.clip_norm)
+        sent = None
+        if dp.mechanism == "local" and any(f is not None for f in frozen):
+            sent = torch.stack(
+                [
+                    torch.ones_like(u, dtype=torch.bool) if f is None else ~f
+                    for u, f in zip(formed, frozen, strict=True)
+                ]
+            )
+        out, norms = dp.form(
+            torch.stack(formed),
+            sent,
+            np.array([p.device for p in todo], dtype=np.int64),
+            np.array([p.sample_key for p in todo], dtype=np.int64),
+            clips,
+        )
+        return list(out.unbind(0)), norms, clips
 
     def _take(self, step: _Step) -> None:
         """One server step from the materialised model (its uploads computed)."""
@@ -354,6 +403,17 @@ class StaleUpdates:
             g = own.strategy.aggregate(
                 uploads, bw, own.local_steps[ids], uploaded, rule_mean_over(uploads, call)
             )
+            dp_std = 0.0
+            if own.privacy is not None:  # central: on the step's aggregate, every entry
+                sent = None if frozen is None else ~frozen
+                b = bw.detach().cpu().numpy().astype(np.float64)
+                g, dp_std = own.privacy.noise_aggregate(
+                    g,
+                    b * step.weights,
+                    float(b.sum()),
+                    own.privacy_gain(call, sent, bw),
+                    (STALE_STEP, self.materialised + 1),
+                )
             note = getattr(rule, "server_gradient", None)  # optional (PlainRule: nothing)
             if note is not None:
                 note(g)
@@ -381,6 +441,11 @@ class StaleUpdates:
                 stacked = {k: torch.stack([c.buffers[k] for c in done]) for k in own.buffers}
                 rows = torch.arange(len(done), device=own.device)
                 own.buffers = rule.aggregate_buffers_stale(own.buffers, stacked, rows, aux)
+            if own.privacy is not None:
+                norms = np.array([c.dp_norm for c in done])
+                clips = np.array([c.dp_clip for c in done])
+                own.privacy.record(ids, norms, clips, dp_std)
+                own.privacy.after_step(norms, clips, (STALE_STEP, self.materialised + 1))
         else:
             w_next = w_t
         rule.after_step(w_t, w_next)
@@ -395,7 +460,11 @@ class StaleUpdates:
         """The materialised version, with the rule's and the strategy's state at it."""
         own = self.owner
         return _Version(
-            own._w, own.buffers, rule.version_state(own._w), own.strategy.version_state()
+            own._w,
+            own.buffers,
+            rule.version_state(own._w),
+            own.strategy.version_state(),
+            float("nan") if own.privacy is None else own.privacy.clip_norm,
         )
 
     def _pin(self, devices: np.ndarray) -> None:
@@ -475,6 +544,8 @@ class StaleUpdates:
                 models[str(v)]["at"] = rule.version_state_dict(kept.at)
             if kept.strategy is not None:  # the strategy's (SCAFFOLD's c)
                 models[str(v)]["strategy"] = self.owner.strategy.version_state_dict(kept.strategy)
+            if np.isfinite(kept.clip):  # the clip broadcast with it ([privacy])
+                models[str(v)]["clip"] = float(kept.clip)
         pinned = sorted(self._pinned)
         return {
             "version": self.version,
@@ -510,6 +581,7 @@ class StaleUpdates:
                 {k: torch.as_tensor(np.asarray(b), device=dev) for k, b in m["buffers"].items()},
                 rule.version_state_from(m["at"], w) if "at" in m else None,
                 own.strategy.version_state_from(m["strategy"]) if "strategy" in m else None,
+                float(m.get("clip", float("nan"))),
             )
         self._views = {int(f): rule.view_from_state(v) for f, v in state["views"].items()}
         self._view_frame = None

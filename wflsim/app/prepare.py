@@ -44,6 +44,7 @@ from wflsim.sim.config.resolve import (
 )
 from wflsim.sim.config.schema import Scenario
 from wflsim.sim.errors import ScenarioError
+from wflsim.sim.privacy.compose import check_scenario as check_privacy
 from wflsim.sim.radio.cells.component import Cells, build_cells
 from wflsim.sim.radio.cells.config import cell_uplink_mode, resolve_sites_file
 from wflsim.sim.radio.cells.layout import build_layout
@@ -340,6 +341,7 @@ def prepare_scenario(
     if scenario.learning.enabled:
         check_stale_rule(scenario, scheme.update_rule.name)
     check_aircomp(scenario, scheme.update_rule.name, scheme)
+    check_privacy(scenario, scheme.update_rule.name)
     check_ns3(scenario, scheme.closes_at)
     check_truncated_wait(scenario, scheme.closes_at, cells)
     # last: nothing is fetched for a bad scenario
