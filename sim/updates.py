@@ -147,7 +147,8 @@ class OverTheAir:
     normalise by) and ``e_s`` independent standard normals per entry keyed by
     ``(seed, stream_index)``; ``ratio_n = 1`` and ``noise_std = 0`` give the digital aggregate.
     A rule that averages each entry over the devices that sent it divides the entry's noise by
-    their weight share.
+    their weight share. Under over-the-air privacy (``clip_scale_values`` set) ``mu_n = 0`` and
+    ``sigma_bar = C / sqrt(D_min)``: a public scale (docs/privacy.md, "Over the air").
     """
 
     slot: int  #: the slot

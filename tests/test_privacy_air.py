@@ -329,3 +329,67 @@ def test_adaptive_clipping_over_the_air_is_refused() -> None:
         PrivacyConfig(
             mechanism="over_the_air", clip_norm=1.0, noise_multiplier=1.0, clipping="adaptive"
         )
+
+
+def test_the_fill_covers_a_device_dropped_part_way_through_its_sum() -> None:
+    """The strongest device transmitted and dropped (not in ok): the receiver's fill still
+    brings it to z, so the arrived devices get more than z."""
+    _, plan = planned("truncated_inversion", SEEN, TRUE, PEAK, BATCH, N0, spec(z=1.0), [500] * 3)
+    rx = plan.eta[0] * plan.coefficient**2
+    strongest = int(np.argmax(rx))
+    ok = np.setdiff1d(np.arange(3), [strongest])
+    air = over_the_air_sum(plan, ok, 0, np.array([N0]), transmitted=np.ones(3, dtype=bool))
+    counted = 1.0**2 * 500 * rx[strongest]
+    np.testing.assert_allclose(air.privacy_multipliers, np.sqrt(counted / (rx[ok] * 500)))
+    assert (air.privacy_multipliers > 1.0).all()
+
+
+def _slot(privacy, payload_values, seen=SEEN, n0=N0):
+    """over_the_air's uploads and plan for three devices (a duck-typed world: D = 1000,
+    W = 1e5 Hz, one value per symbol)."""
+    from types import SimpleNamespace as NS
+
+    from wflsim.sim.servers.aircomp import over_the_air
+    from wflsim.sim.slot import SlotUploads
+
+    n = len(seen)
+    system = NS(
+        bandwidth_hz=1e5, num_params=1000, noise_w=n0, bits_per_param=32,
+        devices=NS(batch_size=BATCH, peak_power_w=PEAK),
+    )  # fmt: skip
+    ones = np.ones(n)
+    uploads = SlotUploads(
+        np.ones(n, dtype=bool), PEAK.copy(), seen, 32.0 * np.asarray(payload_values), 0.1 * ones,
+        0.1 * ones, ones,
+    )  # fmt: skip
+    spec_ = NS(values_per_symbol=1, power_control="truncated_inversion", threshold_gain=0.0)
+    sp = NS(gains=NS(seen_gain=seen, gain=seen))
+    costs = NS(payload_bits=uploads.payload_bits)
+    return over_the_air(uploads, sp, costs, system, spec_, privacy=privacy)
+
+
+def test_devices_adding_noise_are_charged_p_plus_q_over_the_whole_window() -> None:
+    """air_noise = "devices": a device sending 3 of 1000 values but adding noise transmits for
+    the whole window T = 1000 / W at p + q; energy (p + q) T computed here by hand."""
+    up, plan = _slot(spec("devices", z=1.0), [3, 1000, 1000], n0=2e-11)
+    q = plan.privacy.added_w
+    assert q[0] > 0
+    window = 1000 / 1e5
+    np.testing.assert_allclose(up.upload_full_s, window)
+    _, rule = planned("truncated_inversion", SEEN, SEEN, PEAK, BATCH, 2e-11, spec(), [3] * 3)
+    np.testing.assert_allclose(
+        up.tx_power_w * up.upload_full_s, (rule.tx_power_w + q) * window, rtol=1e-12
+    )
+
+
+def test_privacy_powers_are_charged_at_the_scaled_powers() -> None:
+    """air_power = "privacy": each device's energy p' T with p' = eta' a^2 / g (eta' by hand),
+    below the scheme's p T; a device sending 400 values transmits 400 / W."""
+    z, d = 2.0, 400
+    up, plan = _slot(spec(air_power="privacy", z=z), [1000, 400, 1000])
+    a = BATCH / BATCH.sum()
+    eta = min(np.min(PEAK * SEEN / a**2), N0 / (z**2 * d * np.max(a**2)))
+    own = np.array([1000, 400, 1000]) / 1e5
+    np.testing.assert_allclose(up.tx_power_w * up.upload_full_s, eta * a**2 / SEEN * own)
+    plain, _ = _slot(None, [1000, 400, 1000])
+    assert (up.tx_power_w * up.upload_full_s < plain.tx_power_w * plain.upload_full_s).all()

@@ -229,7 +229,11 @@ def received_noise_w(
 
 
 def over_the_air_sum(
-    plan: AirCompPlan, ok: np.ndarray, slot: int, noise_w: np.ndarray
+    plan: AirCompPlan,
+    ok: np.ndarray,
+    slot: int,
+    noise_w: np.ndarray,
+    transmitted: np.ndarray | None = None,
 ) -> OverTheAir:
     """What the learner applies for the devices ``ok`` (ascending) that made it into their
     sums: their alignment ratios ``c_n / a_n``, their sums, and each sum's noise
@@ -241,7 +245,9 @@ def over_the_air_sum(
     reach ``z`` (true gains: it tops up what imperfect CSI or the devices left missing; nothing
     under channel_only), and each device's multiplier is its received SNR against the thermal
     and added noise (:func:`~wflsim.sim.radio.aircomp.air_multipliers`; interference, other
-    devices' data, does not count)."""
+    devices' data, does not count). ``transmitted`` (``(N,)`` bool, default: ``ok``): every
+    device that sent any symbol; the fill covers the strongest of them, so a device dropped
+    part-way through its sum (not applied, not accounted) had its symbols noised to ``z`` too."""
     a = plan.weights[ok]
     group = plan.group[ok]
     num = plan.eta.shape[0]
@@ -253,7 +259,12 @@ def over_the_air_sum(
         rx = plan.eta[group] * plan.coefficient[ok] ** 2  # p_n g_n with the true gain
         counted = pr.thermal_w + np.bincount(group, weights=pr.added_rx_w[ok], minlength=num)
         if pr.noise_multiplier is not None:
-            top = strongest_w(rx, group, num)
+            sent = np.zeros(plan.aligned.shape[0], dtype=bool)
+            sent[ok] = True
+            if transmitted is not None:
+                sent |= np.asarray(transmitted, dtype=bool) & plan.aligned
+            every = plan.eta[plan.group[sent]] * plan.coefficient[sent] ** 2
+            top = strongest_w(every, plan.group[sent], num)
             counted = counted + air_fill_w(top, counted, pr.noise_multiplier, pr.clip_values)
         noise = noise + (counted - pr.thermal_w)
         multipliers = air_multipliers(rx, counted[group], pr.clip_values)
