@@ -393,3 +393,24 @@ def test_privacy_powers_are_charged_at_the_scaled_powers() -> None:
     np.testing.assert_allclose(up.tx_power_w * up.upload_full_s, eta * a**2 / SEEN * own)
     plain, _ = _slot(None, [1000, 400, 1000])
     assert (up.tx_power_w * up.upload_full_s < plain.tx_power_w * plain.upload_full_s).all()
+
+
+def test_each_edge_applies_its_cells_sum_at_the_public_scale(monkeypatch) -> None:
+    """[server.hierarchy]: every edge receives D_min with its own cell's sum, so its scale is
+    C / sqrt(D_min) (not its devices' largest deviation)."""
+    from wflsim.models.learner.hierarchy import HierarchicalLearner
+
+    monkeypatch.setattr(TorchLearner, "clip_norm", property(lambda self: 1.0), raising=False)
+    h = HierarchicalLearner(tiny_learner([3, 5, 4]), 2)
+    h.assign_edges(np.array([0, 0, 1]))
+    h.compute(0, np.arange(3))
+    for e in h.edges:
+        if e._uploads.shape[0]:
+            e._uploads = e._uploads / e._uploads.norm(dim=1, keepdim=True)
+    air = OverTheAir(
+        slot=0, ratio=np.ones(3), noise_std=np.array([0.1, 0.2]), group=np.array([0, 0, 1]),
+        clip_scale_values=20,
+    )  # fmt: skip
+    h.receive_over_the_air(air)
+    h.apply(0, np.arange(3))
+    assert [nz.scale for nz in h.last_air_noise] == pytest.approx([1 / math.sqrt(20)] * 2)

@@ -100,7 +100,7 @@ def over_the_air(
             sp.gains.seen_gain,
             sp.gains.gain,
             peak,
-            lambda capped, given, eta: replan(capped, given, eta),
+            replan,
             uploads.tx_power_w if controlled else None,
             eta_w,
             system.devices.batch_size,
