@@ -147,7 +147,8 @@ class OverTheAir:
     normalise by) and ``e_s`` independent standard normals per entry keyed by
     ``(seed, stream_index)``; ``ratio_n = 1`` and ``noise_std = 0`` give the digital aggregate.
     A rule that averages each entry over the devices that sent it divides the entry's noise by
-    their weight share.
+    their weight share. Under over-the-air privacy (``clip_scale_values`` set) ``mu_n = 0`` and
+    ``sigma_bar = C / sqrt(D_min)``: a public scale (docs/privacy.md, "Over the air").
     """
 
     slot: int  #: the slot
@@ -157,6 +158,13 @@ class OverTheAir:
     noise_std: np.ndarray | float
     group: np.ndarray | None = None  #: ``(k,)`` each device's sum (None: all in sum 0)
     stream_index: int | None = None  #: the noise's key (None: the slot)
+    #: ``D_min`` under ``[privacy] mechanism = "over_the_air"``: the devices send
+    #: ``u_n sqrt(D_min) / C`` (a public scale: no mean, no side information), so ``sigma_bar``
+    #: is ``C / sqrt(D_min)`` and ``mu_n`` is 0 (None: the side information's scale)
+    clip_scale_values: int | None = None
+    #: ``(k,)`` each device's update noise multiplier in its sum this slot (over-the-air
+    #: privacy; for the privacy ledger), None without
+    privacy_multipliers: np.ndarray | None = None
 
     @property
     def groups(self) -> np.ndarray:

@@ -657,7 +657,11 @@ class TorchLearner:
             raise ValueError(
                 f"an over-the-air sum of {air.ratio.shape[0]} devices for {uploads.shape[0]} uploads"
             )
-        _, centred, sigma = _moments(uploads, sent)
+        if air.clip_scale_values is not None:  # privacy: the public scale, no mean
+            centred, sigma_bar = self._public_scale(uploads, sent, air.clip_scale_values)
+        else:
+            _, centred, sigma = _moments(uploads, sent)
+            sigma_bar = float(sigma.max()) if uploads.shape[0] else float("nan")
         ratio = torch.as_tensor(air.ratio, dtype=uploads.dtype, device=uploads.device)
         weighed = uploads + (ratio[:, None] - 1.0) * centred
         noise = torch.zeros(uploads.shape[1], dtype=uploads.dtype, device=uploads.device)
@@ -674,13 +678,35 @@ class TorchLearner:
             )
             gen = torch.Generator(device="cpu").manual_seed(seed)
             e = torch.randn(uploads.shape[1], generator=gen, dtype=torch.float32)
-            scale = float(sigma.max()) * std
+            scale = sigma_bar * std
             noise = (e.to(uploads.device) * scale) * sent.any(dim=0)
         self.last_air_noise = AirNoise(
-            scale=float(sigma.max()) if uploads.shape[0] else float("nan"),
-            noise_std=float(sigma.max()) * std if uploads.shape[0] else 0.0,
+            scale=sigma_bar,
+            noise_std=sigma_bar * std if uploads.shape[0] else 0.0,
         )
         return weighed, noise
+
+    def _public_scale(
+        self, uploads: torch.Tensor, sent: torch.Tensor, clip_values: int
+    ) -> tuple[torch.Tensor, float]:
+        """Over-the-air privacy: each device sends its sent entries (``(k, D)``, 0 elsewhere)
+        times ``sqrt(D_min) / C`` (no mean subtracted, no side information), so the scale is
+        ``C / sqrt(D_min)``; an upload above the clip would break the peak power and the
+        sensitivity the multipliers assume (ValueError)."""
+        clip = getattr(self, "clip_norm", None)
+        if clip is None or not float(clip) > 0.0 or clip_values < 1:
+            raise ValueError(
+                "an over-the-air sum with a public scale needs the clip norm (set_privacy) and "
+                "D_min >= 1"
+            )
+        values = torch.where(sent, uploads, torch.zeros_like(uploads))
+        norm = float(values.double().norm(dim=1).max()) if uploads.shape[0] else 0.0
+        if norm > float(clip) * (1.0 + 1e-4):
+            raise ValueError(
+                f"an over-the-air upload of norm {norm:g} exceeds the clip {float(clip):g}: "
+                "uploads must arrive clipped"
+            )
+        return values, float(clip) / float(np.sqrt(clip_values))
 
     def apply(self, slot: int, success_ids: np.ndarray) -> None:
         """Aggregate the uploads that arrived (eq. 3), step (eq. 4 or the strategy's), let the

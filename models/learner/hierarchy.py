@@ -174,6 +174,7 @@ class HierarchicalLearner:
                         ratio=air.ratio[mine],
                         noise_std=float(air.noise_stds[c]) if c < air.noise_stds.size else 0.0,
                         stream_index=slot * len(self.edges) + c,  # each edge's own noise
+                        clip_scale_values=air.clip_scale_values,
                     )
                 )
             self.edges[c].apply(slot, ok)

@@ -149,6 +149,13 @@ class PrivacyConfig(Strict):
                 '"channel_only" does not have: use air_noise = "receiver" with noise_multiplier '
                 "or target_epsilon"
             )
+        if over_air and self.clipping == "adaptive":
+            raise ValueError(
+                'clipping = "adaptive" needs the noised count of unclipped updates, a second '
+                "release with its own noise: over the air it would be one more symbol in the sum "
+                "at the receiver's noise, which the radio does not send; use clipping = "
+                '"fixed" (or mechanism = "central" / "local")'
+            )
         if self.clipping == "fixed":
             for name in ("target_quantile", "clip_learning_rate", "clipped_count_std"):
                 if name in self.model_fields_set:

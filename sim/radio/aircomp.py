@@ -216,6 +216,107 @@ def normalise(updates: ArrayLike) -> tuple[F64, F64, F64]:
 POWER_RULES = ("truncated_inversion", "optimal", "controller")
 
 
+# ------------------------------------------------------------- the receiver's noise as privacy
+
+
+def air_multipliers(received_power_w: ArrayLike, noise_w: ArrayLike, clip_values: int) -> F64:
+    """Each device's noise multiplier over the air (docs/privacy.md, "Over the air"), its own
+    received SNR per symbol: ``z_n = sqrt(N / (p_n g_n D_min))`` (``(n,)``; inf where nothing of
+    it arrives).
+
+    A device sends its clipped update scaled by the public ``sqrt(D_min) / C``, so its L2 norm
+    is at most ``sqrt(D_min)`` and the sum carries it with amplitude ``sqrt(p_n g_n)``; the noise
+    ``N`` per symbol is the same on every entry: the multiplier is the noise's standard deviation
+    over the device's L2 sensitivity in the received sum, whatever the receiver's scaling
+    ``eta`` and normalisation (post-processing).
+
+    Args:
+        received_power_w: ``p_n g_n`` with the true gain, W (``eta c_n^2``).
+        noise_w: ``N``, the Gaussian noise per symbol that counts (thermal, plus any added), W;
+            a number or ``(n,)``.
+        clip_values: ``D_min``, the fewest values any device of the slot sends.
+    """
+    rx = np.asarray(received_power_w, dtype=np.float64)
+    n = np.broadcast_to(np.asarray(noise_w, dtype=np.float64), rx.shape)
+    with np.errstate(divide="ignore"):
+        return np.where(rx > 0.0, np.sqrt(n / (np.where(rx > 0.0, rx, 1.0) * clip_values)), np.inf)
+
+
+def air_fill_w(
+    strongest_w: ArrayLike, noise_w: ArrayLike, noise_multiplier: float, clip_values: int
+) -> F64:
+    """``(G,)`` the noise power per symbol (W, at the receiver) each sum misses for its
+    strongest device to reach ``z``: ``max(0, z^2 D_min max_n p_n g_n - N)``.
+
+    Args:
+        strongest_w: ``(G,)`` ``max_n p_n g_n`` over each sum's devices, W (0: an empty sum).
+        noise_w: ``N``, the Gaussian noise per symbol each sum already has, W.
+        noise_multiplier: ``z``.
+        clip_values: ``D_min``.
+    """
+    top = np.asarray(strongest_w, dtype=np.float64)
+    need = float(noise_multiplier) ** 2 * clip_values * top - np.asarray(noise_w, dtype=np.float64)
+    return np.asarray(np.where(top > 0.0, np.maximum(need, 0.0), 0.0), dtype=np.float64)
+
+
+def strongest_w(received_power_w: ArrayLike, group: ArrayLike, num_groups: int) -> F64:
+    """``(G,)`` the largest received power per symbol ``p_n g_n`` in each sum, W (0: empty)."""
+    top = np.zeros(num_groups)
+    np.maximum.at(top, np.asarray(group, dtype=np.int64), np.asarray(received_power_w))
+    return top
+
+
+def privacy_received_w(thermal_w: float, noise_multiplier: float, clip_values: int) -> float:
+    """``R = N0 / (z^2 D_min)``, W: the largest received power per symbol ``p_n g_n`` at which
+    the thermal noise ``N0`` alone gives a device the multiplier ``z``."""
+    return float(thermal_w) / (float(noise_multiplier) ** 2 * clip_values)
+
+
+def privacy_peak_w(peak_power_w: ArrayLike, seen_gain: ArrayLike, received_w: float) -> F64:
+    """``air_power = "privacy"`` for truncated inversion and the optimal powers: the peak
+    powers lowered to ``min(P_n, R / g_n)`` (on the gain the device sees), so that the rule's
+    powers, recomputed under them, give no device more than ``R`` at the receiver (``(n,)``,
+    W; ``P_n`` where ``g_n = 0``)."""
+    peak = np.asarray(peak_power_w, dtype=np.float64)
+    g = np.asarray(seen_gain, dtype=np.float64)
+    with np.errstate(divide="ignore"):
+        return np.where(g > 0.0, np.minimum(peak, received_w / np.where(g > 0.0, g, 1.0)), peak)
+
+
+def device_noise_split(
+    fill_w: ArrayLike, headroom_w: ArrayLike, seen_gain: ArrayLike, group: ArrayLike
+) -> tuple[F64, B8]:
+    """``air_noise = "devices"``: each sum's devices add the noise ``A_s`` (W at the receiver)
+    together, each the same fraction ``f_s`` of its power headroom ``P_n - p_n``:
+    ``q_n = f_s (P_n - p_n)`` with ``f_s = A_s / sum_n (P_n - p_n) g_n`` over the sum (independent
+    noises add in power at the receiver, each through its channel).
+
+    Returns:
+        ``(q_w, reached)``: ``(n,)`` each device's noise power, W, and ``(G,)`` whether the
+        headroom reaches ``A_s`` (``f_s <= 1``; where not, ``q`` is 0 for the sum).
+    """
+    need = np.asarray(fill_w, dtype=np.float64)
+    room = np.maximum(np.asarray(headroom_w, dtype=np.float64), 0.0)
+    grp = np.asarray(group, dtype=np.int64)
+    reach = np.bincount(grp, weights=room * np.asarray(seen_gain), minlength=need.shape[0])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        frac = np.where(need > 0.0, need / reach, 0.0)
+    reached = np.isfinite(frac) & (frac <= 1.0)
+    frac = np.where(reached, frac, 0.0)
+    return frac[grp] * room, reached
+
+
+@dataclass(frozen=True)
+class AirPrivacy:
+    """``[privacy] mechanism = "over_the_air"`` for one slot's plan (docs/privacy.md)."""
+
+    noise_multiplier: float | None  #: ``z``, the update's (None: channel_only, measured)
+    clip_values: int  #: ``D_min``: the devices send ``clip(u) sqrt(D_min) / C``
+    thermal_w: float  #: ``N0``, W: the only noise that counts (interference does not)
+    added_w: F64  #: ``(N,)`` ``q_n``: the noise power each device adds (air_noise = "devices"), W
+    added_rx_w: F64  #: ``(N,)`` ``q_n g_n``: that noise at the receiver (true gains), W
+
+
 @dataclass(frozen=True)
 class AirCompPlan:
     """One slot's over-the-air transmissions, decided at the slot's start: ``(N,)`` arrays over
@@ -232,6 +333,8 @@ class AirCompPlan:
     eta: F64  #: ``(G,)`` each receiver's denoising factor, W (0: nobody transmits)
     noise_w: F64  #: ``(G,)`` the noise each sum was planned on, W
     latency_s: float  #: ``T``: the transmission window of a sum, s
+    #: over-the-air privacy (None: none); ``tx_power_w`` then includes the devices' added noise
+    privacy: AirPrivacy | None = None
 
     def mse(self, noise_w: F64 | None = None, arrived: B8 | None = None) -> F64:
         """``(G,)`` the closed-form MSE per entry of each sum the server reconstructs, for
