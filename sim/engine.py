@@ -125,7 +125,7 @@ _ONLINE, _OFFLINE = event_code("online"), event_code("offline")
 
 def set_learner_privacy(learner: Learner, spec: PrivacySpec) -> None:
     """Tell ``learner`` the run's privacy (its ``set_privacy``: it clips and adds the noise).
-    A learner without ``set_privacy`` (the network-only :class:`NullLearner`, a learner of
+    A learner without ``set_privacy`` (the network-only :class:`~wflsim.sim.learner.NullLearner`, a learner of
     one's own) trains nothing private: the ledger still accounts the updates the network
     applies, at the multipliers the mechanism gives them."""
     set_privacy = getattr(learner, "set_privacy", None)
