@@ -16,6 +16,8 @@ import numpy as np
 import pandas as pd
 import pytest
 from dp_accounting import rdp
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from conftest import events, failing_at_frame, run_in_memory, saved_and_continued
 from golden_runs import column_hashes
@@ -469,3 +471,33 @@ def test_the_accounted_multiplier_is_the_learners_noise_over_the_sensitivity(ser
             step["dp_noise_multiplier"].to_numpy(),
             rtol=1e-9,
         )
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    steps=st.lists(
+        st.lists(st.tuples(st.integers(0, 3), st.floats(0.1, 10.0)), min_size=1, max_size=6),
+        min_size=1,
+        max_size=25,
+    ),
+    mechanism=st.sampled_from(["central", "local"]),
+)
+def test_no_admitted_step_passes_the_budget(steps, mechanism) -> None:
+    """Whatever the steps (devices repeated, any weights), the updates the ledger admits never
+    take a device past its budget, and a stopped device is never admitted again."""
+    from wflsim.sim.privacy.ledger import PrivacyLedger
+    from wflsim.sim.trace import TraceBuffer
+
+    budget = 6.0
+    cfg = _config(mechanism=mechanism, noise_multiplier=1.0, epsilon_budget=budget)
+    ledger = PrivacyLedger(PrivacySpec.from_config(cfg, 4), 4, TraceBuffer())
+    ledger.start(0.0)
+    for t, step in enumerate(steps):
+        devices = np.array([d for d, _ in step])
+        weights = np.array([w for _, w in step])
+        before = ledger.blocked()
+        keep = ledger.admitted(devices, weights)
+        assert not (keep & before[devices]).any()
+        ids, mult = step_multipliers(ledger.spec, devices[keep], weights[keep])
+        ledger.account(float(t), 0, t, ids, mult)
+        assert (ledger.epsilon() <= budget).all()
