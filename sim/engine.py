@@ -189,6 +189,11 @@ class Engine:
             :mod:`wflsim.sim.servers.hierarchy`; needs ``cells``; None: flat aggregation). The
             learner is told each device's edge at every frame start (``assign_edges``) and
             takes the cloud rounds (``cloud_send``, ``cloud_receive``) the engine times.
+        privacy: the run's resolved ``[privacy]`` (:class:`~wflsim.sim.privacy.mechanism.PrivacySpec`,
+            ``z`` calibrated; None: no privacy). The engine keeps the privacy spent in
+            :attr:`privacy` (a :class:`~wflsim.sim.privacy.ledger.PrivacyLedger`, which the servers
+            hand every applied step), takes stopped devices out of every slot's candidates and
+            tells the learner (``set_privacy``, :func:`set_learner_privacy`).
 
     Raises:
         ValueError: the server refuses the engine's parts (a stale-update server with a
