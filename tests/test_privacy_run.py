@@ -501,3 +501,24 @@ def test_no_admitted_step_passes_the_budget(steps, mechanism) -> None:
         ids, mult = step_multipliers(ledger.spec, devices[keep], weights[keep])
         ledger.account(float(t), 0, t, ids, mult)
         assert (ledger.epsilon() <= budget).all()
+
+
+@pytest.mark.parametrize("server", SERVERS)
+@pytest.mark.parametrize("uplink", ["dedicated", "ofdma", "tdma"])
+@pytest.mark.parametrize("churn", [False, True])
+def test_every_uplink_and_availability_composes(server, uplink, churn) -> None:
+    """Every server mode x digital uplink x availability runs with a budget, and no privacy row
+    passes it (network only)."""
+    data = scenario(server, privacy={"epsilon_budget": 9.0}, frames=3)
+    if uplink != "dedicated":
+        data["uplink"] = {"mode": uplink, "planned_concurrent_uploads": 2}
+    if churn:
+        data["availability"] = {
+            "model": "markov",
+            "online_s": {"dist": "exponential", "mean": 0.5},
+            "offline_s": {"dist": "exponential", "mean": 0.2},
+        }
+    table, stats = run_in_memory(data)
+    rows = events(table, "privacy")
+    assert len(rows) > 0 and (rows["dp_epsilon"] <= 9.0).all()
+    assert stats.epsilon_max <= 9.0
