@@ -34,6 +34,12 @@ MODELS_USE_OF_SIM = {
     "wflsim.sim.registry",
     "wflsim.sim.strategies",
     "wflsim.sim.updates",
+    # the privacy spec, its closed forms and its composition table (one source per formula:
+    # the learner's noise and the ledger's accounting read the same functions)
+    "wflsim.sim.privacy",
+    "wflsim.sim.privacy.config",
+    "wflsim.sim.privacy.mechanism",
+    "wflsim.sim.privacy.compose",
 }
 #: What analysis may import of sim: the one-line error of its refusals and the run folder's
 #: format and readers (``read_manifest``, ``liveness``, ``link_error``), and the reader of files a

@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -54,7 +53,7 @@ from wflsim.sim.updates import OverTheAir, UpdateInputs
 
 from .. import data as _data
 from ..nets import build_model
-from . import aggregate
+from .air import AirNoise, moments, noise_gain, over_the_air_uploads, privacy_gain, sent_entries
 from .evaluation import evaluate
 from .flat import FlatModel
 from .gradients import PRECISIONS, GradientPaths
@@ -92,56 +91,6 @@ def resolve_device(device: str | torch.device) -> torch.device:
     if dev.type == "cuda" and not torch.cuda.is_available():
         raise ValueError(f"learning device {str(device)!r} requested but CUDA is not available")
     return dev
-
-
-def _noise_gain(
-    call: RuleCall,
-    sent: torch.Tensor,
-    weights: torch.Tensor,
-) -> torch.Tensor:
-    """``(D,)`` how the rule's normalisation scales an over-the-air sum's noise on each entry:
-    the rule's aggregate of the sent indicator ``sent`` ``(k, D)`` over eq. 3's (the sum's own
-    normalisation). 1 under eq. 3, ``sum B / sum of B over the senders`` under a per-coordinate
-    mean (``aggregation = "per_coordinate"``, FjORD): the receiver divides the entry's sum, and
-    its noise, by the weight of those who sent it; 0 where nobody sent it."""
-    indicator = sent.to(weights.dtype)
-    plain = aggregate.weighted_mean(indicator, weights)
-    ruled = call(None, indicator)
-    return torch.where(plain > 0, ruled / plain.clamp_min(1e-30), 0.0)
-
-
-def _moments(
-    uploads: torch.Tensor, sent: torch.Tensor
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Over the air, of each upload's sent entries (``uploads``, ``sent``: ``(k, D)``): its mean
-    ``mu`` ``(k, 1)``, the entries centred on it (0 where not sent) ``(k, D)`` and their
-    standard deviation ``sigma`` ``(k,)``."""
-    count = sent.sum(dim=1, keepdim=True).clamp_min(1)
-    mu = uploads.sum(dim=1, keepdim=True) / count
-    centred = torch.where(sent, uploads - mu, torch.zeros_like(uploads))
-    sigma = torch.sqrt((centred * centred).sum(dim=1) / count.squeeze(1))
-    return mu, centred, sigma
-
-
-@dataclass
-class AirNoise:
-    """An over-the-air aggregate's normalisation and noise, in update units (the trace's
-    learner-side ``aircomp`` columns): the common scale ``sigma_bar`` the devices normalised by,
-    the standard deviation per entry of the noise drawn (``sigma_bar`` times the sums' noise),
-    and the mean and root mean square of the noise the aggregate received on the entries anyone
-    sent (after the rule's per-entry normalisation; NaN before :meth:`measure`)."""
-
-    scale: float
-    noise_std: float
-    noise_mean: float = float("nan")
-    noise_rms: float = float("nan")
-
-    def measure(self, added: torch.Tensor) -> None:
-        """The noise the aggregate received, on the sent entries (``(m,)``)."""
-        if added.numel():
-            a = added.double()
-            self.noise_mean = float(a.mean())
-            self.noise_rms = float(torch.sqrt(torch.mean(a * a)))
 
 
 class TorchLearner:
@@ -613,19 +562,8 @@ class TorchLearner:
         trained: torch.Tensor | None,
         uploads: torch.Tensor,
     ) -> torch.Tensor:
-        """``(k, D)`` bool: the entries each device in the sum sends (rows ``rows`` of this
-        slot's computed devices): not frozen by the update rule, trained in its sub-model or kept
-        by its pruning mask; every entry otherwise."""
-        masks = getattr(self.rule, "masks", None)
-        if callable(masks):
-            frozen = masks()[torch.as_tensor(ok)]
-            return ~frozen.to(uploads.device)
-        if trained is None:  # the rule's own (pruning, sub-models), still there before settle
-            mine = self.rule.trained(self._ids)
-            trained = None if mine is None else mine[rows]
-        if trained is not None:
-            return trained.to(device=uploads.device, dtype=torch.bool)
-        return torch.ones_like(uploads, dtype=torch.bool)
+        """:func:`~wflsim.models.learner.air.sent_entries` of this slot's rule and devices."""
+        return sent_entries(self.rule, self._ids, ok, rows, trained, uploads)
 
     def upload_moments(self, device_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Over the air: the mean ``mu_n`` and standard deviation ``sigma_n`` of the entries
@@ -639,7 +577,7 @@ class TorchLearner:
         uploads = self._uploads[rows]
         trained = None if self._trained is None else self._trained[rows]
         sent = self._sent_entries(ids, rows, trained, uploads)
-        mu, _, sigma = _moments(uploads, sent)
+        mu, _, sigma = moments(uploads, sent)
         return (
             mu.squeeze(1).double().cpu().numpy(),
             sigma.double().cpu().numpy(),
@@ -648,65 +586,13 @@ class TorchLearner:
     def _over_the_air(
         self, uploads: torch.Tensor, air: OverTheAir, weights: torch.Tensor, sent: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """The uploads ``(k, D)`` as the sum weighs them, ``mu_n + ratio_n (u_n - mu_n)`` on
-        the entries each device sends (``sent``, ``(k, D)``: frozen entries are not sent), and the
-        receiver's noise ``sigma_bar noise_std e`` on the entries anyone sends, ``(D,)``; ``mu_n``
-        and ``sigma_n``: the mean and standard deviation of device ``n``'s sent entries,
-        ``sigma_bar`` their largest (the common scale the updates are normalised by)."""
-        if air.ratio.shape[0] != uploads.shape[0]:
-            raise ValueError(
-                f"an over-the-air sum of {air.ratio.shape[0]} devices for {uploads.shape[0]} uploads"
-            )
-        if air.clip_scale_values is not None:  # privacy: the public scale, no mean
-            centred, sigma_bar = self._public_scale(uploads, sent, air.clip_scale_values)
-        else:
-            _, centred, sigma = _moments(uploads, sent)
-            sigma_bar = float(sigma.max()) if uploads.shape[0] else float("nan")
-        ratio = torch.as_tensor(air.ratio, dtype=uploads.dtype, device=uploads.device)
-        weighed = uploads + (ratio[:, None] - 1.0) * centred
-        noise = torch.zeros(uploads.shape[1], dtype=uploads.dtype, device=uploads.device)
-        # the sums' noises are independent: the aggregate's is N(0, sum_s (W_s std_s)^2)
-        w = weights.detach().cpu().numpy().astype(np.float64)
-        share = np.bincount(air.groups, weights=w, minlength=air.noise_stds.size) / w.sum()
-        std = float(np.sqrt(np.sum((share * air.noise_stds) ** 2)))
-        if std > 0.0 and uploads.shape[0]:
-            index = air.slot if air.stream_index is None else air.stream_index
-            seed = (
-                self.streams.int_seed("aircomp_noise", index)
-                if self.streams is not None and hasattr(self.streams, "int_seed")
-                else int(np.random.SeedSequence([21, index]).generate_state(1)[0])
-            )
-            gen = torch.Generator(device="cpu").manual_seed(seed)
-            e = torch.randn(uploads.shape[1], generator=gen, dtype=torch.float32)
-            scale = sigma_bar * std
-            noise = (e.to(uploads.device) * scale) * sent.any(dim=0)
-        self.last_air_noise = AirNoise(
-            scale=sigma_bar,
-            noise_std=sigma_bar * std if uploads.shape[0] else 0.0,
+        """The uploads as the sum weighs them and the receiver's noise
+        (:func:`~wflsim.models.learner.air.over_the_air_uploads`), its record kept as
+        :attr:`last_air_noise`."""
+        weighed, noise, self.last_air_noise = over_the_air_uploads(
+            uploads, air, weights, sent, self.streams, getattr(self, "clip_norm", None)
         )
         return weighed, noise
-
-    def _public_scale(
-        self, uploads: torch.Tensor, sent: torch.Tensor, clip_values: int
-    ) -> tuple[torch.Tensor, float]:
-        """Over-the-air privacy: each device sends its sent entries (``(k, D)``, 0 elsewhere)
-        times ``sqrt(D_min) / C`` (no mean subtracted, no side information), so the scale is
-        ``C / sqrt(D_min)``; an upload above the clip would break the peak power and the
-        sensitivity the multipliers assume (ValueError)."""
-        clip = getattr(self, "clip_norm", None)
-        if clip is None or not float(clip) > 0.0 or clip_values < 1:
-            raise ValueError(
-                "an over-the-air sum with a public scale needs the clip norm (set_privacy) and "
-                "D_min >= 1"
-            )
-        values = torch.where(sent, uploads, torch.zeros_like(uploads))
-        norm = float(values.double().norm(dim=1).max()) if uploads.shape[0] else 0.0
-        if norm > float(clip) * (1.0 + 1e-4):
-            raise ValueError(
-                f"an over-the-air upload of norm {norm:g} exceeds the clip {float(clip):g}: "
-                "uploads must arrive clipped"
-            )
-        return values, float(clip) / float(np.sqrt(clip_values))
 
     def apply(self, slot: int, success_ids: np.ndarray) -> None:
         """Aggregate the uploads that arrived (eq. 3), step (eq. 4 or the strategy's), let the
@@ -743,7 +629,7 @@ class TorchLearner:
                 uploads, bw, self.local_steps[ok], uploaded, rule_mean_over(uploads, call)
             )
             if air is not None:
-                added = noise * _noise_gain(call, sent, bw)
+                added = noise * noise_gain(call, sent, bw)
                 g = g + added
                 assert self.last_air_noise is not None
                 self.last_air_noise.measure(added[sent.any(dim=0)])
@@ -809,21 +695,10 @@ class TorchLearner:
             return g, 0.0
         gain = None
         if getattr(self.rule, "aggregation", None) == "per_coordinate":
-            gain = self.privacy_gain(call, self._sent_entries(ok, rows, trained, uploads), bw)
+            sent = self._sent_entries(ok, rows, trained, uploads)
+            gain = privacy_gain(self.rule, call, sent, bw)
         b = bw.detach().cpu().numpy().astype(np.float64)
         return self.privacy.noise_aggregate(g, b, float(b.sum()), gain, (SYNC_STEP, int(slot)))
-
-    def privacy_gain(
-        self, call: RuleCall, sent: torch.Tensor | None, weights: torch.Tensor
-    ) -> torch.Tensor | None:
-        """Central noise under a per-coordinate mean (the rule's ``aggregation``): how the
-        rule's division scales noise added to the weighted sum on each entry (``(D,)``,
-        :func:`_noise_gain`'s, 1 where nobody sent the entry: the noise goes on every entry);
-        None under eq. 3 or without a sent mask (1 everywhere)."""
-        if sent is None or getattr(self.rule, "aggregation", None) != "per_coordinate":
-            return None
-        gain = _noise_gain(call, sent, weights)
-        return torch.where(sent.any(dim=0), gain, torch.ones_like(gain))
 
     # ------------------------------------------------------------------ stale updates
     @property

@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import numpy as np
 import torch
 
+from .air import privacy_gain
 from .local import local_updates
 from .privacy import STALE_STEP
 from .rules.base import StaleUpdate
@@ -411,7 +412,7 @@ class StaleUpdates:
                     g,
                     b * step.weights,
                     float(b.sum()),
-                    own.privacy_gain(call, sent, bw),
+                    privacy_gain(own.rule, call, sent, bw),
                     (STALE_STEP, self.materialised + 1),
                 )
             note = getattr(rule, "server_gradient", None)  # optional (PlainRule: nothing)

@@ -248,7 +248,8 @@ class SyncServer(Server):
             )
             learner = eng.learner
             assert isinstance(learner, AirCompLearner), "checked when the engine was built"
-            summed = over_the_air_sum(air, ok, t, received)
+            # every device that sent a symbol: the fill covers one dropped part-way too
+            summed = over_the_air_sum(air, ok, t, received, transmitted=result.transmitted_s > 0)
             air_multipliers = getattr(summed, "privacy_multipliers", None)
             learner.receive_over_the_air(summed)
         eng.learner.apply(t, ok)
