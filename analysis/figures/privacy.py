@@ -62,7 +62,7 @@ def _point(
     ax: Axes, s: _Series, x: str, y: str, xscale: float, yscale: float, style: dict
 ) -> float:
     """One series as one point: the mean over its seeds of ``x`` and ``y`` with their 95 %
-    intervals as error bars (recorded in :attr:`DataFigure.intervals`); returns the mean x."""
+    intervals as error bars (recorded in the figure's ``intervals``); returns the mean x."""
     xm, xl, xh, _ = _interval(s.rows, x, xscale)
     ym, yl, yh, n = _interval(s.rows, y, yscale)
     if not (np.isfinite(xm) and np.isfinite(ym)):
