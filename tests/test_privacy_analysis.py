@@ -175,6 +175,19 @@ def test_summary_of_runs_without_privacy_is_nan(mixed):
     assert s.filter(like="central", axis=0)["epsilon_max"].notna().all()
 
 
+def test_duckdb_view_gives_the_same_final_epsilon(mixed):
+    """The DuckDB view over the traces gives each run's largest epsilon as the summary has it."""
+    import duckdb
+
+    con = duckdb.connect()
+    tidy.duckdb_view(con, mixed)
+    sql = "SELECT run, max(dp_epsilon) AS e FROM events WHERE event = 'privacy' GROUP BY run"
+    by_sql = con.execute(sql).df().set_index("run")["e"].sort_index()
+    data = tidy.load(mixed)
+    by_pandas = privacy.privacy_summary(data.privacy, data.runs).set_index("run")["epsilon_max"]
+    pd.testing.assert_series_equal(by_sql, by_pandas.dropna().sort_index(), check_names=False)
+
+
 def test_a_privacy_run_before_any_update_has_epsilon_zero(tmp_path):
     """A run with [privacy] whose trace has no privacy row yet has spent nothing."""
     run = write_synthetic_run(tmp_path / "r", extra={"privacy": CENTRAL})

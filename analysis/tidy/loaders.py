@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from ..io import load_events
-from .runs import ID_COLUMNS, RunsArg, _runs_info, runs_table, with_cost_at
+from .runs import ID_COLUMNS, NO_PRIVACY, RunsArg, _runs_info, runs_table, with_cost_at
 from .tables import (
     _DECISION_COLS,
     _ENERGY_COLS,
@@ -56,7 +56,6 @@ _ALL_EVENTS = [
     "flush",
     "energy",
     "eval",
-    *DP_EVENTS,
 ]
 
 # Every trace column the tidy tables read.
@@ -64,7 +63,6 @@ _ALL_COLUMNS = sorted(
     set(_DECISION_COLS + _ENERGY_COLS + ["upload_planned_s"])
     | {"x_m", "y_m", "expected_cost", "iterations", "energy_budget_j"}
     | {"n_participants", "n_success", "slot_duration_s", "stable_fraction", "loss", "accuracy"}
-    | set(DP_COLUMNS)
 )
 
 
@@ -81,10 +79,13 @@ def _concat(parts: list[pd.DataFrame]) -> pd.DataFrame:
     return pd.concat(nonempty, ignore_index=True)
 
 
-def _tables(run_dir: str, want: set[str], cost_v: float | None = None) -> dict[str, pd.DataFrame]:
+def _tables(
+    run_dir: str, want: set[str], cost_v: float | None = None, private: bool = False
+) -> dict[str, pd.DataFrame]:
     """The tidy tables ``want`` of one run folder (without the ID columns; ``cost_v``: the
     ``V`` at which its cost is recomputed, :func:`with_cost_at`), and its privacy rows (as
-    ``dp_steps``, ``dp_clips``, ``dp_stops``)."""
+    ``dp_steps``, ``dp_clips``, ``dp_stops``; read only where ``private``, a run with
+    ``[privacy]``: a trace without them would get their columns as nulls on every row)."""
     ev = load_events(run_dir, events=_ALL_EVENTS, columns=_ALL_COLUMNS)
     if cost_v is not None:
         ev = with_cost_at(ev, cost_v)
@@ -96,7 +97,14 @@ def _tables(run_dir: str, want: set[str], cost_v: float | None = None) -> dict[s
         built["frames"] = frames_from_events(ev, ds)
     if "evaluations" in want:
         built["evaluations"] = evaluations_from_events(ev, built["slots"])
-    dp = privacy_rows_from_events(ev)
+    dp = (
+        # the parts' hashes were checked by the read above: their row counts suffice here
+        privacy_rows_from_events(
+            load_events(run_dir, events=DP_EVENTS, columns=DP_COLUMNS, verify=False)
+        )
+        if private
+        else PrivacyRows()
+    )
     built |= {"dp_steps": dp.steps, "dp_clips": dp.clips, "dp_stops": dp.stops}
     return built
 
@@ -112,7 +120,8 @@ def load(runs: RunsArg, tables: Iterable[str] | None = None) -> Tidy:
     for (_, row), r in zip(info.iterrows(), found, strict=True):
         key = (row["run_dir"], r.cost_v)
         if key not in done:
-            done[key] = _tables(row["run_dir"], want, r.cost_v)
+            private = row.get("dp_mechanism", NO_PRIVACY) != NO_PRIVACY
+            done[key] = _tables(row["run_dir"], want, r.cost_v, private)
         built = done[key]
         for k in [*want, *_DP_PARTS]:
             parts[k].append(_with_ids(built[k], row))
