@@ -40,6 +40,11 @@ def private_runs(runs: pd.DataFrame) -> list[str]:
     return [str(r) for r in runs.loc[runs["dp_mechanism"] != NO_PRIVACY, "run"]]
 
 
+def _of_runs(rows: pd.DataFrame) -> pd.DataFrame:
+    """``rows`` with a ``run`` column (an empty table of one run's rows has none)."""
+    return rows if "run" in rows.columns else rows.assign(run=pd.Series(dtype=object))
+
+
 def _num_devices(runs: pd.DataFrame, steps: pd.DataFrame) -> pd.Series:
     """Per run: its number of devices (``network.num_devices``; where unknown, the devices of
     its privacy rows)."""
@@ -75,6 +80,7 @@ def epsilon_over_time(steps: pd.DataFrame, slots: pd.DataFrame, runs: pd.DataFra
     ``steps``: the ``privacy`` rows (:attr:`PrivacyRows.steps`); ``slots``: the slot table
     (:func:`wflsim.analysis.tidy.slots`); ``runs``: the runs table."""
     mine = private_runs(runs)
+    steps = _of_runs(steps)
     n_of = _num_devices(runs, steps)
     parts = []
     for run in mine:
@@ -134,13 +140,13 @@ def privacy_summary(privacy: PrivacyRows, runs: pd.DataFrame) -> pd.DataFrame:
     mine = private_runs(runs)
     if not mine:
         return out
-    n_of = _num_devices(runs, privacy.steps)
-    eps = device_epsilons(privacy.steps).groupby("run")["epsilon"]
+    steps, clips, stops = (_of_runs(t) for t in (privacy.steps, privacy.clips, privacy.stops))
+    n_of = _num_devices(runs, steps)
+    eps = device_epsilons(steps).groupby("run")["epsilon"]
     sums, peaks = eps.sum(), eps.max()
-    clips = privacy.clips
     rate = clips.assign(_c=clips["dp_clipped"].astype(float)).groupby("run")["_c"].mean()
     noise = clips.groupby("run")["dp_noise_std"].mean()
-    stopped = privacy.stops.groupby("run")["device"].nunique()
+    stopped = stops.groupby("run")["device"].nunique()
     at = out["run"].isin(mine)
     runs_at = out.loc[at, "run"]
     n = runs_at.map(n_of).astype(float).where(lambda v: v > 0)

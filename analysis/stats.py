@@ -20,10 +20,12 @@ import numpy as np
 import pandas as pd
 from scipy import stats as _st
 
-from .tidy import ID_COLUMNS, PrivacyRows
+from .tidy import ID_COLUMNS
 
 if TYPE_CHECKING:
     from pandas.api.typing import DataFrameGroupBy
+
+    from .tidy import PrivacyRows
 
 #: The identifying columns that tell configurations apart (``run`` and ``seed`` excluded).
 CONFIG_COLUMNS: list[str] = [c for c in ID_COLUMNS if c not in ("run", "seed")]
@@ -203,8 +205,8 @@ def summary(
     ``total_latency_s``, ``final_stable_fraction``, ``final_accuracy``, ``best_accuracy``,
     and the privacy measures :data:`wflsim.analysis.privacy.SUMMARY_COLUMNS` (``epsilon_max``,
     ``epsilon_mean``, ``dp_clipped_fraction``, ``dp_noise_std``, ``dp_stopped_devices``: from
-    ``privacy``, the runs' privacy rows, for the runs of ``runs`` with ``[privacy]``; NaN
-    otherwise).
+    ``privacy``, the runs' privacy rows (:attr:`wflsim.analysis.tidy.Tidy.privacy`), for the
+    runs of ``runs`` with ``[privacy]``; NaN otherwise, and for every run without ``privacy``).
 
     ``runs`` (:func:`wflsim.analysis.tidy.runs_table`) lists every run, also those without a single
     slot (a run that failed at once: ``slots`` 0, the rest NaN); without it a run appears when
@@ -274,7 +276,9 @@ def summary(
     ids = runs[[c for c in ID_COLUMNS if c in runs.columns]]
     full = ids.merge(out[order], on="run", how="left")
     full["slots"] = full["slots"].fillna(0).astype("int64")
-    dp = privacy_summary(privacy if privacy is not None else PrivacyRows(), runs)
+    if privacy is None:  # the privacy rows not read: not measured here (NaN), not 0
+        return full.assign(**{c: np.nan for c in SUMMARY_COLUMNS})
+    dp = privacy_summary(privacy, runs)
     return full.merge(dp.drop_duplicates("run"), on="run", how="left")
 
 

@@ -30,6 +30,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from test_tidy import write_synthetic_run
 from wflsim.analysis import claims as C
@@ -188,6 +190,13 @@ def test_duckdb_view_gives_the_same_final_epsilon(mixed):
     pd.testing.assert_series_equal(by_sql, by_pandas.dropna().sort_index(), check_names=False)
 
 
+def test_summary_without_the_privacy_rows_is_nan_not_zero(private_run):
+    """A summary not given the privacy rows says nothing of epsilon (NaN), not 0."""
+    data = tidy.load(private_run)
+    s = stats.summary(data.device_slots, data.slots, data.evaluations, runs=data.runs)
+    assert s[privacy.SUMMARY_COLUMNS].isna().all().all()
+
+
 def test_a_privacy_run_before_any_update_has_epsilon_zero(tmp_path):
     """A run with [privacy] whose trace has no privacy row yet has spent nothing."""
     run = write_synthetic_run(tmp_path / "r", extra={"privacy": CENTRAL})
@@ -259,3 +268,30 @@ def test_a_claim_on_epsilon_without_privacy_runs_cannot_be_checked(plain):
     v = hypotheses.check_runs(plain, stated).iloc[0]
     assert v["verdict"] == C.NOT_MEASURABLE
     assert "[privacy]" in v["evidence"]
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 5), st.integers(0, 3), st.floats(0.0, 50.0, allow_nan=False)),
+        max_size=30,
+    )
+)
+def test_epsilon_over_time_never_falls_and_ends_at_the_summary(rows):
+    """Whatever the privacy rows, the max over devices never falls from slot to slot, the mean
+    never exceeds it, and the last slot's values are the summary's."""
+    runs = pd.DataFrame({"run": ["r"], "num_devices": [4], "dp_mechanism": ["central DP"]})
+    slots = pd.DataFrame({"run": "r", "frame": 0, "slot": range(6), "end_s": np.arange(6.0)})
+    steps = pd.DataFrame(
+        [
+            {"run": "r", "slot": s, "device": d, "dp_epsilon": e, "dp_noise_multiplier": 1.0}
+            for s, d, e in rows
+        ],
+        columns=["run", "slot", "device", "dp_epsilon", "dp_noise_multiplier"],
+    )
+    t = privacy.epsilon_over_time(steps, slots, runs)
+    assert (np.diff(t["epsilon_max"]) >= 0).all()
+    assert (t["epsilon_mean"] <= t["epsilon_max"] + 1e-12).all()
+    s = privacy.privacy_summary(tidy.PrivacyRows(steps=steps), runs).iloc[0]
+    assert t["epsilon_max"].iloc[-1] == pytest.approx(s["epsilon_max"])
+    assert t["epsilon_mean"].iloc[-1] == pytest.approx(s["epsilon_mean"])
