@@ -35,6 +35,8 @@ from .config.derived import longest_wait_s, wait_events_per_s
 from .errors import RunDiverged
 from .kernels import KernelName, make_kernel
 from .learner import Learner, ProbingLearner
+from .privacy.ledger import PrivacyLedger
+from .privacy.mechanism import PrivacySpec
 from .radio.cells.component import Cells
 from .radio.modes import uplink_mode
 from .radio.spec import UplinkSpec
@@ -119,6 +121,16 @@ class FrameSink(Protocol):
 
 
 _ONLINE, _OFFLINE = event_code("online"), event_code("offline")
+
+
+def set_learner_privacy(learner: Learner, spec: PrivacySpec) -> None:
+    """Tell ``learner`` the run's privacy (its ``set_privacy``: it clips and adds the noise).
+    A learner without ``set_privacy`` (the network-only :class:`NullLearner`, a learner of
+    one's own) trains nothing private: the ledger still accounts the updates the network
+    applies, at the multipliers the mechanism gives them."""
+    set_privacy = getattr(learner, "set_privacy", None)
+    if set_privacy is not None:
+        set_privacy(spec)
 
 
 def set_learner_strategy(learner: Learner, strategy: StrategySpec) -> None:
@@ -209,6 +221,7 @@ class Engine:
         selection: Selection | None = None,
         cells: Cells | None = None,
         hierarchy: CloudRounds | None = None,
+        privacy: PrivacySpec | None = None,
     ) -> None:
         self.config = config
         self.system = system
@@ -277,12 +290,23 @@ class Engine:
         self._wall_before = 0.0
         #: why the run stops before its last frame (:meth:`request_stop`); None: it does not
         self.stop_reason: str | None = None
+        #: the privacy spent per device (``[privacy]``; None: no privacy)
+        self.privacy: PrivacyLedger | None = None
+        if privacy is not None:
+            set_learner_privacy(learner, privacy)
+            q = None
+            if privacy.amplification == "uniform_selection":
+                assert self.selection.k is not None, "checked when the scenario was resolved"
+                q = min(1.0, self.selection.k / n)
+            self.privacy = PrivacyLedger(privacy, n, self.buffer, sampling_probability=q)
         self.server.bind(self)
         self.stats = self.server.new_stats(n)
         if cells is not None:
             self.stats.handovers = 0
         if hierarchy is not None:
             self.stats.cloud_rounds, self.stats.backhaul_energy_j = 0, 0.0
+        if self.privacy is not None:  # zeros before the first step
+            self._privacy_totals()
         if uplink_mode(config.uplink).over_the_air:
             st = self.stats
             st.air_aligned, st.air_asked, st.air_mse_total, st.air_mse_count = 0, 0, 0.0, 0
@@ -298,6 +322,8 @@ class Engine:
                 self.log_changes(self.availability.reset(), 0, -1)
             if cfg.evaluate:
                 self._eval(frame=0, slot=-1)
+            if self.privacy is not None:  # devices whose first update would pass the budget
+                self.privacy.start(0.0)
         self.server.resume()
         rounds = self.hierarchy
         if rounds is not None and rounds.due_s is not None:  # a cloud round in flight
@@ -322,6 +348,8 @@ class Engine:
                 hooks.frame_end(self, k)
             if self.stop_reason is not None and k + 1 < cfg.frames:
                 self._stop_after(k)
+            if self.privacy is not None:  # the privacy spent at the boundary
+                self._privacy_totals()
             self._flush(k)
             if self.stats.stopped_early is not None:
                 break
@@ -475,6 +503,9 @@ class Engine:
         if avail is not None:
             self.log_changes(avail.advance(now), k, t)  # changes at the slot's start
             available, online_until = avail.online.copy(), avail.online_until_s()
+        if self.privacy is not None and self.privacy.any_blocked:  # their budget spent
+            stopped = self.privacy.blocked()
+            available = ~stopped if available is None else available & ~stopped
         if slowdown is None and self.jitter is not None and slot_jitter:
             slowdown = self.jitter.slowdown(t)  # the slot's actual costs
         return self.replan(k, t, gains, available, online_until, slowdown)
@@ -622,6 +653,14 @@ class Engine:
             num_samples=None if num_samples is None else np.asarray(num_samples, dtype=np.int64),
         )
 
+    def _privacy_totals(self) -> None:
+        """The run's privacy totals (:meth:`PrivacyLedger.summary`) into its stats."""
+        assert self.privacy is not None
+        st, summary = self.stats, self.privacy.summary()
+        st.epsilon_max, st.epsilon_mean = summary["epsilon_max"], summary["epsilon_mean"]
+        st.dp_noise_multiplier = summary["dp_noise_multiplier"]
+        st.dp_stopped_devices = summary["dp_stopped_devices"]
+
     def _eval(self, frame: int, slot: int) -> None:
         loss, acc = self.learner.evaluate()
         if self.config.evaluate and not np.isfinite(loss):
@@ -738,6 +777,8 @@ class Engine:
             out["server"] = server
         if self.hierarchy is not None:  # rounds taken, the one in flight
             out["hierarchy"] = self.hierarchy.state_dict()
+        if self.privacy is not None:  # every device's privacy spent, the stopped devices
+            out["privacy"] = self.privacy.state_dict()
         return out
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -757,3 +798,7 @@ class Engine:
             raise ValueError("engine state and this run differ in [server.hierarchy]")
         if self.hierarchy is not None:
             self.hierarchy.load_state_dict(state["hierarchy"])
+        if (self.privacy is None) != ("privacy" not in state):
+            raise ValueError("engine state and this run differ in [privacy]")
+        if self.privacy is not None:
+            self.privacy.load_state_dict(state["privacy"])

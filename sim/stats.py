@@ -17,6 +17,10 @@ _OPTIONAL = (
     "air_asked",
     "air_mse_total",
     "air_mse_count",
+    "epsilon_max",
+    "epsilon_mean",
+    "dp_noise_multiplier",
+    "dp_stopped_devices",
 )
 
 
@@ -55,6 +59,13 @@ class RunStats:
     air_asked: int | None = None
     air_mse_total: float | None = None
     air_mse_count: int | None = None
+    #: ``[privacy]`` only (None: no privacy): the largest and the mean epsilon over every device
+    #: (at the run's delta, at the last frame boundary), the noise multiplier ``z`` (None over
+    #: the air with ``air_noise = "channel_only"``) and the devices stopped by their budget
+    epsilon_max: float | None = None
+    epsilon_mean: float | None = None
+    dp_noise_multiplier: float | None = None
+    dp_stopped_devices: int | None = None
 
     @property
     def outage_rate(self) -> float:
@@ -105,6 +116,16 @@ class RunStats:
                 }
             )
             | ({} if self.air_aligned is None else self._air_summary())
+            | (
+                {}
+                if self.epsilon_max is None
+                else {
+                    "epsilon_max": self.epsilon_max,
+                    "epsilon_mean": self.epsilon_mean,
+                    "dp_noise_multiplier": self.dp_noise_multiplier,
+                    "dp_stopped_devices": self.dp_stopped_devices,
+                }
+            )
         )
 
     def _air_summary(self) -> dict[str, Any]:

@@ -19,6 +19,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from .privacy.columns import PRIVACY_COLUMNS
+
 # 2: device_slot and upload_planned_s; 3: availability events; 4: stale updates ([server]);
 # 5: selected ([strategy.selection]); 6: probe_loss and probe_energy_j (power_of_choice);
 # 7: strategy rows (kept, prox_term, control_update_norm, server_step_norm); 8: [cells] (cell,
@@ -29,8 +31,10 @@ import pyarrow.parquet as pq
 # the newest models did: sinr_db and interference_w ([cells]); edge_model rows, edge,
 # edge_data_weight, cloud_weight, backhaul_up_s, backhaul_down_s ([server.hierarchy]);
 # aircomp_scale, aircomp_noise_std, aircomp_noise_mean, aircomp_noise_rms, update_mean,
-# update_std ([uplink] mode = "aircomp", learning runs)
-TRACE_SCHEMA_VERSION = "11"
+# update_std ([uplink] mode = "aircomp", learning runs); 12: [privacy] (privacy, dp_clip and
+# dp_budget_spent rows, dp_noise_multiplier, dp_epsilon, dp_update_norm, dp_clip_norm,
+# dp_clipped, dp_noise_std)
+TRACE_SCHEMA_VERSION = "12"
 
 #: What a run's trace records (``[trace] level``): every event (the paper's) or, for large
 #: network studies, the device events of a slot folded into one ``device_slot`` row per device.
@@ -71,6 +75,9 @@ EVENTS: dict[str, str] = {
     "cloud_round": "[server.hierarchy] only: after every cloud_every_slots slots, the edges send their models to the cloud (time_s: when they send; backhaul_s: until the cloud model reaches the last edge; backhaul_energy_j: the backhaul's energy, both ways)",
     "edge_model": "[server.hierarchy] only: at each cloud round, right after its cloud_round row, one per edge server (edge): the model it sends, what it aggregated since the last round (edge_data_weight, n_success), its weight in the cloud's average (cloud_weight) and the round's latencies drawn for it (backhaul_up_s, backhaul_down_s); the models themselves are not trace data (the API's edge_params / edge_models, the checkpoint)",
     "aircomp": "[uplink] mode = 'aircomp' only: at a slot's end, before its aggregate row: the over-the-air sum (eta_w, n_aligned, n_truncated, the closed-form aircomp_mse and, with training, the measured aggregation_mse)",
+    "privacy": "[privacy] only, network side: one per device per server step that applied its update, at the step's time (after its aggregate or flush row): the noise multiplier the step is accounted at for the device (dp_noise_multiplier) and its epsilon after it (dp_epsilon); under amplification = 'uniform_selection' one per device at every step; at both trace levels",
+    "dp_clip": "[privacy] only, learning runs: one per update a server step applied, what clipping and noise did to it (dp_update_norm, dp_clip_norm, dp_clipped, dp_noise_std); learner-side, taken as the strategy rows (at the aggregate's time in sync, at the slot's end under semi_sync / async); at both trace levels",
+    "dp_budget_spent": "[privacy] with an epsilon budget only: a device stops taking part because one more update could take its epsilon past the budget (once per device; dp_epsilon: its epsilon then; slot -1: before the first slot); from then on it is no candidate, as a device offline",
 }
 
 # name -> (arrow type, unit, description)
@@ -442,6 +449,7 @@ COLUMNS: dict[str, tuple[pa.DataType, str, str]] = {
         "-",
         "[server] semi_sync / async, upload_end rows of updates kept: the weight w(staleness) the update enters the aggregate with",
     ),
+    **PRIVACY_COLUMNS,  # [privacy] (sim/privacy/columns.py)
     "loss": (pa.float64(), "nat", "test cross-entropy of the global model"),
     "accuracy": (pa.float64(), "fraction", "test accuracy of the global model"),
 }

@@ -13,7 +13,11 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import ScenarioError
+from ..privacy.calibrate import calibrate_noise_multiplier
+from ..privacy.mechanism import PrivacySpec
 from ..rng import Streams
+from ..updates import OverTheAir
+from ..world.availability import AlwaysConfig
 from ..world.system import DeviceArrays
 from .catalogue import (
     DATASET_FILES,
@@ -198,3 +202,139 @@ def payload_num_params(learning: LearningConfig) -> int:
         return model_num_params(learning.model, learning.dataset)
     except DatasetError as err:  # a model registered from Python that cannot be built
         raise ScenarioError(err.field, err.problem, err.fix) from None
+
+
+#: The schemes' slot power rules under which every device is a candidate in every slot (no
+#: threshold against its channel): "no outage" (Ideal FL, Only-PF) and peak power
+#: (``fixed_power``); under Proposition 1's threshold who may take part depends on the channel.
+EVERY_DEVICE_POWER_RULES = ("no_outage", "peak")
+
+
+def privacy_updates_bound(scenario: Scenario) -> int:
+    """The most updates one device can have applied in a run, for the calibration of ``z``
+    (docs/privacy.md, "Calibration"): one per slot in ``sync`` and ``semi_sync`` (a cycle
+    starts at a slot start only, and a device has one in flight at most), ``frames x slots``;
+    ``async`` takes the same count (a device that applies more stops at its budget, which
+    ``target_epsilon`` sets by default: docs/decisions.md)."""
+    return scenario.run.frames * scenario.run.slots_per_frame
+
+
+def resolve_privacy(
+    scenario: Scenario, scheme_power: str | None = None, noise_multiplier: float | None = None
+) -> PrivacySpec | None:
+    """The run's ``[privacy]`` resolved (None without the table): the combinations across
+    tables refused with the physical reason, ``z`` calibrated for ``target_epsilon``.
+
+    Args:
+        scenario: a validated scenario.
+        scheme_power: the scheme's slot power rule (``threshold``, ``no_outage``, ``peak``;
+            None: unknown, a scheme of one's own), which decides whether every device is a
+            candidate in every slot (``amplification = "uniform_selection"``).
+        noise_multiplier: the ``z`` a run calibrated before (a resumed run's, from its
+            manifest): taken as it is, nothing calibrated again.
+
+    Raises:
+        ScenarioError: naming the ``privacy.*`` field and the fix.
+    """
+    cfg = scenario.privacy
+    if cfg is None:
+        return None
+    over_air = cfg.mechanism == "over_the_air"
+    if over_air and scenario.uplink.mode != "aircomp":
+        raise ScenarioError(
+            "privacy.mechanism",
+            f'"over_the_air" makes the receiver\'s noise part of the mechanism, which needs an '
+            f'over-the-air sum; uplink.mode is "{scenario.uplink.mode}" (digital uploads, each '
+            "decoded on its own)",
+            'set [uplink] mode = "aircomp", or use mechanism = "central" or "local"',
+        )
+    if over_air and "privacy_multipliers" not in getattr(OverTheAir, "__dataclass_fields__", {}):
+        raise ScenarioError(
+            "privacy.mechanism",
+            "\"over_the_air\" needs the radio's per-device multipliers, which this build's "
+            "over-the-air sum does not give",
+            'use mechanism = "central" or "local"',
+        )
+    if cfg.amplification == "uniform_selection":
+        _check_amplification(scenario, scheme_power)
+    if over_air and cfg.air_noise == "channel_only" and cfg.epsilon_budget is not None:
+        raise ScenarioError(
+            "privacy.epsilon_budget",
+            'air_noise = "channel_only" gives no floor z on the noise, so whether one more '
+            "update stays within the budget is not known before it is sent",
+            'remove epsilon_budget, or use air_noise = "receiver" with noise_multiplier',
+        )
+    n = scenario.network.num_devices
+    spec = PrivacySpec.from_config(cfg, n)
+    z = noise_multiplier
+    if z is None and cfg.target_epsilon is not None:
+        steps = privacy_updates_bound(scenario)
+        q = None
+        if cfg.amplification == "uniform_selection":
+            k = scenario.strategy.selection.k
+            assert k is not None, "a uniform selection has k"
+            q = min(1.0, k / n)
+        try:
+            z = calibrate_noise_multiplier(
+                cfg.target_epsilon,
+                cfg.delta,
+                steps,
+                cfg.accountant,
+                sampling_probability=q,
+                clipped_count_std=spec.clipped_count_std,
+            )
+        except ValueError as err:  # its words name the field and the fix
+            text = str(err).splitlines()[0].removeprefix("privacy.target_epsilon: ")
+            raise ScenarioError("privacy.target_epsilon", text) from None
+    spec = PrivacySpec.from_config(cfg, n, z)
+    try:
+        spec.update_multiplier  # noqa: B018 (adaptive clipping: the count's noise must leave room)
+    except ValueError as err:
+        raise ScenarioError(
+            "privacy.clipped_count_std",
+            str(err),
+            'raise clipped_count_std above z / 2, or use clipping = "fixed"',
+        ) from None
+    return spec
+
+
+def _check_amplification(scenario: Scenario, scheme_power: str | None) -> None:
+    """``amplification = "uniform_selection"`` needs every device to be a candidate in every
+    step, and the server to draw ``k`` of them uniformly: then each device is in a step with
+    probability ``k / N`` whatever its data and its channel.
+
+    Raises:
+        ScenarioError: on ``privacy.amplification``, with what makes the candidates depend on
+            something else.
+    """
+    field = "privacy.amplification"
+    fix = 'or use amplification = "none"'
+    if scenario.strategy.selection.rule != "uniform":
+        raise ScenarioError(
+            field,
+            "amplification by subsampling needs a uniformly random selection; "
+            f'[strategy.selection] rule is "{scenario.strategy.selection.rule}"',
+            f'set [strategy.selection] rule = "uniform" with k, {fix}',
+        )
+    if scenario.server.mode != "sync":
+        raise ScenarioError(
+            field,
+            f'under server.mode = "{scenario.server.mode}" a device busy with an earlier upload '
+            "is no candidate, and how long it stays busy depends on its channel",
+            f'use server.mode = "sync", {fix}',
+        )
+    if not isinstance(scenario.availability, AlwaysConfig):
+        raise ScenarioError(
+            field,
+            "a device offline is no candidate: the selection is then among the devices "
+            "online, not uniform over all",
+            f'use [availability] model = "always", {fix}',
+        )
+    if scheme_power not in EVERY_DEVICE_POWER_RULES:
+        raise ScenarioError(
+            field,
+            f"scheme {scenario.scheme.name!r} lets a device take part only when its channel "
+            "allows (a power threshold), so the candidates depend on the channel",
+            "use a scheme under which every device is a candidate in every slot (ideal, "
+            f"only_pf, fixed_power), {fix}",
+        )

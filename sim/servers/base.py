@@ -32,6 +32,8 @@ import simpy
 
 from ..clock import Clock
 from ..learner import Learner, ProbingLearner
+from ..privacy.ledger import PrivacyLedger, step_multipliers
+from ..privacy.mechanism import combined_multiplier
 from ..radio.aircomp import AirCompPlan
 from ..radio.cells.component import Cells
 from ..schemes.base import FramePlan, Scheme, SlotPlan
@@ -116,13 +118,49 @@ class Selected:
 
 def log_strategy_rows(host: Host, time_s: float, k: int, t: int) -> None:
     """Write the ``strategy`` rows of the server steps the learner took since the last call
-    (a learner without ``take_strategy_rows`` has none)."""
+    (a learner without ``take_strategy_rows`` has none), and under ``[privacy]`` the ``dp_clip``
+    rows of their updates (the learner's ``take_privacy_rows``)."""
     take = getattr(host.learner, "take_strategy_rows", None)
-    if take is None:
+    if take is not None:
+        for block in take():
+            cols = dict(block)
+            host.buffer.add("strategy", time_s, k, t, cols.pop("device"), **cols)
+    take_dp = getattr(host.learner, "take_privacy_rows", None)
+    if take_dp is not None and host.privacy is not None:  # the clipping of the steps' updates
+        for block in take_dp():
+            cols = dict(block)
+            host.buffer.add("dp_clip", time_s, k, t, cols.pop("device"), **cols)
+
+
+def account_privacy(
+    host: Host,
+    time_s: float,
+    k: int,
+    t: int,
+    devices: Any,
+    weights: Any,
+    groups: Any = None,
+    air_multipliers: Any = None,
+) -> None:
+    """Account a server step (``[privacy]``; nothing without): the devices of the updates it
+    applied (``(k,)``), their aggregation weights and aggregates (``groups``: each update's edge
+    under a hierarchy; None: one aggregate), or over the air the multipliers the radio gave
+    each device in the sum (``air_multipliers``, ``(k,)``, ``devices`` in the same order)."""
+    ledger = host.privacy
+    if ledger is None:
         return
-    for block in take():
-        cols = dict(block)
-        host.buffer.add("strategy", time_s, k, t, cols.pop("device"), **cols)
+    spec = ledger.spec
+    if spec.mechanism == "over_the_air":
+        if air_multipliers is None:
+            raise RuntimeError(
+                "over-the-air privacy needs the radio's multipliers (OverTheAir."
+                "privacy_multipliers), which this slot's sum does not carry"
+            )
+        ids = np.asarray(devices, dtype=np.int64)
+        mult = combined_multiplier(air_multipliers, spec.clipped_count_std)
+    else:
+        ids, mult = step_multipliers(spec, devices, weights, groups)
+    ledger.account(time_s, k, t, ids, mult)
 
 
 def select(
@@ -210,6 +248,7 @@ class Host(Protocol):
     buffer: TraceBuffer  #: the trace rows of the frame in progress
     queue_j: np.ndarray  #: the energy-deficit queues, J, ``(N,)``
     selection: Selection  #: which candidates of a slot the server asks (``[strategy.selection]``)
+    privacy: PrivacyLedger | None  #: the privacy spent (``[privacy]``; None: no privacy)
     stats: RunStats  #: the run's totals (:meth:`Server.new_stats`)
     num_devices: int
     next_frame: int  #: the frame in progress, or the next one between frames

@@ -14,6 +14,7 @@ import numpy as np
 from ..slot import DEADLINE_REL_TOL
 from ..stats import RunStats
 from ..world.availability import Changes
+from .base import account_privacy
 
 
 @dataclass
@@ -221,3 +222,53 @@ _FIELD_DTYPES: dict[str, type] = {
 
 
 _PY_TYPES: dict[type, Callable[[Any], Any]] = {np.int64: int, np.bool_: bool, np.float64: float}
+
+
+def step_updates(
+    host: Any, buf: list[Cycle], weights: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """A stale server step's updates as :func:`~.base.account_privacy` takes them: their
+    devices, their aggregation weights (``weights``, the staleness weights, times ``B_n``)
+    and, under a hierarchy, their edges (each edge's aggregate is its own)."""
+    devices = np.array([c.device for c in buf], dtype=np.int64)
+    batch = host.system.devices.batch_size[devices].astype(np.float64)
+    edges = None
+    if host.hierarchy is not None:
+        edges = np.array([c.edge for c in buf], dtype=np.int64)
+    return devices, np.asarray(weights, dtype=np.float64) * batch, edges
+
+
+def within_budget(
+    host: Any,
+    versioned: Any,
+    buf: list[Cycle],
+    version: int,
+    weight: Callable[[np.ndarray], np.ndarray],
+) -> list[Cycle]:
+    """A stale server step's buffer (``[privacy]``) without the updates of devices whose step
+    would take them past their budget (:meth:`~wflsim.sim.privacy.ledger.PrivacyLedger.admitted`:
+    a stopped device's update still in flight, or a device with several updates in the step,
+    whose multiplier may then be below ``z``); theirs are dropped, never applied. The buffer
+    as it is without ``[privacy]``."""
+    if host.privacy is None or not buf:
+        return buf
+    staleness = np.array([version - c.version for c in buf], dtype=np.int64)
+    keep = host.privacy.admitted(*step_updates(host, buf, weight(staleness)))
+    for c, kept in zip(buf, keep.tolist(), strict=True):
+        if not kept and not c.discarded:
+            versioned.drop_update(c.key)
+    return [c for c, kept in zip(buf, keep.tolist(), strict=True) if kept]
+
+
+def account_stale_step(
+    host: Any, time_s: float, k: int, t: int, buf: list[Cycle], weights: np.ndarray
+) -> None:
+    """Account a stale server step that applied ``buf`` with ``weights`` (the staleness
+    weights) at ``time_s`` (:func:`~.base.account_privacy`; nothing without ``[privacy]``)."""
+    if host.privacy is not None:
+        account_privacy(host, time_s, k, t, *step_updates(host, buf, weights))
+
+
+def stopped(host: Any, n: int) -> bool:
+    """Whether device ``n`` takes part no more, its privacy budget spent (``[privacy]``)."""
+    return host.privacy is not None and host.privacy.is_stopped(n)

@@ -113,10 +113,13 @@ from .cycles import (
     AsyncStats,
     Cycle,
     Tally,
+    account_stale_step,
     cycle_records,
     cycles_from_records,
     on_boundary_s,
     one_change,
+    stopped,
+    within_budget,
 )
 
 _ONLINE, _OFFLINE = event_code("online"), event_code("offline")
@@ -374,19 +377,14 @@ class StaleServer(Server):
         participate = plan.participate if available is None else plan.participate & available
         if asked is not None:
             participate = participate & asked
-        up = slots.slot_uploads(
-            participate, plan.tx_power_w, sp.costs, sp.gains.gain, system, "last_upload"
-        )
-        never = up.participating & ~np.isfinite(up.upload_full_s)
-        if never.any():
+        for _ in range(2):  # again without the cycles that would never end, if any
             up = slots.slot_uploads(
-                participate & ~never,
-                plan.tx_power_w,
-                sp.costs,
-                sp.gains.gain,
-                system,
-                "last_upload",
+                participate, plan.tx_power_w, sp.costs, sp.gains.gain, system, "last_upload"
             )
+            never = up.participating & ~np.isfinite(up.upload_full_s)
+            if not never.any():
+                break
+            participate = participate & ~never
         return up
 
     @property
@@ -746,8 +744,8 @@ class StaleServer(Server):
             return
         eng = self.host
         now = eng.clock.now
-        if sl.online_until_s is not None and not sl.online_until_s[n] > now:
-            return  # gone offline since the slot started (offline then: not participating)
+        if (sl.online_until_s is not None and not sl.online_until_s[n] > now) or stopped(eng, n):
+            return  # gone offline (or its privacy budget spent) since the slot started
         fr = eng.frame
         assert fr is not None
         up = sl.uploads
@@ -787,6 +785,7 @@ class StaleServer(Server):
         now = self.host.clock.now
         buf = sorted(self._buffer, key=lambda c: (c.device, c.key))
         self._buffer = []
+        buf = within_budget(self.host, self.versioned, buf, self.version, self.config.weight)
         staleness = np.array([self.version - c.version for c in buf], dtype=np.int64)
         weights = self.config.weight(staleness)
         keys = np.array([c.key for c in buf], dtype=np.int64)
@@ -800,6 +799,7 @@ class StaleServer(Server):
         st.staleness_sum += int(staleness.sum())
         # no stable fraction: the learner takes its steps at the slot's end
         self.host.buffer.add("flush", now, k, t, n_success=len(buf), model_version=self.version)
+        account_stale_step(self.host, now, k, t, buf, weights)
         limit = self.config.max_staleness
         if limit is not None:  # updates in flight that can no longer be applied: release them
             for c in self._cycles.values():

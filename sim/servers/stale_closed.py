@@ -105,6 +105,8 @@ class ClosedFormStaleServer(StaleServer):
             self._uplink is None
             and engine.availability is None
             and not (self._async and engine.jitter is not None)
+            # every flush accounted, devices stopped by their privacy budget: the clock's path
+            and engine.privacy is None
         )
         n = engine.num_devices
         self._on = np.zeros(n, dtype=bool)

@@ -32,6 +32,7 @@ from .base import (
     SlotEnd,
     SlotInProgress,
     SlotPlay,
+    account_privacy,
     decision_columns,
     log_strategy_rows,
     select,
@@ -161,7 +162,11 @@ class SyncServer(Server):
             eng.config.uplink
         ).over_the_air:  # the power rule's aligned devices, powers and receiver
             gain = fr.planned_gain if fr.planned_gain is not None else fr.large.gain
-            up, air = over_the_air(up, sp, costs, eng.system, eng.config.uplink, eng.cells, gain)
+            # over-the-air privacy: the radio plans the public scale and the noise to reach z
+            private = {} if eng.privacy is None else {"privacy": eng.privacy.spec}
+            up, air = over_the_air(
+                up, sp, costs, eng.system, eng.config.uplink, eng.cells, gain, **private
+            )
         who = np.flatnonzero(up.participating)
         planned_compute_s = (
             up.compute_s
@@ -235,6 +240,7 @@ class SyncServer(Server):
         if eng.rules.closes_at == "deadline":
             b.add("deadline", sl.deadline_s, k, t)
         ok = np.flatnonzero(out.success)
+        air_multipliers = None
         if sl.aircomp is not None:  # the learner applies the received sums, not the uploads'
             air = sl.aircomp
             received = received_noise_w(
@@ -242,7 +248,9 @@ class SyncServer(Server):
             )
             learner = eng.learner
             assert isinstance(learner, AirCompLearner), "checked when the engine was built"
-            learner.receive_over_the_air(over_the_air_sum(air, ok, t, received))
+            summed = over_the_air_sum(air, ok, t, received)
+            air_multipliers = getattr(summed, "privacy_multipliers", None)
+            learner.receive_over_the_air(summed)
         eng.learner.apply(t, ok)
         if eng.cells is not None:  # what each edge aggregated (under a hierarchy)
             self.count_by_edge(ok, eng.cells.serving[ok])
@@ -261,6 +269,20 @@ class SyncServer(Server):
             slot_duration_s=now - sl.start_s,
             stable_fraction=None if np.isnan(stable) else stable,
         )
+        if eng.privacy is not None:  # the step's privacy, each device at its own multiplier
+            edges = None
+            if eng.hierarchy is not None and eng.cells is not None:  # each edge's own step
+                edges = eng.cells.serving[ok]
+            account_privacy(
+                eng,
+                now,
+                k,
+                t,
+                ok,
+                eng.system.devices.batch_size[ok].astype(np.float64),
+                edges,
+                air_multipliers,
+            )
         log_strategy_rows(eng, now, k, t)
         eng.stats.successes += len(ok)
         self._slot = None

@@ -263,5 +263,6 @@ def build_engine(
         strategy=strategy,
         selection=selection,
         hierarchy=hierarchy,
+        privacy=prep.privacy,
         **options,
     )

@@ -507,6 +507,16 @@ def summary_lines(prep: Prepared, stats: RunStats, out: Path) -> list[str]:
             if sc.uplink.mode == "aircomp"
             else []
         ),
+        *(
+            [
+                f"  privacy          epsilon max {s.get('epsilon_max', 0.0):.4g}, mean "
+                f"{s.get('epsilon_mean', 0.0):.4g} at delta {sc.privacy.delta:g} ("
+                f"{sc.privacy.mechanism}, z = {_multiplier(s.get('dp_noise_multiplier'))}); "
+                f"{s.get('dp_stopped_devices', 0)} device(s) stopped by the budget"
+            ]
+            if sc.privacy is not None
+            else []
+        ),
         f"  simulated time   {s['simulated_time_s']:.4g} s over {s['slots']} slots",
         f"  wall time        {s['wall_time_s']:.1f} s",
     ]
@@ -523,6 +533,11 @@ def summary_lines(prep: Prepared, stats: RunStats, out: Path) -> list[str]:
             )
         )
     return lines
+
+
+def _multiplier(z: Any) -> str:
+    """A noise multiplier for the summary ("measured" where the radio's noise is what it is)."""
+    return "measured" if z is None else f"{float(z):.4g}"
 
 
 def _share(value: float | None) -> str:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from wflsim._version import __version__
+from wflsim.sim.config.resolve import privacy_updates_bound
 from wflsim.sim.radio.modes import describe_uplink
 from wflsim.sim.schemes.csi_margin import slot_power_rule
 from wflsim.sim.world.system import SystemConstants
@@ -161,6 +162,7 @@ def run_manifest(prep: Prepared, system: SystemConstants) -> dict[str, Any]:
         if prep.availability is None
         else prep.availability.describe(),
         "cells": None if prep.cells is None else prep.cells.describe(system),
+        "privacy": privacy_description(prep),
         "versions": package_versions(),
         "command": sys.argv,
         "started_at": folders.now_iso(),
@@ -175,6 +177,27 @@ def run_manifest(prep: Prepared, system: SystemConstants) -> dict[str, Any]:
         "resumed": [],
         "summary": None,
         "error": None,
+    }
+
+
+def privacy_description(prep: Prepared) -> dict[str, Any] | None:
+    """The run's resolved privacy (``manifest.json``'s ``privacy``; None without
+    ``[privacy]``): the noise multiplier ``z`` the run uses (calibrated for
+    ``target_epsilon``: a resumed run takes this one, and calibrates nothing again), whether it
+    was calibrated and for how many updates per device."""
+    spec = prep.privacy
+    if spec is None:
+        return None
+    cfg = prep.scenario.privacy
+    calibrated = cfg is not None and cfg.target_epsilon is not None
+    return {
+        "mechanism": spec.mechanism,
+        "noise_multiplier": spec.noise_multiplier,
+        "update_multiplier": spec.update_multiplier,
+        "clipped_count_std": spec.clipped_count_std,
+        "calibrated": calibrated,
+        "calibrated_for_updates": privacy_updates_bound(prep.scenario) if calibrated else None,
+        "epsilon_budget": spec.epsilon_budget,
     }
 
 

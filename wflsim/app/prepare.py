@@ -41,9 +41,11 @@ from wflsim.sim.config.resolve import (
     resolve_data_dir,
     resolve_devices,
     resolve_local_steps,
+    resolve_privacy,
 )
 from wflsim.sim.config.schema import Scenario
 from wflsim.sim.errors import ScenarioError
+from wflsim.sim.privacy.mechanism import PrivacySpec
 from wflsim.sim.radio.cells.component import Cells, build_cells
 from wflsim.sim.radio.cells.config import cell_uplink_mode, resolve_sites_file
 from wflsim.sim.radio.cells.layout import build_layout
@@ -89,6 +91,8 @@ class Prepared:
     availability: Availability | None = field(default=None)
     #: several cells (``[cells]``; None: one cell)
     cells: Cells | None = field(default=None)
+    #: ``[privacy]`` resolved, ``z`` calibrated (None: no privacy)
+    privacy: PrivacySpec | None = field(default=None)
 
 
 @dataclass(frozen=True)
@@ -230,6 +234,7 @@ def prepare_scenario(
     warn: bool = True,
     download: bool = False,
     check_data: bool = True,
+    privacy_noise_multiplier: float | None = None,
 ) -> Prepared:
     """Resolve an already validated :class:`Scenario` (devices, mobility, data directory; its
     scheme and strategy are checked against their registries first,
@@ -244,7 +249,9 @@ def prepare_scenario(
     (:func:`wflsim.app.fetch.fetch_dataset`) once everything else has been checked, instead
     of being refused. ``check_data=False``: the dataset is neither checked nor downloaded (a
     sweep planned with ``download`` fetches its points' datasets once, then checks them:
-    :func:`wflsim.app.sweep.run_sweep`).
+    :func:`wflsim.app.sweep.run_sweep`). ``privacy_noise_multiplier``: the ``z`` a run
+    calibrated for its ``privacy.target_epsilon`` (a resumed run's, from its manifest), taken
+    as it is.
 
     Raises:
         ScenarioError: any problem, naming the field and the fix (with ``strict``, an
@@ -342,6 +349,7 @@ def prepare_scenario(
     check_aircomp(scenario, scheme.update_rule.name, scheme)
     check_ns3(scenario, scheme.closes_at)
     check_truncated_wait(scenario, scheme.closes_at, cells)
+    privacy = resolve_privacy(scenario, getattr(scheme, "power", None), privacy_noise_multiplier)
     # last: nothing is fetched for a bad scenario
     if scenario.learning.enabled and check_data and download:
         if scenario.learning.dataset in FETCHABLE:
@@ -361,6 +369,7 @@ def prepare_scenario(
         base_dir,
         availability,
         cells,
+        privacy,
     )
 
 

@@ -69,7 +69,18 @@ def prepare_from_manifest(
         base_dir=Path(base) if isinstance(base, str) else None,
         strict=strict,
         download=download,
+        privacy_noise_multiplier=_recorded_noise_multiplier(manifest),
     )
+
+
+def _recorded_noise_multiplier(manifest: dict[str, Any]) -> float | None:
+    """The ``z`` a run calibrated for its ``privacy.target_epsilon`` (its manifest's
+    ``privacy``; None: none calibrated), so that its continuation uses the same."""
+    privacy = manifest.get("privacy")
+    if not isinstance(privacy, dict) or not privacy.get("calibrated"):
+        return None
+    z = privacy.get("noise_multiplier")
+    return float(z) if isinstance(z, int | float) and not isinstance(z, bool) else None
 
 
 def resume_manifest(out: Path) -> dict[str, Any]:
