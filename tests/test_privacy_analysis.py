@@ -295,3 +295,56 @@ def test_epsilon_over_time_never_falls_and_ends_at_the_summary(rows):
     s = privacy.privacy_summary(tidy.PrivacyRows(steps=steps), runs).iloc[0]
     assert t["epsilon_max"].iloc[-1] == pytest.approx(s["epsilon_max"])
     assert t["epsilon_mean"].iloc[-1] == pytest.approx(s["epsilon_mean"])
+
+
+def test_the_summary_from_the_trace_agrees_with_the_runs_own(tmp_path):
+    """A network-only run with [privacy]: the final epsilon max and mean computed from its
+    trace's privacy rows are those its engine wrote in manifest.json."""
+    import json
+
+    from conftest import base_scenario
+
+    sc = base_scenario(
+        run={"frames": 2, "slots_per_frame": 3, "deadline_s": 0.2},
+        network={"num_devices": 5, "cell_radius_m": 500.0, "bandwidth_hz": 2e6},
+        scheme={"name": "ideal"},
+        privacy={"mechanism": "central", "clip_norm": 1.0, "noise_multiplier": 1.0},
+    )
+    import wflsim
+
+    wflsim.run(sc, out=tmp_path / "run", progress=False)
+    run = tmp_path / "run"
+    own = json.loads((run / "manifest.json").read_text())["summary"]
+    data = tidy.load(run)
+    s = privacy.privacy_summary(data.privacy, data.runs).iloc[0]
+    assert s["epsilon_max"] == pytest.approx(own["epsilon_max"], rel=1e-12)
+    assert s["epsilon_mean"] == pytest.approx(own["epsilon_mean"], rel=1e-12)
+
+
+def test_the_study_varies_privacy_as_one_field(mixed):
+    """With and without [privacy], the study varies one field, the privacy label, not each of
+    the table's fields."""
+    from wflsim.analysis.report.study import study_axes
+
+    data = tidy.load(mixed)
+    s = stats.summary(data.device_slots, data.slots, data.evaluations, runs=data.runs)
+    axes = study_axes(tidy.run_fields(mixed), s)
+    assert axes == [("privacy", ["central DP (z 1; C 1)", "local DP (z 0.5; C 1)", "no DP"])]
+
+
+def test_coinciding_points_are_nested_and_said():
+    """Two configurations at the same epsilon and accuracy: both visible, nested, and named."""
+    from wflsim.analysis.figures import privacy_tradeoffs
+
+    rows = [
+        {"run": f"{v}{seed}", "scheme": "ideal", "seed": seed, "variant": v,
+         "epsilon_max": 3.0, "final_accuracy": 0.8, "total_energy_j": 2.0}
+        for v in ("central", "local")
+        for seed in (0, 1)
+    ]  # fmt: skip
+    fig = privacy_tradeoffs(pd.DataFrame(rows))
+    assert "ideal, local coincides with ideal, central" in "; ".join(fig.notes).replace(
+        "Ideal FL", "ideal"
+    )
+    sizes = sorted(ln.get_markersize() for ln in fig.axes[0].get_lines() if ln.get_marker())
+    assert sizes[-1] > sizes[0]

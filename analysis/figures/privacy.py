@@ -9,14 +9,16 @@ the seeds' range.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
 
 from ..stats import seed_intervals
-from .bands import _draw_band, _legend, _per_run, _record
+from .bands import _draw_band, _legend, _note_coinciding, _per_run, _record
 from .common import (
     InsufficientData,
     _figure,
@@ -58,15 +60,26 @@ def _errors(mean: float, low: float, high: float) -> list[list[float]] | None:
     return [[max(mean - low, 0.0)], [max(high - mean, 0.0)]]
 
 
+@dataclass
+class _Drawn:
+    """A point as drawn: its panel, centre, marker line and series label."""
+
+    ax: Axes
+    x: float
+    y: float
+    line: Line2D
+    label: str
+
+
 def _point(
     ax: Axes, s: _Series, x: str, y: str, xscale: float, yscale: float, style: dict
-) -> float:
+) -> _Drawn | None:
     """One series as one point: the mean over its seeds of ``x`` and ``y`` with their 95 %
-    intervals as error bars (recorded in the figure's ``intervals``); returns the mean x."""
+    intervals as error bars (recorded in the figure's ``intervals``)."""
     xm, xl, xh, _ = _interval(s.rows, x, xscale)
     ym, yl, yh, n = _interval(s.rows, y, yscale)
     if not (np.isfinite(xm) and np.isfinite(ym)):
-        return np.nan
+        return None
     st = {k: v for k, v in style.items() if k not in ("markevery", "linestyle")}
     bars = ax.errorbar(
         [xm], [ym], xerr=_errors(xm, xl, xh), yerr=_errors(ym, yl, yh), label=s.label,
@@ -78,7 +91,47 @@ def _point(
         )
         m[["y_min", "y_max"]] = [[yscale * s.rows[y].min(), yscale * s.rows[y].max()]]
         _record(ax, bars, s.label, np.array([xm]), m, "y")
-    return xm
+    line = bars.lines[0]
+    return _Drawn(ax, xm, ym, line, s.label) if isinstance(line, Line2D) else None
+
+
+#: Two points closer than this share of their panel's span on both axes coincide.
+_SAME_POINT = 0.005
+
+
+def _nest_coinciding(fig: Figure, drawn: Sequence[_Drawn]) -> None:
+    """Points of one panel that coincide are drawn nested (the first drawn largest, behind)
+    and said in the panel's title and the figure's notes ("B coincides with A")."""
+    for ax in dict.fromkeys(d.ax for d in drawn):
+        mine = [d for d in drawn if d.ax is ax]
+        (x0, x1), (y0, y1) = ax.get_xlim(), ax.get_ylim()
+        xs = np.log10([max(d.x, 1e-300) for d in mine]) if ax.get_xscale() == "log" else None
+        span_x = abs(np.log10(x1 / x0)) if xs is not None else abs(x1 - x0)
+        groups: list[list[int]] = []
+        for i, d in enumerate(mine):
+            xi = xs[i] if xs is not None else d.x
+            for g in groups:
+                j = g[0]
+                xj = xs[j] if xs is not None else mine[j].x
+                near_x = abs(xi - xj) <= _SAME_POINT * span_x
+                if near_x and abs(d.y - mine[j].y) <= _SAME_POINT * abs(y1 - y0):
+                    g.append(i)
+                    break
+            else:
+                groups.append([i])
+        said = []
+        for g in (g for g in groups if len(g) > 1):
+            for rank, i in enumerate(g):
+                line = mine[i].line
+                line.set_markersize(line.get_markersize() + 3.5 * (len(g) - 1 - rank))
+                line.set_zorder(line.get_zorder() + 0.1 * rank)
+            first = mine[g[0]].label
+            said += [f"{mine[i].label} coincides with {first}" for i in g[1:]]
+        if said:
+            fig_notes = getattr(fig, "notes", None)
+            if isinstance(fig_notes, list):
+                fig_notes += said
+            ax.set_title(f"{ax.get_title()}\n(coinciding points nested)", fontsize="medium")
 
 
 def _private(rows: pd.DataFrame) -> bool:
@@ -116,16 +169,17 @@ def privacy_tradeoffs(summary: pd.DataFrame, title: str | None = None) -> Figure
     log_x = len(eps) > 1 and eps.max() >= 10.0 * eps.min()
     if log_x:
         eps_ax.set_xscale("log")
+    drawn: list[_Drawn | None] = []
     for s in series:
         style = _style(ranks[s.rest], s.scheme, color=colors.get(s.label))
         if _private(s.rows):
-            _point(eps_ax, s, "epsilon_max", "final_accuracy", 1.0, 100.0, style)
+            drawn.append(_point(eps_ax, s, "epsilon_max", "final_accuracy", 1.0, 100.0, style))
         else:
             acc = 100.0 * float(s.rows.drop_duplicates("run")["final_accuracy"].mean())
             eps_ax.axhline(
                 acc, color=style["color"], linestyle=":", linewidth=1.4, label=s.label, zorder=2
             )
-        _point(energy_ax, s, "total_energy_j", "final_accuracy", 1.0, 100.0, style)
+        drawn.append(_point(energy_ax, s, "total_energy_j", "final_accuracy", 1.0, 100.0, style))
     eps_ax.set_xlabel(EPSILON_MAX_LABEL + (" (log scale)" if log_x else ""))
     eps_ax.set_title("accuracy against epsilon (dotted: no DP)", fontsize="medium")
     energy_ax.set_xlabel(ENERGY_LABEL)
@@ -133,6 +187,7 @@ def privacy_tradeoffs(summary: pd.DataFrame, title: str | None = None) -> Figure
     for ax in axes:
         ax.set_ylabel(ACCURACY_LABEL)
         ax.grid(alpha=0.3)
+    _nest_coinciding(fig, [d for d in drawn if d is not None])
     _legend(fig, axes, order=[s.label for s in series])
     return _finish(fig)
 
@@ -161,15 +216,18 @@ def epsilon_evolution(over_time: pd.DataFrame, title: str | None = None) -> Figu
     fig, axes = _figure(2, title or f"Privacy spent over simulated time ({_AT_DELTA})", height=3.6)
     fig.legend_title = shaded_legend_title(series)
     for ax, (col, label) in zip(axes, _EPSILON_PANELS, strict=True):
+        lines: list[tuple[str, Line2D | None]] = []
         for s in series:
             xs = _mean_by(s.rows, "slot", ["end_s"]).set_index("slot")["end_s"]
             per_run = _per_run(s.rows, "slot", col)
             style = _style(ranks[s.rest], s.scheme, len(xs), color=colors.get(s.label))
-            _draw_band(ax, per_run, "slot", col, s.label, style, s.scheme, x_values=xs)
+            line = _draw_band(ax, per_run, "slot", col, s.label, style, s.scheme, x_values=xs)
+            lines.append((s.label, line))
         ax.set_xlabel(TIME_LABEL)
         ax.set_ylabel(label)
         ax.set_ylim(bottom=0.0)
         ax.grid(alpha=0.3)
+        _note_coinciding(ax, lines)
     _legend(fig, axes, order=[s.label for s in series])
     return _finish(fig)
 
