@@ -348,3 +348,24 @@ def test_coinciding_points_are_nested_and_said():
     )
     sizes = sorted(ln.get_markersize() for ln in fig.axes[0].get_lines() if ln.get_marker())
     assert sizes[-1] > sizes[0]
+
+
+def test_compare_reports_epsilon_where_runs_have_privacy():
+    """wflsim.compare lists epsilon max and mean by default for [privacy] runs: more noise,
+    less epsilon spent."""
+    import wflsim
+    from conftest import base_scenario
+
+    sc = base_scenario(
+        run={"frames": 1, "slots_per_frame": 3, "deadline_s": 0.2},
+        network={"num_devices": 4, "cell_radius_m": 500.0, "bandwidth_hz": 2e6},
+        scheme={"name": "ideal"},
+        privacy={"mechanism": "local", "clip_norm": 1.0, "noise_multiplier": 1.0},
+    )
+    table = wflsim.compare(
+        sc, {"z1": {"privacy.noise_multiplier": 1.0}, "z2": {"privacy.noise_multiplier": 2.0}},
+        seeds=[0, 1], progress=False,
+    )  # fmt: skip
+    eps = table[table["metric"] == "epsilon_max"].set_index("variant")["mean"]
+    assert set(table["metric"]) >= {"epsilon_max", "epsilon_mean"}
+    assert eps["z2"] < eps["z1"]
