@@ -125,7 +125,7 @@ _ONLINE, _OFFLINE = event_code("online"), event_code("offline")
 
 def set_learner_privacy(learner: Learner, spec: PrivacySpec) -> None:
     """Tell ``learner`` the run's privacy (its ``set_privacy``: it clips and adds the noise).
-    A learner without ``set_privacy`` (the network-only :class:`NullLearner`, a learner of
+    A learner without ``set_privacy`` (the network-only :class:`~wflsim.sim.learner.NullLearner`, a learner of
     one's own) trains nothing private: the ledger still accounts the updates the network
     applies, at the multipliers the mechanism gives them."""
     set_privacy = getattr(learner, "set_privacy", None)
@@ -189,6 +189,11 @@ class Engine:
             :mod:`wflsim.sim.servers.hierarchy`; needs ``cells``; None: flat aggregation). The
             learner is told each device's edge at every frame start (``assign_edges``) and
             takes the cloud rounds (``cloud_send``, ``cloud_receive``) the engine times.
+        privacy: the run's resolved ``[privacy]`` (:class:`~wflsim.sim.privacy.mechanism.PrivacySpec`,
+            ``z`` calibrated; None: no privacy). The engine keeps the privacy spent in
+            :attr:`privacy` (a :class:`~wflsim.sim.privacy.ledger.PrivacyLedger`, which the servers
+            hand every applied step), takes stopped devices out of every slot's candidates and
+            tells the learner (``set_privacy``, :func:`set_learner_privacy`).
 
     Raises:
         ValueError: the server refuses the engine's parts (a stale-update server with a

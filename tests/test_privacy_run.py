@@ -16,6 +16,8 @@ import numpy as np
 import pandas as pd
 import pytest
 from dp_accounting import rdp
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from conftest import events, failing_at_frame, run_in_memory, saved_and_continued
 from golden_runs import column_hashes
@@ -392,3 +394,131 @@ def test_over_the_air_without_aircomp_names_the_uplink() -> None:
     with pytest.raises(ScenarioError) as err:
         wflsim.prepare(scenario(privacy={"mechanism": "over_the_air"}))
     assert err.value.field == "privacy.mechanism" and "aircomp" in str(err.value)
+
+
+def test_a_resume_calibrates_nothing_again(tmp_path, monkeypatch) -> None:
+    """--resume takes the manifest's z: with the calibration broken it still completes, and
+    gives the uninterrupted events."""
+    import wflsim
+    from wflsim.sim.config import resolve
+
+    data = scenario(privacy={"target_epsilon": 6.0}, frames=3)
+    whole = wflsim.run(data, progress=False)
+    out = tmp_path / "run"
+    with pytest.raises(RuntimeError, match="injected"):
+        wflsim.run(data, out=out, hooks=failing_at_frame(2), progress=False)
+
+    def broken(*args: Any, **kwargs: Any) -> float:
+        raise AssertionError("calibrated again")
+
+    monkeypatch.setattr(resolve, "calibrate_noise_multiplier", broken)
+    resumed = wflsim.resume(out, progress=False)
+    pd.testing.assert_frame_equal(resumed.events, whole.events)
+
+
+def test_pld_is_at_most_rdp_in_a_run() -> None:
+    """The PLD accountant (exact for Gaussians) gives every device at most RDP's epsilon."""
+    _, rdp_stats = run_in_memory(scenario())
+    _, pld_stats = run_in_memory(scenario(privacy={"accountant": "pld"}))
+    assert 0 < pld_stats.epsilon_max <= rdp_stats.epsilon_max
+
+
+def test_adaptive_clipping_accounts_the_largest_weight_at_z() -> None:
+    """Adaptive clipping, central noise: the count's noise composed with z_delta gives exactly
+    z for each step's device of the largest weight, more for the others."""
+    z = 1.2
+    data = scenario(
+        privacy={"noise_multiplier": z, "clipping": "adaptive", "clipped_count_std": 2.0}
+    )
+    table, _ = run_in_memory(data)
+    rows = events(table, "privacy")
+    per_step = rows.groupby("slot")["dp_noise_multiplier"].min()
+    np.testing.assert_allclose(per_step, z, rtol=1e-12)
+
+
+def test_stale_hierarchy_accounts_each_edges_flush() -> None:
+    """semi_sync under two edge servers: every flushed update is accounted, at z or more."""
+    data = scenario("semi_sync")
+    data["cells"] = {"sites_m": [[-300.0, 0.0], [300.0, 0.0]]}
+    data["network"]["cell_radius_m"] = 400.0
+    data["server"]["hierarchy"] = {"cloud_every_slots": 2, "backhaul_rate_bps": 1e12}
+    table, _ = run_in_memory(data)
+    rows = events(table, "privacy")
+    flushed = int(events(table, "flush")["n_success"].sum())
+    assert len(rows) == flushed > 0
+    assert (rows["dp_noise_multiplier"] >= 1.0 - 1e-12).all()
+
+
+@pytest.mark.parametrize("server", ["sync", "semi_sync"])
+def test_the_accounted_multiplier_is_the_learners_noise_over_the_sensitivity(server) -> None:
+    """Central noise with training: each privacy row's multiplier is the dp_clip row's noise
+    standard deviation over the device's sensitivity B_n C / sum B (one step per slot)."""
+    from wflsim.models.learner import TorchLearner
+
+    if not hasattr(TorchLearner, "set_privacy"):
+        pytest.skip("the learner adds no noise (no set_privacy)")
+    table, _ = run_in_memory(scenario(server, training=True))
+    acc = events(table, "privacy")[["slot", "device", "dp_noise_multiplier"]]
+    clip = events(table, "dp_clip")[["slot", "device", "dp_noise_std", "dp_clip_norm"]]
+    both = acc.merge(clip, on=["slot", "device"], validate="one_to_one")
+    assert len(both) == len(acc) > 0
+    batch = np.array([16.0, 16.0, 24.0, 24.0, 32.0])
+    for _, step in both.groupby("slot"):
+        b = batch[step["device"].to_numpy(dtype=int)]
+        sensitivity = b * step["dp_clip_norm"].to_numpy() / b.sum()
+        np.testing.assert_allclose(
+            step["dp_noise_std"].to_numpy() / sensitivity,
+            step["dp_noise_multiplier"].to_numpy(),
+            rtol=1e-9,
+        )
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    steps=st.lists(
+        st.lists(st.tuples(st.integers(0, 3), st.floats(0.1, 10.0)), min_size=1, max_size=6),
+        min_size=1,
+        max_size=25,
+    ),
+    mechanism=st.sampled_from(["central", "local"]),
+)
+def test_no_admitted_step_passes_the_budget(steps, mechanism) -> None:
+    """Whatever the steps (devices repeated, any weights), the updates the ledger admits never
+    take a device past its budget, and a stopped device is never admitted again."""
+    from wflsim.sim.privacy.ledger import PrivacyLedger
+    from wflsim.sim.trace import TraceBuffer
+
+    budget = 6.0
+    cfg = _config(mechanism=mechanism, noise_multiplier=1.0, epsilon_budget=budget)
+    ledger = PrivacyLedger(PrivacySpec.from_config(cfg, 4), 4, TraceBuffer())
+    ledger.start(0.0)
+    for t, step in enumerate(steps):
+        devices = np.array([d for d, _ in step])
+        weights = np.array([w for _, w in step])
+        before = ledger.blocked()
+        keep = ledger.admitted(devices, weights)
+        assert not (keep & before[devices]).any()
+        ids, mult = step_multipliers(ledger.spec, devices[keep], weights[keep])
+        ledger.account(float(t), 0, t, ids, mult)
+        assert (ledger.epsilon() <= budget).all()
+
+
+@pytest.mark.parametrize("server", SERVERS)
+@pytest.mark.parametrize("uplink", ["dedicated", "ofdma", "tdma"])
+@pytest.mark.parametrize("churn", [False, True])
+def test_every_uplink_and_availability_composes(server, uplink, churn) -> None:
+    """Every server mode x digital uplink x availability runs with a budget, and no privacy row
+    passes it (network only)."""
+    data = scenario(server, privacy={"epsilon_budget": 9.0}, frames=3)
+    if uplink != "dedicated":
+        data["uplink"] = {"mode": uplink, "planned_concurrent_uploads": 2}
+    if churn:
+        data["availability"] = {
+            "model": "markov",
+            "online_s": {"dist": "exponential", "mean": 0.5},
+            "offline_s": {"dist": "exponential", "mean": 0.2},
+        }
+    table, stats = run_in_memory(data)
+    rows = events(table, "privacy")
+    assert len(rows) > 0 and (rows["dp_epsilon"] <= 9.0).all()
+    assert stats.epsilon_max <= 9.0

@@ -4,7 +4,7 @@
 Each applied update a device takes part in is one Gaussian event of its noise multiplier ``z``
 (a noise standard deviation over the L2 sensitivity of what it protects; dimensionless), under
 add/remove-one-device adjacency. A device's epsilon depends on its own events only, and not on
-their order.
+their order (beyond rounding in the last bits).
 
 Two accountants (``kind``):
 
@@ -13,17 +13,18 @@ Two accountants (``kind``):
   ``alpha / (2 z^2)``, a Poisson-subsampled one dp-accounting's own RDP of the subsampled Gaussian
   (cached per ``(q, z)``). Epsilon at ``delta`` from dp-accounting's conversion
   (:func:`dp_accounting.rdp.compute_epsilon`, the one its ``RdpAccountant`` uses).
-* ``"pld"``: privacy loss distributions (Koskela et al. 2020; Doroshenko et al. 2022). The state
-  is a per-device histogram ``{(z, q): count}`` (exact floats). The unsampled Gaussian events
-  compose exactly into one Gaussian of ``z_eff = (sum_i z_i^-2)^(-1/2)`` (the privacy loss of a
-  Gaussian of ``z`` is N(mu, 2 mu) with ``mu = 1 / (2 z^2)``, and independent normal losses add),
-  whose epsilon is the analytic Gaussian mechanism's (Balle and Wang 2018;
-  :func:`dp_accounting.get_epsilon_gaussian`: no discretisation error). Poisson-subsampled events
-  get dp-accounting's PLD of the subsampled Gaussian (connect-the-dots, pessimistic, value
-  discretisation :data:`PLD_VALUE_DISCRETIZATION`), self-composed per histogram entry and
-  composed in the histogram's sorted order, so that a device's epsilon is a function of its
-  histogram alone: the same after a checkpoint's reload, bit for bit, and whatever the order of
-  its events.
+* ``"pld"``: privacy loss distributions (Koskela et al. 2020; Doroshenko et al. 2022). The
+  unsampled Gaussian events of a device compose exactly into one Gaussian of
+  ``z_eff = (sum_i z_i^-2)^(-1/2)`` (the privacy loss of a Gaussian of ``z`` is N(mu, 2 mu) with
+  ``mu = 1 / (2 z^2)``, and independent normal losses add), whose epsilon is the analytic
+  Gaussian mechanism's (Balle and Wang 2018; :func:`dp_accounting.get_epsilon_gaussian`: no
+  discretisation error), so the state keeps ``sum_i z_i^-2`` per device (an ``(N,)`` array: a
+  device's multipliers may differ at every event, as over the air). Poisson-subsampled events are
+  kept as a per-device histogram ``{(q, z): count}`` (exact floats) and get dp-accounting's PLD
+  of the subsampled Gaussian (connect-the-dots, pessimistic, value discretisation
+  :data:`PLD_VALUE_DISCRETIZATION`), self-composed per entry and composed in the histogram's
+  sorted order, so that a device's epsilon is a function of its state alone: the same after a
+  checkpoint's reload, bit for bit.
 
 Amplification by subsampling (``sampling_probability = q``) composes the Poisson-subsampled
 Gaussian ``PoissonSampledDpEvent(q, GaussianDpEvent(z))`` for every device of the run in every
@@ -63,7 +64,7 @@ _KINDS = ("rdp", "pld")
 _STATE_VERSION = 1
 
 
-def _check_q(sampling_probability: float | None) -> float | None:
+def check_sampling_probability(sampling_probability: float | None) -> float | None:
     """``q`` validated; None for no sampling (``q = 1`` is the plain Gaussian)."""
     if sampling_probability is None:
         return None
@@ -84,8 +85,11 @@ def _check_multipliers(multipliers: ArrayLike, size: int) -> F64:
     return z
 
 
-#: Entries each cache of this module keeps (cleared when full; caches never change a value).
-_CACHE_SIZE = 64
+#: Entries the module's caches keep, cleared when full (a cache never changes a value): the
+#: subsampled RDP of a ``(q, z)`` (156 floats) and its PLD (about 10^4 to 10^5 floats at
+#: 1e-3), one per distinct multiplier of a run's devices.
+_RDP_CACHE_SIZE = 4096
+_PLD_CACHE_SIZE = 256
 _SAMPLED_RDP: dict[tuple[float, float], F64] = {}
 
 
@@ -98,7 +102,7 @@ def _sampled_rdp(q: float, z: float) -> F64:
         acc.compose(dp_accounting.PoissonSampledDpEvent(q, dp_accounting.GaussianDpEvent(z)))
         rdp = acc.rdp
         rdp.setflags(write=False)
-        if len(_SAMPLED_RDP) >= _CACHE_SIZE:
+        if len(_SAMPLED_RDP) >= _RDP_CACHE_SIZE:
             _SAMPLED_RDP.clear()
         _SAMPLED_RDP[key] = rdp
     return rdp
@@ -109,7 +113,7 @@ def event_rdp(multiplier: float, sampling_probability: float | None = None) -> F
     (Poisson-subsampled with probability ``sampling_probability`` when given): ``alpha / (2 z^2)``
     unsampled; inf for ``z = 0``, 0 for ``z = inf``."""
     z = float(multiplier)
-    q = _check_q(sampling_probability)
+    q = check_sampling_probability(sampling_probability)
     if math.isinf(z):
         return np.zeros_like(RDP_ORDERS)
     if q is None:
@@ -120,20 +124,37 @@ def event_rdp(multiplier: float, sampling_probability: float | None = None) -> F
     return _sampled_rdp(q, z).copy()
 
 
+def rdp_epsilons(rdp: ArrayLike, delta: float) -> F64:
+    """``(k,)`` epsilon at ``delta`` of each row of ``rdp`` (``(k, orders)`` RDP values at
+    :data:`RDP_ORDERS`): dp-accounting's conversion (:func:`dp_accounting.rdp.compute_epsilon`,
+    the one its ``RdpAccountant.get_epsilon`` uses: Canonne, Kamath and Steinke 2020, Prop. 12),
+    vectorised over the rows with its per-order terms computed as it computes them."""
+    r = np.asarray(rdp, dtype=np.float64).reshape(-1, RDP_ORDERS.size)
+    with np.errstate(invalid="ignore"):
+        eps = (r + _LOG1P_TERM) - _log_delta_term(delta)
+        # the KL bound gives 0 where delta^2 + expm1(-r) > 0; negative RDP (numerical) gives 0
+        eps = np.where((delta * delta + np.expm1(-r) > 0.0) | (r < 0.0), 0.0, eps)
+    eps = np.where(RDP_ORDERS > 1.01, eps, np.inf)
+    return np.maximum(eps.min(axis=1), 0.0)
+
+
+def _log_delta_term(delta: float) -> F64:
+    """``log(delta a) / (a - 1)`` per order, with Python's math as dp-accounting computes it."""
+    return np.array([math.log(delta * a) / (a - 1.0) for a in RDP_ORDERS.tolist()])
+
+
+#: ``log1p(-1 / a)`` per order, with Python's math as dp-accounting computes it.
+_LOG1P_TERM: F64 = np.array([math.log1p(-1.0 / a) for a in RDP_ORDERS.tolist()])
+
+
 def rdp_epsilon(rdp: ArrayLike, delta: float) -> float:
-    """Epsilon at ``delta`` of RDP values at :data:`RDP_ORDERS` (dp-accounting's conversion, the
-    one its ``RdpAccountant.get_epsilon`` uses: Canonne, Kamath and Steinke 2020, Prop. 12)."""
-    r = np.asarray(rdp, dtype=np.float64)
-    if not r.any():
-        return 0.0
-    if np.isinf(r).all():
-        return math.inf
-    return float(rdp_lib.compute_epsilon(RDP_ORDERS, r, delta)[0])
+    """Epsilon at ``delta`` of one device's RDP values at :data:`RDP_ORDERS`
+    (:func:`rdp_epsilons`)."""
+    return float(rdp_epsilons(rdp, delta)[0])
 
 
-#: A device's PLD histogram as a canonical key: ``((q, z, count), ...)`` sorted, ``q = 1.0`` for
-#: unsampled events.
-HistKey = tuple[tuple[float, float, int], ...]
+#: A device's subsampled events as a canonical key: ``((q, z, count), ...)`` sorted.
+SampledKey = tuple[tuple[float, float, int], ...]
 
 _BASE_PLD: dict[tuple[float, float, float], Any] = {}
 
@@ -145,44 +166,45 @@ def _base_pld(q: float, z: float, interval: float) -> Any:
         pld = pld_lib.from_gaussian_mechanism(
             standard_deviation=z, sampling_prob=q, value_discretization_interval=interval
         )
-        if len(_BASE_PLD) >= _CACHE_SIZE:
+        if len(_BASE_PLD) >= _PLD_CACHE_SIZE:
             _BASE_PLD.clear()
         _BASE_PLD[key] = pld
     return pld
 
 
-def pld_epsilon(hist: HistKey, delta: float, interval: float = PLD_VALUE_DISCRETIZATION) -> float:
-    """Epsilon at ``delta`` of a device whose events are ``hist`` (``(q, z, count)`` each, ``q =
-    1.0`` for unsampled): the unsampled Gaussians as one Gaussian of ``z_eff`` (exact), composed
-    with dp-accounting's PLD of each subsampled group (in ``hist``'s order)."""
-    inv_var = 0.0
-    sampled: list[tuple[float, float, int]] = []
-    for q, z, count in hist:
-        if count <= 0 or math.isinf(z):
-            continue
-        if z == 0.0:
-            return math.inf
-        if q == 1.0:
-            inv_var += count / (z * z)
-        else:
-            sampled.append((q, z, count))
-    if not sampled:
-        if inv_var == 0.0:
+def pld_epsilon(
+    inverse_variance: float,
+    sampled: SampledKey,
+    delta: float,
+    interval: float = PLD_VALUE_DISCRETIZATION,
+) -> float:
+    """Epsilon at ``delta`` of a device whose unsampled Gaussian events sum to
+    ``inverse_variance`` ``= sum_i z_i^-2`` (one Gaussian of ``z_eff = inverse_variance^-1/2``,
+    exact; inf after an event without noise) and whose subsampled events are ``sampled``
+    (``(q, z, count)`` each): the Gaussian's analytic epsilon alone, else its PLD composed with
+    dp-accounting's PLD of each subsampled entry, self-composed, in ``sampled``'s order."""
+    parts = [(q, z, c) for q, z, c in sampled if c > 0 and not math.isinf(z)]
+    if math.isinf(inverse_variance) or any(z == 0.0 for _, z, _ in parts):
+        return math.inf
+    if not parts:
+        if inverse_variance <= 0.0:
             return 0.0
-        return float(dp_accounting.get_epsilon_gaussian(1.0 / math.sqrt(inv_var), delta))
+        sigma = 1.0 / math.sqrt(inverse_variance)
+        return float(dp_accounting.get_epsilon_gaussian(sigma, delta))
     pld: Any = None
-    if inv_var > 0.0:
+    if inverse_variance > 0.0:
         pld = pld_lib.from_gaussian_mechanism(
-            standard_deviation=1.0 / math.sqrt(inv_var), value_discretization_interval=interval
+            standard_deviation=1.0 / math.sqrt(inverse_variance),
+            value_discretization_interval=interval,
         )
-    for q, z, count in sampled:
+    for q, z, count in parts:
         part = _base_pld(q, z, interval).self_compose(count)
         pld = part if pld is None else pld.compose(part)
     return float(pld.get_epsilon_for_delta(delta))
 
 
-def _hist_key(hist: dict[tuple[float, float], int]) -> HistKey:
-    return tuple((q, z, c) for (q, z), c in sorted(hist.items()))
+def _sampled_key(sampled: dict[tuple[float, float], int]) -> SampledKey:
+    return tuple((q, z, c) for (q, z), c in sorted(sampled.items()))
 
 
 class DeviceAccountant:
@@ -205,12 +227,14 @@ class DeviceAccountant:
         self.delta = float(delta)
         self.kind: AccountantKind = kind
         self._rdp = np.zeros((self.num_devices, RDP_ORDERS.size)) if kind == "rdp" else None
-        self._hist: list[dict[tuple[float, float], int]] = (
+        #: pld: each device's sum of z^-2 over its unsampled events, and its subsampled events
+        self._inv_var = np.zeros(self.num_devices)
+        self._sampled: list[dict[tuple[float, float], int]] = (
             [{} for _ in range(self.num_devices)] if kind == "pld" else []
         )
         self._eps = np.zeros(self.num_devices)
         self._dirty = np.zeros(self.num_devices, dtype=bool)
-        self._pld_cache: dict[HistKey, float] = {}
+        self._pld_cache: dict[tuple[float, SampledKey], float] = {}
 
     # -- composing -----------------------------------------------------------------------
 
@@ -235,7 +259,7 @@ class DeviceAccountant:
         ``sampling_probability`` when given (module docstring: what that assumes)."""
         ids = self._ids(device_ids)
         z = _check_multipliers(multipliers, ids.size)
-        q = _check_q(sampling_probability)
+        q = check_sampling_probability(sampling_probability)
         if ids.size == 0:
             return
         if np.unique(ids).size != ids.size:
@@ -245,21 +269,24 @@ class DeviceAccountant:
                 with np.errstate(divide="ignore"):
                     self._rdp[ids] += RDP_ORDERS[None, :] / (2.0 * z * z)[:, None]
             else:
-                for i, zi in zip(ids.tolist(), z.tolist(), strict=True):
-                    self._rdp[i] += event_rdp(zi, q)
+                for zi in np.unique(z).tolist():
+                    self._rdp[ids[z == zi]] += event_rdp(zi, q)
+        elif q is None:
+            with np.errstate(divide="ignore"):
+                self._inv_var[ids] += 1.0 / (z * z)
         else:
-            qk = 1.0 if q is None else q
             for i, zi in zip(ids.tolist(), z.tolist(), strict=True):
-                hist = self._hist[i]
-                hist[(qk, zi)] = hist.get((qk, zi), 0) + 1
+                sampled = self._sampled[i]
+                sampled[(q, zi)] = sampled.get((q, zi), 0) + 1
         self._dirty[ids] = True
 
     # -- epsilon ---------------------------------------------------------------------------
 
-    def _pld_eps(self, key: HistKey) -> float:
+    def _pld_eps(self, inverse_variance: float, sampled: SampledKey) -> float:
+        key = (inverse_variance, sampled)
         eps = self._pld_cache.get(key)
         if eps is None:
-            eps = pld_epsilon(key, self.delta)
+            eps = pld_epsilon(inverse_variance, sampled, self.delta)
             if len(self._pld_cache) > 65536:
                 self._pld_cache.clear()
             self._pld_cache[key] = eps
@@ -271,12 +298,11 @@ class DeviceAccountant:
         dirty = np.flatnonzero(self._dirty)
         if dirty.size:
             if self._rdp is not None:
-                rows, inverse = np.unique(self._rdp[dirty], axis=0, return_inverse=True)
-                eps = np.array([rdp_epsilon(r, self.delta) for r in rows])
-                self._eps[dirty] = eps[np.asarray(inverse).reshape(-1)]
+                self._eps[dirty] = rdp_epsilons(self._rdp[dirty], self.delta)
             else:
                 for i in dirty.tolist():
-                    self._eps[i] = self._pld_eps(_hist_key(self._hist[i]))
+                    sampled = _sampled_key(self._sampled[i])
+                    self._eps[i] = self._pld_eps(float(self._inv_var[i]), sampled)
             self._dirty[dirty] = False
         return self._eps.copy()
 
@@ -290,19 +316,19 @@ class DeviceAccountant:
         ``sampling_probability`` when given), the state unchanged (the budget's check)."""
         ids = self._ids(device_ids)
         z = float(_check_multipliers([multiplier], 1)[0])
-        q = _check_q(sampling_probability)
-        out = np.empty(ids.size)
+        q = check_sampling_probability(sampling_probability)
         if self._rdp is not None:
-            extra = event_rdp(z, q)
-            rows, inverse = np.unique(self._rdp[ids] + extra, axis=0, return_inverse=True)
-            eps = np.array([rdp_epsilon(r, self.delta) for r in rows])
-            out[:] = eps[np.asarray(inverse).reshape(-1)]
-            return out
-        qk = 1.0 if q is None else q
+            return rdp_epsilons(self._rdp[ids] + event_rdp(z, q), self.delta)
+        out = np.empty(ids.size)
         for j, i in enumerate(ids.tolist()):
-            hist = dict(self._hist[i])
-            hist[(qk, z)] = hist.get((qk, z), 0) + 1
-            out[j] = self._pld_eps(_hist_key(hist))
+            inv_var = float(self._inv_var[i])
+            sampled = dict(self._sampled[i])
+            if q is None:
+                with np.errstate(divide="ignore"):
+                    inv_var = float(np.float64(inv_var) + 1.0 / np.float64(z * z))
+            else:
+                sampled[(q, z)] = sampled.get((q, z), 0) + 1
+            out[j] = self._pld_eps(inv_var, _sampled_key(sampled))
         return out
 
     # -- checkpoint ------------------------------------------------------------------------
@@ -319,10 +345,11 @@ class DeviceAccountant:
             state["orders"] = RDP_ORDERS.copy()
             state["rdp"] = self._rdp.copy()
         else:
+            state["pld_inverse_variance"] = self._inv_var.copy()
             rows = [
                 (i, q, z, c)
-                for i, hist in enumerate(self._hist)
-                for (q, z), c in sorted(hist.items())
+                for i, sampled in enumerate(self._sampled)
+                for (q, z), c in sorted(sampled.items())
             ]
             state["pld_device"] = np.array([r[0] for r in rows], dtype=np.int64)
             state["pld_sampling_probability"] = np.array([r[1] for r in rows], dtype=np.float64)
@@ -359,6 +386,12 @@ class DeviceAccountant:
                 )
             self._rdp = rdp.copy()
         else:
+            inv_var = np.asarray(state["pld_inverse_variance"], dtype=np.float64)
+            if inv_var.shape != self._inv_var.shape:
+                raise ValueError(
+                    "privacy accountant state has another number of devices: the checkpoint "
+                    "was written by another wflsim"
+                )
             hists: list[dict[tuple[float, float], int]] = [{} for _ in range(self.num_devices)]
             for i, q, z, c in zip(
                 np.asarray(state["pld_device"]).tolist(),
@@ -368,5 +401,6 @@ class DeviceAccountant:
                 strict=True,
             ):
                 hists[int(i)][(float(q), float(z))] = int(c)
-            self._hist = hists
+            self._inv_var = inv_var.copy()
+            self._sampled = hists
         self._dirty[:] = True

@@ -7,7 +7,13 @@ import math
 
 import numpy as np
 
-from .accounting import AccountantKind, event_rdp, pld_epsilon, rdp_epsilon
+from .accounting import (
+    AccountantKind,
+    check_sampling_probability,
+    event_rdp,
+    pld_epsilon,
+    rdp_epsilon,
+)
 from .config import MAX_NOISE_MULTIPLIER
 from .mechanism import combined_multiplier, update_noise_multiplier
 
@@ -16,6 +22,9 @@ MIN_NOISE_MULTIPLIER = 1e-2
 #: The calibrated multiplier is within this relative distance above the smallest that meets the
 #: target.
 RELATIVE_TOLERANCE = 1e-3
+#: The calibrated multiplier meets the target with this relative margin, so that a run's
+#: accountant, which sums its events one by one (rounding in the last bits), stays within it.
+_MARGIN = 1e-9
 
 
 def run_epsilon(
@@ -28,18 +37,17 @@ def run_epsilon(
 ) -> float:
     """Epsilon at ``delta`` of one device after ``steps`` updates at the noise multiplier ``z``
     (the multiplier the device of the largest weight is accounted at: under adaptive clipping
-    :func:`.mechanism.combined_multiplier` of the update's ``z_delta`` and the clipped count's
-    ``sigma_b``), each Poisson-subsampled with ``sampling_probability`` when given."""
+    :func:`~wflsim.sim.privacy.mechanism.combined_multiplier` of the update's ``z_delta`` and
+    the clipped count's ``sigma_b``), each Poisson-subsampled with ``sampling_probability`` when
+    given."""
     z_update = update_noise_multiplier(noise_multiplier, clipped_count_std)
     z = float(combined_multiplier(np.array([z_update]), clipped_count_std)[0])
-    q = (
-        None
-        if sampling_probability is None or sampling_probability == 1.0
-        else sampling_probability
-    )
+    q = check_sampling_probability(sampling_probability)
     if kind == "rdp":
         return rdp_epsilon(steps * event_rdp(z, q), delta)
-    return pld_epsilon(((1.0 if q is None else q, z, int(steps)),), delta)
+    if q is None:
+        return pld_epsilon(steps / (z * z), (), delta)
+    return pld_epsilon(0.0, ((q, z, int(steps)),), delta)
 
 
 def _ceil_significant(value: float, digits: int = 4) -> float:
@@ -59,8 +67,9 @@ def calibrate_noise_multiplier(
     """The smallest noise multiplier ``z`` (to a relative :data:`RELATIVE_TOLERANCE`, rounded up
     so that the target holds) such that ``steps`` updates of a device (:func:`run_epsilon`) give
     epsilon <= ``target_epsilon`` at ``delta``: bisection on ``log z`` over
-    [:data:`MIN_NOISE_MULTIPLIER`, :data:`.config.MAX_NOISE_MULTIPLIER`] (under adaptive
-    clipping ``z`` stays below ``2 sigma_b``, where the clipped count alone spends the budget).
+    [:data:`MIN_NOISE_MULTIPLIER`, :data:`~wflsim.sim.privacy.config.MAX_NOISE_MULTIPLIER`]
+    (under adaptive clipping ``z`` stays below ``2 sigma_b``, where the clipped count alone
+    spends the budget), then rounded up to 4 significant digits.
 
     Args:
         target_epsilon: the epsilon no device may exceed over the run, > 0.
@@ -87,7 +96,7 @@ def calibrate_noise_multiplier(
 
     def meets(z: float) -> bool:
         eps = run_epsilon(z, delta, steps, kind, sampling_probability, clipped_count_std)
-        return eps <= target_epsilon
+        return eps <= target_epsilon * (1.0 - _MARGIN)
 
     lo = MIN_NOISE_MULTIPLIER
     if lo >= upper or not meets(upper):

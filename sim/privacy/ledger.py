@@ -4,7 +4,7 @@ composed at each applied update, sim-side (no torch), in every server mode.
 At each server step the server hands the ledger the devices of the step and the Gaussian
 event each of them got (:meth:`PrivacyLedger.account`): one event per device and step, at its
 combined noise multiplier (:func:`step_multipliers` for digital noise, the radio's for over the
-air). The ledger composes them on a :class:`~.accounting.DeviceAccountant` and writes one
+air). The ledger composes them on a :class:`~wflsim.sim.privacy.accounting.DeviceAccountant` and writes one
 ``privacy`` row per device (its multiplier and its epsilon after the step, at the run's delta).
 
 The budget (``spec.epsilon_budget``): a device whose next update could take its epsilon past the
@@ -51,12 +51,12 @@ def step_multipliers(
             edge noises its own aggregate); None: one aggregate.
 
     Central noise: each update's multiplier in its aggregate is
-    :func:`~.mechanism.central_multipliers`; a device with several updates in one aggregate is one
+    :func:`~wflsim.sim.privacy.mechanism.central_multipliers`; a device with several updates in one aggregate is one
     release whose sensitivity is the sum of theirs, so its multiplier is ``1 / sum_i (1 / z_i)``.
     Local noise: every update is its own release at ``z_delta``; a device with several updates
     in the step gets them composed into one event of multiplier ``z_delta / sqrt(m)`` (``m``
     Gaussian releases of equal multiplier compose as one of ``z / sqrt(m)``, exact under RDP).
-    Then :func:`~.mechanism.combined_multiplier` with the clipped count's noise (adaptive).
+    Then :func:`~wflsim.sim.privacy.mechanism.combined_multiplier` with the clipped count's noise (adaptive).
     """
     dev = np.asarray(devices, dtype=np.int64).reshape(-1)
     w = np.asarray(weights, dtype=np.float64).reshape(-1)

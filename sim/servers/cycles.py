@@ -227,7 +227,7 @@ _PY_TYPES: dict[type, Callable[[Any], Any]] = {np.int64: int, np.bool_: bool, np
 def step_updates(
     host: Any, buf: list[Cycle], weights: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
-    """A stale server step's updates as :func:`~.base.account_privacy` takes them: their
+    """A stale server step's updates as :func:`~wflsim.sim.servers.base.account_privacy` takes them: their
     devices, their aggregation weights (``weights``, the staleness weights, times ``B_n``)
     and, under a hierarchy, their edges (each edge's aggregate is its own)."""
     devices = np.array([c.device for c in buf], dtype=np.int64)
@@ -264,7 +264,7 @@ def account_stale_step(
     host: Any, time_s: float, k: int, t: int, buf: list[Cycle], weights: np.ndarray
 ) -> None:
     """Account a stale server step that applied ``buf`` with ``weights`` (the staleness
-    weights) at ``time_s`` (:func:`~.base.account_privacy`; nothing without ``[privacy]``)."""
+    weights) at ``time_s`` (:func:`~wflsim.sim.servers.base.account_privacy`; nothing without ``[privacy]``)."""
     if host.privacy is not None:
         account_privacy(host, time_s, k, t, *step_updates(host, buf, weights))
 
