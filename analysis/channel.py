@@ -154,7 +154,7 @@ def outcomes(runs: tidy.RunsArg) -> pd.DataFrame:
     """One row per run: ID columns, channel settings (:data:`SETTINGS`) and :data:`OUTCOMES`."""
     t = tidy.load(runs, ["device_slots", "slots", "frames", "evaluations"])
     ds = t.device_slots
-    summ = stats.summary(ds, t.slots, t.evaluations, t.runs)
+    summ = stats.summary(ds, t.slots, t.evaluations, t.runs, privacy=t.privacy)
     en = stats.energy_totals(ds).set_index("run")
     summ = summ.set_index("run")
     summ["wasted_energy_per_device_slot_j"] = en["wasted_energy_j"] / ds.groupby("run").size()

@@ -50,6 +50,7 @@ import pandas as pd
 
 from wflsim.sim.config.claims import (
     CLAIM_METRICS,
+    PRIVACY_METRICS,
     TARGET_METRICS,
     VARIANT_KEY,
     ClaimConfig,
@@ -192,7 +193,9 @@ def check_runs(
     if not stated:
         return claims_table([])
     data = tidy.load(dirs)
-    summary = stats.summary(data.device_slots, data.slots, data.evaluations, runs=data.runs)
+    summary = stats.summary(
+        data.device_slots, data.slots, data.evaluations, runs=data.runs, privacy=data.privacy
+    )
     fields = tidy.run_fields(dirs) if fields is None else fields
     return claims_table(check_claims(stated, summary, data.evaluations, fields)[0])
 
@@ -460,6 +463,8 @@ def _measure(
         has = summary[summary["run"].isin(runs_a + runs_b)][metric] if metric in summary else None
         if p.neither:
             why = f"neither {la} nor {lb} reached {claim.target:g} in any seed they share"
+        elif has is not None and has.notna().sum() == 0 and metric in PRIVACY_METRICS:
+            why = f"no run of these has [privacy], so none has {metric}"
         elif has is not None and has.notna().sum() == 0:
             why = f"no run of these has {metric}"
         else:

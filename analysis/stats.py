@@ -25,6 +25,8 @@ from .tidy import ID_COLUMNS
 if TYPE_CHECKING:
     from pandas.api.typing import DataFrameGroupBy
 
+    from .tidy import PrivacyRows
+
 #: The identifying columns that tell configurations apart (``run`` and ``seed`` excluded).
 CONFIG_COLUMNS: list[str] = [c for c in ID_COLUMNS if c not in ("run", "seed")]
 
@@ -192,6 +194,7 @@ def summary(
     slots: pd.DataFrame,
     evaluations: pd.DataFrame | None = None,
     runs: pd.DataFrame | None = None,
+    privacy: PrivacyRows | None = None,
 ) -> pd.DataFrame:
     """One row per run: ID columns, then ``slots``, ``devices``, ``total_energy_j``,
     ``energy_per_device_slot_j`` (E_av), ``mean_queue_j`` (Q_av), ``final_queue_j`` (mean over
@@ -199,7 +202,11 @@ def summary(
     ``max_budget_ratio`` (the worst device's mean energy per slot over its budget E_bar_n),
     ``mean_gamma``, ``participation``, ``dropout_rate``, ``outage_rate``, ``available_rate``,
     ``drop_rate`` (:func:`rates`), ``mean_slot_s``,
-    ``total_latency_s``, ``final_stable_fraction``, ``final_accuracy``, ``best_accuracy``.
+    ``total_latency_s``, ``final_stable_fraction``, ``final_accuracy``, ``best_accuracy``,
+    and the privacy measures :data:`wflsim.analysis.privacy.SUMMARY_COLUMNS` (``epsilon_max``,
+    ``epsilon_mean``, ``dp_clipped_fraction``, ``dp_noise_std``, ``dp_stopped_devices``: from
+    ``privacy``, the runs' privacy rows (:attr:`wflsim.analysis.tidy.Tidy.privacy`), for the
+    runs of ``runs`` with ``[privacy]``; NaN otherwise, and for every run without ``privacy``).
 
     ``runs`` (:func:`wflsim.analysis.tidy.runs_table`) lists every run, also those without a single
     slot (a run that failed at once: ``slots`` 0, the rest NaN); without it a run appears when
@@ -261,12 +268,18 @@ def summary(
         "final_accuracy",
         "best_accuracy",
     ]
+    from .privacy import SUMMARY_COLUMNS, privacy_summary
+
     if runs is None:
-        return _with_ids(out[order], ds, ["run"])
+        plain = _with_ids(out[order], ds, ["run"])
+        return plain.assign(**{c: np.nan for c in SUMMARY_COLUMNS})
     ids = runs[[c for c in ID_COLUMNS if c in runs.columns]]
     full = ids.merge(out[order], on="run", how="left")
     full["slots"] = full["slots"].fillna(0).astype("int64")
-    return full
+    if privacy is None:  # the privacy rows not read: not measured here (NaN), not 0
+        return full.assign(**{c: np.nan for c in SUMMARY_COLUMNS})
+    dp = privacy_summary(privacy, runs)
+    return full.merge(dp.drop_duplicates("run"), on="run", how="left")
 
 
 def mean_over_seeds(
@@ -324,6 +337,10 @@ _NONNEGATIVE_NAMES = frozenset(
         "cloud_rounds",
         "trace_rows",
         "final_loss",
+        "epsilon_max",
+        "epsilon_mean",
+        "dp_stopped_devices",
+        "dp_noise_std",
         "n_runs",
     }
 )
@@ -649,7 +666,7 @@ def main(argv: list[str] | None = None) -> int:
     except (FileNotFoundError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    table = summary(t.device_slots, t.slots, t.evaluations, runs=t.runs)
+    table = summary(t.device_slots, t.slots, t.evaluations, runs=t.runs, privacy=t.privacy)
     cols = [c.strip() for c in (args.columns or "").split(",") if c.strip()]
     unknown = [c for c in cols if c not in table.columns]
     if unknown:

@@ -523,6 +523,9 @@ COMPARE_METRICS = (
     "outage_rate",
     "dropout_rate",
     "simulated_time_s",
+    # [privacy] runs only (docs/privacy.md); left out where no run has them
+    "epsilon_max",
+    "epsilon_mean",
 )
 
 
@@ -661,6 +664,8 @@ def compare(
         if all(v is None or isinstance(v, int | float) for v in runs[c]):
             runs[c] = runs[c].astype(float)
     wanted = list(metrics) if metrics is not None else list(COMPARE_METRICS)
+    if metrics is None:  # a default measure no run has (the privacy ones without [privacy])
+        wanted = [m for m in wanted if m in runs.columns]
     for m in wanted:
         if m not in runs.columns or not pd.api.types.is_numeric_dtype(runs[m]):
             known = [c for c in runs.columns if c not in ("variant", "seed")]

@@ -54,7 +54,8 @@ The modules: :mod:`~wflsim.analysis.figures.common` (colours, markers and styles
 seeds, coinciding lines, the legend), and one per family of figures:
 :mod:`~wflsim.analysis.figures.over_time`, :mod:`~wflsim.analysis.figures.impact` (``V`` and the
 energy budget), :mod:`~wflsim.analysis.figures.accuracy` and
-:mod:`~wflsim.analysis.figures.stale_updates`, and :mod:`~wflsim.analysis.figures.study` (a study's
+:mod:`~wflsim.analysis.figures.stale_updates`, :mod:`~wflsim.analysis.figures.privacy` (runs with
+``[privacy]``: accuracy against epsilon and energy, epsilon over time) and :mod:`~wflsim.analysis.figures.study` (a study's
 own claims). The public names are all importable from here.
 """
 
@@ -88,6 +89,7 @@ from .over_time import (
     stable_parameters,
     time_evolution,
 )
+from .privacy import epsilon_evolution, privacy_tradeoffs
 from .stale_updates import staleness
 from .study import AXIS_PREFIX, VERDICT_COLORS, axes_figure, claims_figure
 
@@ -110,12 +112,14 @@ __all__ = [
     "accuracy_vs_energy",
     "accuracy_vs_latency",
     "energy_budget_per_device",
+    "epsilon_evolution",
     "gamma_evolution",
     "impact_of_energy_budget",
     "impact_of_v",
     "iter_series",
     "outlier_runs",
     "participation_and_latency",
+    "privacy_tradeoffs",
     "queue_evolution",
     "save_study_figure",
     "say_empty",

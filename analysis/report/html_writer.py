@@ -16,10 +16,13 @@ from .page import (
     _HTML_MAX_ROWS,
     _SPECS,
     _TABLE_TITLES,
+    PRIVACY_FIGURES,
+    PRIVACY_SENTENCE,
     VERDICT_RULE,
     Page,
     _diagnostics_sentence,
     _outliers_text,
+    _privacy_shown,
 )
 
 _STYLE = """
@@ -184,6 +187,13 @@ def _html(page: Page) -> str:
             )
         parts.append("</ul>")
         parts.append(f'<p class="meta">Made by:</p><pre>{esc(commands)}</pre>')
+    if page.privacy is not None:
+        parts.append(f'<h2 id="{ids("privacy")}">Privacy</h2>')
+        parts.append(f'<p class="meta">{esc(PRIVACY_SENTENCE)}</p>')
+        for slug in PRIVACY_FIGURES:
+            if slug in page.made or slug in page.skipped:
+                parts.append(_html_figure(page, slug, ids, heading=True))
+        parts.append(f'<div class="scroll">{_html_table(_privacy_shown(page.privacy))}</div>')
     others = page.other_figures()
     if others:
         parts.append("<h2>Other figures</h2>")

@@ -12,10 +12,13 @@ from .page import (
     _HTML_MAX_ROWS,
     _SPECS,
     _TABLE_TITLES,
+    PRIVACY_FIGURES,
+    PRIVACY_SENTENCE,
     VERDICT_RULE,
     Page,
     _diagnostics_sentence,
     _outliers_text,
+    _privacy_shown,
 )
 
 
@@ -78,6 +81,14 @@ def _markdown(page: Page) -> str:
                 f"{_warning_md(v)}: {esc(v.evidence)}"
             ]
         lines.append("")
+    if page.privacy is not None:
+        lines += ["## Privacy", "", esc(PRIVACY_SENTENCE), ""]
+        for slug in PRIVACY_FIGURES:
+            if slug in page.made:
+                lines += [f"### {esc(_SPECS[slug].title)}", "", *_markdown_figure(page, slug)]
+            elif slug in page.skipped:
+                lines += [f"Figure {esc(_SPECS[slug].title)}: {esc(page.skipped[slug])}.", ""]
+        lines += [to_markdown(_privacy_shown(page.privacy)), ""]
     others = page.other_figures()
     if others:
         lines += ["## Other figures", ""]

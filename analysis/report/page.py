@@ -127,6 +127,27 @@ FIGURES: list[FigureSpec] = [
         "the step that applied it), and what became of the uploads. " + BAND,
     ),
     FigureSpec(
+        "privacy_tradeoffs",
+        "Accuracy against privacy and energy",
+        "privacy",
+        F.privacy_tradeoffs,
+        "Runs with [privacy]: the final test accuracy against the epsilon spent (the largest "
+        "over the devices, at the run's delta; left) and against the total energy of all "
+        "devices (right), one point per configuration; a configuration without [privacy] is a "
+        "dotted line on the left (the accuracy without privacy) and a point on the right. "
+        + BARS
+        + " Bars on both axes.",
+    ),
+    FigureSpec(
+        "epsilon_evolution",
+        "Privacy spent over simulated time",
+        "epsilon",
+        F.epsilon_evolution,
+        "Runs with [privacy]: each device's epsilon after each slot (0 before its first "
+        "accounted update), the largest over the devices (left) and their mean (right), against "
+        "the slot's end in simulated time (x: its mean over seeds). " + BAND,
+    ),
+    FigureSpec(
         "impact_of_energy_budget",
         "Impact of the energy budget",
         "summary",
@@ -168,6 +189,28 @@ FIGURES: list[FigureSpec] = [
     ),
 ]
 
+
+#: The figures of the report's "Privacy" section (studies with [privacy] runs).
+PRIVACY_FIGURES = ("privacy_tradeoffs", "epsilon_evolution")
+#: The columns of the privacy table, per configuration with [privacy] (mean over seeds).
+PRIVACY_TABLE_COLUMNS: list[str] = [
+    "epsilon_max",
+    "epsilon_mean",
+    "dp_clipped_fraction",
+    "dp_noise_std",
+    "dp_stopped_devices",
+    "final_accuracy",
+    "total_energy_j",
+]
+#: The sentence that opens the "Privacy" section.
+PRIVACY_SENTENCE = (
+    "Client-level differential privacy of the runs with [privacy] (docs/privacy.md): epsilon "
+    "at each run's delta, the largest and the mean over its devices at the end of the run (a "
+    "device that never took part at 0); the share of the applied updates that were clipped; "
+    "the noise's standard deviation per entry on them (update units, mean over the updates); "
+    "the devices stopped for their spent budget. Each value: mean [95 % interval] over the "
+    "seeds of the configuration. All columns: privacy.csv."
+)
 
 _HTML_MAX_ROWS = 200
 
@@ -241,7 +284,31 @@ SHOWN_METRICS: list[str] = [
     "mean_cost",
     "participation",
     "final_accuracy",
+    "epsilon_max",
 ]
+
+
+def privacy_table(summary: pd.DataFrame) -> pd.DataFrame | None:
+    """Per configuration with ``[privacy]`` (those whose runs have an ``epsilon_max``): the
+    mean over its seeds and 95 % interval of :data:`PRIVACY_TABLE_COLUMNS`
+    (:func:`wflsim.analysis.stats.over_seeds`); ``None`` where no run has ``[privacy]``."""
+    if "epsilon_max" not in summary.columns or summary["epsilon_max"].isna().all():
+        return None
+    private = summary[summary["epsilon_max"].notna()]
+    values = [c for c in PRIVACY_TABLE_COLUMNS if c in private and private[c].notna().any()]
+    return stats.over_seeds(private, value_cols=values)
+
+
+def _privacy_shown(table: pd.DataFrame) -> pd.DataFrame:
+    """The privacy table as the page shows it: the columns that tell configurations apart, the
+    seeds and each value as "mean [interval]"."""
+    ids = [
+        c
+        for c in stats.CONFIG_COLUMNS
+        if c in table.columns and (c == "scheme" or table[c].astype(str).nunique() > 1)
+    ]
+    values = [c for c in PRIVACY_TABLE_COLUMNS if c in table.columns]
+    return stats.format_over_seeds(table)[ids + ["n"] + values]
 
 
 def _constant_ids(df: pd.DataFrame) -> list[str]:
@@ -260,7 +327,7 @@ def _narrow_tables(
     per-device table is a link only; the full tables are the CSV files."""
     out: list[tuple[str, str, pd.DataFrame | None]] = []
     for name, df in tables.items():
-        if name == "claims":
+        if name in ("claims", "privacy"):  # the privacy table is the "Privacy" section's
             continue
         const = _constant_ids(df)
         said = ", ".join(f"{c} = {df[c].iloc[0]}" for c in const if len(df) and str(df[c].iloc[0]))
@@ -308,6 +375,8 @@ class Page:
     seeds: list[str] = field(default_factory=list)
     #: why the paper's claims are not shown, or which of them need runs the study lacks
     paper_note: str = ""
+    #: the privacy table (:func:`privacy_table`; ``None``: no run has [privacy], no section)
+    privacy: pd.DataFrame | None = None
 
     def sections(self) -> list[tuple[str, str, list[tuple[claims.Claim, claims.Verdict]]]]:
         """``(section, figure slug, its claims)`` in the paper's order."""
@@ -320,7 +389,7 @@ class Page:
         return out
 
     def other_figures(self) -> list[FigureSpec]:
-        used = {c.figure for c, _ in self.verdicts} | {"study_axes"}
+        used = {c.figure for c, _ in self.verdicts} | {"study_axes", *PRIVACY_FIGURES}
         return [f for f in FIGURES if f.slug not in used and f.slug in self.made]
 
     def counts(self) -> str:

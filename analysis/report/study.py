@@ -11,7 +11,7 @@ from typing import Any
 
 import pandas as pd
 
-from .. import claims, hypotheses
+from .. import claims, hypotheses, tidy
 
 #: The paper's schemes: its own and its benchmarks (Section VI).
 PAPER_SCHEMES = (claims.PROPOSED, *claims.HEURISTIC, *claims.SOTA)
@@ -62,10 +62,35 @@ def _shown(v: Any) -> str:
     return "(unset)" if v is None else str(v)
 
 
+#: The table whose fields the study's axes fold into one value each, its label
+#: (:func:`wflsim.analysis.tidy.privacy_label`): a study of runs with and without ``[privacy]``
+#: varies the mechanism, not each of its dozen fields (every one unset in the runs without it).
+_FOLDED_AXES = {"privacy": tidy.privacy_label}
+
+
+def _folded(fields: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    """``fields`` with the fields of each table of :data:`_FOLDED_AXES` replaced by one field,
+    the table's label."""
+    out: dict[str, dict[str, Any]] = {}
+    for run, flat in fields.items():
+        mine = dict(flat)
+        for table, label in _FOLDED_AXES.items():
+            prefix = table + "."
+            part = {k[len(prefix) :]: v for k, v in flat.items() if k.startswith(prefix)}
+            for k in part:
+                del mine[prefix + k]
+            given = {k: v for k, v in part.items() if v is not None}
+            mine[table] = label(given or flat.get(table) or None)
+        out[run] = mine
+    return out
+
+
 def study_axes(
     fields: Mapping[str, Mapping[str, Any]], summary: pd.DataFrame
 ) -> list[tuple[str, list[str]]]:
-    """The fields the study's runs vary, each with its values (numbers in order)."""
+    """The fields the study's runs vary, each with its values (numbers in order); the fields
+    of ``[privacy]`` as one, the run's privacy label."""
+    fields = _folded(fields)
     runs = [r for r in summary["run"].astype(str) if r in fields]
     out = []
     for key in hypotheses.varying_fields(runs, fields):
@@ -83,6 +108,7 @@ def axes_table(summary: pd.DataFrame, fields: Mapping[str, Mapping[str, Any]]) -
     from ..figures import AXIS_PREFIX
 
     axes = study_axes(fields, summary)
+    fields = _folded(fields)
     if not axes:
         return pd.DataFrame()
     out = summary[summary["run"].astype(str).isin(list(fields))].copy()

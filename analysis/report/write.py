@@ -27,7 +27,7 @@ from wflsim.sim.errors import ScenarioError
 from wflsim.sim.rundir import RunFolderError, link_error
 
 from .. import figures as F
-from .. import hypotheses, stats, tidy
+from .. import hypotheses, privacy, stats, tidy
 from ..hypotheses import ClaimsArg, study_claims_of
 from ..io import read_metadata
 from ..stats import to_markdown
@@ -40,6 +40,7 @@ from .page import (
     Page,
     _narrow_tables,
     diagnostics_table,
+    privacy_table,
     run_commands,
 )
 from .study import axes_table, paper_verdicts, study_axes
@@ -192,7 +193,9 @@ def write_report(
     paper's scheme, a section per claim of the paper's Section VI that its runs can test (Fig. 1
     to the state-of-the-art comparison: :mod:`wflsim.analysis.claims`) with its figure and
     verdict, the others named in one sentence; the commands that made the runs and the report;
-    the figures no claim uses, and narrow tables (the full tables as CSV).
+    a "Privacy" section where runs have ``[privacy]`` (accuracy against epsilon and energy,
+    epsilon over time, the privacy table: :mod:`wflsim.analysis.privacy`); the figures no claim
+    uses, and narrow tables (the full tables as CSV).
 
     ``run_or_sweep_dir`` is a run directory (``events/`` or ``events.parquet`` inside), a sweep
     directory (run directories anywhere below it) or a glob. ``out_dir`` receives ``report.html``
@@ -200,7 +203,9 @@ def write_report(
     :data:`FORMATS`, PNG at ``dpi`` dots per inch), ``claims.csv`` and the tables
     ``runs``, ``summary``, ``by_config`` (when a configuration has several runs: per
     configuration the mean, standard error and 95 % Student-t interval over its seeds) and
-    ``energy_per_device``, each as ``.csv`` and ``.md``. A figure the runs cannot make (one V
+    ``energy_per_device`` and, where runs have ``[privacy]``, ``privacy`` (per configuration with
+    privacy: epsilon, clipped share, noise, accuracy and energy over its seeds), each as ``.csv``
+    and ``.md``. A figure the runs cannot make (one V
     only, no evaluations, ...) is skipped with a note; an unreadable trace (a run still being
     written) is skipped with a note. Nothing is written through a symbolic link.
 
@@ -222,7 +227,9 @@ def write_report(
             f"no readable runs (a trace in events/ or events.parquet) under {source}"
         )
     data = tidy.load(dirs)
-    summary = stats.summary(data.device_slots, data.slots, data.evaluations, runs=data.runs)
+    summary = stats.summary(
+        data.device_slots, data.slots, data.evaluations, runs=data.runs, privacy=data.privacy
+    )
     runs = data.runs[
         [c for c in tidy.ID_COLUMNS if c != "variant"]
         + [
@@ -245,6 +252,9 @@ def write_report(
     if (by_config["n"] > 1).any():
         tables["by_config"] = by_config
     tables["energy_per_device"] = stats.energy_per_device(data.device_slots)
+    dp_table = privacy_table(summary)
+    if dp_table is not None:
+        tables["privacy"] = dp_table
     fields = tidy.run_fields(dirs)
     study_claims = study_claims_of(source, dirs, claims)
     study, measured = hypotheses.check_claims(study_claims, summary, data.evaluations, fields)
@@ -268,7 +278,7 @@ def write_report(
     for name, df in tables.items():
         _write(out / f"{name}.csv", df.to_csv(index=False))
         if name != "claims":
-            md = stats.format_over_seeds(df) if name == "by_config" else df
+            md = stats.format_over_seeds(df) if name in ("by_config", "privacy") else df
             _write(out / f"{name}.md", to_markdown(md) + "\n")
     _write(out / "diagnostics.csv", diagnostics.to_csv(index=False))
 
@@ -298,6 +308,7 @@ def write_report(
         axes=study_axes(fields, summary),
         seeds=[str(x) for x in sorted(summary["seed"].dropna().unique())],
         paper_note=paper_note,
+        privacy=dp_table,
     )
     _write(out / "report.html", _html(page))
     _write(out / "report.md", _markdown(page))
@@ -318,6 +329,8 @@ def _sources(
         "updates": tidy.updates(list(dirs)) if _any_stale(data.runs) else pd.DataFrame(),
         "claims_measured": pd.DataFrame(),
         "axes": pd.DataFrame(),
+        "privacy": summary if privacy.private_runs(data.runs) else pd.DataFrame(),
+        "epsilon": privacy.epsilon_over_time(data.privacy.steps, data.slots, data.runs),
     }
 
 
@@ -349,7 +362,9 @@ def report_figures(run_or_sweep_dir: str | Path) -> dict[str, Figure]:
     if not dirs:
         raise FileNotFoundError(f"no readable runs under {run_or_sweep_dir}")
     data = tidy.load(dirs)
-    summary = stats.summary(data.device_slots, data.slots, data.evaluations, runs=data.runs)
+    summary = stats.summary(
+        data.device_slots, data.slots, data.evaluations, runs=data.runs, privacy=data.privacy
+    )
     per_device = stats.energy_per_device(data.device_slots)
     sources = _sources(data, summary, per_device, dirs)
     sources["axes"] = axes_table(summary, tidy.run_fields(dirs))
@@ -357,7 +372,7 @@ def report_figures(run_or_sweep_dir: str | Path) -> dict[str, Figure]:
 
 
 #: Tables whose figure does not apply (rather than is skipped) when they are empty.
-_OPTIONAL = ("updates", "claims_measured", "axes")
+_OPTIONAL = ("updates", "claims_measured", "axes", "privacy", "epsilon")
 
 
 def _any_stale(runs: pd.DataFrame) -> bool:

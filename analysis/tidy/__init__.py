@@ -34,6 +34,8 @@ runs table), :mod:`wflsim.analysis.tidy.tables` (one run's tables from its event
 from .loaders import Tidy, device_slots, evaluations, events, frames, load, slots, updates
 from .runs import (
     ID_COLUMNS,
+    MECHANISM_LABELS,
+    NO_PRIVACY,
     SCHEME_LABELS,
     RunsArg,
     cells_label,
@@ -43,6 +45,7 @@ from .runs import (
     partition_label,
     point_cost_v,
     point_scenario,
+    privacy_label,
     run_fields,
     run_labels,
     run_status,
@@ -55,16 +58,27 @@ from .runs import (
 )
 from .sql import duckdb_literal, duckdb_view
 from .tables import (
+    DP_CLIP_COLS,
+    DP_STEP_COLS,
+    DP_STOP_COLS,
+    PrivacyRows,
     device_slots_from_events,
     evaluations_from_events,
     frames_from_events,
     plain_dtypes,
+    privacy_rows_from_events,
     slots_from_events,
     updates_from_events,
 )
 
 __all__ = [
+    "DP_CLIP_COLS",
+    "DP_STEP_COLS",
+    "DP_STOP_COLS",
     "ID_COLUMNS",
+    "MECHANISM_LABELS",
+    "NO_PRIVACY",
+    "PrivacyRows",
     "SCHEME_LABELS",
     "RunsArg",
     "Tidy",
@@ -83,6 +97,8 @@ __all__ = [
     "nominal_budget_j",
     "partition_label",
     "plain_dtypes",
+    "privacy_label",
+    "privacy_rows_from_events",
     "point_cost_v",
     "point_scenario",
     "run_fields",

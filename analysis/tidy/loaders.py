@@ -7,20 +7,24 @@ identifying columns in front; :func:`events` for the raw events, and one functio
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pandas as pd
 
 from ..io import load_events
-from .runs import ID_COLUMNS, RunsArg, _runs_info, runs_table, with_cost_at
+from .runs import ID_COLUMNS, NO_PRIVACY, RunsArg, _runs_info, runs_table, with_cost_at
 from .tables import (
     _DECISION_COLS,
     _ENERGY_COLS,
     _UPDATE_COLS,
+    DP_COLUMNS,
+    DP_EVENTS,
+    PrivacyRows,
     device_slots_from_events,
     evaluations_from_events,
     frames_from_events,
     plain_dtypes,
+    privacy_rows_from_events,
     slots_from_events,
     updates_from_events,
 )
@@ -37,6 +41,8 @@ class Tidy:
     frames: pd.DataFrame
     slots: pd.DataFrame
     evaluations: pd.DataFrame
+    #: the privacy rows of the runs with ``[privacy]`` (:class:`PrivacyRows`; empty otherwise)
+    privacy: PrivacyRows = field(default_factory=PrivacyRows)
 
 
 _ALL_EVENTS = [
@@ -73,9 +79,13 @@ def _concat(parts: list[pd.DataFrame]) -> pd.DataFrame:
     return pd.concat(nonempty, ignore_index=True)
 
 
-def _tables(run_dir: str, want: set[str], cost_v: float | None = None) -> dict[str, pd.DataFrame]:
+def _tables(
+    run_dir: str, want: set[str], cost_v: float | None = None, private: bool = False
+) -> dict[str, pd.DataFrame]:
     """The tidy tables ``want`` of one run folder (without the ID columns; ``cost_v``: the
-    ``V`` at which its cost is recomputed, :func:`with_cost_at`)."""
+    ``V`` at which its cost is recomputed, :func:`with_cost_at`), and its privacy rows (as
+    ``dp_steps``, ``dp_clips``, ``dp_stops``; read only where ``private``, a run with
+    ``[privacy]``: a trace without them would get their columns as nulls on every row)."""
     ev = load_events(run_dir, events=_ALL_EVENTS, columns=_ALL_COLUMNS)
     if cost_v is not None:
         ev = with_cost_at(ev, cost_v)
@@ -87,6 +97,15 @@ def _tables(run_dir: str, want: set[str], cost_v: float | None = None) -> dict[s
         built["frames"] = frames_from_events(ev, ds)
     if "evaluations" in want:
         built["evaluations"] = evaluations_from_events(ev, built["slots"])
+    dp = (
+        # the parts' hashes were checked by the read above: their row counts suffice here
+        privacy_rows_from_events(
+            load_events(run_dir, events=DP_EVENTS, columns=DP_COLUMNS, verify=False)
+        )
+        if private
+        else PrivacyRows()
+    )
+    built |= {"dp_steps": dp.steps, "dp_clips": dp.clips, "dp_stops": dp.stops}
     return built
 
 
@@ -95,15 +114,16 @@ def load(runs: RunsArg, tables: Iterable[str] | None = None) -> Tidy:
     ``device_slots``, ``frames``, ``slots``, ``evaluations`` to build; the others stay empty)."""
     want = set(tables or ("device_slots", "frames", "slots", "evaluations"))
     info, found = _runs_info(runs)
-    parts: dict[str, list[pd.DataFrame]] = {k: [] for k in want}
+    parts: dict[str, list[pd.DataFrame]] = {k: [] for k in [*want, *_DP_PARTS]}
     # a run shared by sweep points is read once per V its cost is presented at
     done: dict[tuple[str, float | None], dict[str, pd.DataFrame]] = {}
     for (_, row), r in zip(info.iterrows(), found, strict=True):
         key = (row["run_dir"], r.cost_v)
         if key not in done:
-            done[key] = _tables(row["run_dir"], want, r.cost_v)
+            private = row.get("dp_mechanism", NO_PRIVACY) != NO_PRIVACY
+            done[key] = _tables(row["run_dir"], want, r.cost_v, private)
         built = done[key]
-        for k in want:
+        for k in [*want, *_DP_PARTS]:
             parts[k].append(_with_ids(built[k], row))
     empty = pd.DataFrame(columns=ID_COLUMNS)
     return Tidy(
@@ -112,7 +132,12 @@ def load(runs: RunsArg, tables: Iterable[str] | None = None) -> Tidy:
             k: _concat(parts[k]) if k in want else empty
             for k in ("device_slots", "frames", "slots", "evaluations")
         },
+        privacy=PrivacyRows(*(_concat(parts[k]) for k in _DP_PARTS)),
     )
+
+
+#: The privacy rows :func:`load` reads with every run's tables (:class:`PrivacyRows`' order).
+_DP_PARTS = ("dp_steps", "dp_clips", "dp_stops")
 
 
 def events(

@@ -440,7 +440,9 @@ def runs_table(runs: RunsArg) -> pd.DataFrame:
     (from ``manifest.json``), ``wall_time_s`` (:func:`run_wall_time_s`), ``learning`` (False: network-only), ``num_devices``, ``frames``,
     ``slots_per_frame``, ``deadline_s``, ``model``, ``lam``, ``server_mode`` (``[server] mode``),
     ``server`` (:func:`server_label`), ``strategy`` (:func:`strategy_label`), ``uplink``
-    (:func:`uplink_label`), ``cells`` (:func:`cells_label`), ``scheme_label`` and ``same_as`` (for a sweep point
+    (:func:`uplink_label`), ``cells`` (:func:`cells_label`), ``privacy`` (:func:`privacy_label`), ``dp_mechanism``
+    (:data:`MECHANISM_LABELS`: ``central DP``, ``local DP``, ``over-the-air DP``, or ``no DP``
+    without ``[privacy]``), ``scheme_label`` and ``same_as`` (for a sweep point
     sharing another point's run: that run's ``run``, whose folder ``run_dir`` is; else ``""``).
 
     ``variant`` names the scenario fields (beyond the other ID columns and the seed) that differ
@@ -460,8 +462,9 @@ def runs_table(runs: RunsArg) -> pd.DataFrame:
     ``dropout_rate`` (device-slots not participating), ``available_fraction`` (device-slots
     online), ``drops`` (participations lost offline), ``simulated_time_s`` (s),
     ``trace_rows``, and where the run has them ``handovers``, ``cloud_rounds``,
-    ``backhaul_energy_j`` (J), ``aircomp_aligned_share``, ``aircomp_mean_aggregation_mse``
-    and a server's own counts; NaN where a run has none (not completed, or not measured).
+    ``backhaul_energy_j`` (J), ``aircomp_aligned_share``, ``aircomp_mean_aggregation_mse``,
+    the privacy summary (``epsilon_max``, ``epsilon_mean``, ``dp_noise_multiplier``,
+    ``dp_stopped_devices``) and a server's own counts; NaN where a run has none (not completed, or not measured).
     ``attrs["swept_columns"]`` and ``attrs["summary_columns"]`` name these columns.
     """
     return _runs_info(runs)[0]
@@ -566,12 +569,54 @@ def cells_label(cells: dict[str, Any] | None) -> str:
     return f"{count} cell{'s' if count != 1 else ''} ({'; '.join(extra)})"
 
 
+#: The privacy mechanisms (``privacy.mechanism``) as the labels name them.
+MECHANISM_LABELS: dict[str, str] = {
+    "central": "central DP",
+    "local": "local DP",
+    "over_the_air": "over-the-air DP",
+}
+#: What a run without ``[privacy]`` is called in :func:`privacy_label` and ``dp_mechanism``.
+NO_PRIVACY = "no DP"
+
+
+def privacy_label(privacy: dict[str, Any] | None) -> str:
+    """A run's ``[privacy]`` table in a few words: ``no DP``, ``central DP (z 1.1; C 1)``,
+    ``local DP (target epsilon 8; C 0.5; adaptive clip)``, ``over-the-air DP (channel only;
+    C 1)``, with the delta, the accountant, amplification and the over-the-air options where
+    they are not the defaults."""
+    if not privacy:
+        return NO_PRIVACY
+    mech = str(privacy.get("mechanism"))
+    extra = []
+    if privacy.get("noise_multiplier") is not None:
+        extra.append(f"z {_short(privacy['noise_multiplier'])}")
+    if privacy.get("target_epsilon") is not None:
+        extra.append(f"target epsilon {_short(privacy['target_epsilon'])}")
+    if privacy.get("air_noise") not in (None, "receiver"):
+        extra.append(str(privacy["air_noise"]).replace("_", " "))
+    if privacy.get("air_power") == "privacy":
+        extra.append("powers scaled for privacy")
+    extra.append(f"C {_short(privacy.get('clip_norm'))}")
+    if privacy.get("clipping") == "adaptive":
+        extra.append("adaptive clip")
+    if privacy.get("delta") is not None and float(privacy["delta"]) != 1e-5:
+        extra.append(f"delta {_short(privacy['delta'])}")
+    if privacy.get("accountant", "rdp") != "rdp":
+        extra.append(str(privacy["accountant"]).upper())
+    if privacy.get("amplification", "none") != "none":
+        extra.append("amplified by uniform selection")
+    if privacy.get("epsilon_budget") is not None:
+        extra.append(f"budget {_short(privacy['epsilon_budget'])}")
+    return f"{MECHANISM_LABELS.get(mech, mech)} ({'; '.join(extra)})"
+
+
 #: The tables :func:`runs_table` folds into one labelled value each (``variant`` and columns).
 _FOLDED = {
     "server": server_label,
     "strategy": strategy_label,
     "uplink": uplink_label,
     "cells": cells_label,
+    "privacy": privacy_label,
 }
 
 
@@ -629,6 +674,10 @@ def _runs_info(runs: RunsArg) -> tuple[pd.DataFrame, list[_Run]]:
                 "strategy": strategy_label(sc.get("strategy", {})),
                 "uplink": uplink_label(sc.get("uplink", {})),
                 "cells": cells_label(sc.get("cells")),
+                "privacy": privacy_label(sc.get("privacy")),
+                "dp_mechanism": MECHANISM_LABELS.get(
+                    str((sc.get("privacy") or {}).get("mechanism")), NO_PRIVACY
+                ),
                 "scheme_label": SCHEME_LABELS.get(name, name),
                 "same_as": "" if r.shares is None else label_of.get(r.shares, r.shares.name),
             }

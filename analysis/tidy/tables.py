@@ -7,6 +7,8 @@ into NumPy ones. :mod:`wflsim.analysis.tidy` builds them for many runs at once.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 import numpy as np
 import pandas as pd
 
@@ -321,3 +323,48 @@ def updates_from_events(ev: pd.DataFrame) -> pd.DataFrame:
     keep = ["frame", "slot", "device", "end_s", "outcome", "model_version", "staleness"]
     keep += ["staleness_weight", "tx_power_w", "upload_s"]
     return df[keep].sort_values(["end_s", "device"], kind="stable").reset_index(drop=True)
+
+
+# --------------------------------------------------------------------------- privacy rows
+
+#: The trace columns of the ``privacy`` rows (one per device per applied update of a
+#: ``[privacy]`` run: the multiplier accounted and the device's epsilon after it).
+DP_STEP_COLS = ["frame", "slot", "time_s", "device", "dp_noise_multiplier", "dp_epsilon"]
+#: The trace columns of the ``dp_clip`` rows (one per applied update, learner side).
+DP_CLIP_COLS = [
+    "frame",
+    "slot",
+    "time_s",
+    "device",
+    "dp_update_norm",
+    "dp_clip_norm",
+    "dp_clipped",
+    "dp_noise_std",
+]
+#: The trace columns of the ``dp_budget_spent`` rows (a device stops: its budget is spent).
+DP_STOP_COLS = ["frame", "slot", "time_s", "device"]
+#: The privacy events and every column of theirs the tidy tables read.
+DP_EVENTS = ["privacy", "dp_clip", "dp_budget_spent"]
+DP_COLUMNS = sorted(set(DP_STEP_COLS + DP_CLIP_COLS + DP_STOP_COLS))
+
+
+@dataclass
+class PrivacyRows:
+    """The privacy rows of one run or many (empty tables for runs without ``[privacy]`` and
+    traces older than schema 12): ``steps`` (``privacy`` rows: ``dp_noise_multiplier``,
+    ``dp_epsilon``), ``clips`` (``dp_clip`` rows: ``dp_update_norm``, ``dp_clip_norm`` in update
+    units, ``dp_clipped``, ``dp_noise_std`` in update units) and ``stops``
+    (``dp_budget_spent`` rows), each with ``frame``, ``slot``, ``time_s`` (s) and ``device``."""
+
+    steps: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=DP_STEP_COLS))
+    clips: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=DP_CLIP_COLS))
+    stops: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=DP_STOP_COLS))
+
+
+def privacy_rows_from_events(ev: pd.DataFrame) -> PrivacyRows:
+    """The privacy rows (:class:`PrivacyRows`) of one run's events, in trace order."""
+    return PrivacyRows(
+        steps=_rows(ev, "privacy", DP_STEP_COLS),
+        clips=_rows(ev, "dp_clip", DP_CLIP_COLS),
+        stops=_rows(ev, "dp_budget_spent", DP_STOP_COLS),
+    )

@@ -43,7 +43,20 @@ SUMMARY_METRICS: dict[str, str] = {
     "final_stable_fraction": "stable fraction of the parameters at the last slot",
     "final_accuracy": "test accuracy at the last evaluation (fraction)",
     "best_accuracy": "best test accuracy of the run (fraction)",
+    "epsilon_max": "[privacy] runs: the final epsilon, largest over the devices, at the run's delta",
+    "epsilon_mean": "[privacy] runs: the final epsilon, mean over all devices, at the run's delta",
+    "dp_clipped_fraction": "[privacy] runs: the applied updates that were clipped (fraction)",
+    "dp_noise_std": "[privacy] runs: mean noise std per entry on the applied updates (update units)",
+    "dp_stopped_devices": "[privacy] runs: devices stopped for their spent epsilon budget",
 }
+#: The metrics measured only in runs with ``[privacy]``.
+PRIVACY_METRICS = (
+    "epsilon_max",
+    "epsilon_mean",
+    "dp_clipped_fraction",
+    "dp_noise_std",
+    "dp_stopped_devices",
+)
 
 #: Measures read from the runs' evaluations, compared seed by seed.
 DERIVED_METRICS: dict[str, str] = {
