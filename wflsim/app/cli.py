@@ -512,7 +512,7 @@ def summary_lines(prep: Prepared, stats: RunStats, out: Path) -> list[str]:
                 f"  privacy          epsilon max {s.get('epsilon_max', 0.0):.4g}, mean "
                 f"{s.get('epsilon_mean', 0.0):.4g} at delta {sc.privacy.delta:g} ("
                 f"{sc.privacy.mechanism}, z = {_multiplier(s.get('dp_noise_multiplier'))}); "
-                f"{s.get('dp_stopped_devices', 0)} device(s) stopped by the budget"
+                f"{s.get('dp_stopped_devices', 0)} device(s) with the budget spent (no further update fits in it)"
             ]
             if sc.privacy is not None
             else []
