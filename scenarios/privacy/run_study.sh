@@ -11,7 +11,7 @@
 #     air);
 #   * over the air with the channel's noise only (air_noise = "channel_only", the epsilon the
 #     channel alone gives) under the controller at a receiver noise N0 of -64, -54 and -44 dBm
-#     (the -44 dBm runs diverge: docs/results.md).
+#     (-44 dBm is above a receiver's thermal noise: a stand-in for a weaker signal).
 #   bash scenarios/privacy/run_study.sh [OUT] [-- EXTRA...]
 # EXTRA: more sweep options for every configuration, e.g. --workers 2.
 # One sweep folder per configuration, OUT/<name> (default OUT runs/privacy-study), then the
