@@ -18,7 +18,8 @@ CONFIGURATIONS = 17
 @pytest.mark.slow
 def test_the_privacy_study_runs_end_to_end_and_reports_every_configuration(tmp_path):
     """run_study.sh on one seed and two slots: every configuration completes, the report has
-    the privacy table of the 14 private ones and the summary one row per configuration."""
+    the privacy table of the 15 private ones, the summary one row per configuration and the
+    figure is drawn."""
     out = tmp_path / "study"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     done = subprocess.run(
@@ -40,4 +41,5 @@ def test_the_privacy_study_runs_end_to_end_and_reports_every_configuration(tmp_p
     assert sorted(runs["configuration"]) == folders
     assert (runs["completed"] == 1.0).all()
     assert (out / "report" / "report.html").is_file()
+    assert (out / "report" / "privacy_study.png").is_file()
     assert "final_accuracy" in (out / "report" / "summary.md").read_text()

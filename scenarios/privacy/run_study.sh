@@ -17,7 +17,8 @@
 # One sweep folder per configuration, OUT/<name> (default OUT runs/privacy-study), then the
 # report over all of them in OUT/report (its Privacy section and privacy.csv: accuracy, energy
 # and epsilon per configuration) and scenarios/aircomp/summarise.py's table of accuracy,
-# energy, participation and energy to 80 % accuracy in OUT/report/summary.md; the script exits
+# energy, participation and energy to 80 % accuracy in OUT/report/summary.md, and figure.py's
+# figure (one colour per configuration) in OUT/report/privacy_study.png; the script exits
 # 1 when a run failed (each sweep's output names it).
 set -euo pipefail
 out=runs/privacy-study
@@ -66,4 +67,5 @@ python -m wflsim report "$out" --out "$out/report"
 python "$here/../aircomp/summarise.py" "$out" --target 0.8 --csv "$out/report/runs.csv" \
   --columns completed final_accuracy total_energy_j energy_per_round_j participation reached \
   energy_to_0.8_j >"$out/report/summary.md"
+python "$here/figure.py" "$out" --out "$out/report/privacy_study.png"
 exit "$failed"
