@@ -62,6 +62,8 @@ def main(argv: list[str] | None = None) -> int:
             mean, _, low, high, _ = stats[m]
             if not np.isfinite(low):
                 return None
+            if m == "final_accuracy":  # an accuracy lies in [0, 1]: the interval is cut there
+                low, high = max(low, 0.0), min(high, 1.0)
             return [[scale * (mean - low)], [scale * (high - mean)]]
 
         acc = stats["final_accuracy"][0] * 100
