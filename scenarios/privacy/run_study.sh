@@ -64,7 +64,7 @@ for c in "${configs[@]}"; do
     || failed=1
 done
 python -m wflsim report "$out" --out "$out/report"
-python "$here/../aircomp/summarise.py" "$out" --target 0.8 --csv "$out/report/runs.csv" \
+python "$(dirname "$here")/aircomp/summarise.py" "$out" --target 0.8 --csv "$out/report/runs.csv" \
   --columns completed final_accuracy total_energy_j energy_per_round_j participation reached \
   energy_to_0.8_j >"$out/report/summary.md"
 python "$here/figure.py" "$out" --out "$out/report/privacy_study.png"

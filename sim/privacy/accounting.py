@@ -46,6 +46,8 @@ from dp_accounting.pld import privacy_loss_distribution as pld_lib
 from dp_accounting.rdp import rdp_privacy_accountant as rdp_lib
 from numpy.typing import ArrayLike, NDArray
 
+from .. import fmath
+
 F64 = NDArray[np.float64]
 AccountantKind = Literal["rdp", "pld"]
 
@@ -133,7 +135,7 @@ def rdp_epsilons(rdp: ArrayLike, delta: float) -> F64:
     with np.errstate(invalid="ignore"):
         eps = (r + _LOG1P_TERM) - _log_delta_term(delta)
         # the KL bound gives 0 where delta^2 + expm1(-r) > 0; negative RDP (numerical) gives 0
-        eps = np.where((delta * delta + np.expm1(-r) > 0.0) | (r < 0.0), 0.0, eps)
+        eps = np.where((delta * delta + fmath.expm1(-r) > 0.0) | (r < 0.0), 0.0, eps)
     eps = np.where(RDP_ORDERS > 1.01, eps, np.inf)
     return np.maximum(eps.min(axis=1), 0.0)
 
