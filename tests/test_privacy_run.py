@@ -522,3 +522,16 @@ def test_every_uplink_and_availability_composes(server, uplink, churn) -> None:
     rows = events(table, "privacy")
     assert len(rows) > 0 and (rows["dp_epsilon"] <= 9.0).all()
     assert stats.epsilon_max <= 9.0
+
+
+def test_a_device_twice_under_adaptive_clipping_counts_both_indicators() -> None:
+    """Adaptive clipping: a device with two updates in one step moves the clipped count by
+    2 x 1/2, so its count's multiplier is sigma_b, not 2 sigma_b (Andrew et al., Theorem 1)."""
+    cfg = _config(noise_multiplier=1.0, clipping="adaptive", clipped_count_std=2.0)
+    spec = PrivacySpec.from_config(cfg, 2)
+    z_delta = spec.update_multiplier
+    ids, mult = step_multipliers(spec, [0, 0, 1], [1.0, 1.0, 1.0])
+    # device 0: sensitivities 2 C / 3 against sigma = z_delta C / 3 -> z_delta / 2; count: 2
+    want_0 = ((z_delta / 2.0) ** -2 + 2.0**-2) ** -0.5
+    want_1 = (z_delta**-2 + 4.0**-2) ** -0.5
+    np.testing.assert_allclose(mult, [want_0, want_1], rtol=1e-12)
