@@ -571,3 +571,24 @@ def test_stale_steps_under_adaptive_clipping_give_every_update_its_multiplier() 
         mixed += int(step["dp_clip_norm"].nunique() > 1)
         assert (measured >= update_part * (1 - 1e-9)).all(), (step, measured, update_part)
     assert mixed > 0, "no step mixed clips: the check saw nothing"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("server", ["semi_sync", "async"])
+def test_kill_and_resume_under_adaptive_clipping_with_training(tmp_path, server) -> None:
+    """Central noise, adaptive clipping, stale updates, training: a run failed as frame 2 starts
+    and resumed gives the uninterrupted events (clips and noise included) and final model."""
+    from conftest import assert_resume_equals_whole
+
+    data = scenario(
+        server,
+        privacy={
+            "clipping": "adaptive",
+            "clip_norm": 20.0,
+            "clip_learning_rate": 2.0,
+            "clipped_count_std": 1.0,
+        },
+        training=True,
+        frames=3,
+    )
+    assert_resume_equals_whole(data, tmp_path / "run")
