@@ -12,18 +12,25 @@ training on the digits MLP) and 12 of the 480 over ns-3's LTE; ``pytest -m slow`
 two cells' edge servers and the other 468 over ns-3 (2,400 cells in all). The cells dimension: one cell, or two sites on one band (the uplink
 dimension in each cell, inter-cell interference, devices that may hand over) whose base
 stations are edge servers under a cloud every 2 slots ([server.hierarchy]: one edge model per
-cell, the server mode per edge). ``python tests/test_matrix.py`` prints the whole matrix: how many cells run, how
+cell, the server mode per edge). The [privacy] cells: each mechanism (central, local, over the
+air) x server mode x uplink x availability x scheme (its update rule) x training x trace level,
+and each mechanism x strategy x scheme over a digital uplink and over the air; a cell runs with a
+finite epsilon or is refused in one line naming its cause (:func:`private_refusal`, written from
+docs/privacy.md's table): 9 in the default run, the other 3,471 and 12 on edge servers with
+``-m slow``. ``python tests/test_matrix.py`` prints the whole matrix: how many cells run, how
 many are refused, and why.
 """
 
 from __future__ import annotations
 
 import itertools
+import math
 import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import pyarrow.compute as pc
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -235,6 +242,155 @@ def test_every_other_ns3_cell_runs_or_is_refused_with_its_field(cell, ns3):
 def test_training_cell_with_edge_servers_runs_or_is_refused_with_its_field(cell):
     """A cell with training on two cells' edge servers runs, or is refused in one line naming the expected field."""
     _check(cell)
+
+
+# ------------------------------------------------------------------ [privacy]
+
+#: ``[privacy] mechanism``
+MECHANISMS = ("central", "local", "over_the_air")
+#: The uplinks of the privacy cells (ns-3's LTE carries the digital mechanisms as any uplink)
+PRIVACY_UPLINKS = ("dedicated", "ofdma", "tdma", "aircomp")
+#: The server strategies (``strategy.name``)
+STRATEGY_NAMES = (
+    "fedadagrad", "fedadam", "fedavg", "fedavgm", "fedmedian", "fednova", "fedprox",
+    "fedtrimmedavg", "fedyogi", "krum", "scaffold",
+)  # fmt: skip
+#: The update rule a scheme sends that a mechanism's sensitivity does not cover
+RULE_OF = {"fedhq": "quantisation", "topk_ef": "topk_ef"}
+#: Refused by mechanism (docs/privacy.md, "What composes"): a rule whose message shows more than
+#: the clipped update (local) or whose weights depend on the raw update (central), and
+#: aggregates of another sensitivity than the weighted mean's (central, over the air)
+PRIVATE_RULES = {"local": ("topk_ef", "quantisation"), "central": ("quantisation",)}
+_OTHER_SENSITIVITY = ("fedmedian", "fedtrimmedavg", "krum", "fednova", "scaffold")
+PRIVATE_STRATEGIES = {
+    "central": _OTHER_SENSITIVITY,
+    "over_the_air": _OTHER_SENSITIVITY,
+    "local": ("scaffold",),
+}
+#: Strategies an over-the-air sum cannot serve (each device's update is needed), without privacy
+AIR_STRATEGIES = ("fedmedian", "fedtrimmedavg", "krum", "scaffold")
+
+
+def private_scenario(
+    mechanism: str,
+    server: str,
+    uplink: str,
+    churn: bool,
+    scheme: str,
+    strategy: str,
+    training: bool,
+    level: str,
+    cells: str = "one",
+) -> dict[str, Any]:
+    """The cell's scenario with ``[privacy]``: clip 1, noise multiplier 1."""
+    data = scenario(server, uplink, churn, scheme, training, level, cells)
+    data["privacy"] = {"mechanism": mechanism, "clip_norm": 1.0, "noise_multiplier": 1.0}
+    if strategy != "fedavg":
+        data["strategy"] = {"name": strategy}
+    return data
+
+
+def private_refusal(
+    mechanism: str,
+    server: str,
+    uplink: str,
+    churn: bool,
+    scheme: str,
+    strategy: str,
+    training: bool,
+    level: str,
+    cells: str = "one",
+) -> tuple[str, str] | None:
+    """(the field, a word its reason must name) a privacy cell is refused on; None: it runs.
+    In the order the scenario's resolution checks: the over-the-air sum's own refusals, then
+    the mechanism's update rule and strategy, then over the air without AirComp."""
+    base = expected_refusal(server, uplink, churn, scheme, training, level, cells)
+    if base is not None:
+        return base, {"server.mode": server, "scheme.name": scheme}[base]
+    if uplink == "aircomp" and strategy in AIR_STRATEGIES:
+        return "strategy.name", strategy
+    rule = RULE_OF.get(scheme)
+    if rule in PRIVATE_RULES.get(mechanism, ()):
+        return "privacy.mechanism", rule
+    if strategy in PRIVATE_STRATEGIES[mechanism]:
+        return "privacy.mechanism", strategy
+    if mechanism == "over_the_air" and uplink != "aircomp":
+        return "privacy.mechanism", "aircomp"
+    return None
+
+
+def private_cells() -> list[tuple[Any, ...]]:
+    """Every mechanism x server mode x uplink x availability x scheme x trace level, network
+    only and with training (fedavg, one cell), and every mechanism x strategy x scheme over a
+    digital uplink and over the air (sync, training, trace level events)."""
+    main = itertools.product(
+        MECHANISMS, SERVERS, PRIVACY_UPLINKS, AVAILABILITY, sorted(SCHEMES), ("fedavg",),
+        (False, True), LEVELS,
+    )  # fmt: skip
+    strategies = itertools.product(
+        MECHANISMS, ("sync",), ("dedicated", "aircomp"), (False,), sorted(SCHEMES),
+        [s for s in STRATEGY_NAMES if s != "fedavg"], (True,), ("events",),
+    )  # fmt: skip
+    return list(main) + list(strategies)
+
+
+def _check_private(cell: tuple[Any, ...]) -> None:
+    """A privacy cell runs with a finite epsilon (positive once an update was applied), or is
+    refused in one line on the expected field with a reason naming the cause."""
+    want = private_refusal(*cell)
+    try:
+        table, stats = run_in_memory(private_scenario(*cell))
+    except ScenarioError as err:
+        message = str(err)
+        assert want is not None, f"{cell}: refused ({message})"
+        assert message.startswith(f"{want[0]}:") and "\n" not in message, message
+        assert want[1] in message, f"{cell}: {message} does not name {want[1]}"
+        return
+    assert want is None, f"{cell}: ran, but {want[0]} is expected to refuse it"
+    assert math.isfinite(stats.epsilon_max) and stats.epsilon_max >= 0
+    accounted = table.filter(pc.equal(table["event"], "privacy")).num_rows
+    assert (stats.epsilon_max > 0) == (accounted > 0)
+
+
+#: The privacy cells of the default run: each mechanism running (digital and over the air,
+#: each server mode once, with training once), and one of each kind of refusal
+PRIVATE_DEFAULT = [
+    ("central", "sync", "dedicated", False, "ideal", "fedavg", False, "events"),
+    ("local", "semi_sync", "ofdma", True, "two_timescale", "fedavg", False, "device_slots"),
+    ("central", "async", "tdma", False, "random_freezing", "fedavg", True, "events"),
+    ("over_the_air", "sync", "aircomp", True, "two_timescale", "fedavg", True, "events"),
+    ("over_the_air", "sync", "dedicated", False, "ideal", "fedavg", False, "events"),
+    ("local", "sync", "dedicated", False, "topk_ef", "fedavg", False, "events"),
+    ("central", "sync", "dedicated", False, "fedhq", "fedavg", False, "events"),
+    ("central", "sync", "dedicated", False, "ideal", "krum", True, "events"),
+    ("local", "sync", "dedicated", False, "ideal", "scaffold", True, "events"),
+]
+_PRIVATE_REST = [c for c in private_cells() if c not in PRIVATE_DEFAULT]
+
+
+@pytest.mark.parametrize("cell", PRIVATE_DEFAULT, ids=_ids(PRIVATE_DEFAULT))
+def test_privacy_cell_runs_or_is_refused_with_its_reason(cell):
+    """A [privacy] cell runs with a finite epsilon, or is refused in one line naming its cause."""
+    _check_private(cell)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("cell", _PRIVATE_REST, ids=_ids(_PRIVATE_REST))
+def test_every_other_privacy_cell_runs_or_is_refused_with_its_reason(cell):
+    """Every other [privacy] cell runs with a finite epsilon, or is refused in one line naming
+    its cause."""
+    _check_private(cell)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mechanism", MECHANISMS)
+@pytest.mark.parametrize("uplink", ("dedicated", "aircomp"))
+@pytest.mark.parametrize("training", (False, True))
+def test_privacy_on_edge_servers_runs_or_is_refused_with_its_reason(mechanism, uplink, training):
+    """Each mechanism on two cells' edge servers (the paper's scheme, sync) runs with a finite
+    epsilon, or is refused in one line naming its cause."""
+    cell = (mechanism, "sync", uplink, False, "two_timescale", "fedavg", training, "events", "two")
+    _check_private(cell)
 
 
 def main() -> None:

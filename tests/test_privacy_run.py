@@ -522,3 +522,73 @@ def test_every_uplink_and_availability_composes(server, uplink, churn) -> None:
     rows = events(table, "privacy")
     assert len(rows) > 0 and (rows["dp_epsilon"] <= 9.0).all()
     assert stats.epsilon_max <= 9.0
+
+
+def test_a_device_twice_under_adaptive_clipping_counts_both_indicators() -> None:
+    """Adaptive clipping: a device with two updates in one step moves the clipped count by
+    2 x 1/2, so its count's multiplier is sigma_b, not 2 sigma_b (Andrew et al., Theorem 1)."""
+    cfg = _config(noise_multiplier=1.0, clipping="adaptive", clipped_count_std=2.0)
+    spec = PrivacySpec.from_config(cfg, 2)
+    z_delta = spec.update_multiplier
+    ids, mult = step_multipliers(spec, [0, 0, 1], [1.0, 1.0, 1.0])
+    # device 0: sensitivities 2 C / 3 against sigma = z_delta C / 3 -> z_delta / 2; count: 2
+    want_0 = ((z_delta / 2.0) ** -2 + 2.0**-2) ** -0.5
+    want_1 = (z_delta**-2 + 4.0**-2) ** -0.5
+    np.testing.assert_allclose(mult, [want_0, want_1], rtol=1e-12)
+
+
+def test_stale_steps_under_adaptive_clipping_give_every_update_its_multiplier() -> None:
+    """Central noise, adaptive clipping, async updates clipped at their versions' clips: the
+    learner's noise over each update's sensitivity B_n s_n C_n / sum B (C_n its own dp_clip_norm,
+    s_n <= 1) reaches the update's part of the multiplier the ledger accounted."""
+    sigma_b = 1.0
+    data = scenario(
+        "async",
+        privacy={
+            "clipping": "adaptive",
+            "clip_norm": 20.0,
+            "clip_learning_rate": 2.0,
+            "clipped_count_std": sigma_b,
+        },
+        training=True,
+        frames=3,
+    )
+    table, _ = run_in_memory(data)
+    acc = events(table, "privacy").reset_index(drop=True)
+    clip = events(table, "dp_clip").reset_index(drop=True)
+    assert len(acc) == len(clip) > 0 and (acc["device"] == clip["device"]).all()
+    batch = np.array([16.0, 16.0, 24.0, 24.0, 32.0])
+    clip["mult"] = acc["dp_noise_multiplier"]
+    mixed = 0
+    for _, step in clip.groupby(["time_s", "dp_noise_std"], sort=False):
+        dev = step["device"].to_numpy(dtype=int)
+        if len(set(dev.tolist())) < len(dev):
+            continue  # a device twice: one release of their summed sensitivities
+        b = batch[dev]
+        sensitivity = b * step["dp_clip_norm"].to_numpy() / b.sum()  # an upper bound (s_n <= 1)
+        measured = step["dp_noise_std"].to_numpy() / sensitivity
+        update_part = (step["mult"].to_numpy() ** -2 - (2 * sigma_b) ** -2) ** -0.5
+        mixed += int(step["dp_clip_norm"].nunique() > 1)
+        assert (measured >= update_part * (1 - 1e-9)).all(), (step, measured, update_part)
+    assert mixed > 0, "no step mixed clips: the check saw nothing"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("server", ["semi_sync", "async"])
+def test_kill_and_resume_under_adaptive_clipping_with_training(tmp_path, server) -> None:
+    """Central noise, adaptive clipping, stale updates, training: a run failed as frame 2 starts
+    and resumed gives the uninterrupted events (clips and noise included) and final model."""
+    from conftest import assert_resume_equals_whole
+
+    data = scenario(
+        server,
+        privacy={
+            "clipping": "adaptive",
+            "clip_norm": 20.0,
+            "clip_learning_rate": 2.0,
+            "clipped_count_std": 1.0,
+        },
+        training=True,
+        frames=3,
+    )
+    assert_resume_equals_whole(data, tmp_path / "run")

@@ -179,18 +179,23 @@ class LearnerPrivacy:
         normalisation: float,
         gain: torch.Tensor | None,
         key: tuple[int, int],
+        clips: np.ndarray | None = None,
     ) -> tuple[torch.Tensor, float]:
         """Central noise on a step's aggregate ``g`` ``(D,)``: ``sigma`` =
         :func:`central_noise_std` of the step's ``weights`` ``(k,)`` (its updates' shares
         ``w_n / sum w``), rescaled to an aggregate normalised by ``normalisation`` instead of
         ``sum w`` (a stale step's ``sum_n B_n s_n u_n / sum_n B_n``), times ``gain`` ``(D,)``
         per entry (a per-coordinate mean's ``sum B / sum of B of those who sent it``, 1 where
-        nobody did; None: 1); drawn for ``key``. Returns the noised aggregate and ``sigma``
+        nobody did; None: 1); drawn for ``key``. ``clips`` ``(k,)``: the clip each update was
+        clipped at (stale updates: their versions'; None: the current ``C_t``); ``sigma`` is
+        taken at the largest, so every update's multiplier is at least the one the ledger
+        accounts, ``central_multipliers(z_delta, weights)``. Returns the noised aggregate and ``sigma``
         (update units, per entry before the gain). Under another mechanism: ``g``, 0."""
         if self.mechanism != "central" or g.numel() == 0:
             return g, 0.0
         w = np.asarray(weights, dtype=np.float64)
-        sigma = central_noise_std(self.update_multiplier, self.clip_norm, w)
+        clip = self.clip_norm if clips is None else float(np.max(clips, initial=0.0))
+        sigma = central_noise_std(self.update_multiplier, clip, w)
         if normalisation > 0.0:
             sigma *= float(w.sum()) / float(normalisation)
         e = normal(g.shape[0], noise_seed(self.streams, CENTRAL, self.edge, *key), g.device)

@@ -414,6 +414,7 @@ class StaleUpdates:
                     float(b.sum()),
                     privacy_gain(own.rule, call, sent, bw),
                     (STALE_STEP, self.materialised + 1),
+                    np.array([c.dp_clip for c in done], dtype=np.float64),
                 )
             note = getattr(rule, "server_gradient", None)  # optional (PlainRule: nothing)
             if note is not None:

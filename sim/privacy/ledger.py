@@ -56,7 +56,8 @@ def step_multipliers(
     Local noise: every update is its own release at ``z_delta``; a device with several updates
     in the step gets them composed into one event of multiplier ``z_delta / sqrt(m)`` (``m``
     Gaussian releases of equal multiplier compose as one of ``z / sqrt(m)``, exact under RDP).
-    Then :func:`~wflsim.sim.privacy.mechanism.combined_multiplier` with the clipped count's noise (adaptive).
+    Then :func:`~wflsim.sim.privacy.mechanism.combined_multiplier` with the clipped count's noise (adaptive:
+    a device with ``m`` updates in the step moves the count by ``m / 2``).
     """
     dev = np.asarray(devices, dtype=np.int64).reshape(-1)
     w = np.asarray(weights, dtype=np.float64).reshape(-1)
@@ -65,8 +66,8 @@ def step_multipliers(
     if dev.size == 0:
         return dev, np.empty(0)
     ids, inverse = np.unique(dev, return_inverse=True)
+    count = np.bincount(inverse, minlength=ids.size).astype(np.float64)
     if spec.mechanism == "local":
-        count = np.bincount(inverse, minlength=ids.size).astype(np.float64)
         per_device = z_delta / np.sqrt(count)
     else:
         grp = np.zeros(dev.size, dtype=np.int64) if groups is None else np.asarray(groups)
@@ -77,7 +78,7 @@ def step_multipliers(
         with np.errstate(divide="ignore"):
             inv = np.bincount(inverse, weights=1.0 / per_update, minlength=ids.size)
             per_device = np.where(inv > 0.0, 1.0 / np.where(inv > 0.0, inv, 1.0), np.inf)
-    return ids, combined_multiplier(per_device, spec.clipped_count_std)
+    return ids, combined_multiplier(per_device, spec.clipped_count_std, count)
 
 
 class PrivacyLedger:

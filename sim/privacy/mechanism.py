@@ -42,15 +42,19 @@ def update_noise_multiplier(noise_multiplier: float, clipped_count_std: float | 
     return 1.0 / math.sqrt(z**-2 - two_b**-2)
 
 
-def combined_multiplier(update_multiplier: ArrayLike, clipped_count_std: float | None) -> F64:
+def combined_multiplier(
+    update_multiplier: ArrayLike, clipped_count_std: float | None, updates: ArrayLike = 1
+) -> F64:
     """The multiplier a device's step is accounted at: its update's ``z_n`` composed with the
     noised count of unclipped updates (adaptive clipping, where the device's indicator minus
     1/2 has sensitivity 1/2 under noise ``sigma_b``): ``(z_n^-2 + (2 sigma_b)^-2)^(-1/2)``
-    (Andrew et al., Theorem 1); ``z_n`` under fixed clipping. ``(k,)``."""
+    (Andrew et al., Theorem 1); ``z_n`` under fixed clipping. ``updates`` ``(k,)`` or scalar:
+    how many of the step's updates are the device's (``m`` indicators move the count by
+    ``m / 2``, so the count's multiplier is ``2 sigma_b / m``). ``(k,)``."""
     z = np.asarray(update_multiplier, dtype=np.float64)
     if clipped_count_std is None:
         return z.astype(np.float64, copy=True)
-    two_b = 2.0 * float(clipped_count_std)
+    two_b = 2.0 * float(clipped_count_std) / np.asarray(updates, dtype=np.float64)
     with np.errstate(divide="ignore"):
         return np.asarray(1.0 / np.sqrt(1.0 / (z * z) + 1.0 / (two_b * two_b)), dtype=np.float64)
 
