@@ -159,6 +159,7 @@ def _write(path: Path, content: bytes) -> Path:
 # ----------------------------------------------------------------------- hostile files
 
 
+@pytest.mark.slow
 def test_labels_repeating_one_memo_reference_are_refused_fast(tmp_path: Path) -> None:
     """Labels [R] with R = [B]*m, B = [C]*m, C = [0]*m (memo references; 10 GB as an array)."""
     m = 1100
@@ -172,6 +173,7 @@ def test_labels_repeating_one_memo_reference_are_refused_fast(tmp_path: Path) ->
     _assert_refused_fast(path)
 
 
+@pytest.mark.slow
 def test_labels_nesting_that_doubles_per_level_are_refused_fast(tmp_path: Path) -> None:
     """Labels [L60] with L(k) = [L(k-1), L(k-1)]: 2**60 integers once expanded."""
     levels = _list_of([_int(0)], memo=10) + P.POP
@@ -181,6 +183,7 @@ def test_labels_nesting_that_doubles_per_level_are_refused_fast(tmp_path: Path) 
     _assert_refused_fast(path)
 
 
+@pytest.mark.slow
 def test_doubling_lists_filled_top_down_are_refused_fast(tmp_path: Path) -> None:
     """The same doubling lists made empty first and filled from the top level down."""
     ops = b"".join(P.EMPTY_LIST + _put(10 + k) + P.POP for k in range(61))
@@ -191,6 +194,7 @@ def test_doubling_lists_filled_top_down_are_refused_fast(tmp_path: Path) -> None
     _assert_refused_fast(path)
 
 
+@pytest.mark.slow
 def test_a_dict_key_that_quadruples_per_level_is_refused_fast(tmp_path: Path) -> None:
     """A key T20 with T(k) = (T(k-1),)*4: hashing it would visit 4**20 tuples."""
     ops = _int(0) + P.TUPLE1 + _put(10) + P.POP

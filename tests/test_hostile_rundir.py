@@ -194,6 +194,7 @@ def test_new_run_does_not_write_through_a_lock_link(tmp_path):
     assert [p.name for p in out.iterdir()] == ["wflsim.lock"]
 
 
+@pytest.mark.slow
 def test_resume_of_a_completed_run_does_not_write_through_a_lock_link(tmp_path):
     """--resume of a completed run whose lock is a link: exit 2; the link's target is kept."""
     out, victim = tmp_path / "d", tmp_path / "v"
@@ -205,6 +206,7 @@ def test_resume_of_a_completed_run_does_not_write_through_a_lock_link(tmp_path):
     assert victim.read_text() == "x\n"
 
 
+@pytest.mark.slow
 def test_resume_does_not_delete_or_write_through_an_events_link(tmp_path):
     """--resume of a failed run whose events/ is a link: exit 2; nothing in its target changes."""
     path, out, elsewhere = scenario(tmp_path), tmp_path / "d", tmp_path / "elsewhere"
@@ -218,6 +220,7 @@ def test_resume_does_not_delete_or_write_through_an_events_link(tmp_path):
     assert snapshot(elsewhere) == before
 
 
+@pytest.mark.slow
 def test_report_does_not_write_through_a_report_link(tmp_path):
     """`wflsim report RUN` with RUN/report a link: exit 2; the link's target is untouched."""
     out, elsewhere = tmp_path / "d", tmp_path / "elsewhere"
@@ -266,6 +269,7 @@ def test_resume_starts_a_folder_stopped_before_its_first_manifest_from_frame_0(t
     assert table(out).equals(reference(tmp_path, path))
 
 
+@pytest.mark.slow
 def test_resume_alone_of_a_folder_without_a_frame_says_to_run_again(tmp_path):
     """--resume DIR (no scenario) of a folder that holds no completed frame: exit 2, run again."""
     path, out = scenario(tmp_path), tmp_path / "d"
@@ -326,6 +330,7 @@ def test_resume_of_a_manifest_without_its_fingerprint_says_it_was_edited(tmp_pat
     assert "older" not in res.stderr
 
 
+@pytest.mark.slow
 def test_resume_with_the_scenario_of_a_manifest_missing_a_field_is_refused(tmp_path):
     """wflsim run SCENARIO --resume DIR of a manifest without 'versions': exit 2 naming the
     field, not a failed run with a KeyError."""
@@ -337,6 +342,7 @@ def test_resume_with_the_scenario_of_a_manifest_missing_a_field_is_refused(tmp_p
 # ---------------------------------------------------------------------- the manifest's hashes
 
 
+@pytest.mark.slow
 def test_resume_refuses_a_part_with_flipped_bytes(tmp_path):
     """8 bytes flipped in the middle of a kept part's data: --resume exits 2 naming the part."""
     path, out = scenario(tmp_path), tmp_path / "d"
@@ -356,6 +362,7 @@ def test_resume_refuses_a_part_with_flipped_bytes(tmp_path):
     assert snapshot(out) == before
 
 
+@pytest.mark.slow
 def test_resume_refuses_an_edited_checkpoint(tmp_path):
     """A checkpoint with one number changed: --resume exits 2 naming checkpoint.npz."""
     path, out = scenario(tmp_path), tmp_path / "d"
@@ -412,6 +419,7 @@ def test_resume_after_a_kill_while_the_checkpoint_is_replaced(tmp_path):
     assert table(out).equals(reference(tmp_path, path))
 
 
+@pytest.mark.slow
 def test_report_refuses_a_completed_run_missing_a_part(tmp_path):
     """`wflsim report` of a completed run whose part of frame 5 was deleted: exit 2 naming the
     part and the fix, and no report is written."""
@@ -440,6 +448,7 @@ def resume_refuses_a_copy_of_frame_0(out: Path, as_frame: int) -> bool:
     return snapshot(out) == before
 
 
+@pytest.mark.slow
 def test_resume_refuses_a_copied_part_in_a_completed_run(tmp_path):
     """--resume of a completed run holding a copied part-000030.parquet that its manifest does
     not list: exit 2 naming it, instead of 'already completed' with frame 0 counted twice."""
@@ -448,6 +457,7 @@ def test_resume_refuses_a_copied_part_in_a_completed_run(tmp_path):
     assert resume_refuses_a_copy_of_frame_0(out, 30)
 
 
+@pytest.mark.slow
 def test_resume_refuses_a_copied_part_beyond_the_frame_in_flight(tmp_path):
     """--resume of a failed run (frames 0-3 listed) holding a copied part of frame 9: exit 2
     naming it; only the part of the frame in flight (4) may lie there unlisted."""
@@ -490,6 +500,7 @@ def test_resume_takes_over_a_lock_naming_a_pid_another_process_now_has(tmp_path)
 SWEEP = ["--grid", "scheme=two_timescale,only_pc", "--seeds", "0", "--quiet"]
 
 
+@pytest.mark.slow
 def test_second_sweep_into_a_folder_in_use_exits_2(tmp_path):
     """A sweep into the folder of a live sweep exits 2 ('in use'); the first completes every
     point and sweep.json lists none as failed."""

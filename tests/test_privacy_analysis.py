@@ -226,6 +226,7 @@ def test_report_has_a_privacy_section_with_privacy_runs(mixed, tmp_path):
     assert sorted(table["epsilon_max"].round(6)) == pytest.approx([1.2, 2.4])
 
 
+@pytest.mark.slow
 def test_report_without_privacy_runs_has_no_privacy_section(plain, tmp_path):
     """A study without [privacy] has no Privacy section, figure, table or note about them."""
     write_report(plain, tmp_path / "rep")

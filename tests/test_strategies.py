@@ -258,6 +258,7 @@ def test_a_resumed_fedadam_run_equals_the_uninterrupted_run(tmp_path, mode):
     assert_resume_equals_whole(data, tmp_path / "run")
 
 
+@pytest.mark.slow
 def test_a_strategy_registered_from_python_runs_in_a_two_worker_sweep(tmp_path):
     """A user strategy (clipped server step, its own parameter) runs in a sweep of 2 worker
     processes over its parameter, each point as the same run in this process."""

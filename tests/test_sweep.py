@@ -179,6 +179,7 @@ def test_local_executor_with_two_workers(tmp_path):
         pd.testing.assert_frame_equal(a, b)
 
 
+@pytest.mark.slow
 def test_ray_executor_runs_a_sweep(tmp_path):
     """--executor ray on a local Ray runs every point (skipped when ray is not installed, unless
     WFLSIM_NO_SKIP=1: CI installs it and the test must run there)."""
