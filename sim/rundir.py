@@ -24,9 +24,11 @@ of one of the entries above (or of a file in ``events/`` or ``channel/``) is ref
 folder itself (the ``--out`` a user gives) may be a link to a directory.
 
 The manifest vouches for the trace: readers and ``--resume`` read exactly the parts it lists,
-each checked against the row count and SHA-256 recorded when it was written
+each checked against the row count and the hash recorded when it was written
 (:func:`checked_parts`); a part missing, damaged, replaced or added is refused with one line
-(:class:`RunFolderError`) naming the file and the fix.
+(:class:`RunFolderError`) naming the file and the fix. The hash of a part or checkpoint entry is
+named by its key: ``"blake3"`` (BLAKE3, what this version writes, :data:`DIGEST`) or
+``"sha256"`` (SHA-256, what wflsim wrote before issue 49; such folders still verify and resume).
 """
 
 from __future__ import annotations
@@ -36,9 +38,12 @@ import hashlib
 import json
 import os
 import socket
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
+
+import blake3
 
 from .errors import ScenarioError
 from .files import open_regular, read_capped
@@ -242,14 +247,74 @@ def unreadable_manifest(folder: Path, fix: str | None = None) -> RunFolderError:
     )
 
 
+# ---------------------------------------------------------------------- the files' hashes
+
+#: The hash new run folders record for their parts and checkpoints (the key of their entries):
+#: BLAKE3, a cryptographic hash (256-bit output, like SHA-256) several times faster in software.
+DIGEST = "blake3"
+#: The hashes a part or checkpoint entry may carry, by the key that names each in the entry,
+#: with the name a message gives it; an entry carries exactly one of them.
+DIGESTS = {"blake3": "BLAKE3", "sha256": "SHA-256"}
+
+
+class Hasher(Protocol):
+    """An incremental hash (``hashlib``'s interface, which ``blake3`` shares)."""
+
+    def update(self, data: Any, /) -> Any: ...
+
+    def hexdigest(self) -> str: ...
+
+
+def _sha256() -> Hasher:
+    return hashlib.sha256()
+
+
+def _blake3() -> Hasher:
+    # one thread: the writer's other threads already use the cores
+    return blake3.blake3(max_threads=1)
+
+
+_HASHERS: dict[str, Callable[[], Hasher]] = {"blake3": _blake3, "sha256": _sha256}
+
+
+def new_hasher(algorithm: str = DIGEST) -> Hasher:
+    """A fresh incremental hash of ``algorithm`` (a key of :data:`DIGESTS`)."""
+    return _HASHERS[algorithm]()
+
+
+def digest_bytes(data: bytes, algorithm: str = DIGEST) -> str:
+    """The hash of ``data`` (hex)."""
+    h = new_hasher(algorithm)
+    h.update(data)
+    return h.hexdigest()
+
+
+def entry_digest(entry: Any) -> tuple[str, str] | None:
+    """The ``(algorithm, hex digest)`` a part or checkpoint entry records, or None when it carries
+    none, several, or one that is not a string (an edited or damaged manifest)."""
+    if not isinstance(entry, dict):
+        return None
+    found = [(k, entry[k]) for k in DIGESTS if k in entry]
+    if len(found) != 1 or not isinstance(found[0][1], str):
+        return None
+    return found[0]
+
+
+def digest_entry(algorithm: str, digest: str) -> dict[str, str]:
+    """The key-value pair that records a digest in a part or checkpoint entry."""
+    return {algorithm: digest}
+
+
 @dataclass(frozen=True)
 class Part:
-    """One part a manifest lists: its frame, its file and what was recorded when it was written."""
+    """One part a manifest lists: its frame, its file and what was recorded when it was written
+    (its rows and its hash: ``algorithm``, a key of :data:`DIGESTS`, and the hex ``digest``)."""
 
     frame: int
     path: Path
     rows: int
-    sha256: str
+    digest: str
+    algorithm: str = DIGEST
 
 
 def listed_parts(
@@ -259,8 +324,8 @@ def listed_parts(
 
     Raises:
         RunFolderError: the list is not one entry per frame ``0, 1, ...`` in order, each with its
-            file name (``sub/part-NNNNNN.parquet``), a row count and a SHA-256 (an edited or
-            damaged manifest).
+            file name (``sub/part-NNNNNN.parquet``), a row count and one hash of
+            :data:`DIGESTS` (an edited or damaged manifest).
     """
     folder = Path(folder)
     entries = manifest.get(key)
@@ -278,29 +343,31 @@ def listed_parts(
             and e.get("file") == f"{sub}/{part_name(i)}"
             and isinstance(e.get("rows"), int)
             and not isinstance(e.get("rows"), bool)
-            and isinstance(e.get("sha256"), str)
         )
-        if not ok:
+        recorded = entry_digest(e) if ok else None
+        if recorded is None:
             raise RunFolderError(
                 where,
-                f"entry {i} of its {key!r} is not frame {i}'s part with its rows and SHA-256 "
-                "(edited or damaged)",
+                f"entry {i} of its {key!r} is not frame {i}'s part with its rows and one hash "
+                f"({' or '.join(DIGESTS)}; edited or damaged)",
                 recompute_fix(folder),
             )
-        parts.append(Part(i, folder / sub / part_name(i), e["rows"], e["sha256"]))
+        algorithm, digest = recorded
+        parts.append(Part(i, folder / sub / part_name(i), e["rows"], digest, algorithm))
     return parts
 
 
-#: SHA-256 of files already hashed in this process, by what identifies their content on disk:
-#: (device, inode, size, modification and change time in ns); a changed file changes its key.
-_DIGESTS: dict[tuple[int, ...], str] = {}
+#: Hashes of files already hashed in this process, by algorithm and what identifies their
+#: content on disk: (device, inode, size, modification and change time in ns); a changed file
+#: changes its key.
+_DIGESTS: dict[tuple[str, int, int, int, int, int], str] = {}
 _DIGESTS_MAX = 65536
 
 
-def file_sha256(path: Path, *, follow_links: bool = False) -> str:
-    """The SHA-256 of a regular file's bytes (hex), opened without following a link (unless
-    ``follow_links``); a file hashed before in this process and unchanged since (same inode,
-    size, mtime and ctime) is not read again.
+def file_digest(path: Path, algorithm: str = DIGEST, *, follow_links: bool = False) -> str:
+    """The hash (``algorithm``, a key of :data:`DIGESTS`) of a regular file's bytes (hex), opened
+    without following a link (unless ``follow_links``); a file hashed before in this process and
+    unchanged since (same inode, size, mtime and ctime) is not read again.
 
     Raises:
         ScenarioError: the file is missing, not a regular file or a link (:func:`open_regular`).
@@ -309,12 +376,12 @@ def file_sha256(path: Path, *, follow_links: bool = False) -> str:
     f = open_regular(path, str(path), "input", follow_links=follow_links)
     with f:
         st = os.fstat(f.fileno())
-        key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+        key = (algorithm, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
         known = _DIGESTS.get(key)
         if known is not None:
             return known
-        h = hashlib.sha256()
-        for block in iter(lambda: f.read(1 << 20), b""):
+        h = new_hasher(algorithm)
+        for block in iter(lambda: f.read(1 << 22), b""):
             h.update(block)
     digest = h.hexdigest()
     if len(_DIGESTS) >= _DIGESTS_MAX:
@@ -323,10 +390,17 @@ def file_sha256(path: Path, *, follow_links: bool = False) -> str:
     return digest
 
 
+def file_sha256(path: Path, *, follow_links: bool = False) -> str:
+    """The SHA-256 of a regular file's bytes (hex): :func:`file_digest` with ``"sha256"`` (the
+    fingerprint of an input file, which stays SHA-256)."""
+    return file_digest(path, "sha256", follow_links=follow_links)
+
+
 def check_part(part: Part, folder: Path, *, digest: bool = True, fix: str | None = None) -> None:
     """Refuse (:class:`RunFolderError`) a listed part that is missing, a link or not a regular
-    file, or whose bytes are not those the manifest recorded: their SHA-256 (``digest``), else
-    only the row count of the file's footer (the cheaper check a reader may choose)."""
+    file, or whose bytes are not those the manifest recorded: their hash (``digest``: the
+    algorithm the entry names), else only the row count of the file's footer (the cheaper check
+    a reader may choose)."""
     fix = fix or recompute_fix(folder)
     p = part.path
     if not p.exists() and not p.is_symlink():
@@ -335,16 +409,16 @@ def check_part(part: Part, folder: Path, *, digest: bool = True, fix: str | None
         raise RunFolderError(p, "is a link or not a regular file; a part must be a file", fix)
     if digest:
         try:
-            got = file_sha256(p)
+            got = file_digest(p, part.algorithm)
         except ScenarioError as err:
             raise RunFolderError(p, err.problem, fix) from None
         except OSError as err:
             raise RunFolderError(p, f"cannot be read ({err.strerror or err})", fix) from None
-        if got != part.sha256:
+        if got != part.digest:
             raise RunFolderError(
                 p,
-                "does not match the SHA-256 that manifest.json records for it (damaged, edited "
-                "or replaced by another run's part)",
+                f"does not match the {DIGESTS[part.algorithm]} hash that manifest.json records "
+                "for it (damaged, edited or replaced by another run's part)",
                 fix,
             )
         return

@@ -212,12 +212,12 @@ def test_load_run_refuses_a_completed_run_missing_a_part(run_dir, tmp_path):
 
 def test_a_part_swapped_in_from_another_seed_is_refused(run_dir, tmp_path):
     """Frame 1's part replaced by frame 1's part of a run of another seed: refused by its
-    SHA-256, naming the part and --overwrite."""
+    BLAKE3 hash, naming the part and --overwrite."""
     other = write_run(tmp_path / "other", seed=7)
     copy = damaged_copy(run_dir, tmp_path)
     name = "part-000001.parquet"
     (copy / "events" / name).write_bytes((other / "events" / name).read_bytes())
-    with pytest.raises(ValueError, match="SHA-256") as err:
+    with pytest.raises(ValueError, match="BLAKE3") as err:
         load_events(copy)
     assert name in str(err.value) and "--overwrite" in str(err.value)
 
@@ -232,7 +232,7 @@ def test_a_copied_part_the_manifest_does_not_list_is_refused(run_dir, tmp_path):
 
 
 def test_without_digests_a_part_of_another_frame_is_refused_by_its_rows(run_dir, tmp_path):
-    """verify=False checks each part's row count (the footer) instead of its SHA-256: frame 0's
+    """verify=False checks each part's row count (the footer) instead of its hash: frame 0's
     part (with the device_config rows) in place of frame 2's is refused."""
     copy = damaged_copy(run_dir, tmp_path)
     events = copy / "events"

@@ -358,7 +358,7 @@ def test_resume_refuses_a_part_with_flipped_bytes(tmp_path):
     part.write_bytes(bytes(data))
     before = snapshot(out)
     res = wflsim("run", "--resume", str(out), "--quiet")
-    assert refused(res, "part-000001.parquet", "SHA-256", "--overwrite"), res.stderr
+    assert refused(res, "part-000001.parquet", "BLAKE3", "--overwrite"), res.stderr
     assert snapshot(out) == before
 
 

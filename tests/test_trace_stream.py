@@ -243,13 +243,14 @@ def test_an_interrupt_while_a_frame_is_handed_over_leaves_no_temporary_part(tmp_
 
 
 def test_part_writer_hash_matches_the_file_bytes(tmp_path, monkeypatch) -> None:
-    """A part's SHA-256, computed in its own thread from small buffers, is that of the file's bytes."""
-    import hashlib
+    """A part's BLAKE3, computed in its own thread in small chunks as the file grows, is that of
+    the file's bytes."""
+    import blake3
 
     from wflsim.app import recorder
 
-    monkeypatch.setattr(recorder, "WRITE_BUFFER_BYTES", 4096)  # many buffers through the queue
-    monkeypatch.setattr(recorder, "HASH_QUEUE_CHUNKS", 2)
+    monkeypatch.setattr(recorder, "WRITE_BUFFER_BYTES", 4096)  # many writes while it hashes
+    monkeypatch.setattr(recorder, "HASH_CHUNK_BYTES", 1000)
     rng = np.random.default_rng(3)
     writer = recorder.PartWriter(tmp_path / "part-000000.parquet", {b"k": b"v"})
     for _ in range(5):
@@ -260,5 +261,6 @@ def test_part_writer_hash_matches_the_file_bytes(tmp_path, monkeypatch) -> None:
     digest = writer.finish()
     data = (tmp_path / "part-000000.parquet").read_bytes()
     assert len(data) > 20 * 4096
-    assert digest == hashlib.sha256(data).hexdigest()
+    assert writer.algorithm == "blake3"
+    assert digest == blake3.blake3(data).hexdigest()
     assert pq.read_table(tmp_path / "part-000000.parquet").num_rows == 10_000

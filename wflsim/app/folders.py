@@ -33,6 +33,7 @@ from wflsim.sim.rundir import (
     MARKER,
     RUN_ENTRIES,
     check_no_links,
+    file_digest,
     file_sha256,
     hostname,
     is_run_folder,
@@ -329,6 +330,12 @@ def sha256_file(path: Path) -> str:
     """The SHA-256 of a regular file's bytes (hex), following a link
     (:func:`wflsim.sim.rundir.file_sha256`; a ScenarioError for anything but a regular file)."""
     return file_sha256(path, follow_links=True)
+
+
+def digest_file(path: Path, algorithm: str) -> str:
+    """The hash ``algorithm`` (a key of :data:`wflsim.sim.rundir.DIGESTS`) of a regular file's
+    bytes (hex), following a link (:func:`wflsim.sim.rundir.file_digest`)."""
+    return file_digest(path, algorithm, follow_links=True)
 
 
 def sha256_text(text: str) -> str:

@@ -11,15 +11,17 @@ background thread, while the next frame is simulated:
 
 1. completes ``events/part-NNNNNN.parquet`` (the last row group, the footer, fsync, rename from
    the temporary name, fsync of the folder);
-2. replaces ``manifest.json`` (same way) listing the parts with their row counts and SHA-256,
-   the heartbeat and the summary of the completed frames and, if this frame is checkpointed, the
-   SHA-256 of its checkpoint (``checkpoint``) and of the one it replaces (``previous_checkpoint``);
+2. replaces ``manifest.json`` (same way) listing the parts with their row counts and hashes
+   (BLAKE3, :data:`wflsim.sim.rundir.DIGEST`; computed by a thread of its own as the part is
+   written), the heartbeat and the summary of the completed frames and, if this frame is
+   checkpointed, the hash of its checkpoint (``checkpoint``) and of the one it replaces
+   (``previous_checkpoint``);
 3. writes ``checkpoint.npz`` the same way, if this frame is checkpointed.
 
 At most one frame is in flight, so memory stays bounded, and the steps run in this order, so the
 files on disk always agree: the manifest lists only complete parts, and a checkpoint of frame
 ``k`` exists only once every part up to ``k`` is complete and listed, with the checkpoint's own
-SHA-256, in the manifest. ``--resume`` checks every file it keeps against these hashes (the
+hash, in the manifest. ``--resume`` checks every file it keeps against these hashes (the
 checkpoint on disk is the manifest's ``checkpoint`` or, after a kill between steps 2 and 3, its
 ``previous_checkpoint``; none where that is null). A heartbeat thread refreshes the
 manifest's ``heartbeat_at`` every :data:`wflsim.sim.rundir.HEARTBEAT_S` seconds so that readers on
@@ -32,10 +34,8 @@ before stay readable.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
-import queue
 import threading
 from collections.abc import Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -46,6 +46,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from wflsim.sim import rundir, state
+from wflsim.sim.files import NOFOLLOW
 from wflsim.sim.trace import (
     EVENTS_DIR,
     SCHEMA,
@@ -67,68 +68,85 @@ from .folders import now_iso
 log = logging.getLogger(__name__)
 
 
-class _HashingFile:
-    """A binary file that also computes the SHA-256 of everything written to it.
+class _GrowingFileHasher:
+    """The hash of a file that another thread appends to, computed in a thread of its own as the
+    file grows: each :meth:`poke` (after a row group is written) makes the thread read the bytes
+    added since, from the page cache, and hash them. A Parquet file is written front to back and
+    never rewritten, so the bytes already hashed are final; :meth:`hexdigest`, once the writer
+    has flushed its last byte, hashes the rest. The writer's own path (Arrow's encoder writing to
+    a native file) thus never holds the GIL nor copies a byte for the hash. After each catch-up
+    the thread also starts the bytes on their way to disk (``fdatasync``), which leaves the
+    part's own fsync (:meth:`PartWriter.finish`, still the one that makes it durable) little to
+    wait for."""
 
-    The hash runs in a thread of its own (``hashlib`` releases the GIL on large buffers), fed a
-    copy of each buffer as it is written: without it, hashing (about 0.4 s per 150 MB on a CPU
-    without SHA instructions) adds to the Parquet encoding on the writer thread's path. At most
-    :data:`HASH_QUEUE_CHUNKS` buffers wait for the hash."""
+    def __init__(self, path: Path, algorithm: str = rundir.DIGEST) -> None:
+        self.algorithm = algorithm
+        self._fd = os.open(path, os.O_RDONLY | NOFOLLOW)
+        self._hash = rundir.new_hasher(algorithm)
+        self._done = 0
+        self._wake = threading.Event()
+        self._last = False
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="wflsim-hash", daemon=True)
+        self._thread.start()
 
-    def __init__(self, path: Path) -> None:
-        self._f = open(path, "wb")  # noqa: SIM115 - closed by close()
-        self.closed = False
-        self._chunks: queue.Queue[bytes | None] = queue.Queue(maxsize=HASH_QUEUE_CHUNKS)
-        self._digest: str | None = None
-        self._hasher = threading.Thread(target=self._hash, name="wflsim-hash", daemon=True)
-        self._hasher.start()
+    def _run(self) -> None:
+        try:
+            while True:
+                self._wake.wait()
+                self._wake.clear()
+                last = self._last
+                self._catch_up()
+                if last:
+                    return
+                # the bytes hashed so far go to disk now, beside the encoding, so that the
+                # part's fsync at the frame's end (on the path the run waits for) has little left
+                _fdatasync(self._fd)
+        except BaseException as err:  # raised by hexdigest
+            self._error = err
 
-    def _hash(self) -> None:
-        h = hashlib.sha256()
-        while (chunk := self._chunks.get()) is not None:
-            h.update(chunk)
-        self._digest = h.hexdigest()
+    def _catch_up(self) -> None:
+        size = os.fstat(self._fd).st_size
+        while self._done < size:
+            chunk = os.pread(self._fd, min(HASH_CHUNK_BYTES, size - self._done), self._done)
+            if not chunk:
+                raise OSError(f"{self._fd}: the file shrank while it was hashed")
+            self._hash.update(chunk)
+            self._done += len(chunk)
 
-    def write(self, data: Any) -> int:
-        chunk = bytes(memoryview(data))  # a copy: the caller may reuse its buffer
-        self._chunks.put(chunk)
-        return self._f.write(chunk)
+    def poke(self) -> None:
+        """Hash what the file holds now (in the hash thread; returns at once)."""
+        self._wake.set()
 
-    def tell(self) -> int:
-        return self._f.tell()
-
-    def flush(self) -> None:
-        self._f.flush()
+    def finish(self) -> None:
+        """The writer has written its last byte: hash the rest (returns at once)."""
+        self._last = True
+        self._wake.set()
 
     def hexdigest(self) -> str:
-        """The SHA-256 of everything written (no write may follow)."""
-        self._stop_hasher()
-        assert self._digest is not None
-        return self._digest
-
-    def _stop_hasher(self) -> None:
-        if self._hasher.is_alive():
-            self._chunks.put(None)
-            self._hasher.join()
+        """The hash of the whole file (after :meth:`finish`; waits for the hash thread)."""
+        self.finish()
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return self._hash.hexdigest()
 
     def close(self) -> None:
-        if not self.closed:
-            self.closed = True  # also when the close fails (a full disk): it is not retried
-            try:
-                self._f.close()
-            finally:
-                self._stop_hasher()
-
-    def sync(self) -> None:
-        """Flush and fsync the file (before it is renamed into place)."""
-        self._f.flush()
-        os.fsync(self._f.fileno())
+        """Stop the thread (whatever it hashed) and close the file it reads."""
+        if self._fd >= 0:
+            self.finish()
+            self._thread.join()
+            os.close(self._fd)
+            self._fd = -1
 
 
-#: buffers (of up to :data:`WRITE_BUFFER_BYTES`) that may wait for the part's hash thread
-HASH_QUEUE_CHUNKS = 8
+#: flush a file's data (not its metadata) to disk: ``fdatasync`` where the system has it
+_fdatasync = getattr(os, "fdatasync", os.fsync)
 
-#: bytes the part writer buffers before it hands them to the file (and its hash)
+#: bytes the hash thread reads and hashes at a time
+HASH_CHUNK_BYTES = 4 << 20
+
+#: bytes the part writer buffers before it writes them to the file
 WRITE_BUFFER_BYTES = 8 << 20
 
 
@@ -144,12 +162,16 @@ class PartWriter:
         self.tmp = temporary_path(self.path)
         self.rows = 0
         self._schema = SCHEMA.with_metadata(metadata)
-        self._file = _HashingFile(self.tmp)
-        # Arrow's encoder reaches the (Python) file, and so the GIL, once per WRITE_BUFFER_BYTES
-        # instead of once per page: the simulation's thread keeps the GIL meanwhile
-        self._sink = pa.BufferedOutputStream(
-            pa.PythonFile(self._file, mode="w"), buffer_size=WRITE_BUFFER_BYTES
-        )
+        # a native file: Arrow's encoder writes it without the GIL (the simulation's thread
+        # keeps it meanwhile), in writes of WRITE_BUFFER_BYTES instead of one per page
+        self._file = pa.OSFile(str(self.tmp), mode="w")
+        self._sink = pa.BufferedOutputStream(self._file, buffer_size=WRITE_BUFFER_BYTES)
+        try:
+            self._hasher = _GrowingFileHasher(self.tmp)
+        except BaseException:
+            self._sink.close()
+            self.tmp.unlink(missing_ok=True)
+            raise
         self._writer: pq.ParquetWriter | None = None
 
     def write(self, table: pa.Table) -> None:
@@ -160,25 +182,35 @@ class PartWriter:
             )
         self._writer.write_table(table.replace_schema_metadata(self._schema.metadata))
         self.rows += table.num_rows
+        self._hasher.poke()
+
+    @property
+    def algorithm(self) -> str:
+        """The hash :meth:`finish` returns (a key of :data:`wflsim.sim.rundir.DIGESTS`)."""
+        return self._hasher.algorithm
 
     def finish(self) -> str:
-        """Close the file, make it durable and rename it into place; its SHA-256."""
+        """Close the file, make it durable and rename it into place; its hash
+        (:attr:`algorithm`), computed while the file is made durable."""
         if self._writer is None:
             self.write(SCHEMA.empty_table())
         assert self._writer is not None
         self._writer.close()
-        self._sink.flush()  # into the file; the sink is not closed (that would close the file)
-        self._file.sync()
-        self._file.close()
+        self._sink.flush()  # every byte in the file
+        self._hasher.finish()  # the last bytes hashed while the file is made durable
+        os.fsync(self._file.fileno())
+        self._sink.close()
+        digest = self._hasher.hexdigest()
+        self._hasher.close()
         os.replace(self.tmp, self.path)
         fsync_dir(self.path.parent)
-        return self._file.hexdigest()
+        return digest
 
     def abort(self) -> None:
         """Drop the unfinished part (its temporary file), whatever state a failed write left
         it in (a full disk also fails the footer and the close)."""
         writer_close = self._writer.close if self._writer is not None else None
-        for step in (writer_close, self._sink.close, self._file.close):
+        for step in (writer_close, self._sink.close, self._hasher.close):
             try:
                 if step is not None:
                     step()
@@ -324,7 +356,7 @@ class RunRecorder:
             "file": f"{folder}/{name}",
             "frame": frame,
             "rows": table.num_rows,
-            "sha256": hashlib.sha256(data).hexdigest(),
+            rundir.DIGEST: rundir.digest_bytes(data),
         }
 
     def _commit(
@@ -343,7 +375,7 @@ class RunRecorder:
                 updates["channel_parts"] = [*self.manifest["channel_parts"], centry]
             if table.num_rows:
                 part.write(table)
-            sha256 = part.finish()
+            digest = part.finish()
         except BaseException:
             part.abort()
             raise
@@ -351,7 +383,7 @@ class RunRecorder:
             "file": f"{EVENTS_DIR}/{part.path.name}",
             "frame": frame,
             "rows": part.rows,
-            "sha256": sha256,
+            part.algorithm: digest,
         }
         updates.update(
             parts=[*self.manifest["parts"], entry],
@@ -363,7 +395,7 @@ class RunRecorder:
             updates["checkpoint"] = {
                 "file": rundir.CHECKPOINT,
                 "next_frame": frame + 1,
-                "sha256": hashlib.sha256(ckpt).hexdigest(),
+                rundir.DIGEST: rundir.digest_bytes(ckpt),
             }
         self.write_manifest(**updates)
         if ckpt is not None:

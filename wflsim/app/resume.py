@@ -1,5 +1,6 @@
 """Continuing a run folder from its last checkpoint (``--resume``): the manifest's scenario
-prepared again, every kept file checked against the SHA-256 the manifest records, the frames
+prepared again, every kept file checked against the hash the manifest records (BLAKE3, or
+SHA-256 in a folder written before issue 49), the frames
 after the checkpoint discarded, so the events equal the uninterrupted run's."""
 
 from __future__ import annotations
@@ -238,7 +239,7 @@ def _tampered(path: Path, what: str) -> ScenarioError:
 def _load_verified_checkpoint(
     engine: Engine, manifest: dict[str, Any], out: Path
 ) -> dict[str, Any] | None:
-    """Load ``out``'s checkpoint into ``engine`` once its SHA-256 equals the one the manifest
+    """Load ``out``'s checkpoint into ``engine`` once its hash equals the one the manifest
     records for it (``checkpoint``, or ``previous_checkpoint`` after a kill before the new one
     replaced it); the manifest's entry of the checkpoint loaded (None: there is none yet, the run
     starts from frame 0).
@@ -257,10 +258,18 @@ def _load_verified_checkpoint(
         if isinstance(manifest.get("previous_checkpoint"), dict):
             raise _tampered(ckpt, "is missing, but manifest.json records a completed one")
         return None  # no checkpoint was complete yet: the run starts from frame 0
-    digest = folders.sha256_file(ckpt)
-    entry = next((e for e in known if e.get("sha256") == digest), None)
+    entry = None
+    for e in known:  # each entry with the hash it names (a folder may hold both kinds)
+        recorded = rundir.entry_digest(e)
+        if recorded is not None and folders.digest_file(ckpt, recorded[0]) == recorded[1]:
+            entry = e
+            break
     if entry is None:
-        raise _tampered(ckpt, "does not match the SHA-256 that manifest.json records for it")
+        names = sorted({rundir.DIGESTS[r[0]] for e in known if (r := rundir.entry_digest(e))})
+        raise _tampered(
+            ckpt,
+            f"does not match the {' or '.join(names) or 'hash'} that manifest.json records for it",
+        )
     try:
         checkpoints.load_run_state(engine, checkpoints.load(ckpt))
     except (ValueError, KeyError, TypeError) as err:
@@ -274,16 +283,14 @@ def _load_verified_checkpoint(
     return entry
 
 
-def _recorded_hashes(entries: Any) -> dict[int, str]:
-    """Frame -> SHA-256 of the part entries a manifest lists (malformed entries are skipped)."""
-    out: dict[int, str] = {}
+def _recorded_hashes(entries: Any) -> dict[int, tuple[str, str]]:
+    """Frame -> (algorithm, hash) of the part entries a manifest lists (malformed entries are
+    skipped)."""
+    out: dict[int, tuple[str, str]] = {}
     for e in entries if isinstance(entries, list) else []:
-        if (
-            isinstance(e, dict)
-            and isinstance(e.get("frame"), int)
-            and isinstance(e.get("sha256"), str)
-        ):
-            out[e["frame"]] = e["sha256"]
+        recorded = rundir.entry_digest(e)
+        if recorded is not None and isinstance(e.get("frame"), int):
+            out[e["frame"]] = recorded
     return out
 
 
@@ -297,7 +304,8 @@ def _verified_parts(
 ) -> list[dict[str, Any]]:
     """The manifest entries of the parts ``0 .. frames-1`` in ``events_dir`` (the events or the
     channel table), checked complete against the checkpoint's row count ``rows`` and each
-    against the SHA-256 the manifest lists for it (``recorded``: its ``parts`` entries), after
+    against the hash the manifest lists for it (``recorded``: its ``parts`` entries, which keep
+    the algorithm they name), after
     refusing a part the manifest does not list (copied in), except the frame in flight of a run
     that did not complete (``completed``: its manifest says it did), which resume recomputes
     (:func:`wflsim.sim.rundir.unlisted_parts`)."""
@@ -314,10 +322,13 @@ def _verified_parts(
     if not missing:
         for f in range(frames):
             p = found[f]
-            digest = folders.sha256_file(p)
-            if hashes.get(f) != digest:
-                what = "is not listed in" if f not in hashes else "does not match the SHA-256 in"
-                raise _tampered(p, f"{what} manifest.json")
+            if f not in hashes:
+                raise _tampered(p, "is not listed in manifest.json")
+            algorithm, digest = hashes[f]
+            if folders.digest_file(p, algorithm) != digest:
+                raise _tampered(
+                    p, f"does not match the {rundir.DIGESTS[algorithm]} hash in manifest.json"
+                )
             try:
                 n = pq.ParquetFile(p).metadata.num_rows
             except Exception:  # a damaged part: reported below
@@ -329,7 +340,7 @@ def _verified_parts(
                     "file": f"{events_dir.name}/{p.name}",
                     "frame": f,
                     "rows": n,
-                    "sha256": digest,
+                    algorithm: digest,
                 }
             )
     if missing or total != rows:
