@@ -300,11 +300,6 @@ def entry_digest(entry: Any) -> tuple[str, str] | None:
     return found[0]
 
 
-def digest_entry(algorithm: str, digest: str) -> dict[str, str]:
-    """The key-value pair that records a digest in a part or checkpoint entry."""
-    return {algorithm: digest}
-
-
 @dataclass(frozen=True)
 class Part:
     """One part a manifest lists: its frame, its file and what was recorded when it was written

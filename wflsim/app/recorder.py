@@ -34,6 +34,7 @@ before stay readable.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import threading
@@ -100,8 +101,10 @@ class _GrowingFileHasher:
                 if last:
                     return
                 # the bytes hashed so far go to disk now, beside the encoding, so that the
-                # part's fsync at the frame's end (on the path the run waits for) has little left
-                _fdatasync(self._fd)
+                # part's fsync at the frame's end (on the path the run waits for) has little left;
+                # best effort: that fsync, on the writer's own descriptor, reports any error
+                with contextlib.suppress(OSError):
+                    _fdatasync(self._fd)
         except BaseException as err:  # raised by hexdigest
             self._error = err
 
