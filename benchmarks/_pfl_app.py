@@ -110,12 +110,13 @@ class FedAvgNoLocalEval(FederatedAveraging):
 
 
 class StartEndEvaluation(CentralEvaluationCallback):
-    """pfl's central evaluation before training (the callback's own) and after the last of
-    ``rounds`` central iterations; the time spent in it and the last metrics are kept."""
+    """pfl's central evaluation before training (the callback's own ``on_train_begin``) and at
+    the end of training (``on_train_end``, inside ``run``; pfl's cadence
+    ``central_iteration % frequency`` would skip the last round), and none in between; the
+    time spent in it and the last metrics are kept."""
 
-    def __init__(self, dataset: Dataset, eval_params: NNEvalHyperParams, rounds: int) -> None:
-        super().__init__(dataset, model_eval_params=eval_params, frequency=rounds)
-        self.rounds = rounds
+    def __init__(self, dataset: Dataset, eval_params: NNEvalHyperParams) -> None:
+        super().__init__(dataset, model_eval_params=eval_params)
         self.seconds = 0.0
         self.last: dict[str, float] = {}
 
@@ -129,9 +130,10 @@ class StartEndEvaluation(CentralEvaluationCallback):
     def after_central_iteration(
         self, aggregate_metrics: Metrics, model: Any, *, central_iteration: int
     ) -> tuple[bool, Metrics]:
-        if central_iteration + 1 != self.rounds:
-            return False, Metrics()
-        return self._eval(model)
+        return False, Metrics()
+
+    def on_train_end(self, *, model: Any) -> None:
+        self._eval(model)
 
 
 def run_fedavg(
@@ -178,7 +180,7 @@ def run_fedavg(
 
     algorithm.train_one_user = timed_train  # type: ignore[method-assign]
     eval_params = NNEvalHyperParams(local_batch_size=2048)
-    evaluation = StartEndEvaluation(Dataset((x_test, y_test)), eval_params, rounds)
+    evaluation = StartEndEvaluation(Dataset((x_test, y_test)), eval_params)
     t0 = time.perf_counter()
     algorithm.run(
         algorithm_params=NNAlgorithmParams(

@@ -621,6 +621,15 @@ def report(
         heads.append(
             f"{label} {t}t "
             + _common.ratio_line(
+                "pfl/wflsim per round without the evaluations",
+                [d["loop_s"] - d["eval_s"] for d in p],
+                [d["loop_s"] - d["eval_s"] for d in w],
+                "(informative)",
+            )
+        )
+        heads.append(
+            f"{label} {t}t "
+            + _common.ratio_line(
                 "peak RSS wflsim/pfl",
                 [d["peak_bytes"] for d in w],
                 [d["peak_bytes"] for d in p],
