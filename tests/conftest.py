@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import pickle
+import sys
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import numpy as np
@@ -310,3 +313,18 @@ def tiny_learning_scenario() -> dict[str, Any]:
         "eval_every_slots": 3,
     }
     return table
+
+
+def benchmark_module(name: str) -> ModuleType:
+    """The script ``benchmarks/<name>.py`` loaded as a module (benchmarks/ is not a package;
+    its folder is on ``sys.path`` while it loads, for its ``_common`` import)."""
+    folder = REPO / "benchmarks"
+    sys.path.insert(0, str(folder))
+    try:
+        spec = importlib.util.spec_from_file_location(name, folder / f"{name}.py")
+        assert spec is not None and spec.loader is not None
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        return mod
+    finally:
+        sys.path.remove(str(folder))

@@ -3,8 +3,6 @@ schema, the same events at each trace level and, per event, the columns wflsim's
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 import warnings
 from pathlib import Path
 
@@ -13,23 +11,13 @@ import pyarrow.parquet as pq
 import pytest
 
 import wflsim
-from conftest import REPO
+from conftest import benchmark_module
 from wflsim.sim.trace import SCHEMA
-
-BENCH = REPO / "benchmarks"
 
 
 def limit_module():
     """The benchmark module, loaded from its file (benchmarks/ is not a package)."""
-    sys.path.insert(0, str(BENCH))
-    try:
-        spec = importlib.util.spec_from_file_location("network_limit", BENCH / "network_limit.py")
-        assert spec is not None and spec.loader is not None
-        mod = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(mod)
-        return mod
-    finally:
-        sys.path.remove(str(BENCH))
+    return benchmark_module("network_limit")
 
 
 def filled(events: pd.DataFrame) -> dict[str, set[str]]:
