@@ -529,8 +529,11 @@ def _compiled_loops(gamma: F64, d: _Derived) -> tuple[F64, F64] | None:
     cc.x_terms(g, d.deadline_s, d.theta_s, d.b_s, d.u_trunc, d.a_clip, d.x_unclip,
                d.participating, xs, xps, live)  # fmt: skip
     # E1 (scipy's, the costliest function here) only where the cost is live, as numpy's path
-    e1 = np.zeros(g.shape)
-    e1[live] = exp1(xs[live])
+    if live.all():  # the start scan's usual case: no gather and scatter
+        e1 = exp1(xs)
+    else:
+        e1 = np.zeros(g.shape)
+        e1[live] = exp1(xs[live])
     z, dz = np.empty(g.shape), np.empty(g.shape)
     cc.cost_terms(g, d.deadline_s, d.theta_s, d.u_trunc, d.queue_j, d.peak_power_w,
                   d.net_value, xs, xps, live, e1, z, dz)  # fmt: skip
