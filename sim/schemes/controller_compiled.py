@@ -22,6 +22,7 @@ import math
 
 import numba
 import numpy as np
+from numba import types
 from numpy.typing import NDArray
 
 #: The thresholds of :mod:`wflsim.sim.schemes.controller` (``_K_MAX``, ``_X_MAX``, ``_X_MIN``);
@@ -29,6 +30,16 @@ from numpy.typing import NDArray
 K_MAX = 700.0
 X_MAX = 700.0
 X_MIN = 1e-300
+
+
+# One signature per loop, inputs read-only in any layout (a writable array converts to it), so
+# that numba compiles each loop once (about 1-2 s, then cached) rather than once per mix of
+# read-only and writable inputs (ControllerParams's fields are read-only, derived ones not).
+_IN2 = types.Array(types.float64, 2, "A", readonly=True)
+_IN1 = types.Array(types.float64, 1, "A", readonly=True)
+_IN1B = types.Array(types.boolean, 1, "A", readonly=True)
+_OUT2 = types.Array(types.float64, 2, "C")
+_OUT2B = types.Array(types.boolean, 2, "C")
 
 
 @numba.njit(cache=True, nogil=True)
@@ -42,7 +53,11 @@ def _unfrozen(g: float) -> float:
     return u
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(
+    types.void(_IN2, _IN1, _IN1, _IN1, _IN1, _IN1, _IN1, _IN1B, _OUT2, _OUT2, _OUT2B),
+    cache=True,
+    nogil=True,
+)
 def x_terms(
     gamma: NDArray[np.float64],
     deadline_s: NDArray[np.float64],
@@ -95,7 +110,14 @@ def x_terms(
             live_out[i, j] = live
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(
+    types.void(
+        _IN2, _IN1, _IN1, _IN1, _IN1, _IN1, _IN1, _IN2, _IN2,
+        types.Array(types.boolean, 2, "A", readonly=True), _IN2, _OUT2, _OUT2,
+    ),
+    cache=True,
+    nogil=True,
+)  # fmt: skip
 def cost_terms(
     gamma: NDArray[np.float64],
     deadline_s: NDArray[np.float64],
