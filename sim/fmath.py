@@ -158,18 +158,26 @@ def use_compiled(enabled: bool | None) -> None:
         _compiled.ufuncs = None
 
 
+def uses_compiled(size: int) -> bool:
+    """Whether an array of ``size`` elements goes through the compiled ufuncs (loading them if
+    it does): what other compiled loops of the same functions (the controller's cost) follow, so
+    that a small run and a process without numba never load numba."""
+    if _compiled.failed:
+        return False
+    if size > SMALL or (_compiled.ufuncs is not None and size > 1):
+        return _load_compiled() is not None
+    if _compiled.elements > SWITCH_ELEMENTS:
+        return _load_compiled() is not None
+    return False
+
+
 def _ufunc(name: str, size: int) -> Any:
     """The compiled ufunc for an array of ``size`` elements, or None: go element by element."""
-    if _compiled.failed:
-        return None
-    if size > SMALL or (_compiled.ufuncs is not None and size > 1):
-        ufuncs = _load_compiled()
-    elif _compiled.elements > SWITCH_ELEMENTS:
-        ufuncs = _load_compiled()
-    else:
+    if uses_compiled(size):
+        return _compiled.ufuncs[name]  # type: ignore[index]
+    if not _compiled.failed:
         _compiled.elements += size
-        return None
-    return None if ufuncs is None else ufuncs[name]
+    return None
 
 
 # ----------------------------------------------------------------------------- the functions

@@ -538,9 +538,17 @@ class TraceBuffer:
         shares one zeroed buffer with the others; any other is one NumPy array of all the rows,
         filled block by block, whose memory becomes the Arrow data buffer without a copy, with a
         validity bitmap packed by NumPy where some rows are null (booleans packed the same way).
-        Nothing is done per row in Python, and per column only a loop over the blocks."""
+        Nothing is done per row in Python, and per column only a loop over the blocks that set
+        it."""
         blocks, total = self._blocks, self.num_rows
         starts = np.cumsum([0] + [n for n, _ in blocks])
+        # per column, the blocks that set it, in block order: one pass over the blocks' own
+        # columns rather than one over every block per column of the schema
+        by_column: dict[str, list[tuple[int, int, Any]]] = {}
+        for (n, b), lo in zip(blocks, starts.tolist(), strict=False):
+            for name, v in b.items():
+                if v is not None:
+                    by_column.setdefault(name, []).append((lo, n, v))
         # one zeroed buffer, as long as the widest column: data and validity of every null column
         zeros = pa.py_buffer(np.zeros(max(8 * total, 1), np.uint8))
         arrays: list[pa.Array] = []
@@ -552,8 +560,7 @@ class TraceBuffer:
                     idx[lo : lo + n] = _EVENT_CODE[ev] if isinstance(ev, str) else ev
                 arrays.append(pa.DictionaryArray.from_arrays(pa.array(idx, pa.int8()), _EVENT_DICT))
                 continue
-            present = [(lo, n, b[name]) for (n, b), lo in zip(blocks, starts, strict=False)
-                       if b.get(name) is not None]  # fmt: skip
+            present = by_column.get(name)
             if not present:
                 arrays.append(pa.Array.from_buffers(typ, total, [zeros, zeros], null_count=total))
                 continue

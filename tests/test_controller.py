@@ -856,3 +856,79 @@ def test_branchwise_log_phi_equals_both_branch_form(values):
         got_log, got_dlog = ctl._log_phi(k), ctl._dlog_phi(k)
     assert got_log.tobytes() == ref_log.tobytes()
     assert got_dlog.tobytes() == ref_dlog.tobytes()
+
+
+# --------------------------------------------------------------------------------------------
+# the compiled loops of Z and Z' (controller_compiled) against the numpy expressions
+# --------------------------------------------------------------------------------------------
+
+
+def _both_paths(gamma: np.ndarray, params: ControllerParams):
+    """``(Z, Z')`` by the compiled loops and by numpy's expressions (the loops must be taken)."""
+    from wflsim.sim.schemes import controller as ctl
+
+    d = params._derived
+    compiled = ctl._compiled_loops(gamma, d)
+    assert compiled is not None, "the compiled loops were not taken"
+    return compiled, ctl._z_and_dz_numpy(gamma, d)
+
+
+def _same_bits(a: np.ndarray, b: np.ndarray) -> bool:
+    return a.shape == b.shape and a.dtype == b.dtype and a.tobytes() == b.tobytes()
+
+
+def test_compiled_cost_equals_numpy_on_every_regime(regimes):
+    """The compiled Z and Z' equal numpy's bit for bit over a dense grid on every regime's instance."""
+    params, _, res, grid, _ = regimes
+    # every 7th grid point, the endpoints, each instance's Gamma and its MM optimum
+    gam = np.clip(truncation_gamma(params), 0.0, 1.0)
+    rows = np.vstack([grid[::7, None] * np.ones(params.n_devices), gam, res.gamma])
+    (z_c, dz_c), (z_n, dz_n) = _both_paths(rows, params)
+    assert _same_bits(z_c, z_n)
+    assert _same_bits(dz_c, dz_n)
+
+
+def test_compiled_cost_equals_numpy_on_a_frame_of_pieces(regimes):
+    """One row of gamma per instance (an MM iteration's shape) gives numpy's bits too."""
+    params, _, res, _, _ = regimes
+    tiled = ControllerParams(**{f: np.tile(getattr(params, f), 4) for f in FIELDS})
+    gamma = np.tile(res.gamma, 4)
+    (z_c, dz_c), (z_n, dz_n) = _both_paths(gamma, tiled)
+    assert _same_bits(z_c, z_n) and _same_bits(dz_c, dz_n)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(
+        st.one_of(
+            st.floats(0.0, 1.0),
+            st.sampled_from([0.0, 1.0, 5e-324, 1e-300, 1e-12, 1.0 - 2.0**-53, 0.5]),
+        ),
+        min_size=3,
+        max_size=8,
+    )
+)
+def test_compiled_cost_equals_numpy_at_any_gamma(regimes, values):
+    """At any gamma in [0, 1] (edges and subnormals included) the compiled Z, Z' equal numpy's."""
+    params = regimes[0]
+    gamma = np.asarray(values, dtype=np.float64)[:, None]  # (G, 1) against (N,)
+    (z_c, dz_c), (z_n, dz_n) = _both_paths(gamma, params)
+    assert _same_bits(z_c, z_n) and _same_bits(dz_c, dz_n)
+
+
+def test_compiled_cost_follows_fmath_and_shares_its_thresholds():
+    """The loops are skipped where fmath goes element by element, and use the module's thresholds."""
+    from wflsim.sim import fmath
+    from wflsim.sim.schemes import controller as ctl
+    from wflsim.sim.schemes import controller_compiled as cc
+
+    assert (cc.K_MAX, cc.X_MAX, cc.X_MIN) == (ctl._K_MAX, ctl._X_MAX, ctl._X_MIN)
+    params, _ = _regime_instances()
+    gamma = np.full((4, params.n_devices), 0.5)
+    try:
+        fmath.use_compiled(False)
+        assert ctl._compiled_loops(gamma, params._derived) is None
+        z_off = expected_cost(gamma, params)
+    finally:
+        fmath.use_compiled(None)
+    assert _same_bits(z_off, expected_cost(gamma, params))

@@ -460,6 +460,12 @@ def _z_and_dz(gamma: F64, d: _Derived) -> tuple[F64, F64]:
 
         dZ/du = -I e^{-x} + I u e^{-x} x' + C' x E1(x) + C (E1(x) - e^{-x}) x'.
     """
+    compiled = _compiled_loops(gamma, d)
+    return compiled if compiled is not None else _z_and_dz_numpy(gamma, d)
+
+
+def _z_and_dz_numpy(gamma: F64, d: _Derived) -> tuple[F64, F64]:
+    """:func:`_z_and_dz` in numpy expressions (the reference of the compiled loops)."""
     with np.errstate(divide="ignore", invalid="ignore", over="ignore", under="ignore"):
         u = np.clip(1.0 - gamma, 0.0, 1.0)
         dt = d.deadline_s - d.theta_s * u
@@ -498,6 +504,40 @@ def _z_and_dz(gamma: F64, d: _Derived) -> tuple[F64, F64]:
     z = np.where(live, z, 0.0)
     dz = np.where(live, -dz_du, 0.0)
     return z, dz
+
+
+def _compiled_loops(gamma: F64, d: _Derived) -> tuple[F64, F64] | None:
+    """:func:`_z_and_dz` by :mod:`wflsim.sim.schemes.controller_compiled`'s loops (the same bits), or None where
+    :mod:`wflsim.sim.fmath` computes an array of this size element by element (a small one, or
+    no numba) or ``gamma`` does not broadcast to ``(m,)`` or ``(G, m)`` against ``d``."""
+    m = d.net_value.shape[0]
+    try:
+        shape = np.broadcast_shapes(np.shape(gamma), (m,))
+    except ValueError:
+        return None
+    size = int(np.prod(shape))
+    if len(shape) > 2 or not fmath.uses_compiled(size):
+        return None
+    try:
+        from . import controller_compiled as cc
+    except Exception:  # numba cannot compile here: numpy's path, the same bits
+        return None
+
+    g = np.ascontiguousarray(np.broadcast_to(gamma, shape), dtype=np.float64).reshape(-1, m)
+    xs, xps = np.empty(g.shape), np.empty(g.shape)
+    live = np.empty(g.shape, dtype=np.bool_)
+    cc.x_terms(g, d.deadline_s, d.theta_s, d.b_s, d.u_trunc, d.a_clip, d.x_unclip,
+               d.participating, xs, xps, live)  # fmt: skip
+    # E1 (scipy's, the costliest function here) only where the cost is live, as numpy's path
+    if live.all():  # the start scan's usual case: no gather and scatter
+        e1 = exp1(xs)
+    else:
+        e1 = np.zeros(g.shape)
+        e1[live] = exp1(xs[live])
+    z, dz = np.empty(g.shape), np.empty(g.shape)
+    cc.cost_terms(g, d.deadline_s, d.theta_s, d.u_trunc, d.queue_j, d.peak_power_w,
+                  d.net_value, xs, xps, live, e1, z, dz)  # fmt: skip
+    return z.reshape(shape), dz.reshape(shape)
 
 
 def expected_cost(gamma: ArrayLike, params: ControllerParams) -> F64:
