@@ -82,6 +82,13 @@ class GradientPaths:
                 return self.per_device_grads(params, batch.idx, b, buffers, device_buffers)
             return self.vmap_grads(params, batch.idx, batch.weights, b, buffers, device_buffers)
 
+    @property
+    def steps_per_device(self) -> bool:
+        """Whether :meth:`compute_diverged` runs one autograd pass per device (on a CPU), so
+        that the local steps after the first go device after device
+        (:mod:`wflsim.models.learner.local`)."""
+        return self.device.type == "cpu"
+
     def compute_diverged(
         self,
         params: torch.Tensor,
@@ -126,24 +133,41 @@ class GradientPaths:
         grads = torch.empty(n, self.net.num_params, device=dev)
         losses = torch.empty(n, device=dev)
         new_bufs: dict[str, torch.Tensor] = {}
-        for g in groups:
-            g_t = torch.as_tensor(g, device=dev)
-            width = int(b[g].max())
-            sel = idx_t[g_t, :width]
-            gr, ls, bufs = self.batched_grads(
-                params[g_t] if per_row else params,
+        cap = self.chunk_samples
+        if len(groups) == 1 and (cap is None or cap // int(b.max()) >= n):  # one vmap call
+            sel = idx_t[:, : int(b.max())]
+            return self.batched_grads(
+                params,
                 self.x_train[sel],
                 self.y_train[sel],
-                wts_t[g_t, :width],
+                wts_t[:, : int(b.max())],
                 buffers,
-                None if device_buffers is None else {k: v[g_t] for k, v in device_buffers.items()},
+                device_buffers,
             )
-            grads[g_t] = gr
-            losses[g_t] = ls
-            for k, v in bufs.items():
-                if k not in new_bufs:
-                    new_bufs[k] = torch.empty(n, *v.shape[1:], dtype=v.dtype, device=v.device)
-                new_bufs[k][g_t] = v
+        for group in groups:
+            width = int(b[group].max())
+            # the chunks vmap's chunk_size would make, each written into its rows of ``grads``
+            # as it comes (no (n, D) list of chunks, no concatenation of them)
+            size = group.size if cap is None else max(1, cap // width)
+            for g in np.split(group, range(size, group.size, size)):
+                g_t = torch.as_tensor(g, device=dev)
+                sel = idx_t[g_t, :width]
+                gr, ls, bufs = self.batched_grads(
+                    params[g_t] if per_row else params,
+                    self.x_train[sel],
+                    self.y_train[sel],
+                    wts_t[g_t, :width],
+                    buffers,
+                    None
+                    if device_buffers is None
+                    else {k: v[g_t] for k, v in device_buffers.items()},
+                )
+                grads[g_t] = gr
+                losses[g_t] = ls
+                for k, v in bufs.items():
+                    if k not in new_bufs:
+                        new_bufs[k] = torch.empty(n, *v.shape[1:], dtype=v.dtype, device=v.device)
+                    new_bufs[k][g_t] = v
         return grads, losses, new_bufs
 
     def per_device_grads(
@@ -161,8 +185,6 @@ class GradientPaths:
         """
         n, dev = b.size, self.device
         net = self.net
-        model, fixed = net.model, net.fixed
-        cap = self.chunk_samples
         grads = torch.empty(n, net.num_params, device=dev)
         losses = torch.empty(n, device=dev)
         new_bufs = {
@@ -171,32 +193,53 @@ class GradientPaths:
         idx_t = torch.as_tensor(idx, device=dev)
         shared = params.dim() == 1
         if shared:  # nothing frozen: one leaf (and one parameter dict) serves every device
-            leaf = params.detach().requires_grad_(True)
-            pdict = {**net.param_dict(leaf), **fixed}
-        model.train()
+            leaf, pdict = self.leaf(params)
+        net.model.train()
         for row in range(n):
             if not shared:
-                leaf = params[row].detach().requires_grad_(True)
-                pdict = {**net.param_dict(leaf), **fixed}
+                leaf, pdict = self.leaf(params[row])
             if device_buffers is None:
                 bufs = {k: v.clone() for k, v in buffers.items()}
             else:
                 bufs = {k: v[row].clone() for k, v in device_buffers.items()}
-            b_n = int(b[row])
-            step = b_n if (net.has_batchnorm or cap is None) else cap
-            for start in range(0, b_n, step):
-                sel = idx_t[row, start : min(b_n, start + step)]
-                logits = functional_call(model, (pdict, bufs), (self.x_train[sel],))
-                loss = F.cross_entropy(logits, self.y_train[sel], reduction="sum") / b_n
-                (g,) = torch.autograd.grad(loss, leaf)
-                if start == 0:
-                    grads[row], losses[row] = g, loss.detach()
-                else:
-                    grads[row] += g
-                    losses[row] += loss.detach()
+            grads[row], losses[row] = self.device_grad(leaf, pdict, idx_t[row], int(b[row]), bufs)
             for k, v in bufs.items():
                 new_bufs[k][row] = v
         return grads, losses, new_bufs
+
+    def leaf(self, params: torch.Tensor) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """A leaf sharing the storage of one device's ``(D,)`` parameters and the parameter
+        dict (views of it, and the fixed parameters) :meth:`device_grad` runs the model on."""
+        leaf = params.detach().requires_grad_(True)
+        return leaf, {**self.net.param_dict(leaf), **self.net.fixed}
+
+    def device_grad(
+        self,
+        leaf: torch.Tensor,
+        pdict: dict[str, torch.Tensor],
+        idx: torch.Tensor,
+        b_n: int,
+        bufs: dict[str, torch.Tensor],
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """One device's gradient ``(D,)`` (a fresh tensor) and loss ``()``: its mean
+        cross-entropy over the samples ``idx[:b_n]`` at :meth:`leaf`'s parameters, one plain
+        autograd pass (micro-batches of ``chunk_samples`` for a model without BatchNorm, whose
+        weighted-sum losses and gradients add up exactly); its BatchNorm statistics ``bufs``
+        are updated in place (model in train mode, in the caller's autocast)."""
+        net, cap = self.net, self.chunk_samples
+        step = b_n if (net.has_batchnorm or cap is None) else cap
+        total = loss_sum = torch.empty(0)
+        for start in range(0, b_n, step):
+            sel = idx[start : min(b_n, start + step)]
+            logits = functional_call(net.model, (pdict, bufs), (self.x_train[sel],))
+            loss = F.cross_entropy(logits, self.y_train[sel], reduction="sum") / b_n
+            (g,) = torch.autograd.grad(loss, leaf)
+            if start == 0:
+                total, loss_sum = g, loss.detach()
+            else:
+                total += g
+                loss_sum = loss_sum + loss.detach()
+        return total, loss_sum
 
     def batched_grads(
         self,
