@@ -38,7 +38,8 @@ def evaluate(
         with torch.no_grad(), autocast_for(precision, w.device):
             for start in range(0, m, batch_size):
                 stop = min(m, start + batch_size)
-                logits = functional_call(model, (params, buffers), (x_test[start:stop],))
+                xb = net.input_layout(x_test[start:stop])
+                logits = functional_call(model, (params, buffers), (xb,))
                 y = y_test[start:stop]
                 loss_sum += float(F.cross_entropy(logits.float(), y, reduction="sum"))
                 correct += int((logits.argmax(dim=1) == y).sum())

@@ -231,7 +231,9 @@ class GradientPaths:
         total = loss_sum = torch.empty(0)
         for start in range(0, b_n, step):
             sel = idx[start : min(b_n, start + step)]
-            logits = functional_call(net.model, (pdict, bufs), (self.x_train[sel],))
+            logits = functional_call(
+                net.model, (pdict, bufs), (net.input_layout(self.x_train[sel], training=True),)
+            )
             loss = F.cross_entropy(logits, self.y_train[sel], reduction="sum") / b_n
             (g,) = torch.autograd.grad(loss, leaf)
             if start == 0:
