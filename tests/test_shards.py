@@ -57,6 +57,13 @@ def test_a_sharded_run_reads_back_as_the_unsharded_run(sharded, plain):
     assert load_events(sharded).equals(load_events(plain))
 
 
+def test_a_shard_backlog_of_one_hand_over_reads_back_the_same(tmp_path, monkeypatch, plain):
+    """With each shard's backlog bounded to one hand-over (the simulation waits for every
+    previous write of the shard) the rows are still exactly the unsharded run's."""
+    monkeypatch.setattr(recorder, "SHARD_BACKLOG_ROWS", 1)
+    assert load_events(write_run(tmp_path, "run", monkeypatch)).equals(load_events(plain))
+
+
 def test_a_sharded_frame_lists_its_shards_with_rows_and_hashes(sharded):
     """Each frame's entry lists part-NNNNNN-00 and -01 with their rows (adding up to the
     frame's) and the BLAKE3 of each file; no single "file" of its own."""

@@ -245,10 +245,11 @@ class PartWriter:
 #: file per frame, encoded by the writer thread, as before shards existed.
 SHARD_MIN_ROWS = 200_000
 
-#: Row groups one shard's encoder may have waiting before the simulation waits for it: what lets
-#: a shard go on encoding while the simulation produces the slots of the next one (memory holds
-#: at most this many row groups per shard).
-SHARD_BACKLOG = 4
+#: Rows one shard's encoder may have waiting (handed over, not yet encoded) before the simulation
+#: waits for it, or one hand-over if larger: what lets a shard go on encoding while the simulation
+#: produces the slots of the next one (four row groups of ``Engine.row_group_rows``: four slots
+#: of 100,000 devices at ``device_slots``; one slot at ``events``, whose slots hold more rows).
+SHARD_BACKLOG_ROWS = 400_000
 
 
 def available_cores() -> int:
@@ -291,23 +292,28 @@ class ShardedPart:
         self._pools = pools
         self._target = -1
         self._writes: list[Future[None]] = []  # every shard's, in order
-        self._backlog: deque[Future[None]] = deque()  # the current shard's
+        self._backlog: deque[tuple[Future[None], int]] = deque()  # the current shard's, rows
+        self._backlog_rows = 0
 
     def write(self, slot: int, table: pa.Table) -> None:
         """Hand slot ``slot``'s rows (and any before it since the last call) to their shard's
-        encoder; waits while that encoder has :data:`SHARD_BACKLOG` row groups waiting, and
-        raises the error of a write it waited for."""
+        encoder; waits while that encoder would have more than :data:`SHARD_BACKLOG_ROWS` rows
+        waiting, and raises the error of a write it waited for."""
         target = slot * self.count // self.slots
         if not self.shards or (target > self._target and len(self.shards) < self.count):
             self.shards.append(self._open(len(self.shards)))
             self._target = target
             self._backlog.clear()  # the previous shard encodes on; complete() waits for it
-        while len(self._backlog) >= SHARD_BACKLOG:
-            self._backlog.popleft().result()
+            self._backlog_rows = 0
+        while self._backlog and self._backlog_rows + table.num_rows > SHARD_BACKLOG_ROWS:
+            done, rows = self._backlog.popleft()
+            done.result()
+            self._backlog_rows -= rows
         shard = self.shards[-1]
         done = self._pools[len(self.shards) - 1].submit(shard.write, table)
         self._writes.append(done)
-        self._backlog.append(done)
+        self._backlog.append((done, table.num_rows))
+        self._backlog_rows += table.num_rows
         self.rows += table.num_rows
 
     def complete(self, table: pa.Table) -> list[rundir.PartFile]:
