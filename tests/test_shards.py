@@ -84,6 +84,18 @@ def test_pandas_reads_a_sharded_events_folder_in_row_order(sharded, plain):
     assert got.equals(pd.read_parquet(plain / "events"))
 
 
+def test_duckdb_reads_a_sharded_events_glob_in_row_order(sharded, plain):
+    """DuckDB's read_parquet('run/events/*.parquet'), as docs/trace.md shows, gives the rows in
+    order."""
+    import duckdb
+
+    def read(run: Path) -> pd.DataFrame:
+        with duckdb.connect() as con:
+            return con.execute(f"select * from read_parquet('{run}/events/*.parquet')").df()
+
+    assert read(sharded).equals(read(plain))
+
+
 def test_a_small_run_keeps_one_file_per_frame(plain):
     """Without many rows per frame nothing is sharded: entries are as before shards existed."""
     entries = strict(plain / "manifest.json")["parts"]
