@@ -9,7 +9,9 @@
   run, from ``time.perf_counter`` around each call): the rows turned into Arrow tables
   (``to_table``, simulation's thread), the row groups encoded (``encode``, writer thread), the
   part completed (``finish``: footer, fsync, hash's end, rename), the manifest written, and the
-  simulation's thread waiting for the writer (``wait``: a slot's or frame's previous write);
+  simulation's thread waiting for the writer (``wait``: a slot's or frame's previous write, or
+  a shard's backlog, with the hand-over of a frame in shards: ``encode`` then sums the shards'
+  encoders);
   with the run's wall and process CPU seconds and the part's size.
 
 Nothing is asserted.
@@ -95,6 +97,8 @@ def run_part(devices: int, slots: int, level: str, scheme: str, reps: int) -> No
     timed(recorder.RunRecorder, "write_manifest", "manifest")
     timed(recorder.RunRecorder, "_wait_slot", "wait")
     timed(recorder.RunRecorder, "_wait", "wait")
+    if hasattr(recorder, "ShardedPart"):  # a frame in shards: the hand-over waits for a backlog
+        timed(recorder.ShardedPart, "write", "wait")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         prep = wflsim.prepare(nl.wflsim_table(devices, slots, scheme, level))

@@ -110,8 +110,9 @@ class FrameSink(Protocol):
     (:class:`wflsim.app.recorder.RunRecorder`)."""
 
     def slot_done(self, engine: Engine, frame: int, buffer: TraceBuffer) -> None:
-        """A slot of frame ``frame`` is complete; ``buffer`` holds the rows since the last call
-        (the sink empties it). The frame is not complete: its part must not become visible."""
+        """A slot of frame ``frame`` is complete (the frame's slot ``engine.frame_slot``, from 0);
+        ``buffer`` holds the rows since the last call (the sink empties it). The frame is not
+        complete: its part must not become visible."""
         ...
 
     def frame_done(self, engine: Engine, frame: int, buffer: TraceBuffer) -> None:
@@ -276,6 +277,8 @@ class Engine:
         # state at frame boundaries (state_dict)
         self.next_frame = 0
         self.now_s = 0.0
+        #: the slot of its frame last played (0 .. T-1), what a sink's ``slot_done`` is told
+        self.frame_slot = 0
         self.queue_j = np.zeros(n)
         self.stats = RunStats(energy_per_device_j=np.zeros(n))
         # the frame and slot in progress, and what the device processes read
@@ -341,6 +344,7 @@ class Engine:
             for j in range(cfg.slots_per_frame):
                 t = k * cfg.slots_per_frame + j
                 yield from self._play_slot(k, t)
+                self.frame_slot = j
                 if self.writer is not None and self.buffer.num_rows >= self.row_group_rows:
                     self.stats.rows += self.buffer.num_rows  # the rows leave memory
                     self.writer.slot_done(self, k, self.buffer)

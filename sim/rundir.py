@@ -9,7 +9,8 @@ A run folder holds::
     .wflsim-run          marker: this folder was made by a wflsim run (``--overwrite`` needs it)
     wflsim.lock          the writer's lock (pid, host) while a run writes the folder
     manifest.json        scenario, fingerprint, status, the parts written, heartbeat, summary
-    events/part-NNNNNN.parquet   one complete Parquet file per completed frame (the trace)
+    events/part-NNNNNN.parquet   one complete Parquet file per completed frame (the trace), or
+    events/part-NNNNNN-SS.parquet  the shards of a frame of many rows (contiguous runs of slots)
     checkpoint.npz       the state of every component after the last checkpointed frame
 
 One writer per folder: it holds an exclusive ``flock`` on ``wflsim.lock`` for its lifetime
@@ -47,7 +48,7 @@ import blake3
 
 from .errors import ScenarioError
 from .files import open_regular, read_capped
-from .trace import EVENTS_DIR, list_parts, part_name
+from .trace import EVENTS_DIR, MAX_SHARDS, list_parts, part_name, shard_name
 
 MARKER = ".wflsim-run"
 LOCK = "wflsim.lock"
@@ -312,14 +313,72 @@ class Part:
     algorithm: str = DIGEST
 
 
+#: One file of a part entry: its name (in the part's folder), its rows, and its hash
+#: (algorithm, a key of :data:`DIGESTS`, and hex digest).
+PartFile = tuple[str, int, str, str]
+
+
+def _is_count(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+
+
+def entry_files(entry: Any, sub: str, frame: int) -> list[PartFile] | None:
+    """The files a manifest's part entry for frame ``frame`` records, in row order, or None when
+    it is not one: ``{"file": "sub/part-NNNNNN.parquet", "frame", "rows", <hash>}`` (one file per
+    frame) or ``{"frame", "rows", "files": [{"file": "sub/part-NNNNNN-SS.parquet", "rows",
+    <hash>}, ...]}`` (the frame's shards ``00, 01, ...``, whose rows add up to the entry's)."""
+    if not (
+        isinstance(entry, dict)
+        and entry.get("frame") == frame
+        and not isinstance(entry.get("frame"), bool)
+        and _is_count(entry.get("rows"))
+    ):
+        return None
+    if "files" not in entry:
+        recorded = entry_digest(entry)
+        if entry.get("file") != f"{sub}/{part_name(frame)}" or recorded is None:
+            return None
+        return [(part_name(frame), entry["rows"], *recorded)]
+    files = entry["files"]
+    if "file" in entry or not isinstance(files, list) or not 1 <= len(files) <= MAX_SHARDS:
+        return None
+    out: list[PartFile] = []
+    for s, f in enumerate(files):
+        recorded = entry_digest(f)
+        name = shard_name(frame, s)
+        if recorded is None or f.get("file") != f"{sub}/{name}" or not _is_count(f.get("rows")):
+            return None
+        out.append((name, f["rows"], *recorded))
+    return out if sum(f[1] for f in out) == entry["rows"] else None
+
+
+def part_entry(sub: str, frame: int, files: list[PartFile]) -> dict[str, Any]:
+    """The manifest entry of frame ``frame``'s part written as ``files`` (in ``sub``): one file
+    named :func:`~wflsim.sim.trace.part_name` gives the entry of one file per frame, as before
+    shards existed; shards give an entry listing them (:func:`entry_files` reads both)."""
+    rows = sum(f[1] for f in files)
+    if len(files) == 1 and files[0][0] == part_name(frame):
+        name, _, algorithm, digest = files[0]
+        return {"file": f"{sub}/{name}", "frame": frame, "rows": rows, algorithm: digest}
+    return {
+        "frame": frame,
+        "rows": rows,
+        "files": [
+            {"file": f"{sub}/{name}", "rows": n, algorithm: digest}
+            for name, n, algorithm, digest in files
+        ],
+    }
+
+
 def listed_parts(
     folder: Path, manifest: dict[str, Any], sub: str = EVENTS_DIR, key: str = "parts"
 ) -> list[Part]:
-    """The parts ``manifest[key]`` lists (in ``folder/sub``), in frame order.
+    """The part files ``manifest[key]`` lists (in ``folder/sub``), in row order (a sharded
+    frame gives one :class:`Part` per shard).
 
     Raises:
         RunFolderError: the list is not one entry per frame ``0, 1, ...`` in order, each with its
-            file name (``sub/part-NNNNNN.parquet``), a row count and one hash of
+            file name (``sub/part-NNNNNN.parquet``, or its shards'), a row count and one hash of
             :data:`DIGESTS` (an edited or damaged manifest).
     """
     folder = Path(folder)
@@ -331,24 +390,16 @@ def listed_parts(
         )
     parts = []
     for i, e in enumerate(entries):
-        ok = (
-            isinstance(e, dict)
-            and e.get("frame") == i
-            and not isinstance(e.get("frame"), bool)
-            and e.get("file") == f"{sub}/{part_name(i)}"
-            and isinstance(e.get("rows"), int)
-            and not isinstance(e.get("rows"), bool)
-        )
-        recorded = entry_digest(e) if ok else None
-        if recorded is None:
+        files = entry_files(e, sub, i)
+        if files is None:
             raise RunFolderError(
                 where,
                 f"entry {i} of its {key!r} is not frame {i}'s part with its rows and one hash "
                 f"({' or '.join(DIGESTS)}; edited or damaged)",
                 recompute_fix(folder),
             )
-        algorithm, digest = recorded
-        parts.append(Part(i, folder / sub / part_name(i), e["rows"], digest, algorithm))
+        for name, rows, algorithm, digest in files:
+            parts.append(Part(i, folder / sub / name, rows, digest, algorithm))
     return parts
 
 
@@ -432,16 +483,20 @@ def check_part(part: Part, folder: Path, *, digest: bool = True, fix: str | None
 
 
 def unlisted_parts(
-    folder: Path, listed: int, status: str, sub: str = EVENTS_DIR
+    folder: Path, listed: int, status: str, sub: str = EVENTS_DIR, names: set[str] | None = None
 ) -> tuple[list[Path], list[Path]]:
-    """The part files in ``folder/sub`` that the manifest (listing frames ``0 .. listed-1``) does
-    not list, as ``(foreign, in_flight)``. In flight: the part of frame ``listed`` of a run that
+    """The part files (and shards) in ``folder/sub`` that the manifest (listing frames
+    ``0 .. listed-1``, whose files are ``names``; None: not checked) does not list, as
+    ``(foreign, in_flight)``. In flight: the part or shards of frame ``listed`` of a run that
     did not complete (written just before the run stopped, or, while it runs, before its
     manifest named it) and, while it runs (``status`` ``running``), any later one. Foreign:
-    every other (copied in by hand), which readers and ``--resume`` refuse."""
+    every other (copied in by hand, or a shard beside a listed frame's files), which readers
+    and ``--resume`` refuse."""
     foreign, in_flight = [], []
     for f, p in list_parts(Path(folder) / sub):
         if f < listed:
+            if names is not None and p.name not in names:
+                foreign.append(p)
             continue
         if status != "completed" and (f == listed or status == "running"):
             in_flight.append(p)
@@ -486,17 +541,18 @@ def checked_parts(
             f"continue the run with wflsim run --resume {folder}, or compute it again with --overwrite"
         )
     )
-    foreign, _ = unlisted_parts(folder, len(parts), status, sub)
+    listed = parts[-1].frame + 1 if parts else 0
+    foreign, _ = unlisted_parts(folder, listed, status, sub, {p.path.name for p in parts})
     if foreign:
         raise foreign_part_error(foreign[0])
     if completed and key == "parts":
         done = manifest.get("frames_completed")
         summary = manifest.get("summary")
         rows = summary.get("trace_rows") if isinstance(summary, dict) else None
-        if isinstance(done, int) and done != len(parts):
+        if isinstance(done, int) and done != listed:
             raise RunFolderError(
                 folder / MANIFEST,
-                f"lists {len(parts)} parts but says {done} frames were completed (edited)",
+                f"lists {listed} parts but says {done} frames were completed (edited)",
                 fix,
             )
         if isinstance(rows, int) and rows != sum(p.rows for p in parts):

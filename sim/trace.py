@@ -624,9 +624,12 @@ def event_code(name: str) -> int:
     return _EVENT_CODE[name]
 
 
-#: The run folder's trace: one Parquet file per completed frame in this sub-folder.
+#: The run folder's trace: one Parquet file per completed frame in this sub-folder (or, for a
+#: frame of many rows, several shard files, each a contiguous run of the frame's slots).
 EVENTS_DIR = "events"
-_PART = re.compile(r"^part-(\d{6,})\.parquet$")
+_PART = re.compile(r"^part-(\d{6,})(?:-(\d{2}))?\.parquet$")
+#: Most shard files one frame's part may be written as (their index has two digits).
+MAX_SHARDS = 16
 
 
 def part_name(frame: int) -> str:
@@ -634,14 +637,26 @@ def part_name(frame: int) -> str:
     return f"part-{frame:06d}.parquet"
 
 
+def shard_name(frame: int, shard: int) -> str:
+    """The file name of shard ``shard`` of frame ``frame``'s part: ``part-000012-01.parquet``.
+
+    Names sort in row order: a frame's shards by their index, and all of them after every file of
+    an earlier frame and before every file of a later one (``-`` sorts before ``.`` and digits),
+    whether those frames are sharded or not."""
+    if not 0 <= shard < MAX_SHARDS:
+        raise ValueError(f"shard {shard} out of 0..{MAX_SHARDS - 1}")
+    return f"part-{frame:06d}-{shard:02d}.parquet"
+
+
 def part_frame(name: str) -> int | None:
-    """The frame of a part file name, or None if ``name`` is not a part."""
+    """The frame of a part (or part shard) file name, or None if ``name`` is not one."""
     m = _PART.match(name)
     return int(m.group(1)) if m else None
 
 
 def list_parts(events_dir: Path) -> list[tuple[int, Path]]:
-    """The complete part files of a run's ``events/`` folder as ``(frame, path)``, by frame.
+    """The complete part files (and part shards) of a run's ``events/`` folder as
+    ``(frame, path)``, in row order (by frame, a frame's shards by index).
 
     Temporary files of a write in progress (hidden, ``.tmp``) are never listed."""
     if not events_dir.is_dir():
@@ -778,14 +793,19 @@ def markdown_doc() -> str:
         f"Schema version {TRACE_SCHEMA_VERSION}. One row per event; columns that do not apply to an",
         "event are null. A run folder holds the trace as one Parquet file per completed frame,",
         "`events/part-000000.parquet`, `events/part-000001.parquet`, ... (each written to a hidden",
-        "temporary name, fsynced and renamed, so a file that is there is complete); together they are",
+        "temporary name, fsynced and renamed, so a file that is there is complete). A frame of many",
+        "rows (200,000 or more, expected from its first slots, on a machine of several cores) is",
+        "written as several shard files instead, `part-000003-00.parquet`, `part-000003-01.parquet`,",
+        "..., each a contiguous run of the frame's slots encoded by a thread of its own; the file",
+        "names sort in row order, sharded frames or not. Together the files are",
         'one table, rows in frame order: `pd.read_parquet(run / "events")`, DuckDB\'s',
         "`read_parquet('run/events/*.parquet')` or `analysis.load_events(run)`. Runs of wflsim before",
         "0.3 wrote one file, `events.parquet`, with the same schema (`analysis` reads both). Each file's",
         "key-value metadata holds the scenario (as given and as resolved), the seed, the package",
         "versions and the channel models with what the controller assumes (`wflsim.channel`);",
         "`manifest.json` beside it holds the same plus the run's status, the parts with their row",
-        'counts and BLAKE3 hashes (`"sha256"` in folders written before issue 49, still',
+        'counts and BLAKE3 hashes (a sharded frame\'s entry lists its shards in `"files"`, each with',
+        'its rows and hash; `"sha256"` in folders written before issue 49, still',
         "verified), the fingerprint of what produced the run, a heartbeat and wall time.",
         "A run with `[channel] record = true` also writes `channel/part-000000.parquet`, ... the same",
         "way: every device's channel in every slot (its layout is in `docs/scenario.md`, \"The channel",
@@ -814,7 +834,9 @@ def markdown_doc() -> str:
         "import pandas as pd",
         "",
         'run = Path("runs/quickstart")',
-        'parts = [run / p["file"] for p in json.loads((run / "manifest.json").read_text())["parts"]]',
+        'manifest = json.loads((run / "manifest.json").read_text())',
+        '# a frame of many rows may be written as several shard files, listed in its "files"',
+        'parts = [run / f["file"] for p in manifest["parts"] for f in p.get("files", [p])]',
         'ev = pd.read_parquet(parts, dtype_backend="pyarrow").astype({"event": "string[pyarrow]"})',
         "```",
         "",

@@ -4,13 +4,18 @@ Within a frame the engine hands its rows to :meth:`RunRecorder.slot_done` whenev
 with at least ``Engine.row_group_rows`` rows buffered: the recorder turns them into an Arrow table
 on the simulation's thread and one background thread encodes it as a row group of the frame's
 part, a hidden temporary file (so the rows leave memory slot by slot, and at most two row groups
-are held, however many devices run). At the end of every frame the engine hands the
-rest to :meth:`RunRecorder.frame_done`. The recorder takes, every ``run.checkpoint_every_frames``
+are held, however many devices run). A frame expected to hold :data:`SHARD_MIN_ROWS` rows or
+more (from the rows of its first slots), on a machine of several cores, is written as several
+shard files instead, ``part-NNNNNN-00.parquet``, ``part-NNNNNN-01.parquet``, ..., one per core,
+each a contiguous run of the frame's slots encoded by a thread of its own (:class:`ShardedPart`),
+so that a shard is encoded while the simulation produces the next one's slots. At the end of
+every frame the engine hands the rest to :meth:`RunRecorder.frame_done`. The recorder takes, every ``run.checkpoint_every_frames``
 frames, the state of every component as checkpoint bytes on the simulation's thread, then the
 background thread, while the next frame is simulated:
 
 1. completes ``events/part-NNNNNN.parquet`` (the last row group, the footer, fsync, rename from
-   the temporary name, fsync of the folder);
+   the temporary name, fsync of the folder), or each of the frame's shards the same way, in
+   order;
 2. replaces ``manifest.json`` (same way) listing the parts with their row counts and hashes
    (BLAKE3, :data:`wflsim.sim.rundir.DIGEST`; computed by a thread of its own as the part is
    written), the heartbeat and the summary of the completed frames and, if this frame is
@@ -18,8 +23,10 @@ background thread, while the next frame is simulated:
    (``previous_checkpoint``);
 3. writes ``checkpoint.npz`` the same way, if this frame is checkpointed.
 
-At most one frame is in flight, so memory stays bounded, and the steps run in this order, so the
-files on disk always agree: the manifest lists only complete parts, and a checkpoint of frame
+At most one frame is in flight (the shards of the next frame are encoded meanwhile, but only
+its own completion, after this one's, renames them into place), so memory stays bounded, and the
+steps run in this order, so the files on disk always agree: the manifest lists only complete
+parts (a sharded frame once all its shards are in place), and a checkpoint of frame
 ``k`` exists only once every part up to ``k`` is complete and listed, with the checkpoint's own
 hash, in the manifest. ``--resume`` checks every file it keeps against these hashes (the
 checkpoint on disk is the manifest's ``checkpoint`` or, after a kill between steps 2 and 3, its
@@ -38,8 +45,9 @@ import contextlib
 import logging
 import os
 import threading
+from collections import deque
 from collections.abc import Mapping
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -50,6 +58,7 @@ from wflsim.sim import rundir, state
 from wflsim.sim.files import NOFOLLOW
 from wflsim.sim.trace import (
     EVENTS_DIR,
+    MAX_SHARDS,
     SCHEMA,
     Compression,
     TraceBuffer,
@@ -57,6 +66,7 @@ from wflsim.sim.trace import (
     fsync_dir,
     parquet_options,
     part_name,
+    shard_name,
     temporary_path,
     trace_metadata,
     write_atomic,
@@ -209,6 +219,14 @@ class PartWriter:
         fsync_dir(self.path.parent)
         return digest
 
+    def complete(self, table: pa.Table) -> list[rundir.PartFile]:
+        """Append the part's last rows ``table`` (if any) and :meth:`finish` it; the file it
+        left, for the manifest (:func:`wflsim.sim.rundir.part_entry`)."""
+        if table.num_rows:
+            self.write(table)
+        digest = self.finish()
+        return [(self.path.name, self.rows, self.algorithm, digest)]
+
     def abort(self) -> None:
         """Drop the unfinished part (its temporary file), whatever state a failed write left
         it in (a full disk also fails the footer and the close)."""
@@ -220,6 +238,99 @@ class PartWriter:
             except Exception:  # noqa: S110 - a failed write is being abandoned anyway
                 pass
         self.tmp.unlink(missing_ok=True)
+
+
+#: Rows per frame (expected from the rows of its first slots) from which a frame's part is
+#: written as shards, each encoded by a thread of its own (:class:`ShardedPart`); below it one
+#: file per frame, encoded by the writer thread, as before shards existed.
+SHARD_MIN_ROWS = 200_000
+
+#: Rows one shard's encoder may have waiting (handed over, not yet encoded) before the simulation
+#: waits for it, or one hand-over if larger: what lets a shard go on encoding while the simulation
+#: produces the slots of the next one (four row groups of ``Engine.row_group_rows``: four slots
+#: of 100,000 devices at ``device_slots``; one slot at ``events``, whose slots hold more rows).
+SHARD_BACKLOG_ROWS = 400_000
+
+
+def available_cores() -> int:
+    """The CPU cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def shard_count(slots_per_frame: int) -> int:
+    """How many shards a sharded frame's part is written as: one encoder per available core,
+    at most one shard per slot and at most :data:`wflsim.sim.trace.MAX_SHARDS`."""
+    return max(1, min(available_cores(), slots_per_frame, MAX_SHARDS))
+
+
+class ShardedPart:
+    """One frame's part written as ``count`` shard files, each a contiguous run of the frame's
+    slots (slot ``j`` of ``slots`` goes to shard ``j * count // slots``, or a later one if that
+    shard was never opened), each a :class:`PartWriter` encoded by its own thread (``pools``,
+    one single-thread executor per shard index), so that a shard encodes while the simulation
+    produces the slots of the next. :meth:`complete` finishes every shard (each atomic, fsynced
+    and hashed like a part); the frame's manifest entry is written after all of them."""
+
+    def __init__(
+        self,
+        events_dir: Path,
+        frame: int,
+        count: int,
+        slots: int,
+        metadata: Mapping[bytes, bytes],
+        compression: Compression,
+        pools: list[ThreadPoolExecutor],
+    ) -> None:
+        self._open = lambda s: PartWriter(events_dir / shard_name(frame, s), metadata, compression)
+        self.count = count
+        self.slots = slots
+        self.rows = 0  # handed over so far
+        self.shards: list[PartWriter] = []
+        self._pools = pools
+        self._target = -1
+        self._writes: list[Future[None]] = []  # every shard's, in order
+        self._backlog: deque[tuple[Future[None], int]] = deque()  # the current shard's, rows
+        self._backlog_rows = 0
+
+    def write(self, slot: int, table: pa.Table) -> None:
+        """Hand slot ``slot``'s rows (and any before it since the last call) to their shard's
+        encoder; waits while that encoder would have more than :data:`SHARD_BACKLOG_ROWS` rows
+        waiting, and raises the error of a write it waited for."""
+        target = slot * self.count // self.slots
+        if not self.shards or (target > self._target and len(self.shards) < self.count):
+            self.shards.append(self._open(len(self.shards)))
+            self._target = target
+            self._backlog.clear()  # the previous shard encodes on; complete() waits for it
+            self._backlog_rows = 0
+        while self._backlog and self._backlog_rows + table.num_rows > SHARD_BACKLOG_ROWS:
+            done, rows = self._backlog.popleft()
+            done.result()
+            self._backlog_rows -= rows
+        shard = self.shards[-1]
+        done = self._pools[len(self.shards) - 1].submit(shard.write, table)
+        self._writes.append(done)
+        self._backlog.append((done, table.num_rows))
+        self._backlog_rows += table.num_rows
+        self.rows += table.num_rows
+
+    def complete(self, table: pa.Table) -> list[rundir.PartFile]:
+        """Wait for every shard's encoding, append the frame's last rows ``table`` to the last
+        shard and finish the shards in order; the files, for the manifest."""
+        for done in self._writes:
+            done.result()
+        files: list[rundir.PartFile] = []
+        for i, shard in enumerate(self.shards):
+            files += shard.complete(table if i == len(self.shards) - 1 else SCHEMA.empty_table())
+        return files
+
+    def abort(self) -> None:
+        """Drop the shards not yet in place (after their encoders stop)."""
+        wait(self._writes)
+        for shard in self.shards:
+            shard.abort()
 
 
 if TYPE_CHECKING:
@@ -275,7 +386,8 @@ class RunRecorder:
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="wflsim-trace")
         self._pending: Future[None] | None = None
         self._slot_pending: Future[None] | None = None
-        self._part: PartWriter | None = None  # the frame in progress (written slot by slot)
+        self._part: PartWriter | ShardedPart | None = None  # the frame in progress
+        self._shard_pools: list[ThreadPoolExecutor] = []  # one encoder per shard index
         self._stop = threading.Event()
         self._beat: threading.Thread | None = None
         self.write_manifest()
@@ -307,6 +419,32 @@ class RunRecorder:
         """A slot of frame ``frame`` is complete: its rows become a row group of the frame's
         part, encoded by the writer thread. Raises an earlier write error, if any."""
         table = buffer.to_table()
+        slots = engine.config.slots_per_frame
+        if self._part is None:
+            count = shard_count(slots)
+            expected = table.num_rows * slots / (engine.frame_slot + 1)
+            if count > 1 and expected >= SHARD_MIN_ROWS:
+                # shards are renamed into place by the frame's commit, after the previous
+                # frame's: their encoding need not wait for it
+                while len(self._shard_pools) < count:
+                    self._shard_pools.append(
+                        ThreadPoolExecutor(
+                            max_workers=1,
+                            thread_name_prefix=f"wflsim-shard{len(self._shard_pools)}",
+                        )
+                    )
+                self._part = ShardedPart(
+                    self.events_dir,
+                    frame,
+                    count,
+                    slots,
+                    self._meta,
+                    self.compression,
+                    self._shard_pools,
+                )
+        if isinstance(self._part, ShardedPart):
+            self._part.write(engine.frame_slot, table)
+            return
         self._wait_slot()  # at most one slot in the writer thread, one being built
         if self._part is None:
             self._wait()  # the previous frame's part is in place before this one is opened
@@ -355,17 +493,13 @@ class RunRecorder:
         data = encode_part(table, meta, self.compression)
         name = part_name(frame)
         write_atomic(self.folder / folder / name, data)
-        return {
-            "file": f"{folder}/{name}",
-            "frame": frame,
-            "rows": table.num_rows,
-            rundir.DIGEST: rundir.digest_bytes(data),
-        }
+        digest = rundir.digest_bytes(data)
+        return rundir.part_entry(folder, frame, [(name, table.num_rows, rundir.DIGEST, digest)])
 
     def _commit(
         self,
         frame: int,
-        part: PartWriter,
+        part: PartWriter | ShardedPart,
         table: pa.Table,
         ckpt: bytes | None,
         summary: dict,
@@ -376,18 +510,11 @@ class RunRecorder:
             if channel is not None:
                 centry = self._write_part(rundir.CHANNEL_DIR, frame, channel, self._channel_meta)
                 updates["channel_parts"] = [*self.manifest["channel_parts"], centry]
-            if table.num_rows:
-                part.write(table)
-            digest = part.finish()
+            files = part.complete(table)
         except BaseException:
             part.abort()
             raise
-        entry = {
-            "file": f"{EVENTS_DIR}/{part.path.name}",
-            "frame": frame,
-            "rows": part.rows,
-            part.algorithm: digest,
-        }
+        entry = rundir.part_entry(EVENTS_DIR, frame, files)
         updates.update(
             parts=[*self.manifest["parts"], entry],
             frames_completed=frame + 1,
@@ -428,6 +555,8 @@ class RunRecorder:
             pass
         finally:
             self._pool.shutdown(wait=True)
+            for pool in self._shard_pools:
+                pool.shutdown(wait=True)
             if self._part is not None:  # a frame that never completed leaves no file
                 self._part.abort()
                 self._part = None

@@ -283,14 +283,16 @@ def _load_verified_checkpoint(
     return entry
 
 
-def _recorded_hashes(entries: Any) -> dict[int, tuple[str, str]]:
-    """Frame -> (algorithm, hash) of the part entries a manifest lists (malformed entries are
-    skipped)."""
-    out: dict[int, tuple[str, str]] = {}
+def _recorded_files(entries: Any, sub: str) -> dict[int, list[rundir.PartFile]]:
+    """Frame -> the files (name, rows, algorithm, hash) of the part entries a manifest lists
+    (malformed entries are skipped)."""
+    out: dict[int, list[rundir.PartFile]] = {}
     for e in entries if isinstance(entries, list) else []:
-        recorded = rundir.entry_digest(e)
-        if recorded is not None and isinstance(e.get("frame"), int):
-            out[e["frame"]] = recorded
+        frame = e.get("frame") if isinstance(e, dict) else None
+        if isinstance(frame, int):
+            files = rundir.entry_files(e, sub, frame)
+            if files is not None:
+                out[frame] = files
     return out
 
 
@@ -303,46 +305,54 @@ def _verified_parts(
     completed: bool = False,
 ) -> list[dict[str, Any]]:
     """The manifest entries of the parts ``0 .. frames-1`` in ``events_dir`` (the events or the
-    channel table), checked complete against the checkpoint's row count ``rows`` and each
-    against the hash the manifest lists for it (``recorded``: its ``parts`` entries, which keep
-    the algorithm they name), after
+    channel table), checked complete against the checkpoint's row count ``rows`` and each file
+    (a part, or a shard of one) against the hash the manifest lists for it (``recorded``: its
+    ``parts`` entries, which keep the algorithm they name), after
     refusing a part the manifest does not list (copied in), except the frame in flight of a run
     that did not complete (``completed``: its manifest says it did), which resume recomputes
     (:func:`wflsim.sim.rundir.unlisted_parts`)."""
     import pyarrow.parquet as pq
 
-    found = dict(list_parts(events_dir))
-    missing = [f for f in range(frames) if f not in found]
-    hashes = _recorded_hashes(recorded)
-    in_flight = None if completed else next(f for f in range(len(hashes) + 1) if f not in hashes)
-    foreign = [p for f, p in sorted(found.items()) if f not in hashes and f != in_flight]
+    found: dict[int, list[Path]] = {}
+    for f, p in list_parts(events_dir):
+        found.setdefault(f, []).append(p)
+    files = _recorded_files(recorded, events_dir.name)
+    in_flight = None if completed else next(f for f in range(len(files) + 1) if f not in files)
+    names = {f: {n for n, *_ in fs} for f, fs in files.items()}
+    foreign = [
+        p
+        for f, ps in sorted(found.items())
+        for p in ps
+        if f != in_flight and p.name not in names.get(f, ())
+    ]
     if foreign:
         raise rundir.foreign_part_error(foreign[0])
+    missing = [
+        f
+        for f in range(frames)
+        if f not in found or set(names.get(f, ())) - {p.name for p in found[f]}
+    ]
     entries, total = [], 0
     if not missing:
         for f in range(frames):
-            p = found[f]
-            if f not in hashes:
-                raise _tampered(p, "is not listed in manifest.json")
-            algorithm, digest = hashes[f]
-            if folders.digest_file(p, algorithm) != digest:
-                raise _tampered(
-                    p, f"does not match the {rundir.DIGESTS[algorithm]} hash in manifest.json"
-                )
-            try:
-                n = pq.ParquetFile(p).metadata.num_rows
-            except Exception:  # a damaged part: reported below
-                missing.append(f)
-                continue
-            total += n
-            entries.append(
-                {
-                    "file": f"{events_dir.name}/{p.name}",
-                    "frame": f,
-                    "rows": n,
-                    algorithm: digest,
-                }
-            )
+            if f not in files:
+                raise _tampered(found[f][0], "is not listed in manifest.json")
+            checked: list[rundir.PartFile] = []
+            for name, _, algorithm, digest in files[f]:
+                p = events_dir / name
+                if folders.digest_file(p, algorithm) != digest:
+                    raise _tampered(
+                        p, f"does not match the {rundir.DIGESTS[algorithm]} hash in manifest.json"
+                    )
+                try:
+                    n = pq.ParquetFile(p).metadata.num_rows
+                except Exception:  # a damaged part: reported below
+                    missing.append(f)
+                    break
+                checked.append((name, n, algorithm, digest))
+            else:
+                total += sum(c[1] for c in checked)
+                entries.append(rundir.part_entry(events_dir.name, f, checked))
     if missing or total != rows:
         what = f"frame {missing[0]}'s part is missing or damaged" if missing else "row counts"
         raise ScenarioError(
