@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -19,6 +18,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from .parts import EVENTS_DIR as EVENTS_DIR
+from .parts import MAX_SHARDS as MAX_SHARDS
+from .parts import list_parts as list_parts
+from .parts import part_frame as part_frame
+from .parts import part_name as part_name
+from .parts import shard_name as shard_name
 from .privacy.columns import PRIVACY_COLUMNS
 
 # 2: device_slot and upload_planned_s; 3: availability events; 4: stale updates ([server]);
@@ -622,47 +627,6 @@ _NUMPY_TYPES = {pa.float64(): np.float64, pa.int32(): np.int32, pa.int64(): np.i
 def event_code(name: str) -> int:
     """The dictionary code of an event name in the ``event`` column."""
     return _EVENT_CODE[name]
-
-
-#: The run folder's trace: one Parquet file per completed frame in this sub-folder (or, for a
-#: frame of many rows, several shard files, each a contiguous run of the frame's slots).
-EVENTS_DIR = "events"
-_PART = re.compile(r"^part-(\d{6,})(?:-(\d{2}))?\.parquet$")
-#: Most shard files one frame's part may be written as (their index has two digits).
-MAX_SHARDS = 16
-
-
-def part_name(frame: int) -> str:
-    """The file name of frame ``frame``'s part: ``part-000012.parquet`` (sorts in frame order)."""
-    return f"part-{frame:06d}.parquet"
-
-
-def shard_name(frame: int, shard: int) -> str:
-    """The file name of shard ``shard`` of frame ``frame``'s part: ``part-000012-01.parquet``.
-
-    Names sort in row order: a frame's shards by their index, and all of them after every file of
-    an earlier frame and before every file of a later one (``-`` sorts before ``.`` and digits),
-    whether those frames are sharded or not."""
-    if not 0 <= shard < MAX_SHARDS:
-        raise ValueError(f"shard {shard} out of 0..{MAX_SHARDS - 1}")
-    return f"part-{frame:06d}-{shard:02d}.parquet"
-
-
-def part_frame(name: str) -> int | None:
-    """The frame of a part (or part shard) file name, or None if ``name`` is not one."""
-    m = _PART.match(name)
-    return int(m.group(1)) if m else None
-
-
-def list_parts(events_dir: Path) -> list[tuple[int, Path]]:
-    """The complete part files (and part shards) of a run's ``events/`` folder as
-    ``(frame, path)``, in row order (by frame, a frame's shards by index).
-
-    Temporary files of a write in progress (hidden, ``.tmp``) are never listed."""
-    if not events_dir.is_dir():
-        return []
-    found = [(part_frame(p.name), p) for p in events_dir.iterdir()]
-    return sorted((f, p) for f, p in found if f is not None)
 
 
 def trace_metadata(metadata: Mapping[str, str]) -> dict[bytes, bytes]:
