@@ -16,7 +16,8 @@ import pytest
 import torch
 from test_learner import tiny_learner, with_freezing
 
-from wflsim.models.learner.core import AUTO_EVAL_BATCH
+from wflsim.models.learner.aggregate import computed_rows
+from wflsim.models.learner.evaluation import AUTO_EVAL_BATCH
 from wflsim.models.learner.gradients import GradientPaths, Grads
 from wflsim.models.learner.local import local_updates
 from wflsim.models.learner.strategies import StrategySettings, build_strategy
@@ -93,9 +94,11 @@ def test_a_slot_where_every_device_arrives_aggregates_the_uploads_themselves() -
     ids = np.array([2, 0, 1])
     learner.compute(0, ids)
     rows = torch.arange(3)
-    every, _ = learner._computed_rows(ids, rows)
+    every, _ = computed_rows(learner._ids, learner._uploads, learner._trained, ids, rows)
     assert every is learner.gradients
-    some, _ = learner._computed_rows(np.array([0, 1]), torch.tensor([1, 2]))
+    some, _ = computed_rows(
+        learner._ids, learner._uploads, None, np.array([0, 1]), torch.tensor([1, 2])
+    )
     assert torch.equal(some, learner.gradients[1:])
 
 

@@ -6,6 +6,7 @@ devices' ``B_n``), results ``(D,)``.
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 
@@ -34,3 +35,19 @@ def average_buffers(
         sel = v[rows]
         out[k] = sel.mean(dim=0) if sel.is_floating_point() else sel.max(dim=0).values
     return out
+
+
+def computed_rows(
+    computed: np.ndarray,
+    uploads: torch.Tensor,
+    trained: torch.Tensor | None,
+    ids: np.ndarray,
+    rows: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """The uploads ``(len(ids), D)`` and ``trained`` masks of the devices ``ids`` among the
+    slot's ``computed`` devices (at ``rows`` of ``uploads``): the slot's own tensors, not copies,
+    when ``ids`` are every computed device in order (everyone made the deadline), else the rows
+    gathered (read only)."""
+    if ids.size == computed.size and bool((ids == computed).all()):
+        return uploads, trained
+    return uploads[rows], None if trained is None else trained[rows]

@@ -53,8 +53,9 @@ from wflsim.sim.updates import OverTheAir, UpdateInputs
 
 from .. import data as _data
 from ..nets import build_model
+from .aggregate import computed_rows
 from .air import AirNoise, moments, noise_gain, over_the_air_uploads, privacy_gain, sent_entries
-from .evaluation import evaluate
+from .evaluation import eval_batch_for, evaluate
 from .flat import FlatModel
 from .gradients import PRECISIONS, GradientPaths
 from .local import local_updates
@@ -81,10 +82,6 @@ LR_SCHEDULES = ("constant", "half_life")
 #: speed of 30 chunks of 512 (``benchmarks/learner_overhead.py --chunk``). A GPU wants large
 #: batches; 16,384 bounds its memory.
 AUTO_CHUNK_SAMPLES: dict[str, int] = {"cpu": 512, "cuda": 16384}
-#: ``eval_batch_size="auto"`` per torch device type. On a CPU a batch of 512 test images keeps the
-#: activations in cache: the paper's ``cnn_mnist`` evaluated MNIST's 10,000 test images in half
-#: the time of batches of 2,048 (one torch thread, issue 49); a GPU keeps 2,048.
-AUTO_EVAL_BATCH: dict[str, int] = {"cpu": 512, "cuda": 2048}
 
 
 def resolve_device(device: str | torch.device) -> torch.device:
@@ -116,7 +113,7 @@ class TorchLearner:
     stability score of a parameter that did not move in a frame. ``local_steps``: ``E_n``, the local
     SGD steps of every device per update (one int, or ``(N,)`` ints >= 1; 1: FedSGD).
     ``eval_batch_size``: test images per forward pass of :meth:`evaluate`; ``"auto"`` (default) =
-    :data:`AUTO_EVAL_BATCH` of the device type.
+    :data:`~wflsim.models.learner.evaluation.AUTO_EVAL_BATCH` of the device type.
     """
 
     def __init__(
@@ -182,11 +179,7 @@ class TorchLearner:
         self.unmoved_stability = float(unmoved_stability)
         self.eval_max_samples = eval_max_samples
         self.vmap_chunk_samples: int | None = vmap_chunk_samples
-        if eval_batch_size == "auto":
-            eval_batch_size = AUTO_EVAL_BATCH.get(self.device.type, 2048)
-        if isinstance(eval_batch_size, str | bool) or eval_batch_size < 1:
-            raise ValueError(f"eval_batch_size must be 'auto' or >= 1, got {eval_batch_size!r}")
-        self.eval_batch_size = int(eval_batch_size)
+        self.eval_batch_size = eval_batch_for(eval_batch_size, self.device)
         self.streams = sampling_streams
         #: ``(model, dataset)`` of the catalogue network, for rules that need its layer table
         self.architecture = architecture
@@ -584,7 +577,7 @@ class TorchLearner:
             return np.empty(0), np.empty(0)
         pos = {int(n): r for r, n in enumerate(self._ids)}
         rows = torch.as_tensor([pos[int(n)] for n in ids], device=self.device)
-        uploads, trained = self._computed_rows(ids, rows)
+        uploads, trained = computed_rows(self._ids, self._uploads, self._trained, ids, rows)
         sent = self._sent_entries(ids, rows, trained, uploads)
         mu, _, sigma = moments(uploads, sent)
         return (
@@ -617,7 +610,7 @@ class TorchLearner:
                 raise ValueError(f"devices {missing} succeeded but computed nothing in this slot")
             rows = torch.as_tensor([pos[int(n)] for n in ok], device=self.device)
             bw = torch.as_tensor(self.batch_sizes[ok], dtype=torch.float32, device=self.device)
-            uploads, trained = self._computed_rows(ok, rows)
+            uploads, trained = computed_rows(self._ids, self._uploads, self._trained, ok, rows)
             air, self._air = self._air, None
             if air is not None:  # what the air delivers: the exact uploads kept for the error
                 exact_uploads = uploads
@@ -840,17 +833,6 @@ class TorchLearner:
         if np.unique(ids).size != ids.size:
             raise ValueError(f"duplicate device ids: {ids}")
         return ids
-
-    def _computed_rows(
-        self, ids: np.ndarray, rows: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """The uploads and ``trained`` masks of the computed devices ``ids`` (at ``rows`` of
-        the last compute): the slot's own tensors, not copies, when ``ids`` are every computed
-        device in order (everyone made the deadline), else the rows gathered (read only)."""
-        if ids.size == self._ids.size and bool((ids == self._ids).all()):
-            return self._uploads, self._trained
-        trained = None if self._trained is None else self._trained[rows]
-        return self._uploads[rows], trained
 
     def _clear_slot(self) -> None:
         self._ids = np.empty(0, dtype=np.int64)
