@@ -1,7 +1,8 @@
 """The radio channel: path loss and shadowing per frame, small-scale fading and CSI per slot.
 
 The component: :class:`ChannelConfig` (the scenario's ``[channel]`` table), the interfaces
-(:mod:`~wflsim.sim.world.channel.base`), one module per kind of model
+(:mod:`~wflsim.sim.world.channel.base`) and the records they give
+(:mod:`~wflsim.sim.world.channel.gains`), one module per kind of model
 (:mod:`~wflsim.sim.world.channel.pathloss`: log-distance and TR 38.901 UMa / UMi with the LOS state;
 :mod:`~wflsim.sim.world.channel.shadowing`: Gudmundson-correlated shadowing and LOS state;
 :mod:`~wflsim.sim.world.channel.fading`: Rayleigh, Rician, Nakagami-m, i.i.d. or Gauss-Markov;

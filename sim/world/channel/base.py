@@ -16,57 +16,34 @@ fading, shadowing along a path, outdated CSI) keeps that past in its ``state_dic
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from numpy.typing import NDArray
+
+from .gains import B8, C128, F64, LargeScale, SlotChannel, SmallScale
 
 if TYPE_CHECKING:
     from ..mobility.base import Kinematics
-    from .csi import CsiPosterior
     from .record import ChannelRecorder
 
-F64 = NDArray[np.float64]
-C128 = NDArray[np.complex128]
-B8 = NDArray[np.bool_]
+__all__ = [
+    "B8",
+    "C128",
+    "CONTROLLER_ASSUMPTION",
+    "F64",
+    "Channel",
+    "FadingModel",
+    "LargeScale",
+    "PathLossModel",
+    "SlotChannel",
+    "SmallScale",
+]
 
 #: What the controller's closed forms assume (Theorem 2).
 CONTROLLER_ASSUMPTION = (
     "Theorem 2: h = g H with g ~ Exp(1) (Rayleigh block fading, mean H), i.i.d. per slot; H "
     "known at each frame start; the scheme's p_min computed on the true h (perfect CSI)"
 )
-
-
-@dataclass(frozen=True)
-class LargeScale:
-    """Large-scale channel of every device for one frame, arrays of shape ``(N,)``."""
-
-    distance_m: F64  #: device-server distance (unclipped), m
-    path_loss_db: F64  #: path loss without shadowing, dB
-    gain: F64  #: large-scale power gain ``H = 10^(-(PL + S)/10)``, linear (S: shadowing, dB)
-    speed_mps: F64  #: speed at the frame start, m/s (drives the Doppler of correlated fading)
-    shadowing_db: F64 | None = None  #: shadowing ``S``, dB (None: no shadowing)
-    los: B8 | None = None  #: LOS state (None: the path-loss model has none)
-
-
-@dataclass(frozen=True)
-class SlotChannel:
-    """Channel power gains of every device in one slot, arrays of shape ``(N,)``, linear."""
-
-    gain: F64  #: ``h`` the world applies: rate, success, energy follow it
-    seen_gain: F64  #: ``h`` the scheme decides on (equal to ``gain`` under perfect CSI)
-    #: what the estimate says about the true small-scale coefficient under the CSI model (None:
-    #: perfect CSI, a replayed table, or a fading family whose coefficient is not Gaussian)
-    posterior: CsiPosterior | None = None
-
-
-@dataclass(frozen=True)
-class SmallScale:
-    """Small-scale fading of every device in one slot, ``(N,)`` each."""
-
-    power: F64  #: ``g``, unit mean: ``h = g H``
-    coefficient: C128 | None = None  #: complex ``c`` with ``|c|^2 = g`` (when asked for)
 
 
 class PathLossModel(ABC):

@@ -48,50 +48,14 @@ where ``v = 0`` (the estimate determines the channel). Nakagami-m fading with ``
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from scipy import stats
 
 from ...rng import KeyedStream
-from .base import C128, F64
+from .gains import C128, F64, NONCENTRALITY_ASYMPTOTIC, CsiPosterior
 
-#: Above this noncentrality ``lambda``, :meth:`CsiPosterior.power_quantile` uses the large-
-#: ``lambda`` form of the Rician law (scipy's noncentral chi-square quantile returns NaN from
-#: about 1e10 on; at 1e8 the two agree to 1e-11 relative for ``q >= 1e-9``).
-NONCENTRALITY_ASYMPTOTIC = 1e8
-
-
-@dataclass(frozen=True)
-class CsiPosterior:
-    """The law of every device's true small-scale coefficient given its estimate,
-    ``c_t | c_hat ~ CN(mu, v)`` (see the module docstring), ``(N,)`` arrays."""
-
-    mean_power: F64  #: ``|mu|^2``
-    variance: F64  #: ``v >= 0``
-
-    def power_quantile(self, q: float) -> F64:
-        """``g_q`` with ``P(|c_t|^2 < g_q | c_hat) = q``, ``q`` in ``(0, 1)``, ``(N,)``.
-
-        ``g_q = (v/2) F^-1(q)`` of ``chi'^2_2(2 |mu|^2 / v)`` (``scipy.stats.ncx2``); above
-        :data:`NONCENTRALITY_ASYMPTOTIC` the amplitude ``|c_t|`` is Gaussian to first order,
-        ``g_q = (|mu| + sqrt(v/2) z_q)^2 + v/2`` (``z_q`` the standard normal quantile; the
-        ``v/2`` is the power of the noise component across ``mu``); ``|mu|^2`` where ``v = 0``.
-        """
-        if not 0.0 < q < 1.0:
-            raise ValueError(f"the quantile's probability must be in (0, 1), got {q}")
-        m2 = np.asarray(self.mean_power, dtype=np.float64)
-        half = 0.5 * np.asarray(self.variance, dtype=np.float64)
-        spread = half > 0.0
-        with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
-            nc = np.where(spread, m2 / np.where(spread, half, 1.0), np.inf)
-        exact = nc <= NONCENTRALITY_ASYMPTOTIC
-        chi = stats.ncx2.ppf(q, 2.0, np.where(exact, nc, 0.0))
-        large = (np.sqrt(m2) + np.sqrt(half) * stats.norm.ppf(q)) ** 2 + half
-        return np.asarray(
-            np.where(exact, half * chi, np.where(spread, large, m2)), dtype=np.float64
-        )
+__all__ = ["NONCENTRALITY_ASYMPTOTIC", "Csi", "CsiPosterior", "estimate"]
 
 
 def estimate(coefficient: C128, error_variance: float, error: C128) -> C128:

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from .base import LargeScale, SlotChannel
+from .gains import LargeScale, SlotChannel
 
 #: Version of the table's layout (in the file's metadata, ``wflsim.channel_table_version``).
 TABLE_VERSION = "1"
