@@ -50,8 +50,8 @@ A function raises :class:`InsufficientData` when the tables cannot make its figu
 ``V`` for the impact of ``V``); :func:`wflsim.analysis.report.write_report` turns that into a note.
 
 The modules: :mod:`~wflsim.analysis.figures.common` (colours, markers and styles, series,
-:class:`DataFigure`, scales), :mod:`~wflsim.analysis.figures.bands` (bands, error bars, outlier
-seeds, coinciding lines, the legend), and one per family of figures:
+:class:`DataFigure` and the records it keeps, scales), :mod:`~wflsim.analysis.figures.bands`
+(bands, error bars, outlier seeds, coinciding lines, the legend), and one per family of figures:
 :mod:`~wflsim.analysis.figures.over_time`, :mod:`~wflsim.analysis.figures.impact` (``V`` and the
 energy budget), :mod:`~wflsim.analysis.figures.accuracy` and
 :mod:`~wflsim.analysis.figures.stale_updates`, :mod:`~wflsim.analysis.figures.privacy` (runs with
@@ -62,7 +62,7 @@ own claims). The public names are all importable from here.
 from __future__ import annotations
 
 from .accuracy import accuracy_late, accuracy_vs_energy, accuracy_vs_latency
-from .bands import OUTLIER_VISIBLE, Outlier, outlier_runs
+from .bands import OUTLIER_VISIBLE, outlier_runs
 from .common import (
     SCHEME_COLORS,
     SCHEME_MARKERS,
@@ -72,6 +72,7 @@ from .common import (
     DataFigure,
     InsufficientData,
     Interval,
+    Outlier,
     iter_series,
     save_study_figure,
     say_empty,

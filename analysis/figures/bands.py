@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import textwrap
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -26,7 +25,9 @@ from .common import (
     _PANEL,
     DataFigure,
     Interval,
+    Outlier,
     _markevery,
+    _Pending,
     _scale_for,
     _set_scale,
 )
@@ -170,35 +171,6 @@ _OUTLIER_STYLE: dict[str, Any] = {"linewidth": 0.9, "linestyle": (0, (4, 2)), "a
 #: that makes most of a spread too small to see, or that differs only in the first noisy slots
 #: where every seed does, is not marked).
 OUTLIER_VISIBLE = 0.10
-
-
-@dataclass(frozen=True)
-class Outlier:
-    """An outlier seed a figure marks: its panel, the series' label, its name ("seed 1"), its
-    line and where the line moves most (``step_at``: the ``x`` of its largest step, NaN for a
-    level)."""
-
-    axes: Axes
-    label: str
-    name: str
-    line: Line2D
-    step_at: float
-
-
-@dataclass(frozen=True)
-class _Pending:
-    """An outlier seed found while drawing a series, marked once the panel's range is known
-    (:func:`_mark_outliers`): the series' runs, the outlier's run, where its line goes."""
-
-    ax: Axes
-    per_run: pd.DataFrame
-    run: object
-    x: str
-    y: str
-    label: str
-    style: dict
-    xs: np.ndarray
-    ys: np.ndarray
 
 
 def _find_outliers(

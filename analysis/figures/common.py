@@ -13,7 +13,7 @@ import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import Any, Literal, TypeVar
 
 import numpy as np
 import pandas as pd
@@ -23,15 +23,12 @@ from matplotlib.collections import PolyCollection
 from matplotlib.colors import to_hex, to_rgb
 from matplotlib.container import Container
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
 from matplotlib.text import Text
 from matplotlib.ticker import MaxNLocator, ScalarFormatter
 from matplotlib.transforms import Bbox
 
 from ..tidy import SCHEME_LABELS
-
-if TYPE_CHECKING:
-    from .bands import Outlier, _Pending
-
 
 _F = TypeVar("_F", bound=Figure)
 
@@ -332,6 +329,36 @@ class Interval:
     seed_min: np.ndarray  # the range of the seeds' values at x
     seed_max: np.ndarray
     n: np.ndarray  # seeds at x
+
+
+@dataclass(frozen=True)
+class Outlier:
+    """An outlier seed a figure marks: its panel, the series' label, its name ("seed 1"), its
+    line and where the line moves most (``step_at``: the ``x`` of its largest step, NaN for a
+    level)."""
+
+    axes: Axes
+    label: str
+    name: str
+    line: Line2D
+    step_at: float
+
+
+@dataclass(frozen=True)
+class _Pending:
+    """An outlier seed found while drawing a series, marked once the panel's range is known
+    (:func:`~wflsim.analysis.figures.bands._mark_outliers`): the series' runs, the outlier's run,
+    where its line goes."""
+
+    ax: Axes
+    per_run: pd.DataFrame
+    run: object
+    x: str
+    y: str
+    label: str
+    style: dict
+    xs: np.ndarray
+    ys: np.ndarray
 
 
 class DataFigure(Figure):
