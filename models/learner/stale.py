@@ -37,7 +37,7 @@ is applied in the same step as any later one of its device, or earlier).
 from __future__ import annotations
 
 from collections import Counter, deque
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 import numpy as np
 import torch
@@ -49,7 +49,39 @@ from .rules.base import StaleUpdate
 from .strategies import checked_vector, rule_mean_over, step_rows, wants_upload_mask
 
 if TYPE_CHECKING:
-    from .core import TorchLearner
+    from .gradients import GradientPaths
+    from .privacy import LearnerPrivacy
+    from .rules.base import UpdateRule
+    from .sampling import LocalData
+    from .stable_fraction import StableFraction
+    from .strategies import Strategy
+
+
+class StaleOwner(Protocol):
+    """What :class:`StaleUpdates` reads of the learner it serves
+    (:class:`~wflsim.models.learner.core.TorchLearner`, which builds it) and, when steps are taken,
+    updates: the model ``_w`` ``(D,)`` and ``buffers``, the update rule and strategy, the data,
+    gradient paths and step counts, the learning rate and Fig. 1 metric."""
+
+    _w: torch.Tensor
+    buffers: dict[str, torch.Tensor]
+    batch_sizes: np.ndarray
+    data: LocalData
+    device: torch.device
+    local_steps: np.ndarray
+    logs_steps: bool
+    num_devices: int
+    num_params: int
+    paths: GradientPaths
+    privacy: LearnerPrivacy | None
+    rule: UpdateRule
+    stability: StableFraction
+    strategy: Strategy
+    strategy_rows: list[dict[str, np.ndarray]]
+
+    def lr_at(self, slot: int) -> float:
+        """The learning rate of slot ``slot``."""
+        ...
 
 
 class _Version:
@@ -131,7 +163,7 @@ class StaleUpdates:
             rate and Fig. 1 metric are read and, when steps are taken, updated).
     """
 
-    def __init__(self, owner: TorchLearner) -> None:
+    def __init__(self, owner: StaleOwner) -> None:
         self.owner = owner
         self.version = 0  #: the model's version as the server sees it (steps announced)
         self.materialised = 0  #: the version ``owner._w`` is
