@@ -722,7 +722,7 @@ def partition(
     elif kind in PARTITION_FUNCTIONS:
         from . import extensions
 
-        return extensions.partition(kind, labels, num_devices, rng)
+        return extensions.partition(kind, PARTITION_FUNCTIONS[kind], labels, num_devices, rng)
     else:
         raise ValueError(f"unknown partition kind {kind!r}; known: 'iid', 'dirichlet'")
     return [np.sort(np.asarray(p, dtype=np.int64)) for p in parts]

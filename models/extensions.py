@@ -1,12 +1,16 @@
-"""The torch side of datasets, models and partitions registered from Python.
+"""The torch side of datasets, models and partitions registered from Python: their types and
+checks.
 
 ``wflsim.register_dataset`` / ``register_model`` / ``register_partition``
-(:mod:`wflsim.app.extensions`) call :func:`add_dataset`, :func:`add_model` and
-:func:`add_partition`, which check the objects and register them in :mod:`wflsim.models.registry`, and
-what validation needs (input shapes, class counts, parameter counts) in :mod:`wflsim.sim.registry`, so
-that scenarios name them like the built-in ones; :func:`wflsim.models.data.load_dataset`,
-:func:`wflsim.models.data.partition` and :func:`wflsim.models.nets.build_model` look in :mod:`wflsim.models.registry`
-first.
+(:mod:`wflsim.app.extensions`) call :func:`wflsim.models.registry.add_dataset`,
+:func:`~wflsim.models.registry.add_model` and :func:`~wflsim.models.registry.add_partition`, which
+check the objects here (:func:`checked_dataset`, :func:`model_info`) and register them in
+:mod:`wflsim.models.registry`, and what validation needs (input shapes, class counts, parameter
+counts) in :mod:`wflsim.sim.registry`, so that scenarios name them like the built-in ones;
+:func:`wflsim.models.data.load_dataset`, :func:`wflsim.models.data.partition` and
+:func:`wflsim.models.registry.build_model` look in :mod:`wflsim.models.registry` first and hand
+what they find to :func:`build` and :func:`partition` here. This module sits below the registry:
+it never imports it.
 """
 
 from __future__ import annotations
@@ -19,9 +23,7 @@ import torch
 from torch import nn
 
 from wflsim.sim import registry
-from wflsim.sim.config.catalogue import DatasetError, DatasetInfo, ModelInfo, PartitionInfo
-
-from .registry import DATASET_TENSORS, MODEL_FACTORIES, PARTITION_FUNCTIONS
+from wflsim.sim.config.catalogue import DatasetError, DatasetInfo, ModelInfo
 
 #: ``factory(input_shape, num_classes) -> nn.Module``: a model for inputs of ``input_shape``
 #: (one sample's, e.g. ``(1, 28, 28)``) with ``num_classes`` outputs (logits).
@@ -70,16 +72,15 @@ def _pair(data: Any, which: str) -> tuple[torch.Tensor, torch.Tensor]:
     return x.contiguous(), y.to(torch.int64)
 
 
-def add_dataset(
-    name: str, train: Any, test: Any, num_classes: int | None = None, *, replace: bool = False
-) -> None:
-    """Register a dataset (see :func:`wflsim.register_dataset`) in both registries.
+def checked_dataset(
+    train: Any, test: Any, num_classes: int | None = None
+) -> tuple[Tensors, DatasetInfo]:
+    """A dataset's tensors ``(x_train, y_train, x_test, y_test)`` and what validation needs of
+    it (see :func:`wflsim.register_dataset`).
 
     Raises:
-        ValueError: a bad or taken name, or data that cannot be a classification dataset (the
-            message says which).
+        ValueError: data that cannot be a classification dataset (the message says which).
     """
-    registry.DATASETS.check_name(name, replace=replace)
     x_tr, y_tr = _pair(train, "train")
     x_te, y_te = _pair(test, "test")
     if x_tr.shape[1:] != x_te.shape[1:]:
@@ -91,13 +92,7 @@ def add_dataset(
     if int(min(y_tr.min(), y_te.min())) < 0 or top > classes or classes < 2:
         raise ValueError(f"labels must lie in [0, num_classes) with num_classes >= 2 ({classes})")
     info = DatasetInfo(tuple(int(d) for d in x_tr.shape[1:]), classes, len(y_tr))
-    DATASET_TENSORS.register(name, (x_tr, y_tr, x_te, y_te), replace=replace)
-    registry.DATASETS.register(name, info, replace=replace)
-
-
-def dataset(name: str) -> Tensors:
-    """A registered dataset's ``(x_train, y_train, x_test, y_test)``."""
-    return DATASET_TENSORS[name]
+    return (x_tr, y_tr, x_te, y_te), info
 
 
 def dataset_spec(name: str) -> tuple[tuple[int, ...], int]:
@@ -106,12 +101,10 @@ def dataset_spec(name: str) -> tuple[tuple[int, ...], int]:
     return info.input_shape, info.num_classes
 
 
-def add_model(
-    name: str, factory: ModelFactory, datasets: tuple[str, ...] | None, *, replace: bool = False
-) -> None:
-    """Register a model factory (see :func:`wflsim.register_model`) in both registries; its
-    parameter count is computed on first need, per dataset, from a model it builds."""
-    registry.MODELS.check_name(name, replace=replace)
+def model_info(name: str, factory: ModelFactory, datasets: tuple[str, ...] | None) -> ModelInfo:
+    """What validation needs of a model factory (see :func:`wflsim.register_model`): the datasets
+    it fits and its parameter count, computed on first need, per dataset, from a model it
+    builds."""
     counts: dict[tuple[tuple[int, ...], int], int] = {}
 
     def count(dataset_name: str) -> int:
@@ -122,26 +115,25 @@ def add_model(
                 try:  # on the meta device: counted without allocating (a model too large for
                     # memory is then refused before it is built: wflsim.app.prepare)
                     with torch.device("meta"):
-                        net = build(name, dataset_name)
+                        net = build(name, factory, dataset_name)
                 except DatasetError:  # a factory that needs real tensors: built for real
-                    net = build(name, dataset_name)
+                    net = build(name, factory, dataset_name)
             counts[key] = sum(p.numel() for p in net.parameters() if p.requires_grad)
         return counts[key]
 
-    MODEL_FACTORIES.register(name, factory, replace=replace)
-    registry.MODELS.register(name, ModelInfo(datasets, count), replace=replace)
+    return ModelInfo(datasets, count)
 
 
-def build(name: str, dataset_name: str) -> nn.Module:
-    """A registered model built for ``dataset_name`` (with the global torch RNG, as
-    :func:`wflsim.models.nets.build_model`).
+def build(name: str, factory: ModelFactory, dataset_name: str) -> nn.Module:
+    """The model ``name`` that ``factory`` builds for ``dataset_name`` (with the global torch RNG,
+    as :func:`wflsim.models.nets.build_model`), checked.
 
     Raises:
         DatasetError: the factory failed or did not return a module with parameters.
     """
     shape, classes = dataset_spec(dataset_name)
     try:
-        net = MODEL_FACTORIES[name](shape, classes)
+        net = factory(shape, classes)
     except Exception as err:
         raise DatasetError(
             "learning.model",
@@ -208,18 +200,12 @@ def _probe(
         )
 
 
-def add_partition(name: str, fn: PartitionFn, *, replace: bool = False) -> None:
-    """Register a partition (see :func:`wflsim.register_partition`) in both registries."""
-    registry.PARTITIONS.check_name(name, replace=replace)
-    PARTITION_FUNCTIONS.register(name, fn, replace=replace)
-    registry.PARTITIONS.register(name, PartitionInfo("registered from Python"), replace=replace)
-
-
 def partition(
-    name: str, labels: np.ndarray, num_devices: int, rng: np.random.Generator
+    name: str, fn: PartitionFn, labels: np.ndarray, num_devices: int, rng: np.random.Generator
 ) -> list[np.ndarray]:
-    """A registered partition's index lists, checked: ``num_devices`` lists of indices into
-    ``labels``, none empty (sorted ``int64``; a sample may be given to several devices).
+    """The index lists of partition ``name`` (its function ``fn``), checked: ``num_devices``
+    lists of indices into ``labels``, none empty (sorted ``int64``; a sample may be given to
+    several devices).
 
     Raises:
         DatasetError: on ``learning.partition``, naming what is wrong.
@@ -233,7 +219,7 @@ def partition(
         )
 
     try:
-        parts = list(PARTITION_FUNCTIONS[name](np.asarray(labels).copy(), num_devices, rng))
+        parts = list(fn(np.asarray(labels).copy(), num_devices, rng))
     except Exception as err:
         raise bad(f"failed: {type(err).__name__}: {err}") from err
     if len(parts) != num_devices:

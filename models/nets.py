@@ -37,8 +37,6 @@ from torch import nn
 
 from wflsim.sim.config.catalogue import INPUT_SHAPES, MODELS, NUM_CLASSES
 
-from .registry import MODEL_FACTORIES
-
 __all__ = ["MODELS", "build_model", "count_params", "input_shape", "num_params"]
 
 
@@ -134,15 +132,12 @@ class ResNet20(nn.Module):
 
 
 def build_model(name: str, dataset: str) -> nn.Module:
-    """Build model ``name`` for ``dataset``'s input shape; input ``(B, C, H, W)`` -> ``(B, 10)``.
+    """Build the catalogue's model ``name`` for ``dataset``'s input shape; input ``(B, C, H, W)``
+    -> ``(B, 10)`` (a model registered from Python: :func:`wflsim.models.registry.build_model`).
 
     Initialisation uses the global torch RNG (PyTorch defaults): callers that need determinism
     (the learner) build it inside ``torch.random.fork_rng()`` with their own seed.
     """
-    if name in MODEL_FACTORIES:
-        from . import extensions
-
-        return extensions.build(name, dataset)
     shape = input_shape(dataset)
     if name == "mlp":
         c, h, w = shape

@@ -5,7 +5,7 @@ its parameters) and, in every frame plan, hands the rule its inputs for the fram
 own typed record (:attr:`UpdateRule.inputs`: e.g. :class:`FreezingInputs`), which the learner
 receives in ``begin_frame``. :data:`UPDATE_RULES` is :data:`wflsim.sim.registry.UPDATE_RULES`, whose
 built-in entries :func:`builtin_update_rules` gives. The learner side implements each rule under
-the same name (``wflsim.models.registry.RULE_BUILDERS``, also ``wflsim.models.learner.rules.RULES``;
+the same name (``wflsim.models.registry.RULE_BUILDERS``;
 a test holds the two registries to one set of names and input types). Everything here is
 torch-free.
 """

@@ -259,7 +259,7 @@ def test_the_output_shape_check_leaves_the_model_as_the_factory_built_it():
     import torch
     from torch import nn
 
-    from wflsim.models import extensions as ext
+    from wflsim.models.registry import build_model
 
     built = []
 
@@ -270,7 +270,7 @@ def test_the_output_shape_check_leaves_the_model_as_the_factory_built_it():
 
     wflsim.register_model("bn", factory)
     try:
-        net = ext.build("bn", "digits")
+        net = build_model("bn", "digits")
     finally:
         wflsim.unregister("model", "bn")
     fresh = factory((1, 8, 8), 10)

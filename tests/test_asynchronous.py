@@ -498,8 +498,9 @@ def test_a_rule_that_cannot_be_stale_is_refused_with_training(rule_that_cannot_b
 
 def test_every_built_in_rule_computes_stale_updates():
     """No built-in rule refuses stale updates, and each has the learner side they need."""
-    from wflsim.models.learner.rules import RULES, RuleSettings, builtin_rules
+    from wflsim.models.learner.rules import RuleSettings, builtin_rules
     from wflsim.models.nets import build_model
+    from wflsim.models.registry import RULE_BUILDERS
     from wflsim.sim.updates import UPDATE_RULES
 
     net = build_model("mlp", "digits")
@@ -509,7 +510,7 @@ def test_every_built_in_rule_computes_stale_updates():
     )
     for name in builtin_rules():
         assert UPDATE_RULES[name].no_stale_updates is None, name
-        assert hasattr(RULES[name]({}, settings), "frame_view"), name
+        assert hasattr(RULE_BUILDERS[name]({}, settings), "frame_view"), name
 
 
 # ---------------------------------------------------------------------------- analysis

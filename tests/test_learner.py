@@ -694,10 +694,10 @@ def test_per_device_starting_buffers_update_each_devices_statistics(path: str) -
 
 def test_the_learner_implements_every_registered_update_rule_and_no_other():
     """models' rule builders and sim's update-rule registry name the same rules."""
-    from wflsim.models.learner.rules import RULES
+    from wflsim.models.registry import RULE_BUILDERS
     from wflsim.sim.updates import UPDATE_RULES
 
-    assert set(RULES) == set(UPDATE_RULES)
+    assert set(RULE_BUILDERS) == set(UPDATE_RULES)
 
 
 @pytest.mark.parametrize("scheme", sorted(SCHEMES))

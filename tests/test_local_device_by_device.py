@@ -20,7 +20,8 @@ from wflsim.models.learner.aggregate import computed_rows
 from wflsim.models.learner.evaluation import AUTO_EVAL_BATCH
 from wflsim.models.learner.gradients import GradientPaths, Grads
 from wflsim.models.learner.local import local_updates
-from wflsim.models.learner.strategies import StrategySettings, build_strategy
+from wflsim.models.learner.strategies import StrategySettings
+from wflsim.models.registry import build_strategy
 from wflsim.sim.strategies import StrategySpec
 
 

@@ -23,7 +23,8 @@ from conftest import (
     tiny_learning_scenario,
 )
 from wflsim.app.scenario import validate_scenario
-from wflsim.models.learner.strategies import BUILT_IN, StrategySettings, build_strategy
+from wflsim.models.learner.strategies import BUILT_IN, StrategySettings
+from wflsim.models.registry import build_strategy
 from wflsim.sim.errors import ScenarioError
 from wflsim.sim.strategies import STRATEGIES, StrategySpec
 from wflsim.sim.updates import FreezingInputs

@@ -16,8 +16,9 @@ import wflsim
 from conftest import assert_same_but_strategy_rows, base_scenario, tiny_learning_scenario
 from wflsim.app.scenario import validate_scenario
 from wflsim.models.learner import aggregate
-from wflsim.models.learner.strategies import StrategySettings, build_strategy, rule_mean_over
+from wflsim.models.learner.strategies import StrategySettings, rule_mean_over
 from wflsim.models.learner.strategies_aggregation import AGGREGATING
+from wflsim.models.registry import build_strategy
 from wflsim.sim.errors import ScenarioError
 from wflsim.sim.strategies import StrategySpec
 

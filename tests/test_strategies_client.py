@@ -16,8 +16,9 @@ from conftest import REPO, base_scenario, tiny_learning_scenario
 from wflsim.app import extensions
 from wflsim.app.scenario import validate_scenario
 from wflsim.models.learner.local import local_updates
-from wflsim.models.learner.strategies import StrategySettings, build_strategy
+from wflsim.models.learner.strategies import StrategySettings
 from wflsim.models.learner.strategies_client import CLIENT_BUILT_IN
+from wflsim.models.registry import build_strategy
 from wflsim.sim.errors import ScenarioError
 from wflsim.sim.schemes import build_scheme
 from wflsim.sim.schemes.base import FrameContext

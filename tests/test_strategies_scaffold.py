@@ -19,8 +19,9 @@ from conftest import (
     tiny_learning_scenario,
 )
 from wflsim.models.learner.local import local_updates
-from wflsim.models.learner.strategies import StrategySettings, build_strategy
+from wflsim.models.learner.strategies import StrategySettings
 from wflsim.models.learner.strategies_client import Scaffold
+from wflsim.models.registry import build_strategy
 from wflsim.sim.strategies import STRATEGIES, StrategySpec
 from wflsim.sim.updates import FreezingInputs
 

@@ -52,7 +52,7 @@ from wflsim.sim.strategies import NoParams
 from wflsim.sim.updates import OverTheAir, UpdateInputs
 
 from .. import data as _data
-from ..nets import build_model
+from ..registry import build_model, build_rule, build_strategy
 from .aggregate import computed_rows
 from .air import AirNoise, moments, noise_gain, over_the_air_uploads, privacy_gain, sent_entries
 from .evaluation import eval_batch_for, evaluate
@@ -60,7 +60,7 @@ from .flat import FlatModel
 from .gradients import PRECISIONS, GradientPaths
 from .local import local_updates
 from .privacy import SYNC_STEP, LearnerPrivacy
-from .rules import AGGREGATIONS, Freezing, UpdateRule, build_rule
+from .rules import AGGREGATIONS, Freezing, UpdateRule
 from .sampling import DeviceStreams, LocalData, images_on, per_device_samples
 from .stable_fraction import StableFraction
 from .stale import StaleUpdates
@@ -69,7 +69,6 @@ from .strategies import (
     RuleCall,
     Strategy,
     StrategySettings,
-    build_strategy,
     checked_vector,
     rule_mean_over,
     step_rows,

@@ -120,7 +120,8 @@ class Strategy:
     name: ClassVar[str] = ""
     #: whether :meth:`aggregate` wants the ``uploaded`` masks of a per-coordinate rule
     needs_upload_mask: ClassVar[bool] = False
-    #: the ``[strategy] name`` it was built for (:func:`build_strategy`; errors name it)
+    #: the ``[strategy] name`` it was built for
+    #: (:func:`wflsim.models.registry.build_strategy`; errors name it)
     registered_name: str | None = None
 
     def __init__(self, params: BaseModel, settings: StrategySettings) -> None:
@@ -389,37 +390,6 @@ StrategyBuilder = Callable[[BaseModel, StrategySettings], Strategy]
 BUILT_IN: dict[str, type[Strategy]] = {
     cls.name: cls for cls in (FedAvg, FedAvgM, FedAdagrad, FedAdam, FedYogi)
 }
-
-
-def builtin_strategies() -> dict[str, StrategyBuilder]:
-    """The built-in entries of ``wflsim.models.registry.STRATEGY_BUILDERS``: the server-side
-    strategies here, the aggregating ones of
-    :mod:`wflsim.models.learner.strategies_aggregation` and the client-side ones of
-    ``wflsim.models.learner.strategies_client``."""
-    from .strategies_aggregation import AGGREGATING
-    from .strategies_client import CLIENT_BUILT_IN
-
-    return {**BUILT_IN, **AGGREGATING, **CLIENT_BUILT_IN}
-
-
-def build_strategy(spec: Any, settings: StrategySettings) -> Strategy:
-    """The strategy of ``spec`` (a ``wflsim.sim.strategies.StrategySpec``: its parameters
-    validated by the strategy's model) built for ``settings``.
-
-    Raises:
-        ValueError: an unknown strategy, bad parameters, or a builder that returns no
-            :class:`Strategy`.
-    """
-    from ..registry import STRATEGY_BUILDERS
-
-    built = STRATEGY_BUILDERS[spec.name](spec.validated(), settings)
-    if not isinstance(built, Strategy):
-        raise ValueError(
-            f"strategy {spec.name!r}: its builder returned {type(built).__name__}, not a "
-            "wflsim.Strategy"
-        )
-    built.registered_name = spec.name
-    return built
 
 
 class StrategyOutputError(TypeError):

@@ -56,10 +56,10 @@ def register_dataset(
     Raises:
         ValueError: a bad name, or data that cannot be a classification dataset.
     """
-    from wflsim.models import extensions as _ext
+    from wflsim.models import registry as _learner
 
     _check_name("dataset", name, replace)
-    _ext.add_dataset(name, train, test, num_classes, replace=replace)
+    _learner.add_dataset(name, train, test, num_classes, replace=replace)
 
 
 def register_model(
@@ -82,13 +82,13 @@ def register_model(
     Raises:
         ValueError: a bad name or a factory that is not callable.
     """
-    from wflsim.models import extensions as _ext
+    from wflsim.models import registry as _learner
 
     _check_name("model", name, replace)
     if not callable(factory):
         raise ValueError(f"the factory of model {name!r} must be callable")
     fits = None if datasets is None else tuple(str(d) for d in datasets)
-    _ext.add_model(name, factory, fits, replace=replace)
+    _learner.add_model(name, factory, fits, replace=replace)
 
 
 def register_partition(
@@ -110,12 +110,12 @@ def register_partition(
     Raises:
         ValueError: a bad name or a function that is not callable.
     """
-    from wflsim.models import extensions as _ext
+    from wflsim.models import registry as _learner
 
     _check_name("partition", name, replace)
     if not callable(fn):
         raise ValueError(f"partition {name!r} must be a function")
-    _ext.add_partition(name, fn, replace=replace)
+    _learner.add_partition(name, fn, replace=replace)
 
 
 def register_scheme(cls: type, *, replace: bool = False) -> type:

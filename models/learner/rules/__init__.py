@@ -2,9 +2,10 @@
 aggregates, and the per-device state that carries across slots and frames.
 
 One module per rule, named by the schemes through ``wflsim.sim.updates.UpdateRuleSpec`` (the registry
-of names, parameters and frame inputs is ``wflsim.sim.registry.UPDATE_RULES``; :data:`RULES`,
-``wflsim.models.registry.RULE_BUILDERS``, implements it, name for name: the built-in builders of
-:func:`builtin_rules` and those registered from Python):
+of names, parameters and frame inputs is ``wflsim.sim.registry.UPDATE_RULES``;
+:data:`wflsim.models.registry.RULE_BUILDERS` implements it, name for name: the built-in builders of
+:func:`builtin_rules` and those registered from Python; :func:`wflsim.models.registry.build_rule`
+builds one; the registry imports this package, never the other way round):
 
 * ``freezing`` -- :class:`Freezing` (the paper's; selection by stability or at random);
 * ``topk_ef`` -- :class:`TopKResidual` (Top-K with error accumulation);
@@ -22,7 +23,6 @@ from typing import Any
 import torch
 from torch import nn
 
-from ...registry import RULE_BUILDERS
 from .base import AGGREGATIONS, PlainRule, UpdateRule
 from .freezing import Freezing, freeze_masks, stability_scores
 from .ordered_dropout import OrderedDropout
@@ -38,11 +38,9 @@ __all__ = [
     "PlainRule",
     "StochasticQuantisation",
     "TopKResidual",
-    "RULES",
     "RuleBuilder",
     "RuleSettings",
     "UpdateRule",
-    "build_rule",
     "builtin_rules",
     "freeze_masks",
     "stability_scores",
@@ -105,13 +103,11 @@ def _ordered_dropout(params: Mapping[str, Any], s: RuleSettings) -> UpdateRule:
 #: A rule's builder from the scheme's parameters and the learner's settings.
 RuleBuilder = Callable[[Mapping[str, Any], RuleSettings], UpdateRule]
 
-#: The implementation of every rule of ``wflsim.sim.registry.UPDATE_RULES``, by the same name:
-#: ``wflsim.models.registry.RULE_BUILDERS``.
-RULES = RULE_BUILDERS
-
 
 def builtin_rules() -> dict[str, RuleBuilder]:
-    """The built-in rules' builders (the built-in entries of :data:`RULES`)."""
+    """The built-in rules' builders (the built-in entries of
+    :data:`wflsim.models.registry.RULE_BUILDERS`, the implementation of every rule of
+    ``wflsim.sim.registry.UPDATE_RULES`` by the same name)."""
     return {
         "freezing": _freezing,
         "topk_ef": _topk,
@@ -119,12 +115,3 @@ def builtin_rules() -> dict[str, RuleBuilder]:
         "quantisation": _quantisation,
         "ordered_dropout": _ordered_dropout,
     }
-
-
-def build_rule(name: str, params: Mapping[str, Any], **settings: Any) -> UpdateRule:
-    """The rule ``name`` with the scheme's ``params`` and the learner's settings
-    (:class:`RuleSettings`: ``model`` and its catalogue ``architecture`` for the rules that need
-    the network's structure)."""
-    if name not in RULES:
-        raise ValueError(f"unknown update rule {name!r}; known: {sorted(RULES)}")
-    return RULES[name](params, RuleSettings(**settings))
