@@ -500,7 +500,7 @@ def test_every_built_in_rule_computes_stale_updates():
     """No built-in rule refuses stale updates, and each has the learner side they need."""
     from wflsim.models.learner.rules import RULES, RuleSettings, builtin_rules
     from wflsim.models.nets import build_model
-    from wflsim.sim.updates import UPDATE_RULES
+    from wflsim.sim.registry import UPDATE_RULES
 
     net = build_model("mlp", "digits")
     d = sum(p.numel() for p in net.parameters())

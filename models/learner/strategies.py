@@ -35,6 +35,7 @@ import numpy as np
 import torch
 from pydantic import BaseModel
 
+from wflsim.sim.registry import STRATEGIES
 from wflsim.sim.strategies import FedAdagradParams, FedAdamParams, FedAvgMParams
 
 
@@ -412,7 +413,7 @@ def build_strategy(spec: Any, settings: StrategySettings) -> Strategy:
     """
     from ..registry import STRATEGY_BUILDERS
 
-    built = STRATEGY_BUILDERS[spec.name](spec.validated(), settings)
+    built = STRATEGY_BUILDERS[spec.name](spec.validated(STRATEGIES), settings)
     if not isinstance(built, Strategy):
         raise ValueError(
             f"strategy {spec.name!r}: its builder returned {type(built).__name__}, not a "
