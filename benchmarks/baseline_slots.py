@@ -34,10 +34,9 @@ import torch  # noqa: E402
 from wflsim.models.data import load_dataset, partition  # noqa: E402
 from wflsim.models.learner import TorchLearner  # noqa: E402
 from wflsim.models.nets import build_model  # noqa: E402
+from wflsim.sim.registry import SCHEMES, build_scheme  # noqa: E402
 from wflsim.sim.rng import Streams  # noqa: E402
-from wflsim.sim.schemes import SCHEMES  # noqa: E402
 from wflsim.sim.schemes.common import freezing_plan  # noqa: E402
-from wflsim.sim.schemes.registry import build_scheme  # noqa: E402
 from wflsim.sim.updates import UpdateInputs  # noqa: E402
 from wflsim.sim.world.system import DeviceArrays, SystemConstants  # noqa: E402
 

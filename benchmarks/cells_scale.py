@@ -102,7 +102,7 @@ from wflsim.sim.learner import NullLearner  # noqa: E402
 from wflsim.sim.radio.cells.config import CellsConfig  # noqa: E402
 from wflsim.sim.radio.cells.layout import build_layout  # noqa: E402
 from wflsim.sim.radio.cells.uplink import CellularUplink  # noqa: E402
-from wflsim.sim.schemes import SCHEMES  # noqa: E402
+from wflsim.sim.registry import SCHEMES  # noqa: E402
 
 SCENARIO = _common.REPO / "scenarios" / "paper" / "mnist_iid.toml"
 NUM_PARAMS = 440_812

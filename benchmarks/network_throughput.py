@@ -71,7 +71,7 @@ from wflsim.app.run import Prepared, execute, prepare_scenario  # noqa: E402
 from wflsim.app.scenario import validate_scenario  # noqa: E402
 from wflsim.sim.config.loading import read_scenario_file  # noqa: E402
 from wflsim.sim.learner import NullLearner  # noqa: E402
-from wflsim.sim.schemes import SCHEMES  # noqa: E402
+from wflsim.sim.registry import SCHEMES  # noqa: E402
 
 SCENARIO = _common.REPO / "scenarios" / "paper" / "mnist_iid.toml"
 NUM_PARAMS = 440_812

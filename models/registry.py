@@ -168,7 +168,7 @@ def build_strategy(spec: Any, settings: StrategySettings) -> Strategy:
     """
     from .learner.strategies import Strategy
 
-    built = STRATEGY_BUILDERS[spec.name](spec.validated(), settings)
+    built = STRATEGY_BUILDERS[spec.name](spec.validated(sim_registry.STRATEGIES), settings)
     if not isinstance(built, Strategy):
         raise ValueError(
             f"strategy {spec.name!r}: its builder returned {type(built).__name__}, not a "

@@ -40,6 +40,7 @@ from .privacy.mechanism import PrivacySpec
 from .radio.cells.component import Cells
 from .radio.modes import uplink_mode
 from .radio.spec import UplinkSpec
+from .registry import STRATEGIES, UPDATE_RULES
 from .schemes.base import FrameContext, Scheme, SlotContext
 from .selection import Selection
 from .servers.base import FrameState, Server, SlotEnd, SlotPlanning
@@ -198,7 +199,8 @@ class Engine:
 
     Raises:
         ValueError: the server refuses the engine's parts (a stale-update server with a
-            learner that keeps no model versions, say), or the learner cannot take the strategy.
+            learner that keeps no model versions, say), the learner cannot take the strategy, or
+            the scheme's update rule or the strategy is not registered.
     """
 
     #: rows buffered before they are handed to the writer within a frame (a row group: about
@@ -248,9 +250,11 @@ class Engine:
             )
         #: the cloud tier (``[server.hierarchy]``; None: flat aggregation)
         self.hierarchy = hierarchy
+        scheme.update_rule.entry(UPDATE_RULES)
         learner.set_update_rule(scheme.update_rule)
         #: the server strategy the learner steps with
         self.strategy = strategy if strategy is not None else StrategySpec()
+        self.strategy.entry(STRATEGIES)
         set_learner_strategy(learner, self.strategy)
         #: which candidates of a slot the server asks (``[strategy.selection]``)
         self.selection = selection if selection is not None else Selection()
@@ -479,7 +483,7 @@ class Engine:
         plan = self.scheme.plan_frame(
             FrameContext(frame=k, large_scale_gain=planned_large, queue_j=queue)
         )
-        self.scheme.update_rule.check_inputs(plan.update)
+        self.scheme.update_rule.check_inputs(plan.update, UPDATE_RULES)
         self.learner.begin_frame(k, plan.update)
         b.add("freeze", now, k, t0, ids, gamma=plan.gamma, queue_j=queue, **plan.columns)
         costs = slots.frame_costs(plan.cost.payload_bits, plan.cost.compute_fraction, self.system)

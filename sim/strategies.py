@@ -3,11 +3,12 @@ torch.
 
 A scenario's ``[strategy]`` table names a strategy (``name``) and gives its parameters (the
 table's other fields). This module holds what validation, the engine and a network-only run need
-of a strategy: its entry in :data:`STRATEGIES` (:class:`StrategyInfo`: a strict pydantic model of
-its parameters and a one-line description with its equation), and the record the engine hands
-the learner (:class:`StrategySpec`: the name and the parameters). The learner side implements each
-strategy under the same name (``wflsim.models.learner.strategies``: a ``Strategy`` class with
-``server_step(w, g, lr)``; its builders are ``wflsim.models.registry.STRATEGY_BUILDERS``).
+of a strategy: its entry in :data:`wflsim.sim.registry.STRATEGIES` (:class:`StrategyInfo`: a
+strict pydantic model of its parameters and a one-line description with its equation), and the
+record the engine hands the learner (:class:`StrategySpec`: the name and the parameters). The
+learner side implements each strategy under the same name (``wflsim.models.learner.strategies``:
+a ``Strategy`` class with ``server_step(w, g, lr)``; its builders are
+``wflsim.models.registry.STRATEGY_BUILDERS``).
 
 The built-in strategies are FedAvg and the server optimisers of Reddi et al., "Adaptive Federated
 Optimization" (ICLR 2021), Algorithm 2. With ``g`` the step's aggregated pseudo-gradient (the
@@ -27,12 +28,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from . import registry
+if TYPE_CHECKING:
+    from .registry_base import Registry
 
 
 class StrategyParams(BaseModel):
@@ -157,7 +159,7 @@ class StrategyInfo:
 
 
 def builtin_strategies() -> dict[str, StrategyInfo]:
-    """The built-in entries of :data:`STRATEGIES` (implemented in
+    """The built-in entries of :data:`wflsim.sim.registry.STRATEGIES` (implemented in
     ``wflsim.models.learner.strategies``)."""
     adaptive = "m = b1 m + (1 - b1) Delta; {v}; w <- w + eta m / (sqrt(v) + tau); v starts at tau^2"
     return {
@@ -216,30 +218,33 @@ def builtin_strategies() -> dict[str, StrategyInfo]:
     }
 
 
-#: Every server strategy: :data:`wflsim.sim.registry.STRATEGIES`, the built-in ones of
-#: :func:`builtin_strategies` and those registered from Python (each implemented under the same
-#: name in ``wflsim.models.registry.STRATEGY_BUILDERS``).
-STRATEGIES = registry.STRATEGIES
-
 #: The strategy of a scenario without a ``[strategy]`` table.
 DEFAULT = "fedavg"
 
 
 @dataclass(frozen=True)
 class StrategySpec:
-    """A server strategy as the engine hands it to the learner: its name (a key of
-    :data:`STRATEGIES`) and its parameters (validated by the strategy's parameter model)."""
+    """A server strategy as the engine hands it to the learner: its name (a key of the table of
+    strategies, :data:`wflsim.sim.registry.STRATEGIES`) and its parameters (validated by the
+    strategy's parameter model). Checked against that table where a run starts
+    (:meth:`entry`)."""
 
     name: str = DEFAULT
     params: Mapping[str, Any] = field(default_factory=dict)
 
-    def __post_init__(self) -> None:
-        if self.name not in STRATEGIES:
-            raise ValueError(
-                f"unknown strategy {self.name!r}; known: {', '.join(STRATEGIES.names())}"
-            )
+    def entry(self, strategies: Registry[StrategyInfo]) -> StrategyInfo:
+        """This strategy's entry in ``strategies`` (the table of strategies).
 
-    def validated(self) -> BaseModel:
-        """The parameters as the strategy's parameter model (strict: unknown fields, wrong
-        types and values out of range raise pydantic's ValidationError)."""
-        return STRATEGIES[self.name].params.model_validate(dict(self.params), strict=True)
+        Raises:
+            ValueError: a name ``strategies`` does not hold.
+        """
+        if self.name not in strategies:
+            raise ValueError(
+                f"unknown strategy {self.name!r}; known: {', '.join(strategies.names())}"
+            )
+        return strategies[self.name]
+
+    def validated(self, strategies: Registry[StrategyInfo]) -> BaseModel:
+        """The parameters as the strategy's parameter model in ``strategies`` (strict: unknown
+        fields, wrong types and values out of range raise pydantic's ValidationError)."""
+        return self.entry(strategies).params.model_validate(dict(self.params), strict=True)

@@ -1,11 +1,12 @@
 """Learner-side update rules: their names, parameters and frame inputs, without torch.
 
-A scheme names the rule it needs (:class:`UpdateRuleSpec`: a name of :data:`UPDATE_RULES` and
-its parameters) and, in every frame plan, hands the rule its inputs for the frame as the rule's
-own typed record (:attr:`UpdateRule.inputs`: e.g. :class:`FreezingInputs`), which the learner
-receives in ``begin_frame``. :data:`UPDATE_RULES` is :data:`wflsim.sim.registry.UPDATE_RULES`, whose
-built-in entries :func:`builtin_update_rules` gives. The learner side implements each rule under
-the same name (``wflsim.models.registry.RULE_BUILDERS``;
+A scheme names the rule it needs (:class:`UpdateRuleSpec`: a name of
+:data:`wflsim.sim.registry.UPDATE_RULES` and its parameters) and, in every frame plan, hands the
+rule its inputs for the frame as the rule's own typed record (:attr:`UpdateRule.inputs`: e.g.
+:class:`FreezingInputs`), which the learner receives in ``begin_frame``. That table's built-in
+entries are :func:`builtin_update_rules`; the registry module imports this one, never the other
+way round (a spec is handed the table it is checked against: :meth:`UpdateRuleSpec.entry`). The
+learner side implements each rule under the same name (``wflsim.models.registry.RULE_BUILDERS``;
 a test holds the two registries to one set of names and input types). Everything here is
 torch-free.
 """
@@ -14,12 +15,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
 
-from . import registry
+if TYPE_CHECKING:
+    from .registry_base import Registry
 
 
 @dataclass(frozen=True)
@@ -81,12 +83,6 @@ class UpdateRule:
     no_stale_updates: str | None = None
 
 
-#: Every learner-side update rule: :data:`wflsim.sim.registry.UPDATE_RULES`, the built-in rules of
-#: :func:`builtin_update_rules` and those registered from Python (each implemented under the same
-#: name in ``wflsim.models.registry.RULE_BUILDERS``).
-UPDATE_RULES = registry.UPDATE_RULES
-
-
 def builtin_update_rules() -> dict[str, UpdateRule]:
     """The built-in rules' entries of :data:`wflsim.sim.registry.UPDATE_RULES` (implemented in
     ``wflsim.models.learner.rules``)."""
@@ -101,21 +97,31 @@ def builtin_update_rules() -> dict[str, UpdateRule]:
 
 @dataclass(frozen=True)
 class UpdateRuleSpec:
-    """A learner-side update rule: its name (a key of :data:`UPDATE_RULES`) and parameters."""
+    """A learner-side update rule: its name (a key of the table of update rules,
+    :data:`wflsim.sim.registry.UPDATE_RULES`) and parameters. Checked against that table where a
+    scheme is built and where a run starts (:meth:`entry`)."""
 
     name: str
     params: Mapping[str, Any] = field(default_factory=dict)
 
-    def __post_init__(self) -> None:
-        if self.name not in UPDATE_RULES:
-            raise ValueError(f"unknown update rule {self.name!r}; known: {sorted(UPDATE_RULES)}")
-        unknown = set(self.params) - set(UPDATE_RULES[self.name].params)
+    def entry(self, rules: Registry[UpdateRule]) -> UpdateRule:
+        """This rule's entry in ``rules`` (the table of update rules).
+
+        Raises:
+            ValueError: a name ``rules`` does not hold, or parameters the rule does not take.
+        """
+        if self.name not in rules:
+            raise ValueError(f"unknown update rule {self.name!r}; known: {sorted(rules)}")
+        rule = rules[self.name]
+        unknown = set(self.params) - set(rule.params)
         if unknown:
             raise ValueError(f"update rule {self.name!r} has no parameter(s) {sorted(unknown)}")
+        return rule
 
-    def check_inputs(self, inputs: object) -> None:
-        """Refuse frame inputs that are not this rule's record (a scheme's mistake)."""
-        want = UPDATE_RULES[self.name].inputs
+    def check_inputs(self, inputs: object, rules: Registry[UpdateRule]) -> None:
+        """Refuse frame inputs that are not this rule's record in ``rules`` (a scheme's
+        mistake)."""
+        want = rules[self.name].inputs
         if not isinstance(inputs, want):
             raise TypeError(
                 f"update rule {self.name!r} takes {want.__name__} as its frame inputs, "

@@ -1,5 +1,5 @@
 """The package layout keeps its promises: every import points down the layers, sim is torch-free,
-and there is no module-level import cycle.
+and no modules import each other in a circle (imports anywhere count; reported by part).
 
 Layers, bottom to top (docs/architecture.md, "Layers"): ``wflsim.sim`` < ``wflsim.models`` and
 ``wflsim.analysis`` < ``wflsim.app`` < ``wflsim.api`` (and the package root ``wflsim``, which
@@ -15,6 +15,10 @@ import ast
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from conftest import REPO
 
@@ -130,10 +134,14 @@ def _imports(source: str, package: str, modules: set[str], everywhere: bool) -> 
     return found
 
 
-def _graph(everywhere: bool = True) -> dict[str, set[str]]:
-    """Module -> the modules of the package it imports (``everywhere``: wherever the import is;
-    else at module level)."""
-    paths = {_module_name(p): p for p in _files()}
+def _paths() -> dict[str, Path]:
+    """Module -> its source file, for every module of the package."""
+    return {_module_name(p): p for p in _files()}
+
+
+def _scan(paths: dict[str, Path], everywhere: bool = True) -> dict[str, set[str]]:
+    """Module -> the modules of ``paths`` it imports (``everywhere``: wherever the import is;
+    else at module level), for the modules ``paths`` names (module -> source file)."""
     modules = set(paths)
     graph = {}
     for name, path in paths.items():
@@ -141,6 +149,12 @@ def _graph(everywhere: bool = True) -> dict[str, set[str]]:
         deps = _imports(path.read_text(), package, modules, everywhere)
         graph[name] = {m for m in deps if m in modules and m != name}
     return graph
+
+
+def _graph(everywhere: bool = True) -> dict[str, set[str]]:
+    """Module -> the modules of the package it imports (``everywhere``: wherever the import is;
+    else at module level)."""
+    return _scan(_paths(), everywhere)
 
 
 def _foreign(layer: str) -> dict[str, set[str]]:
@@ -176,7 +190,7 @@ def test_the_scanner_sees_imports_inside_functions_type_checking_and_import_modu
 
 
 def test_the_module_level_scanner_skips_functions_and_type_checking():
-    """The module-level scanner (of the cycle test) leaves out function bodies and TYPE_CHECKING."""
+    """The module-level scanner leaves out function bodies and TYPE_CHECKING."""
     source = (
         "from typing import TYPE_CHECKING\nimport wflsim.sim.rng\n"
         "if TYPE_CHECKING:\n    from wflsim.app import run\n"
@@ -274,28 +288,194 @@ def test_a_network_only_run_loads_no_torch_models_or_analysis():
     _loads_none_of(run, ("wflsim.models", "wflsim.analysis"))
 
 
-def test_no_module_level_import_cycles():
-    """The module-level import graph of the package has no cycle."""
-    graph = _graph(everywhere=False)
-    state: dict[str, int] = {}
+def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Every circle of imports in ``graph`` (module -> the modules it imports): each group of two
+    or more modules from which every one of them reaches every other (a strongly connected
+    component, Tarjan's algorithm), as one shortest circle through its first module (sorted),
+    that module repeated at the end (``[a, b, a]``), then the group's modules off that circle,
+    sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
     stack: list[str] = []
-    cycles: list[list[str]] = []
+    on_stack: set[str] = set()
+    groups: list[list[str]] = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, deps = work[-1]
+            nxt = next(deps, None)
+            if nxt is None:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == index[node]:
+                    group = []
+                    while True:
+                        member = stack.pop()
+                        on_stack.discard(member)
+                        group.append(member)
+                        if member == node:
+                            break
+                    if len(group) > 1:
+                        groups.append(sorted(group))
+            elif nxt not in index:
+                index[nxt] = low[nxt] = len(index)
+                stack.append(nxt)
+                on_stack.add(nxt)
+                work.append((nxt, iter(sorted(graph.get(nxt, ())))))
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+    found = []
+    for group in sorted(groups):
+        circle = _shortest_circle(graph, group)
+        found.append(circle + [m for m in group if m not in circle])
+    return found
 
-    def dfs(node: str) -> None:
-        state[node] = 1
-        stack.append(node)
-        for nxt in sorted(graph[node]):
-            if state.get(nxt) == 1:
-                cycles.append(stack[stack.index(nxt) :] + [nxt])
-            elif nxt not in state:
-                dfs(nxt)
-        stack.pop()
-        state[node] = 2
 
-    for node in sorted(graph):
-        if node not in state:
-            dfs(node)
-    assert not cycles, cycles
+def _shortest_circle(graph: dict[str, set[str]], group: list[str]) -> list[str]:
+    """A shortest circle of imports within ``group`` (a strongly connected group) through its
+    first module: ``[a, ..., a]`` (breadth first)."""
+    start, members = group[0], set(group)
+    came_from: dict[str, str] = {}
+    frontier = [start]
+    while frontier:
+        following = []
+        for node in frontier:
+            for nxt in sorted(graph[node] & members):
+                if nxt == start:
+                    path = [node]
+                    while path[-1] != start:
+                        path.append(came_from[path[-1]])
+                    return [*reversed(path), start]
+                if nxt not in came_from:
+                    came_from[nxt] = node
+                    following.append(nxt)
+        frontier = following
+    raise AssertionError(f"{group} is not a circle")
+
+
+#: The parts of the package whose import circles are reported apart: each linked folder, and
+#: the rest (``wflsim/``'s own modules: the application, the API, the root, the public faces).
+PARTS = (*PACKAGES, "rest")
+
+
+def _part(module: str) -> str:
+    """The part of a module (:data:`PARTS`)."""
+    layer = _layer(module)
+    return layer if layer in PACKAGES else "rest"
+
+
+def _circles_by_file(graph: dict[str, set[str]], paths: dict[str, Path]) -> list[str]:
+    """Each circle of ``graph`` (:func:`_circles`) written with its modules' files."""
+    found = []
+    for circle in _circles(graph):
+        cut = circle.index(circle[0], 1) + 1
+        names = [str(paths[m].relative_to(REPO)) for m in circle]
+        others = f" (the circle's group also holds {', '.join(names[cut:])})" if names[cut:] else ""
+        found.append(" -> ".join(names[:cut]) + others)
+    return found
+
+
+@pytest.mark.parametrize("part", PARTS)
+def test_no_import_circle_between_modules(part):
+    """No module of the part is in a circle of imports between modules (imports anywhere: in
+    functions and under TYPE_CHECKING too), each circle reported by its files."""
+    graph, paths = _graph(), _paths()
+    circles = [c for c in _circles(graph) if part in {_part(m) for m in c}]
+    assert not circles, _circles_by_file({m: graph[m] for c in circles for m in c}, paths)
+
+
+#: Small packages whose modules import each other in a circle, each module's source by name,
+#: and the circle the finder reports (``[a, ..., a]`` then the group's other modules).
+CIRCULAR_PACKAGES = {
+    "in_a_function": (
+        {"a": "def f():\n    from pkg import b\n", "b": "def g():\n    import pkg.a\n"},
+        ["pkg.a", "pkg.b", "pkg.a"],
+    ),
+    "under_type_checking": (
+        {
+            "a": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg.b import B\n",
+            "b": "from . import a\n",
+        },
+        ["pkg.a", "pkg.b", "pkg.a"],
+    ),
+    "through_three_modules": (
+        {"a": "from .b import x\n", "b": "from .c import y\n", "c": "import pkg.a\n", "d": ""},
+        ["pkg.a", "pkg.b", "pkg.c", "pkg.a"],
+    ),
+    "through_import_module": (
+        {"a": "import importlib\nM = importlib.import_module('pkg.b')\n", "b": "from . import a\n"},
+        ["pkg.a", "pkg.b", "pkg.a"],
+    ),
+}
+
+
+@pytest.mark.parametrize("case", CIRCULAR_PACKAGES)
+def test_the_circle_finder_reports_a_circle_written_into_a_package(tmp_path, case):
+    """A package written into tmp_path whose modules import each other in a circle (inside a
+    function, under TYPE_CHECKING, through three modules, through import_module) is reported."""
+    sources, circle = CIRCULAR_PACKAGES[case]
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    for name, source in sources.items():
+        (package / f"{name}.py").write_text(source)
+    paths = {f"pkg.{p.stem}" if p.stem != "__init__" else "pkg": p for p in package.glob("*.py")}
+    assert _circles(_scan(paths)) == [circle]
+
+
+def test_the_circle_finder_reports_no_circle_in_a_package_that_imports_downwards(tmp_path):
+    """Imports that only point one way (a -> b -> c, a -> c) are no circle."""
+    package = tmp_path / "pkg"
+    package.mkdir()
+    sources = {"__init__": "", "a": "from . import b, c\n", "b": "from .c import y\n", "c": ""}
+    for name, source in sources.items():
+        (package / f"{name}.py").write_text(source)
+    paths = {f"pkg.{p.stem}" if p.stem != "__init__" else "pkg": p for p in package.glob("*.py")}
+    assert _scan(paths)["pkg.a"] == {"pkg.b", "pkg.c"}
+    assert _circles(_scan(paths)) == []
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.dictionaries(
+        st.sampled_from("abcdefg"), st.sets(st.sampled_from("abcdefg"), max_size=3), max_size=7
+    )
+)
+def test_the_circle_finder_reports_exactly_the_modules_that_reach_themselves(edges):
+    """On any small graph the circles hold exactly the modules from which an import path leads
+    back to themselves (the transitive closure, an independent reference), each circle's path
+    following the graph's imports."""
+    graph = {m: {d for d in deps if d != m} for m, deps in edges.items()}
+    for deps in list(graph.values()):
+        for d in deps:
+            graph.setdefault(d, set())
+    reach = {m: set(deps) for m, deps in graph.items()}
+    for k in graph:
+        for m in graph:
+            if k in reach[m]:
+                reach[m] |= reach[k]
+    circles = _circles(graph)
+    assert {m for c in circles for m in c} == {m for m in graph if m in reach[m]}
+    for circle in circles:
+        cut = circle.index(circle[0], 1)
+        assert all(b in graph[a] for a, b in zip(circle[:cut], circle[1 : cut + 1], strict=True))
+
+
+def test_one_back_edge_added_to_the_package_graph_is_a_reported_circle():
+    """Adding to the real graph one import back up (the scheme base importing the registry
+    that lists the schemes) makes a circle through both that the finder reports."""
+    graph = _graph()
+    top, low = "wflsim.sim.registry", "wflsim.sim.schemes.base"
+    assert not [c for c in _circles(graph) if top in c or low in c]
+    graph[low] = graph[low] | {top}
+    circles = [c for c in _circles(graph) if top in c and low in c]
+    assert len(circles) == 1
 
 
 #: Most lines a module of the package may have: a room one can still read as a whole. A module

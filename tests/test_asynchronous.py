@@ -501,7 +501,7 @@ def test_every_built_in_rule_computes_stale_updates():
     from wflsim.models.learner.rules import RuleSettings, builtin_rules
     from wflsim.models.nets import build_model
     from wflsim.models.registry import RULE_BUILDERS
-    from wflsim.sim.updates import UPDATE_RULES
+    from wflsim.sim.registry import UPDATE_RULES
 
     net = build_model("mlp", "digits")
     d = sum(p.numel() for p in net.parameters())

@@ -67,7 +67,7 @@ def _union_members(annotation: object) -> list[object]:
 
 def test_scheme_doc_lists_every_scheme_and_parameter():
     """Every registered scheme and every scheme parameter appears in docs/scenario.md."""
-    from wflsim.sim.schemes import SCHEMES
+    from wflsim.sim.registry import SCHEMES
 
     doc = (REPO / "docs" / "scenario.md").read_text()
     for name, cls in SCHEMES.items():

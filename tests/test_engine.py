@@ -108,7 +108,7 @@ def test_engine_built_from_parts_closes_slots_at_the_systems_deadline():
     import wflsim
     from wflsim.app.run import engine_config
     from wflsim.sim.engine import Engine
-    from wflsim.sim.schemes.registry import build_scheme
+    from wflsim.sim.registry import build_scheme
 
     prep = wflsim.prepare(_outage_scenario(frames=2))
     system = dataclasses.replace(prep.system, deadline_s=0.6)

@@ -410,7 +410,7 @@ def test_the_controllers_inputs_scale_theta_and_compute_energy_by_hand():
     """The frame controller of two_timescale sees theta = c B E_n / f and e_cmp =
     (alpha/2) c B E_n f^2 per device, and the value V lam B without E_n."""
     import wflsim
-    from wflsim.sim.schemes import build_scheme
+    from wflsim.sim.registry import build_scheme
     from wflsim.sim.schemes.base import FrameContext
 
     data = _network({"batch_size": [100, 100, 50, 100, 100, 100]}, local_epochs=1)

@@ -331,7 +331,7 @@ def test_scheme_colour_is_the_same_in_every_figure(data):
 
 def test_every_registered_scheme_has_its_own_colour():
     """SCHEME_COLORS covers every registered scheme, with distinct colours."""
-    from wflsim.sim.schemes import SCHEMES
+    from wflsim.sim.registry import SCHEMES
 
     assert set(SCHEMES) <= set(F.SCHEME_COLORS)
     assert len(set(F.SCHEME_COLORS.values())) == len(F.SCHEME_COLORS)
@@ -550,7 +550,7 @@ def test_markers_of_a_long_line_are_shifted_per_scheme():
 
 def test_every_registered_scheme_has_its_own_marker():
     """SCHEME_MARKERS covers every registered scheme, with distinct markers."""
-    from wflsim.sim.schemes import SCHEMES
+    from wflsim.sim.registry import SCHEMES
 
     assert set(SCHEMES) <= set(F.SCHEME_MARKERS)
     assert len(set(F.SCHEME_MARKERS.values())) == len(F.SCHEME_MARKERS)

@@ -197,8 +197,7 @@ def _whole_numbers(tp: Any) -> list[int]:
 
 def _integer_fields() -> list[tuple[str, str, Any, list[int]]]:
     from wflsim.sim.config.schema import Scenario
-    from wflsim.sim.schemes.registry import SCHEMES
-    from wflsim.sim.strategies import STRATEGIES
+    from wflsim.sim.registry import SCHEMES, STRATEGIES
 
     models: set[type[BaseModel]] = set()
     _models(Scenario, models)

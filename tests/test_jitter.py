@@ -23,8 +23,8 @@ from conftest import (
 )
 from wflsim.sim.config.loading import validate_scenario
 from wflsim.sim.errors import ScenarioError
+from wflsim.sim.registry import SCHEMES
 from wflsim.sim.rng import Streams
-from wflsim.sim.schemes import SCHEMES
 from wflsim.sim.slot import FrameCosts, SlotRules, resolve_slot, slot_costs
 from wflsim.sim.world.compute import ComputeConfig, build_jitter
 from wflsim.sim.world.system import DeviceArrays, SystemConstants

@@ -23,7 +23,7 @@ from golden_runs import golden_runs
 from wflsim.app.run import kernel_of
 from wflsim.sim.config.loading import validate_scenario
 from wflsim.sim.kernels import ClosedFormKernel, EventKernel, SlotActivity, make_kernel
-from wflsim.sim.schemes import SCHEMES
+from wflsim.sim.registry import SCHEMES
 
 
 def _play(kernel, who, compute_s, upload_s, deadline_s=1.0, start_s=0.0):

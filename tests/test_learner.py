@@ -17,8 +17,8 @@ from wflsim.models.data import partition
 from wflsim.models.learner import Freezing, TorchLearner, freeze_masks, stability_scores
 from wflsim.models.learner.gradients import GradientPaths
 from wflsim.sim.learner import Learner, NullLearner, UpdateRuleSpec
+from wflsim.sim.registry import SCHEMES
 from wflsim.sim.rng import Streams
-from wflsim.sim.schemes import SCHEMES
 from wflsim.sim.schemes.base import FrameContext
 from wflsim.sim.updates import FreezingInputs
 
@@ -695,7 +695,7 @@ def test_per_device_starting_buffers_update_each_devices_statistics(path: str) -
 def test_the_learner_implements_every_registered_update_rule_and_no_other():
     """models' rule builders and sim's update-rule registry name the same rules."""
     from wflsim.models.registry import RULE_BUILDERS
-    from wflsim.sim.updates import UPDATE_RULES
+    from wflsim.sim.registry import UPDATE_RULES
 
     assert set(RULE_BUILDERS) == set(UPDATE_RULES)
 
@@ -704,7 +704,7 @@ def test_the_learner_implements_every_registered_update_rule_and_no_other():
 def test_every_scheme_plans_its_rules_typed_inputs(scheme):
     """Every scheme's frame plan carries its update rule's own input record."""
     from wflsim.app.run import build_engine, make_learner
-    from wflsim.sim.updates import UPDATE_RULES
+    from wflsim.sim.registry import UPDATE_RULES
 
     prep = wflsim.prepare(network_only(scheme={"name": scheme}))
     engine = build_engine(prep, make_learner(prep))
@@ -715,7 +715,9 @@ def test_every_scheme_plans_its_rules_typed_inputs(scheme):
 
 def test_inputs_of_another_rule_are_refused():
     """A frame plan whose inputs belong to another rule is refused with both names."""
+    from wflsim.sim.registry import UPDATE_RULES
     from wflsim.sim.updates import TopKInputs, UpdateRuleSpec
 
+    inputs = TopKInputs(k=np.zeros(3, dtype=np.int64))
     with pytest.raises(TypeError, match="FreezingInputs.*TopKInputs"):
-        UpdateRuleSpec("freezing").check_inputs(TopKInputs(k=np.zeros(3, dtype=np.int64)))
+        UpdateRuleSpec("freezing").check_inputs(inputs, UPDATE_RULES)

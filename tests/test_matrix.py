@@ -37,7 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from conftest import run_in_memory  # noqa: E402
 from wflsim.sim.errors import ScenarioError  # noqa: E402
-from wflsim.sim.schemes import SCHEMES  # noqa: E402
+from wflsim.sim.registry import SCHEMES  # noqa: E402
 
 SERVERS = ("sync", "semi_sync", "async")
 UPLINKS = ("dedicated", "ofdma", "tdma", "aircomp", "ns3_lte")

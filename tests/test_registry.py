@@ -100,7 +100,8 @@ def test_the_kind_check_refuses_bad_entries():
 
 def test_a_scheme_class_without_params_is_refused():
     """The scheme registry refuses a class whose Params is not a pydantic model."""
-    from wflsim.sim.schemes import SCHEMES, register
+    from wflsim.sim.registry import SCHEMES
+    from wflsim.sim.registry import register_scheme as register
 
     class NoParams:
         name = "no_params"
@@ -112,9 +113,11 @@ def test_a_scheme_class_without_params_is_refused():
 
 def test_built_in_schemes_take_the_way_in_of_registered_ones():
     """sim.schemes.BUILT_IN are the scheme registry's built-ins; a scheme registered with
-    sim.schemes.register is a registration from Python, which a sweep would ship."""
+    sim.registry.register_scheme is a registration from Python, which a sweep would ship."""
     from wflsim.app import extensions
-    from wflsim.sim.schemes import BUILT_IN, SCHEMES, register
+    from wflsim.sim.registry import SCHEMES
+    from wflsim.sim.registry import register_scheme as register
+    from wflsim.sim.schemes import BUILT_IN
     from wflsim.sim.schemes.fixed_power import FixedPower
 
     assert SCHEMES.builtin_names() == tuple(cls.name for cls in BUILT_IN)
@@ -145,24 +148,25 @@ def test_every_kind_registered_from_python_has_one_registry():
 def test_the_old_tables_are_gone_and_every_registry_name_is_the_registry_modules():
     """No module keeps its own table of extensions: the tables that register_* and unregister
     kept in step are gone (the rules package's RULES too: models.registry.RULE_BUILDERS is the one),
-    and SCHEMES and UPDATE_RULES are the registries' objects."""
+    and the modules that list built-ins hold no registry."""
     from wflsim.app import extensions
     from wflsim.models import extensions as learner_extensions
     from wflsim.models.learner import rules
-    from wflsim.sim import registry, schemes, updates
+    from wflsim.sim import schemes, servers, strategies, updates
     from wflsim.sim.config import catalogue
-    from wflsim.sim.schemes import registry as scheme_registry
 
     gone = {
         catalogue: ("USER_DATASETS", "USER_MODELS", "USER_PARTITIONS"),
         learner_extensions: ("_DATASETS", "_MODELS", "_PARTITIONS"),
         extensions: ("_RECORDS", "_BUILT_IN"),
         rules: ("RULES",),
+        schemes: ("SCHEMES",),
+        updates: ("UPDATE_RULES",),
+        strategies: ("STRATEGIES",),
+        servers: ("SERVERS",),
     }
     left = {m.__name__: [n for n in names if hasattr(m, n)] for m, names in gone.items()}
     assert left == {m.__name__: [] for m in gone}
-    assert schemes.SCHEMES is scheme_registry.SCHEMES is registry.SCHEMES
-    assert updates.UPDATE_RULES is registry.UPDATE_RULES
 
 
 def test_registries_are_made_only_in_the_two_registry_modules():

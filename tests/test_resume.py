@@ -14,7 +14,7 @@ from conftest import failing_at_frame, run_in_memory
 from golden_runs import column_hashes
 from wflsim.analysis.io import events_files, load_events
 from wflsim.app.cli import main
-from wflsim.sim.schemes import SCHEMES
+from wflsim.sim.registry import SCHEMES
 
 #: A network-only scenario with moving devices and the paper's controller: 6 frames x 4 slots.
 NETWORK = """

@@ -9,11 +9,11 @@ from hypothesis import strategies as st
 
 from conftest import REPO, base_scenario
 from wflsim.app.scenario import load_scenario, validate_scenario
-from wflsim.sim.config.catalogue import model_num_params
 from wflsim.sim.config.loading import apply_overrides, parse_override
 from wflsim.sim.config.resolve import check_deadline, resolve_devices
 from wflsim.sim.config.schema import DevicesConfig
 from wflsim.sim.errors import ScenarioError
+from wflsim.sim.registry import model_num_params
 from wflsim.sim.rng import Streams
 
 

@@ -15,14 +15,8 @@ import pytest
 from conftest import LOCKSTEP, REPO
 from wflsim.sim.engine import Engine
 from wflsim.sim.kernels import ClosedFormKernel, EventKernel
-from wflsim.sim.servers import (
-    SERVER_MODES,
-    SERVERS,
-    ServerConfig,
-    StaleServer,
-    SyncServer,
-    make_server,
-)
+from wflsim.sim.registry import SERVERS, make_server
+from wflsim.sim.servers import SERVER_MODES, ServerConfig, StaleServer, SyncServer
 from wflsim.sim.servers.base import Host
 
 

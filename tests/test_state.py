@@ -14,7 +14,7 @@ from golden_runs import digits
 from wflsim.app.run import build_engine, make_learner, prepare_scenario
 from wflsim.sim import state
 from wflsim.sim.config.loading import validate_scenario
-from wflsim.sim.schemes import SCHEMES
+from wflsim.sim.registry import SCHEMES
 
 
 def _engine(data: dict):

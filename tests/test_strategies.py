@@ -26,7 +26,8 @@ from wflsim.app.scenario import validate_scenario
 from wflsim.models.learner.strategies import BUILT_IN, StrategySettings
 from wflsim.models.registry import build_strategy
 from wflsim.sim.errors import ScenarioError
-from wflsim.sim.strategies import STRATEGIES, StrategySpec
+from wflsim.sim.registry import STRATEGIES
+from wflsim.sim.strategies import StrategySpec
 from wflsim.sim.updates import FreezingInputs
 
 pytestmark = pytest.mark.usefixtures("forget_registrations")

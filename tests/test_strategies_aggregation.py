@@ -317,7 +317,7 @@ def test_every_aggregating_strategy_is_documented():
 
     scenario = (REPO / "docs" / "scenario.md").read_text()
     api = (REPO / "docs" / "api.md").read_text()
-    from wflsim.sim.strategies import STRATEGIES
+    from wflsim.sim.registry import STRATEGIES
 
     for name in AGGREGATING:
         assert f"`{name}`" in scenario and f"| `{name}` |" in api, name

@@ -20,9 +20,9 @@ from wflsim.models.learner.strategies import StrategySettings
 from wflsim.models.learner.strategies_client import CLIENT_BUILT_IN
 from wflsim.models.registry import build_strategy
 from wflsim.sim.errors import ScenarioError
-from wflsim.sim.schemes import build_scheme
+from wflsim.sim.registry import STRATEGIES, build_scheme
 from wflsim.sim.schemes.base import FrameContext
-from wflsim.sim.strategies import STRATEGIES, StrategyCosts, StrategySpec
+from wflsim.sim.strategies import StrategyCosts, StrategySpec
 
 pytestmark = pytest.mark.usefixtures("forget_registrations")
 

@@ -22,7 +22,8 @@ from wflsim.models.learner.local import local_updates
 from wflsim.models.learner.strategies import StrategySettings
 from wflsim.models.learner.strategies_client import Scaffold
 from wflsim.models.registry import build_strategy
-from wflsim.sim.strategies import STRATEGIES, StrategySpec
+from wflsim.sim.registry import STRATEGIES
+from wflsim.sim.strategies import StrategySpec
 from wflsim.sim.updates import FreezingInputs
 
 #: 3 devices learning the digits MLP, 2 frames of 3 slots.

@@ -19,6 +19,7 @@ from golden_runs import column_hashes
 from wflsim.app.cli import main
 from wflsim.app.scenario import validate_scenario
 from wflsim.sim.config.loading import ScenarioError
+from wflsim.sim.registry import STRATEGIES
 from wflsim.sim.rng import Streams
 from wflsim.sim.selection import (
     SELECTION_RULES,
@@ -27,7 +28,6 @@ from wflsim.sim.selection import (
     SelectionInputs,
     rate_per_joule,
 )
-from wflsim.sim.strategies import STRATEGIES
 
 MODES = ("sync", "semi_sync", "async")
 RULES = ("uniform", "rate_per_joule", "queue_slack")

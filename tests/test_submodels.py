@@ -25,7 +25,8 @@ from wflsim.sim.config.architectures import (
     submodel_params,
     width_costs,
 )
-from wflsim.sim.config.catalogue import INPUT_SHAPES, MODEL_DATASETS, NUM_CLASSES, model_num_params
+from wflsim.sim.config.catalogue import INPUT_SHAPES, MODEL_DATASETS, NUM_CLASSES
+from wflsim.sim.registry import model_num_params
 
 PAIRS = [(m, d) for m, datasets in MODEL_DATASETS.items() for d in datasets]
 CASES = [

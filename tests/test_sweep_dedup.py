@@ -431,7 +431,7 @@ def test_with_cost_at_the_run_s_own_v_gives_the_logged_cost(v_sweeps):
 def test_only_a_recomputable_cost_parameter_counts_as_cost_only():
     """A scheme's declared cost-only parameters count only where the cost can be recomputed
     (V; not lam, which changes X too); a scheme without the attribute declares none."""
-    from wflsim.sim.schemes import SCHEMES
+    from wflsim.sim.registry import SCHEMES
     from wflsim.sim.schemes.base import cost_only_params
 
     class Both:

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from conftest import base_scenario, network_only, run_in_memory
 from wflsim.sim.config.loading import validate_scenario
-from wflsim.sim.schemes import SCHEMES
+from wflsim.sim.registry import SCHEMES
 
 #: The events-level rows a device_slot row stands for.
 FOLDED = ["decision", "compute_start", "compute_end", "upload_start", "upload_end", "dropped",

@@ -5,7 +5,8 @@ and :mod:`wflsim.models.data` / :mod:`wflsim.models.nets` build what it lists (`
 every parameter count against the real networks). The built-in datasets, models and partitions
 are the built-in entries of :data:`wflsim.sim.registry.DATASETS`, :data:`~wflsim.sim.registry.MODELS` and
 :data:`~wflsim.sim.registry.PARTITIONS` (:func:`builtin_datasets`, ...), which also hold those registered
-from Python; the functions below read those registries.
+from Python; the lookups that read those registries (:func:`wflsim.sim.registry.model_num_params`, ...)
+are in :mod:`wflsim.sim.registry`, which imports this module (never the other way round).
 """
 
 from __future__ import annotations
@@ -14,8 +15,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-
-from .. import registry
 
 #: Dataset name -> per-sample input shape ``(C, H, W)``.
 INPUT_SHAPES: dict[str, tuple[int, int, int]] = {
@@ -154,41 +153,6 @@ def builtin_partitions() -> dict[str, PartitionInfo]:
     return {p: PartitionInfo(d) for p, d in zip(PARTITIONS, described, strict=True)}
 
 
-def known_datasets() -> tuple[str, ...]:
-    """The built-in datasets, then those registered from Python."""
-    return registry.DATASETS.names()
-
-
-def known_models() -> tuple[str, ...]:
-    """The built-in models, then those registered from Python."""
-    return registry.MODELS.names()
-
-
-def known_partitions() -> tuple[str, ...]:
-    """``iid``, ``dirichlet``, then the partitions registered from Python (sorted)."""
-    return (*registry.PARTITIONS.builtin_names(), *sorted(registry.PARTITIONS.user_names()))
-
-
-def model_datasets(model: str) -> tuple[str, ...]:
-    """The datasets ``model`` is built for (a built-in model: its own; a registered one: those
-    it was registered for, else every known dataset)."""
-    fits = registry.MODELS[model].datasets
-    return known_datasets() if fits is None else fits
-
-
-def model_num_params(model: str, dataset: str) -> int:
-    """Trainable parameters ``D`` of ``model`` built for ``dataset``.
-
-    Raises:
-        ValueError: an unknown model or dataset, or a model that does not fit the dataset.
-    """
-    if model not in registry.MODELS:
-        raise ValueError(f"unknown model {model!r}; known: {', '.join(known_models())}")
-    if dataset not in model_datasets(model):
-        raise ValueError(f"model {model!r} does not fit dataset {dataset!r}")
-    return registry.MODELS[model].count(dataset)
-
-
 def iid_partition_sizes(num_samples: int, num_devices: int) -> np.ndarray:
     """Local data sizes ``D_n`` of the IID partition of ``num_samples`` training samples over
     ``num_devices`` devices, ``(N,)`` int64: one permutation cut into ``N`` contiguous pieces
@@ -213,8 +177,3 @@ def epoch_steps(local_epochs: int, num_samples: np.ndarray, batch_size: np.ndarr
     d = np.asarray(num_samples, dtype=np.int64)
     b = np.asarray(batch_size, dtype=np.int64)
     return int(local_epochs) * -(-d // b)
-
-
-def train_samples(dataset: str) -> int:
-    """Training samples ``M`` of a built-in or registered dataset."""
-    return registry.DATASETS[dataset].num_train

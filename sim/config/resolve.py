@@ -15,18 +15,12 @@ import numpy as np
 from ..errors import ScenarioError
 from ..privacy.calibrate import calibrate_noise_multiplier
 from ..privacy.mechanism import PrivacySpec
+from ..registry import model_num_params, train_samples
 from ..rng import Streams
 from ..updates import OverTheAir
 from ..world.availability import AlwaysConfig
 from ..world.system import DeviceArrays
-from .catalogue import (
-    DATASET_FILES,
-    DatasetError,
-    epoch_steps,
-    iid_partition_sizes,
-    model_num_params,
-    train_samples,
-)
+from .catalogue import DATASET_FILES, DatasetError, epoch_steps, iid_partition_sizes
 from .distributions import DEVICE_BOUNDS, per_device_values
 from .limits import path_problem, shorten
 from .schema import DevicesConfig, LearningConfig, RunConfig, Scenario

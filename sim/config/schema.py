@@ -22,13 +22,13 @@ from pydantic import (
 
 from ..privacy.config import PrivacyConfig
 from ..radio.cells.config import CellsConfig
+from ..registry import known_datasets, known_models, known_partitions, model_datasets
 from ..selection import SelectionConfig
 from ..servers.config import ServerConfig
 from ..world.availability import AlwaysConfig, AvailabilityConfig
 from ..world.channel.config import ChannelConfig
 from ..world.compute import ComputeConfig
 from ..world.mobility.config import MobilityConfig
-from .catalogue import known_datasets, known_models, known_partitions, model_datasets
 from .claims import MAX_CLAIMS, ClaimConfig, named_claims
 from .distributions import (
     DEVICE_BOUNDS,

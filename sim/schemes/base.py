@@ -33,6 +33,7 @@ from ..updates import UpdateInputs, UpdateRuleSpec
 
 if TYPE_CHECKING:
     from ..world.channel.csi import CsiPosterior
+    from ..world.system import SystemConstants
 
 F64 = NDArray[np.float64]
 
@@ -159,6 +160,16 @@ class Scheme(Protocol):
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore :meth:`state_dict` into a scheme built from the same scenario."""
         ...
+
+
+class SchemeClass(Protocol):
+    """A registered scheme class (an entry of ``wflsim.sim.registry.SCHEMES``): its name, its
+    parameter model, and its constructor."""
+
+    name: ClassVar[str]
+    Params: ClassVar[type[BaseModel]]
+
+    def __call__(self, params: Any, system: SystemConstants) -> Scheme: ...
 
 
 #: The parameters whose cost readers can recompute (``z = V X + Q E`` at another ``V``; another

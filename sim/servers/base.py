@@ -17,7 +17,7 @@ A server reads and writes the run through its host (the engine, :meth:`Server.bi
 through what :class:`Host` names: a server imports nothing of the engine.
 
 A new server is one module with a :class:`Server` subclass and a line in
-:data:`wflsim.sim.servers.SERVERS` (docs/architecture.md, "A new server").
+:data:`wflsim.sim.servers.BUILT_IN_SERVERS` (docs/architecture.md, "A new server").
 """
 
 from __future__ import annotations

@@ -81,7 +81,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import simpy
@@ -145,17 +145,16 @@ class StaleServer(Server):
     """
 
     modes = ("semi_sync", "async")
+    #: the server built on the ``closed_form`` kernel in place of this one (its subclass
+    #: ``ClosedFormStaleServer``, set by :mod:`wflsim.sim.servers`: this module never imports it)
+    closed_form: ClassVar[type[StaleServer] | None] = None
 
     @classmethod
     def build(cls, config: ServerConfig, kernel: Any) -> StaleServer:
         """A stale-update server (it plays device cycles itself): on the ``closed_form`` kernel,
-        one that computes them in closed form where they do not interact
-        (:mod:`wflsim.sim.servers.stale_closed`)."""
-        if getattr(kernel, "name", None) == "closed_form" and cls is StaleServer:
-            from .stale_closed import ClosedFormStaleServer
-
-            return ClosedFormStaleServer(config)
-        return cls(config)
+        one that computes them in closed form where they do not interact (:attr:`closed_form`)."""
+        closed = getattr(kernel, "name", None) == "closed_form" and cls is StaleServer
+        return cls.closed_form(config) if closed and cls.closed_form else cls(config)
 
     fixed_slot_grid = True
 

@@ -24,10 +24,10 @@ from wflsim.sim.radio.cells.config import cell_uplink_mode
 from wflsim.sim.radio.cells.layout import build_layout
 from wflsim.sim.radio.modes import uplink_mode
 from wflsim.sim.radio.spec import Ns3Options, UplinkSpec
+from wflsim.sim.registry import build_scheme, make_server
 from wflsim.sim.rng import Streams
-from wflsim.sim.schemes import build_scheme
 from wflsim.sim.selection import Selection
-from wflsim.sim.servers import Server, make_server
+from wflsim.sim.servers import Server
 from wflsim.sim.servers.hierarchy import CloudRounds
 from wflsim.sim.strategies import StrategySpec
 from wflsim.sim.world.availability import AlwaysConfig
@@ -201,7 +201,7 @@ def build_engine(
 ) -> Engine:
     """The engine of a prepared scenario with a fresh scheme and its ``[strategy]``, on
     ``learner``, with the server of its ``[server]`` table
-    (:func:`wflsim.sim.servers.make_server`) unless ``server`` is given (a server of one's own,
+    (:func:`wflsim.sim.registry.make_server`) unless ``server`` is given (a server of one's own,
     docs/architecture.md, "A new server").
 
     Raises:

@@ -19,7 +19,6 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from wflsim.sim import registry
-from wflsim.sim.schemes import register as _register_scheme
 from wflsim.sim.strategies import NoParams, StrategyInfo
 from wflsim.sim.updates import UpdateRule
 
@@ -130,7 +129,7 @@ def register_scheme(cls: type, *, replace: bool = False) -> type:
     Raises:
         ValueError: a bad or taken name, or a class without ``name`` / ``Params``.
     """
-    return _register_scheme(cls, replace=replace)
+    return registry.register_scheme(cls, replace=replace)
 
 
 def register_update_rule(

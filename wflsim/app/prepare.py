@@ -52,10 +52,8 @@ from wflsim.sim.radio.cells.config import cell_uplink_mode, resolve_sites_file
 from wflsim.sim.radio.cells.layout import build_layout
 from wflsim.sim.radio.modes import uplink_mode
 from wflsim.sim.radio.ns3.build import ensure_program
+from wflsim.sim.registry import STRATEGIES, UPDATE_RULES, build_scheme
 from wflsim.sim.rng import Streams
-from wflsim.sim.schemes import build_scheme
-from wflsim.sim.strategies import STRATEGIES
-from wflsim.sim.updates import UPDATE_RULES
 from wflsim.sim.world import physics
 from wflsim.sim.world.availability import Availability, build_availability
 from wflsim.sim.world.channel import Channel, build_channel
@@ -661,7 +659,7 @@ def check_aircomp(scenario: Scenario, rule: str, scheme: object = None) -> None:
 
 def check_stale_rule(scenario: Scenario, rule: str) -> None:
     """A scheme that trains with ``rule`` under stale updates: refused where the learner cannot
-    compute the rule's updates stale (``wflsim.sim.updates.UPDATE_RULES``, ``no_stale_updates``:
+    compute the rule's updates stale (``wflsim.sim.registry.UPDATE_RULES``, ``no_stale_updates``:
     a rule registered from Python that says so; every built-in rule computes them).
 
     Raises:

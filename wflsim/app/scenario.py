@@ -25,8 +25,7 @@ from wflsim.sim.config.limits import shorten
 from wflsim.sim.config.plausibility import Finding, findings
 from wflsim.sim.config.schema import Scenario
 from wflsim.sim.errors import PlausibilityWarning, ScenarioError
-from wflsim.sim.schemes import SCHEMES
-from wflsim.sim.strategies import STRATEGIES
+from wflsim.sim.registry import SCHEMES, STRATEGIES
 from wflsim.sim.world.channel.config import NakagamiConfig
 
 

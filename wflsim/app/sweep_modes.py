@@ -86,7 +86,7 @@ def _field_names(model: type[BaseModel]) -> frozenset[str]:
 
 def _scheme_fields(name: str) -> frozenset[str] | None:
     """The parameters (and their aliases) of the registered scheme ``name``."""
-    from wflsim.sim.schemes import SCHEMES
+    from wflsim.sim.registry import SCHEMES
 
     return _field_names(SCHEMES[name].Params) if name in SCHEMES else None
 

@@ -594,7 +594,7 @@ def run_identity(prep: Prepared, fp: dict[str, Any] | None = None) -> str:
     the scheme's parameters only through that model), but for the ``cost`` column of a
     cost-only parameter, which readers recompute at each point's value
     (:mod:`wflsim.analysis.tidy`)."""
-    from wflsim.sim.schemes import SCHEMES
+    from wflsim.sim.registry import SCHEMES
     from wflsim.sim.schemes.base import cost_only_params
 
     from .run import fingerprint
