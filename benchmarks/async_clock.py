@@ -32,8 +32,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import _common  # noqa: E402
+import _common
 
 SCENARIO = _common.REPO / "scenarios" / "paper" / "mnist_iid.toml"
 
@@ -118,6 +117,7 @@ def main(argv: list[str] | None = None) -> None:
         print(f"  {'':12s} peak RSS {_common.Stats(peak[name]).fmt(unit=' GB')}")
     print()
     print(_common.ratio_line("async/sync (run)", runs["async"], runs["sync"], "<= 3"))
+    _common.headline("async/sync (run)", runs["async"], runs["sync"], "<= 3")
     if args.event_slots > 0:
         line = _common.ratio_line(
             "async_event/async_short (run)", runs["async_event"], runs["async_short"], ">= 10"

@@ -53,14 +53,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from _common import add_repo_to_path, interleaved, print_header, ratio_line
+from _common import headline, interleaved, print_header, ratio_line
+from flower_compare import write_synthetic_mnist
 
-add_repo_to_path()
-
-from flower_compare import write_synthetic_mnist  # noqa: E402
-
-from wflsim.app.run import execute, make_learner, prepare_scenario  # noqa: E402
-from wflsim.sim.config.loading import read_scenario_file, validate_scenario  # noqa: E402
+from wflsim.app.run import execute, make_learner, prepare_scenario
+from wflsim.sim.config.loading import read_scenario_file, validate_scenario
 
 REPO = Path(__file__).resolve().parents[1]
 SCENARIO = REPO / "scenarios" / "paper" / "mnist_iid.toml"
@@ -183,6 +180,7 @@ def part_clock(args: argparse.Namespace, root: Path) -> None:
                 "<= 1 (issue 36: no worse than 0.58-0.81)",
             )
         )
+        headline(f"wflsim/APPFL per update, {n} devices", per[name_w], per[name_a], "<= 1")
 
 
 def appfl(python: str, clients: int, updates: int) -> tuple[float, int]:
@@ -250,6 +248,7 @@ def part_train(args: argparse.Namespace, root: Path) -> None:
         )
     for k in ("fedbuff", "fedasync"):
         print("  " + ratio_line(f"{k}/sync per update", per[k], per["sync"], "<= 1.2"))
+    headline("fedbuff/sync per update", per["fedbuff"], per["sync"], "<= 1.2")
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -73,36 +73,28 @@ from __future__ import annotations
 import argparse
 import contextlib
 import copy
-import functools
 import math
-import shutil
-import sys
-import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import _common  # noqa: E402
+import _common
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import simpy
 
-_common.add_repo_to_path()
-
-import numpy as np  # noqa: E402
-import pyarrow as pa  # noqa: E402
-import pyarrow.compute as pc  # noqa: E402
-import simpy  # noqa: E402
-
-import wflsim  # noqa: E402
-from wflsim.app.run import build_engine, execute, make_learner, prepare_scenario  # noqa: E402
-from wflsim.app.scenario import validate_scenario  # noqa: E402
-from wflsim.sim.config.loading import read_scenario_file  # noqa: E402
-from wflsim.sim.kernels import EventKernel  # noqa: E402
-from wflsim.sim.learner import NullLearner  # noqa: E402
-from wflsim.sim.radio.cells.config import CellsConfig  # noqa: E402
-from wflsim.sim.radio.cells.layout import build_layout  # noqa: E402
-from wflsim.sim.radio.cells.uplink import CellularUplink  # noqa: E402
-from wflsim.sim.schemes import SCHEMES  # noqa: E402
+import wflsim
+from wflsim.app.run import build_engine, make_learner, prepare_scenario
+from wflsim.app.scenario import validate_scenario
+from wflsim.sim.config.loading import read_scenario_file
+from wflsim.sim.kernels import EventKernel
+from wflsim.sim.learner import NullLearner
+from wflsim.sim.radio.cells.config import CellsConfig
+from wflsim.sim.radio.cells.layout import build_layout
+from wflsim.sim.radio.cells.uplink import CellularUplink
+from wflsim.sim.schemes import SCHEMES
 
 SCENARIO = _common.REPO / "scenarios" / "paper" / "mnist_iid.toml"
 NUM_PARAMS = 440_812
@@ -213,28 +205,21 @@ def part_scale(args: argparse.Namespace) -> None:
     preps = {k: scale_prepared(args, c) for k, c in variants.items()}
     for k, prep in preps.items():
         assert prep.scenario.run.kernel == "closed_form", k
-    root = Path(tempfile.mkdtemp(prefix="wflsim-cells-", dir=args.tmp_dir))
-    counter = {"i": 0}
     parts: dict[str, int] = {}
 
-    def run(name: str) -> float:
-        counter["i"] += 1
-        prep = scale_prepared(args, variants[name])
-        out = root / f"{name}-{counter['i']}"
-        t0 = time.perf_counter()
-        execute(prep, NullLearner(NUM_PARAMS), out, overwrite=True)
-        dt = time.perf_counter() - t0
+    def count(name: str, prep: Any, out: Path) -> None:
         if name not in parts:
             parts[name] = participations(out)
-        shutil.rmtree(out)
-        return dt
 
-    try:
-        times = _common.interleaved(
-            {k: functools.partial(run, k) for k in variants}, args.reps, args.warmup
+    with _common.scratch("wflsim-cells-", args.tmp_dir) as root:
+        runs = _common.execute_variants(
+            root,
+            list(variants),
+            lambda k: scale_prepared(args, variants[k]),
+            lambda: NullLearner(NUM_PARAMS),
+            count,
         )
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
+        times = _common.interleaved(runs, args.reps, args.warmup)
     for k in variants:
         print(
             f"  {k:6s} seconds: {_common.Stats(times[k]).fmt(unit=' s')}; participations "
@@ -249,6 +234,7 @@ def part_scale(args: argparse.Namespace) -> None:
         "throughput seven/one", times["one"], times["seven"], ">= 0.5 (within 2x of one cell)"
     )
     print(f"  {line}\n")
+    _common.headline("throughput seven/one cells", times["one"], times["seven"], ">= 0.5")
 
 
 # ---------------------------------------------------------------------------- interference
@@ -625,6 +611,7 @@ def part_interference(args: argparse.Namespace) -> None:
         print(f"  wflsim slot play  seconds: {_common.Stats(plays).fmt(unit=' s')}")
         print(f"  bare SimPy        seconds: {_common.Stats(times['bare']).fmt(unit=' s')}")
         print(f"  {_common.ratio_line('wflsim slot play / bare', plays, times['bare'], '-')}")
+        _common.headline(f"interference slot play wflsim/bare, {n} devices", plays, times["bare"])
         print(
             f"  {_common.ratio_line('wflsim whole run / bare', times['wflsim'], times['bare'], '-')}"
         )

@@ -61,10 +61,7 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import _common  # noqa: E402
-
-_common.add_repo_to_path()
+import _common
 
 SCENARIO = _common.REPO / "scenarios" / "paper" / "mnist_iid.toml"
 DEFAULT_FLOWER_PY = "/tmp/flwr-venv/bin/python"
@@ -425,6 +422,7 @@ def main(argv: list[str] | None = None) -> None:
                     "(informative)",
                 )
             )
+            _common.headline("flower/wflsim total", totals["flower"], totals["wflsim"], ">= 2")
         else:
             print(f"\nFlower part {fdesc}")
     finally:

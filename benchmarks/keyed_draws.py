@@ -36,15 +36,11 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import _common  # noqa: E402
+import _common
+import numpy as np
 
-_common.add_repo_to_path()
-
-import numpy as np  # noqa: E402
-
-from wflsim.sim import rng  # noqa: E402
-from wflsim.sim.rng import Streams  # noqa: E402
+from wflsim.sim import rng
+from wflsim.sim.rng import Streams
 
 PACKAGES = ("numpy", "numba", "llvmlite", "simpy", "pyarrow")
 BACKENDS = {"compiled": "compiled", "numpy": "numpy", "numpy*": "numpy"}
@@ -107,6 +103,7 @@ def part_draws(args: argparse.Namespace) -> None:
     print(
         f"  {_common.ratio_line('batch numpy*/numpy (A/A)', times['numpy*'], times['numpy'], '~1')}"
     )
+    _common.headline("draws batch numpy/compiled", times["numpy"], times["compiled"])
     print("  per method (ms per call, medians; ratios of the recorded rounds):")
     for name in methods:
         c, a, b = (per[v][name][-reps:] for v in BACKENDS)

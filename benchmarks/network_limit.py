@@ -54,7 +54,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
-from _common import add_repo_to_path, interleaved, print_header, ratio_line
+from _common import add_repo_to_path, headline, interleaved, print_header, ratio_line
 
 REPO = Path(__file__).resolve().parents[1]
 SCENARIO = REPO / "scenarios" / "paper" / "mnist_iid.toml"
@@ -516,6 +516,7 @@ def main(argv: list[str] | None = None) -> None:
                 ">= 0.9",
             )
         )
+        headline(f"limit/wflsim, {scheme}", times["limit"], times["wflsim"], ">= 0.9")
 
 
 if __name__ == "__main__":

@@ -75,10 +75,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import _common  # noqa: E402
-
-_common.add_repo_to_path()
+import _common
 
 SCENARIO = _common.REPO / "scenarios" / "paper" / "mnist_iid.toml"
 DEFAULT_PFL_PY = "/tmp/pfl-venv/bin/python"
@@ -645,6 +642,13 @@ def report(
         )
     for line in heads:
         print("  " + line)
+    for t in threads:
+        _common.headline(
+            f"pfl/wflsim per round, {label} {t}t",
+            per_round[f"pfl/{t}t"],
+            per_round[f"wflsim/{t}t"],
+            ">= 1.2" if t == 1 else ">= 1.0",
+        )
     return heads
 
 

@@ -29,8 +29,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import _common  # noqa: E402
+import _common
 
 SCENARIO = _common.REPO / "scenarios" / "paper" / "mnist_iid.toml"
 
@@ -105,6 +104,10 @@ def main(argv: list[str] | None = None) -> None:
                 f"{r['peak_bytes'] / 2**30:>8.2f} GiB {r['peak_bytes'] / ds:>15,.0f}",
                 flush=True,
             )
+    target = "< 60 s" if n >= 1_000_000 else None
+    _common.headline(
+        f"run time at {n:,} devices x {args.slots} slots", [r["run_s"]], None, target, " s"
+    )
 
 
 if __name__ == "__main__":

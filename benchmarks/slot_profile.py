@@ -48,32 +48,26 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 import time
 import warnings
 from collections import defaultdict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import _common  # noqa: E402
+import _common
+import numpy as np
+import torch
+import torch.nn.functional as F
 
-_common.add_repo_to_path()
-
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
-
-import wflsim  # noqa: E402
-from wflsim.app.assemble import build_engine, make_learner  # noqa: E402
-from wflsim.models import data as wdata  # noqa: E402
-from wflsim.models.learner import TorchLearner  # noqa: E402
-from wflsim.models.learner import gradients as wgrad  # noqa: E402
-from wflsim.models.nets import build_model  # noqa: E402
-from wflsim.sim.config.loading import read_scenario_file  # noqa: E402
-from wflsim.sim.updates import FreezingInputs  # noqa: E402
+import wflsim
+from wflsim.app.assemble import build_engine, make_learner
+from wflsim.models import data as wdata
+from wflsim.models.learner import TorchLearner
+from wflsim.models.learner import gradients as wgrad
+from wflsim.models.nets import build_model
+from wflsim.sim.config.loading import read_scenario_file
+from wflsim.sim.updates import FreezingInputs
 
 SCENARIO = _common.REPO / "scenarios" / "paper" / "mnist_iid.toml"
 PHASES = (
@@ -358,6 +352,7 @@ def main(argv: list[str] | None = None) -> None:
         print(
             "  " + _common.ratio_line(f"{key}/floor", times[key], times["floor"], "(informative)")
         )
+    _common.headline("frame 0/floor per slot", times["frame 0"], times["floor"])
 
 
 if __name__ == "__main__":

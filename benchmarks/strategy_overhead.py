@@ -51,13 +51,11 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from _common import Stats, add_repo_to_path, interleaved, print_header, ratio_line
+from _common import Stats, headline, interleaved, print_header, ratio_line
 
-add_repo_to_path()
-
-import wflsim  # noqa: E402
-from wflsim.app.assemble import build_engine, make_learner  # noqa: E402
-from wflsim.sim.config.loading import read_scenario_file  # noqa: E402
+import wflsim
+from wflsim.app.assemble import build_engine, make_learner
+from wflsim.sim.config.loading import read_scenario_file
 
 REPO = Path(__file__).resolve().parents[1]
 SCENARIO = REPO / "scenarios" / "paper" / "mnist_iid.toml"
@@ -199,6 +197,8 @@ def report(
     for k in times:
         if k != "fedavg":
             print("  " + ratio_line(f"{k}/fedavg", times[k], base, "within noise"))
+    if "fedadam" in times:
+        headline(f"{label} fedadam/fedavg per slot", times["fedadam"], base, "within noise")
     noise = 0.0
     if control:
         aa = [a / b for a, b in zip(times[CONTROL], base, strict=True)]

@@ -34,16 +34,12 @@ import types
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import _common  # noqa: E402
+import _common
+import network_throughput as nt
 
-_common.add_repo_to_path()
-
-import network_throughput as nt  # noqa: E402
-
-from wflsim.app.run import execute  # noqa: E402
-from wflsim.sim import trace  # noqa: E402
-from wflsim.sim.learner import NullLearner  # noqa: E402
+from wflsim.app.run import execute
+from wflsim.sim import trace
+from wflsim.sim.learner import NullLearner
 
 BASE = "823c0e1"
 
@@ -191,6 +187,7 @@ def report(res: dict[str, list[float]], what: str, extra: str = "") -> None:
     for name, values in res.items():
         print(f"  {name} {what}: {_common.Stats(values).fmt(unit='s')}")
     print(_common.ratio_line(f"  new/old {what}", res["new"], res["old"], "< 1"))
+    _common.headline(f"new/old {what}", res["new"], res["old"], "< 1")
     if extra:
         print(f"  {extra}")
     print(flush=True)

@@ -38,7 +38,7 @@ from typing import Any
 
 import blake3
 import numpy as np
-from _common import add_repo_to_path, print_header
+from _common import add_repo_to_path, headline, print_header
 
 
 def hash_part(mb: int, reps: int) -> None:
@@ -63,6 +63,7 @@ def hash_part(mb: int, reps: int) -> None:
         )
     ref = statistics.median(times["blake3"])
     print(f"  sha256/blake3 {statistics.median(times['sha256']) / ref:.2f}x")
+    headline(f"sha256/blake3 hashing {mb} MB", times["sha256"], times["blake3"])
 
 
 def run_part(devices: int, slots: int, level: str, scheme: str, reps: int) -> None:
