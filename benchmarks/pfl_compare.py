@@ -6,7 +6,7 @@ partition of the 60,000 training images into ``--users`` users; per round a coho
 of its own samples; the server takes the weighted (by samples) mean of the model deltas with a
 server learning rate of 1 (FedAvg); no differential privacy, no client-side evaluation; the
 global model evaluated on the 10,000 test images before the first round and after the last one,
-on both sides (wflsim always evaluates at the start of a run: ``docs/performance.md``).
+on both sides (wflsim always evaluates at the start of a run: ``docs/performance/peers.md``).
 Presets (``--preset``): ``small`` = 100 users / cohort 10 / 20 rounds, ``large`` = 1,000 / 100 /
 5; ``--users``/``--cohort``/``--rounds`` give one workload of their own instead.
 

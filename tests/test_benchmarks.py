@@ -133,3 +133,20 @@ def test_quick_preset_sets_the_options():
     args = c.parse(p, [], quick)
     assert (args.devices, args.reps, args.warmup, args.seed) == (30, 5, 1, 0)
     assert p.description == "Doc."
+
+
+def test_performance_summary_names_every_benchmark():
+    """docs/performance.md's summary table gives the entry point's command of every benchmark."""
+    text = (REPO / "docs" / "performance.md").read_text()
+    table = text[text.index("| what | target |") : text.index("## The pages")]
+    missing = [n for n in SCRIPTS if f"python -m benchmarks {n}" not in table]
+    assert not missing, missing
+
+
+def test_performance_pages_are_in_the_toctree():
+    """Every page of docs/performance/ is in the first page's toctree, and nothing else."""
+    text = (REPO / "docs" / "performance.md").read_text()
+    toc = text[text.index("```{toctree}") :].split("```")[1]
+    listed = {line.strip() for line in toc.splitlines()[1:] if line.strip() and ":" not in line}
+    pages = {f"performance/{p.stem}" for p in (REPO / "docs" / "performance").glob("*.md")}
+    assert listed == pages
