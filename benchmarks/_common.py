@@ -167,14 +167,15 @@ def ratio_line(label: str, num: Sequence[float], den: Sequence[float], target: s
 HEADLINE_PREFIX = "headline: "
 
 
-def headline_text(
+def headline(
     what: str,
     num: Sequence[float],
     den: Sequence[float] | None = None,
     target: str | None = None,
     unit: str = "",
 ) -> str:
-    """The one line that states a benchmark's result, the same in every script.
+    """Print (after a blank line) and return the one line that states a benchmark's result, the
+    same in every script.
 
     With ``den``: ``headline: <what> = <ratio of the medians> (<min>-<max> of the per-round
     ratios over N reps) [target <target>]``; without: the median of ``num`` (in ``unit``) and its
@@ -188,18 +189,9 @@ def headline_text(
         value, lo, hi, n = f"{r_med:.3f}", f"{per.min:.3f}", f"{per.max:.3f}", per.n
     goal = "no target" if target is None else f"target {target}"
     reps = "rep" if n == 1 else "reps"
-    return f"{HEADLINE_PREFIX}{what} = {value}{unit} ({lo}-{hi}{unit} over {n} {reps}) [{goal}]"
-
-
-def headline(
-    what: str,
-    num: Sequence[float],
-    den: Sequence[float] | None = None,
-    target: str | None = None,
-    unit: str = "",
-) -> None:
-    """Print :func:`headline_text` after a blank line."""
-    print(f"\n{headline_text(what, num, den, target, unit)}", flush=True)
+    line = f"{HEADLINE_PREFIX}{what} = {value}{unit} ({lo}-{hi}{unit} over {n} {reps}) [{goal}]"
+    print(f"\n{line}", flush=True)
+    return line
 
 
 def print_stats(
@@ -213,23 +205,32 @@ def print_stats(
 def parser(
     doc: str | None,
     *,
-    reps: int,
+    reps: int | None,
     warmup: int | None = None,
     seed: bool = True,
     threads: bool = False,
     quick: str | None = None,
     data_dir: str | None = None,
     tmp_dir: bool = False,
+    reps_help: str = "recorded rounds",
+    data_dir_default: str | None = None,
+    full_help: bool = False,
 ) -> argparse.ArgumentParser:
     """An argument parser with the options the scripts share, each script's defaults given here.
 
-    ``--reps`` (recorded rounds), ``--warmup`` (unrecorded rounds first; when ``warmup`` is not
-    ``None``), ``--seed``, ``--threads`` (torch intra-op threads), ``--quick`` (a smoke test;
-    ``quick`` is its help text), ``--data-dir`` (``data_dir`` is its help text) and ``--tmp-dir``.
-    The description is the first line of ``doc`` (the script's docstring).
+    ``--reps`` (recorded rounds; unless ``reps`` is ``None``), ``--warmup`` (unrecorded rounds
+    first; unless ``warmup`` is ``None``), ``--seed``, ``--threads`` (torch intra-op threads),
+    ``--quick`` (a smoke test; ``quick`` is its help text), ``--data-dir`` (``data_dir`` is its help
+    text, ``data_dir_default`` its default; :data:`MNIST_DIR`: the real MNIST) and ``--tmp-dir``.
+    The description is the first sentence of ``doc`` (the script's docstring), or all of it as
+    written with ``full_help``.
     """
-    p = argparse.ArgumentParser(description=summary(doc))
-    p.add_argument("--reps", type=int, default=reps, help=f"recorded rounds (default {reps})")
+    if full_help:
+        p = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawTextHelpFormatter)
+    else:
+        p = argparse.ArgumentParser(description=summary(doc))
+    if reps is not None:
+        p.add_argument("--reps", type=int, default=reps, help=f"{reps_help} (default {reps})")
     if warmup is not None:
         p.add_argument(
             "--warmup", type=int, default=warmup, help=f"unrecorded rounds first (default {warmup})"
@@ -239,12 +240,24 @@ def parser(
     if threads:
         p.add_argument("--threads", type=int, default=None, help="torch.set_num_threads")
     if data_dir is not None:
-        p.add_argument("--data-dir", default=None, help=data_dir)
+        p.add_argument("--data-dir", default=data_dir_default, help=data_dir)
     if tmp_dir:
         p.add_argument("--tmp-dir", default=None, help="where the run folders go (default $TMPDIR)")
     if quick is not None:
         p.add_argument("--quick", action="store_true", help=f"smoke test: {quick}")
     return p
+
+
+def child_options(p: argparse.ArgumentParser, parts: Sequence[str], *files: str) -> None:
+    """The hidden options by which a comparison script runs one side in a child process:
+    ``--part`` (one of ``parts``) and one ``--<file>`` per file the parent hands over."""
+    p.add_argument("--part", choices=list(parts), help=argparse.SUPPRESS)
+    for name in files:
+        p.add_argument(f"--{name}", help=argparse.SUPPRESS)
+
+
+#: ``--data-dir`` of the learner benchmarks
+MNIST_DIR = "use the real MNIST from this folder (torchvision's layout), not a synthetic one"
 
 
 def parse(
@@ -313,6 +326,20 @@ def execute_variants(
         return run
 
     return {name: variant(name) for name in names}
+
+
+def run_bare(env: Any, n: int, device: Callable[[int], Any], server: Callable[[], Any]) -> None:
+    """A bare SimPy model's run: ``n`` device processes and the server process, to the end."""
+    for d in range(n):
+        env.process(device(d))
+    env.process(server())
+    env.run()
+
+
+def slot_end(env: Any, deadline: Any, done: Any, busy: bool) -> Any:
+    """What a bare model's server waits for at a slot: the deadline and, when devices were woken
+    (``busy``), the event that they are all done."""
+    return env.all_of([deadline, done]) if busy else deadline
 
 
 def write_json(path: str | Path, result: object) -> None:

@@ -53,6 +53,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import _common
 from _common import headline, interleaved, print_header, ratio_line
 from flower_compare import write_synthetic_mnist
 
@@ -65,20 +66,22 @@ HERE = Path(__file__).resolve().parent
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p = _common.parser(
+        __doc__,
+        reps=3,
+        seed=False,
+        quick="small sizes, 1 rep",
+        data_dir="real MNIST (torchvision layout)",
+        full_help=True,
+    )
     p.add_argument("--devices", type=int, nargs="+", default=[30, 100, 1000])
     p.add_argument("--slots", type=int, default=100, help="clock part: slots (frames of 20)")
     p.add_argument("--buffer", type=int, default=10)
     p.add_argument("--train-slots", type=int, default=6, help="train part: slots (one frame)")
     p.add_argument("--batch", type=int, default=512, help="train part: B per device")
-    p.add_argument("--reps", type=int, default=3)
     p.add_argument("--parts", nargs="+", default=["clock", "train"], choices=["clock", "train"])
-    p.add_argument("--data-dir", default=None, help="real MNIST (torchvision layout)")
     p.add_argument("--appfl-python", default=None, help="an interpreter that imports appfl")
-    p.add_argument("--quick", action="store_true", help="smoke test: small sizes, 1 rep")
-    args = p.parse_args(argv)
-    if args.quick:
-        args.devices, args.slots, args.train_slots, args.reps = [30], 20, 2, 1
+    args = _common.parse(p, argv, {"devices": [30], "slots": 20, "train_slots": 2, "reps": 1})
     return args
 
 

@@ -105,7 +105,13 @@ DONE_TOL = 1e-9
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = _common.parser(
+        __doc__,
+        reps=3,
+        warmup=1,
+        quick="scale 1,000 x 4, interference 100 devices x 2 slots, 2 reps",
+        tmp_dir=True,
+    )
     p.add_argument(
         "--parts", nargs="+", default=["scale", "interference"], choices=["scale", "interference"]
     )
@@ -131,20 +137,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         choices=sorted(SCHEMES),
         help="interference: scheme (fixed_power)",
     )
-    p.add_argument("--reps", type=int, default=3, help="recorded rounds (3)")
-    p.add_argument("--warmup", type=int, default=1, help="unrecorded rounds first (1)")
-    p.add_argument("--seed", type=int, default=0)
     p.add_argument("--scenario", default=str(SCENARIO), help="base scenario file")
-    p.add_argument("--tmp-dir", default=None, help="where the traces are written ($TMPDIR)")
-    p.add_argument(
-        "--quick",
-        action="store_true",
-        help="smoke test: scale 1,000 x 4, interference 100 devices x 2 slots, 2 reps",
+    args = _common.parse(
+        p, argv, {"devices": 1_000, "slots": 4, "reps": 2, "devices_int": [100], "int_slots": 2}
     )
-    args = p.parse_args(argv)
-    if args.quick:
-        args.devices, args.slots, args.reps = 1_000, 4, 2
-        args.devices_int, args.int_slots = [100], 2
     return args
 
 
@@ -506,15 +502,9 @@ class BareSlots:
                     wake[d].succeed()
                 deadline = env.timeout(s["deadline_s"])
                 deadline.callbacks.append(at_deadline)
-                if s["who"]:
-                    yield env.all_of([deadline, st["done"]])
-                else:
-                    yield deadline
+                yield _common.slot_end(env, deadline, st["done"], bool(s["who"]))
 
-        for d in range(n):
-            env.process(device(d))
-        env.process(server())
-        env.run()
+        _common.run_bare(env, n, device, server)
         return time.perf_counter() - t0, end_s, arrived
 
 

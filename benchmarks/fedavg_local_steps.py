@@ -40,7 +40,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         reps=5,
         warmup=1,
         quick="4 devices, E = 2, 2 reps",
-        data_dir="use the real MNIST from this folder",
+        data_dir=_common.MNIST_DIR,
     )
     p.add_argument("--devices", type=int, default=30, help="simulated devices (default 30)")
     p.add_argument("--batch", type=int, default=64, help="samples per step (default 64)")

@@ -47,21 +47,23 @@ BACKENDS = {"compiled": "compiled", "numpy": "numpy", "numpy*": "numpy"}
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = _common.parser(
+        __doc__,
+        reps=None,
+        reps_help="rounds (draws 10, load 3, run 3)",
+        warmup=1,
+        seed=False,
+        quick="10,000 devices, 2 rounds",
+    )
     p.add_argument("--parts", nargs="+", default=["draws", "load", "run"],
                    choices=["draws", "load", "run"])  # fmt: skip
     p.add_argument("--devices", type=int, default=100_000, help="devices (default 100,000)")
     p.add_argument("--slots", type=int, default=20, help="slots of a run (default 20)")
     p.add_argument("--calls", type=int, default=10, help="calls per method and batch (10)")
-    p.add_argument("--reps", type=int, default=None, help="rounds (draws 10, load 3, run 3)")
-    p.add_argument("--warmup", type=int, default=1, help="unrecorded rounds first (default 1)")
     p.add_argument("--schemes", nargs="+", default=["fixed_power", "two_timescale"])
     p.add_argument("--levels", nargs="+", default=["events", "device_slots"],
                    choices=["events", "device_slots"])  # fmt: skip
-    p.add_argument("--quick", action="store_true", help="smoke test: 10,000 devices, 2 rounds")
-    args = p.parse_args(argv)
-    if args.quick:
-        args.devices, args.reps, args.calls = 10_000, 2, 3
+    args = _common.parse(p, argv, {"devices": 10_000, "reps": 2, "calls": 3})
     return args
 
 

@@ -48,7 +48,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         warmup=2,
         threads=True,
         quick="4 devices x 64 samples, 3 reps, 1 warm-up",
-        data_dir="use the real MNIST from this folder",
+        data_dir=_common.MNIST_DIR,
     )
     p.add_argument("--devices", type=int, default=30, help="simulated devices (default 30)")
     p.add_argument("--batch", type=int, default=512, help="samples per device (default 512)")

@@ -88,7 +88,14 @@ SPLIT = ("learning", "radio", "trace", "evaluation", "setup")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = _common.parser(
+        __doc__,
+        reps=3,
+        reps_help="recorded repetitions",
+        warmup=0,
+        quick="20 users, cohort 4, 2 rounds, 1 thread, 1 rep",
+        data_dir="MNIST in torchvision's layout (default $WFLSIM_DATA_DIR or the project's dataset folder when they hold it, else a synthetic MNIST)",
+    )
     p.add_argument(
         "--preset",
         choices=["small", "large", "both"],
@@ -101,33 +108,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--threads", default="1,2", help="torch threads per child, comma-separated (default 1,2)"
     )
-    p.add_argument("--reps", type=int, default=3, help="recorded repetitions (default 3)")
-    p.add_argument("--warmup", type=int, default=0, help="unrecorded repetitions first (default 0)")
-    p.add_argument(
-        "--data-dir",
-        default=None,
-        help="MNIST in torchvision's layout (default $WFLSIM_DATA_DIR or the project's dataset "
-        "folder when they hold it, else a synthetic MNIST)",
-    )
     p.add_argument(
         "--pfl-python",
         default=None,
         help=f"interpreter with pfl 0.6.0 (default {DEFAULT_PFL_PY} if present)",
     )
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument(
-        "--quick",
-        action="store_true",
-        help="smoke test: 20 users, cohort 4, 2 rounds, 1 thread, 1 rep",
+    _common.child_options(p, ["wflsim", "pfl"], "data", "inputs", "result")
+    args = _common.parse(
+        p, argv, {"users": 20, "cohort": 4, "rounds": 2, "threads": "1", "reps": 1, "warmup": 0}
     )
-    p.add_argument("--part", choices=["wflsim", "pfl"], help=argparse.SUPPRESS)
-    p.add_argument("--data", help=argparse.SUPPRESS)
-    p.add_argument("--inputs", help=argparse.SUPPRESS)
-    p.add_argument("--result", help=argparse.SUPPRESS)
-    args = p.parse_args(argv)
-    if args.quick:
-        args.users, args.cohort, args.rounds = 20, 4, 2
-        args.threads, args.reps, args.warmup = "1", 1, 0
     try:
         args.thread_counts = [int(t) for t in str(args.threads).split(",") if t.strip()]
     except ValueError:

@@ -35,7 +35,7 @@ SCENARIO = _common.REPO / "scenarios" / "paper" / "mnist_iid.toml"
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = _common.parser(__doc__, reps=None, quick="1,000 and 10,000 devices", tmp_dir=True)
     p.add_argument(
         "--devices",
         type=int,
@@ -48,12 +48,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--kernel", default="closed_form", choices=["closed_form", "event"], help="slot kernel"
     )
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--tmp-dir", default=None, help="where the run folders go (default $TMPDIR)")
-    p.add_argument("--quick", action="store_true", help="smoke test: 1,000 and 10,000 devices")
-    args = p.parse_args(argv)
-    if args.quick:
-        args.devices = [1_000, 10_000]
+    args = _common.parse(p, argv, {"devices": [1_000, 10_000]})
     return args
 
 

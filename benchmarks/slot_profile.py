@@ -83,14 +83,17 @@ PHASES = (
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument(
-        "--data-dir",
-        default=os.environ.get("WFLSIM_DATA_DIR", "data"),
-        help="MNIST folder (default: $WFLSIM_DATA_DIR or data)",
+    p = _common.parser(
+        __doc__,
+        reps=7,
+        reps_help="recorded slots per variant",
+        warmup=1,
+        seed=False,
+        threads=True,
+        quick="3 devices, 2,000 test images, 2 reps, 1 warm-up",
+        data_dir="MNIST folder (default: $WFLSIM_DATA_DIR or data)",
+        data_dir_default=os.environ.get("WFLSIM_DATA_DIR", "data"),
     )
-    p.add_argument("--reps", type=int, default=7, help="recorded slots per variant (default 7)")
-    p.add_argument("--warmup", type=int, default=1, help="unrecorded rounds first (default 1)")
     p.add_argument(
         "--gamma",
         type=float,
@@ -98,17 +101,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="fraction each device freezes in the 'frozen' variant (default 0.25: the mean"
         " gamma of frame 1 of the scenario's run at seed 0)",
     )
-    p.add_argument(
-        "--threads", type=int, default=None, help="torch.set_num_threads (default: torch's)"
-    )
-    p.add_argument(
-        "--quick",
-        action="store_true",
-        help="smoke test: 3 devices, 2,000 test images, 2 reps, 1 warm-up",
-    )
-    args = p.parse_args(argv)
-    if args.quick:
-        args.reps, args.warmup = 2, 1
+    args = _common.parse(p, argv, {"reps": 2, "warmup": 1})
     return args
 
 

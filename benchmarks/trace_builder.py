@@ -45,7 +45,15 @@ BASE = "823c0e1"
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = _common.parser(
+        __doc__,
+        reps=3,
+        reps_help="recorded rounds of runs",
+        warmup=1,
+        seed=False,
+        quick="2,000 devices x 4 slots",
+        tmp_dir=True,
+    )
     p.add_argument("--devices", type=int, default=100_000, help="devices (default 100,000)")
     p.add_argument("--slots", type=int, default=20, help="slots in all (default 20)")
     p.add_argument("--slots-per-frame", type=int, default=20, help="T (default 20)")
@@ -53,17 +61,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--levels", nargs="+", default=["events", "device_slots"],
                    choices=["events", "device_slots"])  # fmt: skip
     p.add_argument("--part", default="both", choices=["table", "run", "both"])
-    p.add_argument("--reps", type=int, default=3, help="recorded rounds of runs (default 3)")
-    p.add_argument("--warmup", type=int, default=1, help="unrecorded rounds first (default 1)")
     p.add_argument("--table-reps", type=int, default=15, help="rounds of to_table (default 15)")
     p.add_argument("--base", default=BASE, help=f"commit of the previous builder ({BASE})")
-    p.add_argument("--tmp-dir", default=None, help="where the traces go (default: $TMPDIR)")
-    p.add_argument("--quick", action="store_true", help="smoke test: 2,000 devices x 4 slots")
     p.add_argument("--child", choices=["old", "new"], help=argparse.SUPPRESS)
-    args = p.parse_args(argv)
-    if args.quick:
-        args.devices, args.slots, args.slots_per_frame = 2_000, 4, 4
-        args.reps, args.table_reps = 2, 3
+    args = _common.parse(
+        p, argv, {"devices": 2_000, "slots": 4, "slots_per_frame": 4, "reps": 2, "table_reps": 3}
+    )
     return args
 
 

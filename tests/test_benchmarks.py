@@ -98,17 +98,17 @@ def test_every_script_prints_a_headline(name: str):
 def test_headline_of_a_ratio():
     """A ratio: median(num)/median(den), then the min and max of the per-round ratios."""
     # medians 4 and 2: ratio 2; per-round ratios 2, 2, 3
-    line = common().headline_text("a/b", [2.0, 4.0, 6.0], [1.0, 2.0, 2.0], ">= 1")
+    line = common().headline("a/b", [2.0, 4.0, 6.0], [1.0, 2.0, 2.0], ">= 1")
     assert line == "headline: a/b = 2.000 (2.000-3.000 over 3 reps) [target >= 1]"
 
 
 def test_headline_of_a_value_without_target():
     """A value: its median and min-max in its unit; no target says so; one rep is singular."""
     c = common()
-    assert c.headline_text("peak", [3.5, 1.25, 2.0], unit=" GB") == (
+    assert c.headline("peak", [3.5, 1.25, 2.0], unit=" GB") == (
         "headline: peak = 2 GB (1.25-3.5 GB over 3 reps) [no target]"
     )
-    assert c.headline_text("t", [13.5], target="< 60 s", unit=" s") == (
+    assert c.headline("t", [13.5], target="< 60 s", unit=" s") == (
         "headline: t = 13.5 s (13.5-13.5 s over 1 rep) [target < 60 s]"
     )
 
@@ -117,7 +117,7 @@ def test_headline_of_a_value_without_target():
 def test_headline_ratio_lies_within_its_spread(pairs: list[tuple[float, float]]):
     """Any timings: the line parses, and min <= max of the per-round ratios over N reps."""
     num, den = [a for a, _ in pairs], [b for _, b in pairs]
-    m = HEADLINE.match(common().headline_text("x/y", num, den, "<= 1"))
+    m = HEADLINE.match(common().headline("x/y", num, den, "<= 1"))
     assert m is not None
     assert float(m["lo"]) <= float(m["hi"]) and int(m["n"]) == len(pairs)
     assert m["target"] == "<= 1"
