@@ -202,6 +202,28 @@ def print_stats(
         print(f"{indent}{name:{width}s} {Stats(values).fmt(unit=unit)}")
 
 
+class Parser(argparse.ArgumentParser):
+    """A script's argument parser; ``--quick`` gives the options the values of its smoke-test
+    preset (:attr:`quick_preset`), as every script's own ``if args.quick:`` block did."""
+
+    quick_preset: dict[str, Any]
+
+    def parse_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> argparse.Namespace:
+        ns = super().parse_args(args, namespace)
+        if getattr(ns, "quick", False):
+            for key, value in getattr(self, "quick_preset", {}).items():
+                setattr(ns, key, value)
+        return ns
+
+
+def _option_value(value: object) -> str:
+    if isinstance(value, list | tuple):
+        return " ".join(map(str, value))
+    return "(none)" if value is None else str(value)
+
+
 def parser(
     doc: str | None,
     *,
@@ -209,26 +231,27 @@ def parser(
     warmup: int | None = None,
     seed: bool = True,
     threads: bool = False,
-    quick: str | None = None,
+    quick: dict[str, Any] | None = None,
+    quick_help: str | None = None,
     data_dir: str | None = None,
+    data_dir_default: str | None = None,
     tmp_dir: bool = False,
     reps_help: str = "recorded rounds",
-    data_dir_default: str | None = None,
     full_help: bool = False,
-) -> argparse.ArgumentParser:
+) -> Parser:
     """An argument parser with the options the scripts share, each script's defaults given here.
 
     ``--reps`` (recorded rounds; unless ``reps`` is ``None``), ``--warmup`` (unrecorded rounds
     first; unless ``warmup`` is ``None``), ``--seed``, ``--threads`` (torch intra-op threads),
-    ``--quick`` (a smoke test; ``quick`` is its help text), ``--data-dir`` (``data_dir`` is its help
-    text, ``data_dir_default`` its default; :data:`MNIST_DIR`: the real MNIST) and ``--tmp-dir``.
-    The description is the first sentence of ``doc`` (the script's docstring), or all of it as
-    written with ``full_help``.
+    ``--quick`` (a smoke test: the options take the values in ``quick``; ``quick_help`` says what
+    else it changes), ``--data-dir`` (``data_dir`` is its help text, ``data_dir_default`` its
+    default; :data:`MNIST_DIR`: the real MNIST) and ``--tmp-dir``. The description is the first
+    sentence of ``doc`` (the script's docstring), or all of it as written with ``full_help``.
     """
     if full_help:
-        p = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawTextHelpFormatter)
+        p = Parser(description=doc, formatter_class=argparse.RawTextHelpFormatter)
     else:
-        p = argparse.ArgumentParser(description=summary(doc))
+        p = Parser(description=summary(doc))
     if reps is not None:
         p.add_argument("--reps", type=int, default=reps, help=f"{reps_help} (default {reps})")
     if warmup is not None:
@@ -244,7 +267,10 @@ def parser(
     if tmp_dir:
         p.add_argument("--tmp-dir", default=None, help="where the run folders go (default $TMPDIR)")
     if quick is not None:
-        p.add_argument("--quick", action="store_true", help=f"smoke test: {quick}")
+        p.quick_preset = dict(quick)
+        said = " ".join(f"--{k.replace('_', '-')} {_option_value(v)}" for k, v in quick.items())
+        extra = f"; {quick_help}" if quick_help else ""
+        p.add_argument("--quick", action="store_true", help=f"smoke test: {said}{extra}")
     return p
 
 
@@ -258,17 +284,6 @@ def child_options(p: argparse.ArgumentParser, parts: Sequence[str], *files: str)
 
 #: ``--data-dir`` of the learner benchmarks
 MNIST_DIR = "use the real MNIST from this folder (torchvision's layout), not a synthetic one"
-
-
-def parse(
-    p: argparse.ArgumentParser, argv: Sequence[str] | None, quick: dict[str, Any] | None = None
-) -> argparse.Namespace:
-    """Parse ``argv``; with ``--quick``, the options in ``quick`` take those values."""
-    args = p.parse_args(argv)
-    if quick and getattr(args, "quick", False):
-        for key, value in quick.items():
-            setattr(args, key, value)
-    return args
 
 
 def set_threads(threads: int | None) -> None:

@@ -39,7 +39,7 @@ NUM_PARAMS = 440_812
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = _common.parser(
-        __doc__, reps=3, warmup=1, tmp_dir=True, quick="1,000 devices, 2 reps, no warm-up"
+        __doc__, reps=3, warmup=1, tmp_dir=True, quick={"devices": 1000, "reps": 2, "warmup": 0}
     )
     scenario = _common.REPO / "scenarios" / "paper" / "mnist_iid.toml"
     p.add_argument("--scenario", default=str(scenario))
@@ -48,7 +48,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--scheme", default="ideal")
     p.add_argument("--threshold-db", type=float, default=-125.0)
     p.add_argument("--level", choices=["events", "device_slots"], default="events")
-    return _common.parse(p, argv, {"devices": 1000, "reps": 2, "warmup": 0})
+    return p.parse_args(argv)
 
 
 def prepared(args: argparse.Namespace, uplink: dict[str, Any] | None) -> Any:

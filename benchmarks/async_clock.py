@@ -38,7 +38,13 @@ SCENARIO = _common.REPO / "scenarios" / "paper" / "mnist_iid.toml"
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = _common.parser(__doc__, reps=3, seed=False, quick="10,000 x 5, 1 round", tmp_dir=True)
+    p = _common.parser(
+        __doc__,
+        reps=3,
+        seed=False,
+        tmp_dir=True,
+        quick={"devices": 10_000, "slots": 5, "event_slots": 2, "reps": 1},
+    )
     p.add_argument("--devices", type=int, default=100_000)
     p.add_argument("--slots", type=int, default=20, help="slots of sync and async (one frame)")
     p.add_argument(
@@ -46,7 +52,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument("--buffer", type=int, default=10, help="async buffer_size (default 10)")
     p.add_argument("--server-lr", type=float, default=1e-4)
-    args = _common.parse(p, argv, {"devices": 10_000, "slots": 5, "event_slots": 2, "reps": 1})
+    args = p.parse_args(argv)
     return args
 
 

@@ -70,9 +70,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         __doc__,
         reps=3,
         seed=False,
-        quick="small sizes, 1 rep",
         data_dir="real MNIST (torchvision layout)",
         full_help=True,
+        quick={"devices": [30], "slots": 20, "train_slots": 2, "reps": 1},
     )
     p.add_argument("--devices", type=int, nargs="+", default=[30, 100, 1000])
     p.add_argument("--slots", type=int, default=100, help="clock part: slots (frames of 20)")
@@ -81,7 +81,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--batch", type=int, default=512, help="train part: B per device")
     p.add_argument("--parts", nargs="+", default=["clock", "train"], choices=["clock", "train"])
     p.add_argument("--appfl-python", default=None, help="an interpreter that imports appfl")
-    args = _common.parse(p, argv, {"devices": [30], "slots": 20, "train_slots": 2, "reps": 1})
+    args = p.parse_args(argv)
     return args
 
 

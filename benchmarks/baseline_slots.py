@@ -40,13 +40,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         __doc__,
         reps=6,
         warmup=1,
-        quick="4 devices x 64 samples, 2 reps",
         data_dir=_common.MNIST_DIR,
+        quick={"devices": 4, "batch": 64, "reps": 2, "warmup": 1},
     )
     p.add_argument("--devices", type=int, default=30, help="simulated devices (default 30)")
     p.add_argument("--batch", type=int, default=512, help="samples per device (default 512)")
     p.add_argument("--gamma", type=float, default=0.3, help="the controller's gamma (default 0.3)")
-    return _common.parse(p, argv, {"devices": 4, "batch": 64, "reps": 2, "warmup": 1})
+    return p.parse_args(argv)
 
 
 def system_for(n: int, d: int) -> SystemConstants:

@@ -109,8 +109,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         __doc__,
         reps=3,
         warmup=1,
-        quick="scale 1,000 x 4, interference 100 devices x 2 slots, 2 reps",
         tmp_dir=True,
+        quick={"devices": 1_000, "slots": 4, "reps": 2, "devices_int": [100], "int_slots": 2},
     )
     p.add_argument(
         "--parts", nargs="+", default=["scale", "interference"], choices=["scale", "interference"]
@@ -138,9 +138,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="interference: scheme (fixed_power)",
     )
     p.add_argument("--scenario", default=str(SCENARIO), help="base scenario file")
-    args = _common.parse(
-        p, argv, {"devices": 1_000, "slots": 4, "reps": 2, "devices_int": [100], "int_slots": 2}
-    )
+    args = p.parse_args(argv)
     return args
 
 

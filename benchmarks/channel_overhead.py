@@ -62,7 +62,7 @@ CHANNELS = {
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = _common.parser(
-        __doc__, reps=5, warmup=1, tmp_dir=True, quick="1,000 devices x 20 slots, 3 reps"
+        __doc__, reps=5, warmup=1, tmp_dir=True, quick={"devices": 1_000, "slots": 20, "reps": 3}
     )
     p.add_argument("--devices", type=int, default=10_000)
     p.add_argument("--slots", type=int, default=100)
@@ -75,7 +75,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         action="store_true",
         help="time only the channel's calls (large_scale per frame, slot per slot), no engine",
     )
-    args = _common.parse(p, argv, {"devices": 1_000, "slots": 20, "reps": 3})
+    args = p.parse_args(argv)
     if args.slots % args.slots_per_frame:
         args.slots_per_frame = args.slots
     return args

@@ -39,14 +39,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         __doc__,
         reps=5,
         warmup=1,
-        quick="4 devices, E = 2, 2 reps",
         data_dir=_common.MNIST_DIR,
+        quick={"devices": 4, "steps": 2, "reps": 2},
     )
     p.add_argument("--devices", type=int, default=30, help="simulated devices (default 30)")
     p.add_argument("--batch", type=int, default=64, help="samples per step (default 64)")
     p.add_argument("--steps", type=int, default=5, help="local steps E (default 5)")
     p.add_argument("--lr", type=float, default=0.05)
-    return _common.parse(p, argv, {"devices": 4, "steps": 2, "reps": 2})
+    return p.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> None:

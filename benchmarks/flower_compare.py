@@ -74,8 +74,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         reps=3,
         reps_help="repetitions of each side",
         warmup=0,
-        quick="--rounds 1 --clients 4 --batch 32 --reps 1",
         data_dir="real MNIST (torchvision layout) instead of synthetic",
+        quick={"rounds": 1, "clients": 4, "batch": 32, "reps": 1, "warmup": 0},
     )
     p.add_argument("--clients", type=int, default=30, help="clients / devices (default 30)")
     p.add_argument(
@@ -95,7 +95,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help=f"interpreter with flwr[simulation] (default {DEFAULT_FLOWER_PY} if present, else this one)",
     )
     _common.child_options(p, ["wflsim", "flower"], "data", "result")
-    args = _common.parse(p, argv, {"rounds": 1, "clients": 4, "batch": 32, "reps": 1, "warmup": 0})
+    args = p.parse_args(argv)
     return args
 
 

@@ -43,10 +43,16 @@ def work(lib: str, x: np.ndarray, calls: int) -> float:
 
 
 def main(argv: list[str] | None = None) -> None:
-    p = _common.parser(__doc__, reps=5, warmup=1, seed=False, quick="n = 1,000, 2 reps")
+    p = _common.parser(
+        __doc__,
+        reps=5,
+        warmup=1,
+        seed=False,
+        quick={"sizes": [1000], "elements": 200_000, "reps": 2},
+    )
     p.add_argument("--sizes", type=int, nargs="+", default=[30, 1000, 2048, 100_000])
     p.add_argument("--elements", type=int, default=2_000_000, help="elements per variant and round")
-    args = _common.parse(p, argv, {"sizes": [1000], "elements": 200_000, "reps": 2})
+    args = p.parse_args(argv)
     _common.print_header("fmath_cost: the C library's transcendental functions vs numpy's")
     fmath.log10(np.ones(fmath.SMALL + 1))  # load the compiled ufuncs (their cache) up front
     for n in args.sizes:

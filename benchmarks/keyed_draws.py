@@ -53,7 +53,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         reps_help="rounds (draws 10, load 3, run 3)",
         warmup=1,
         seed=False,
-        quick="10,000 devices, 2 rounds",
+        quick={"devices": 10_000, "reps": 2, "calls": 3},
     )
     p.add_argument("--parts", nargs="+", default=["draws", "load", "run"],
                    choices=["draws", "load", "run"])  # fmt: skip
@@ -63,7 +63,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--schemes", nargs="+", default=["fixed_power", "two_timescale"])
     p.add_argument("--levels", nargs="+", default=["events", "device_slots"],
                    choices=["events", "device_slots"])  # fmt: skip
-    args = _common.parse(p, argv, {"devices": 10_000, "reps": 2, "calls": 3})
+    args = p.parse_args(argv)
     return args
 
 

@@ -47,8 +47,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         reps=15,
         warmup=2,
         threads=True,
-        quick="4 devices x 64 samples, 3 reps, 1 warm-up",
         data_dir=_common.MNIST_DIR,
+        quick={"devices": 4, "batch": 64, "reps": 3, "warmup": 1},
     )
     p.add_argument("--devices", type=int, default=30, help="simulated devices (default 30)")
     p.add_argument("--batch", type=int, default=512, help="samples per device (default 512)")
@@ -64,7 +64,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="torch device of every variant: cpu (default) or cuda (each slot ends synchronised)",
     )
     p.add_argument("--lr", type=float, default=0.05)
-    return _common.parse(p, argv, {"devices": 4, "batch": 64, "reps": 3, "warmup": 1})
+    return p.parse_args(argv)
 
 
 synthetic_mnist = _common.synthetic_mnist

@@ -442,13 +442,15 @@ def warm_controller() -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    p = _common.parser(__doc__, reps=None, seed=False, quick="2,000 devices x 20 slots")
+    p = _common.parser(
+        __doc__, reps=None, seed=False, quick={"devices": 2000, "slots": 20, "rounds": 1}
+    )
     p.add_argument("--devices", type=int, default=100_000)
     p.add_argument("--slots", type=int, default=20)
     p.add_argument("--schemes", default="fixed_power,two_timescale")
     p.add_argument("--level", default="events", choices=["events", "device_slots"])
     p.add_argument("--rounds", type=int, default=3)
-    args = _common.parse(p, argv, {"devices": 2000, "slots": 20, "rounds": 1})
+    args = p.parse_args(argv)
     import wflsim
     from wflsim.app.runner import execute
     from wflsim.sim import rng

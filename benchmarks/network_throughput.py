@@ -78,8 +78,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         reps=5,
         reps_help="recorded rounds per scheme",
         warmup=1,
-        quick="1,000 devices x 20 slots, 3 reps",
         tmp_dir=True,
+        quick={"devices": 1_000, "slots": 20, "reps": 3},
     )
     p.add_argument("--devices", type=int, default=10_000, help="devices (default 10,000)")
     p.add_argument("--slots", type=int, default=100, help="slots in all (default 100)")
@@ -104,7 +104,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="[uplink] mode (default dedicated; a shared one runs the event kernel only)",
     )
     p.add_argument("--scenario", default=str(SCENARIO), help="base scenario file")
-    args = _common.parse(p, argv, {"devices": 1_000, "slots": 20, "reps": 3})
+    args = p.parse_args(argv)
     if args.uplink != "dedicated":
         args.kernels = ["event"]
         args.levels = ["events"]

@@ -46,14 +46,19 @@ NUM_PARAMS = 9_610
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = _common.parser(
-        __doc__, reps=3, warmup=1, seed=False, tmp_dir=True, quick="N = 10, 2 reps, no warm-up"
+        __doc__,
+        reps=3,
+        warmup=1,
+        seed=False,
+        tmp_dir=True,
+        quick={"devices": [10], "reps": 2, "warmup": 0},
     )
     scenario = _common.REPO / "scenarios" / "ns3" / "study.toml"
     p.add_argument("--scenario", default=str(scenario))
     p.add_argument("--devices", type=int, nargs="+", default=[10, 30, 100])
     p.add_argument("--frames", type=int, default=2)
     p.add_argument("--slots", type=int, default=5, help="slots per frame")
-    return _common.parse(p, argv, {"devices": [10], "reps": 2, "warmup": 0})
+    return p.parse_args(argv)
 
 
 def prepared(args: argparse.Namespace, n: int, mode: str) -> Any:

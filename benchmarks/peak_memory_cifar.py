@@ -49,7 +49,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         __doc__,
         reps=2,
         threads=True,
-        quick="4 devices x 16 samples, 5,000/1,000 samples, 1 slot a frame, 1 rep",
+        quick={
+            "devices": 4,
+            "batch": 16,
+            "slots": 1,
+            "reps": 1,
+            "train_samples": 5000,
+            "test_samples": 1000,
+        },
     )
     p.add_argument("--devices", type=int, default=30, help="devices (default 30)")
     p.add_argument(
@@ -82,8 +89,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument("--no-baseline", action="store_true", help="skip the no-gradient baseline child")
     p.add_argument("--child", choices=["baseline", "run"], help=argparse.SUPPRESS)
-    quick = {"devices": 4, "batch": 16, "slots": 1, "reps": 1}
-    args = _common.parse(p, argv, {**quick, "train_samples": 5_000, "test_samples": 1_000})
+    args = p.parse_args(argv)
     return args
 
 

@@ -93,8 +93,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         reps=3,
         reps_help="recorded repetitions",
         warmup=0,
-        quick="20 users, cohort 4, 2 rounds, 1 thread, 1 rep",
         data_dir="MNIST in torchvision's layout (default $WFLSIM_DATA_DIR or the project's dataset folder when they hold it, else a synthetic MNIST)",
+        quick={"users": 20, "cohort": 4, "rounds": 2, "threads": "1", "reps": 1, "warmup": 0},
     )
     p.add_argument(
         "--preset",
@@ -114,9 +114,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help=f"interpreter with pfl 0.6.0 (default {DEFAULT_PFL_PY} if present)",
     )
     _common.child_options(p, ["wflsim", "pfl"], "data", "inputs", "result")
-    args = _common.parse(
-        p, argv, {"users": 20, "cohort": 4, "rounds": 2, "threads": "1", "reps": 1, "warmup": 0}
-    )
+    args = p.parse_args(argv)
     try:
         args.thread_counts = [int(t) for t in str(args.threads).split(",") if t.strip()]
     except ValueError:

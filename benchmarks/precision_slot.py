@@ -27,12 +27,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         reps=5,
         warmup=1,
         seed=False,
-        quick="4 devices x 16 samples, 2 reps",
         data_dir="MNIST in torchvision's layout (default $WFLSIM_DATA_DIR, else data)",
+        quick={"devices": 4, "batch": 16, "reps": 2},
     )
     p.add_argument("--devices", type=int, default=30, help="devices (default 30)")
     p.add_argument("--batch", type=int, default=None, help="B per device (default the scenario's)")
-    return _common.parse(p, argv, {"devices": 4, "batch": 16, "reps": 2})
+    return p.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> None:

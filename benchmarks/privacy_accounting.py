@@ -35,13 +35,13 @@ def work(kind: str, q: float | None, devices: int, steps: int, groups: int) -> f
 
 
 def main(argv: list[str] | None = None) -> None:
-    p = _common.parser(__doc__, reps=1, warmup=0, seed=False, quick="N = 20, T = 50")
+    p = _common.parser(__doc__, reps=1, warmup=0, seed=False, quick={"devices": 20, "steps": 50})
     p.add_argument("--devices", type=int, default=100)
     p.add_argument("--steps", type=int, default=1000)
     p.add_argument("--groups", type=int, default=3, choices=range(1, 7))
     p.add_argument("--q", type=float, default=0.1, help="sampling probability (sampled variants)")
     p.add_argument("--variants", nargs="+", default=["rdp", "pld", "rdp_sampled", "pld_sampled"])
-    args = _common.parse(p, argv, {"devices": 20, "steps": 50})
+    args = p.parse_args(argv)
     _common.print_header(
         "privacy_accounting: per-device RDP and PLD accounting", ("numpy", "dp-accounting")
     )

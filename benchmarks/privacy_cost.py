@@ -50,11 +50,17 @@ VARIANTS: dict[str, dict[str, object] | None] = {
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = _common.parser(__doc__, reps=7, warmup=1, threads=True, quick="3 x 16, 2 rounds")
+    p = _common.parser(
+        __doc__,
+        reps=7,
+        warmup=1,
+        threads=True,
+        quick={"devices": 3, "batch": 16, "reps": 2, "warmup": 1},
+    )
     p.add_argument("--devices", type=int, default=10, help="simulated devices (default 10)")
     p.add_argument("--batch", type=int, default=32, help="samples per device (default 32)")
     p.add_argument("--device", default="cpu", help="torch device: cpu (default) or cuda")
-    return _common.parse(p, argv, {"devices": 3, "batch": 16, "reps": 2, "warmup": 1})
+    return p.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> None:

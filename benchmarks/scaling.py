@@ -35,7 +35,7 @@ SCENARIO = _common.REPO / "scenarios" / "paper" / "mnist_iid.toml"
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = _common.parser(__doc__, reps=None, quick="1,000 and 10,000 devices", tmp_dir=True)
+    p = _common.parser(__doc__, reps=None, tmp_dir=True, quick={"devices": [1_000, 10_000]})
     p.add_argument(
         "--devices",
         type=int,
@@ -48,7 +48,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--kernel", default="closed_form", choices=["closed_form", "event"], help="slot kernel"
     )
-    args = _common.parse(p, argv, {"devices": [1_000, 10_000]})
+    args = p.parse_args(argv)
     return args
 
 

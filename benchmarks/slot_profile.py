@@ -90,9 +90,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         warmup=1,
         seed=False,
         threads=True,
-        quick="3 devices, 2,000 test images, 2 reps, 1 warm-up",
         data_dir="MNIST folder (default: $WFLSIM_DATA_DIR or data)",
         data_dir_default=os.environ.get("WFLSIM_DATA_DIR", "data"),
+        quick={"reps": 2, "warmup": 1},
+        quick_help="3 devices, 2,000 test images",
     )
     p.add_argument(
         "--gamma",
@@ -101,7 +102,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="fraction each device freezes in the 'frozen' variant (default 0.25: the mean"
         " gamma of frame 1 of the scenario's run at seed 0)",
     )
-    args = _common.parse(p, argv, {"reps": 2, "warmup": 1})
+    args = p.parse_args(argv)
     return args
 
 

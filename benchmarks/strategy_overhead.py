@@ -69,10 +69,20 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         reps=None,
         warmup=0,
         seed=False,
-        quick="digits, small sizes",
         data_dir="MNIST in torchvision's layout (default $WFLSIM_DATA_DIR)",
         data_dir_default=os.environ.get("WFLSIM_DATA_DIR"),
         full_help=True,
+        quick_help="no --data-dir: scikit-learn's digits",
+        quick={
+            "data_dir": None,
+            "devices": 10,
+            "frames": 1,
+            "slots_per_frame": 3,
+            "rounds": 1,
+            "net_devices": 200,
+            "net_slots": 10,
+            "net_rounds": 1,
+        },
     )
     p.add_argument("--strategies", default="fedavg,fedadam,fedprox,fedmedian,krum")
     p.add_argument("--mode", default="sync", choices=["sync", "semi_sync", "async"])
@@ -88,20 +98,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--net-devices", type=int, default=2000)
     p.add_argument("--net-slots", type=int, default=40)
     p.add_argument("--net-rounds", type=int, default=3)
-    args = _common.parse(
-        p,
-        argv,
-        {
-            "data_dir": None,
-            "devices": 10,
-            "frames": 1,
-            "slots_per_frame": 3,
-            "rounds": 1,
-            "net_devices": 200,
-            "net_slots": 10,
-            "net_rounds": 1,
-        },
-    )
+    args = p.parse_args(argv)
     return args
 
 

@@ -51,8 +51,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         reps_help="recorded rounds of runs",
         warmup=1,
         seed=False,
-        quick="2,000 devices x 4 slots",
         tmp_dir=True,
+        quick={"devices": 2_000, "slots": 4, "slots_per_frame": 4, "reps": 2, "table_reps": 3},
     )
     p.add_argument("--devices", type=int, default=100_000, help="devices (default 100,000)")
     p.add_argument("--slots", type=int, default=20, help="slots in all (default 20)")
@@ -64,9 +64,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--table-reps", type=int, default=15, help="rounds of to_table (default 15)")
     p.add_argument("--base", default=BASE, help=f"commit of the previous builder ({BASE})")
     p.add_argument("--child", choices=["old", "new"], help=argparse.SUPPRESS)
-    args = _common.parse(
-        p, argv, {"devices": 2_000, "slots": 4, "slots_per_frame": 4, "reps": 2, "table_reps": 3}
-    )
+    args = p.parse_args(argv)
     return args
 
 

@@ -123,14 +123,14 @@ def run_part(devices: int, slots: int, level: str, scheme: str, reps: int) -> No
 
 
 def main(argv: list[str] | None = None) -> None:
-    p = _common.parser(__doc__, reps=3, seed=False, quick="16 MB, 2,000 devices")
+    p = _common.parser(__doc__, reps=3, seed=False, quick={"mb": 16, "devices": 2000, "reps": 1})
     p.add_argument("--part", default="both", choices=["hash", "run", "both"])
     p.add_argument("--mb", type=int, default=154, help="MB hashed (default 154)")
     p.add_argument("--devices", type=int, default=50_000, help="devices (default 50,000)")
     p.add_argument("--slots", type=int, default=20, help="slots (default 20: one frame)")
     p.add_argument("--level", default="device_slots", choices=["events", "device_slots"])
     p.add_argument("--scheme", default="fixed_power")
-    args = _common.parse(p, argv, {"mb": 16, "devices": 2000, "reps": 1})
+    args = p.parse_args(argv)
     print_header("trace_writer", ("numpy", "pyarrow", "blake3"))
     if args.part in ("hash", "both"):
         hash_part(args.mb, args.reps)

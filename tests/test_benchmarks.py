@@ -124,15 +124,15 @@ def test_headline_ratio_lies_within_its_spread(pairs: list[tuple[float, float]])
 
 
 def test_quick_preset_sets_the_options():
-    """``--quick`` gives the options the script's preset names; without it the defaults hold."""
-    c = common()
-    p = c.parser("Doc. More.", reps=5, warmup=1, quick="small")
+    """``--quick`` gives the options the preset's values, and its help names them; without it
+    the defaults hold."""
+    p = common().parser("Doc. More.", reps=5, warmup=1, quick={"devices": 4, "reps": 2})
     p.add_argument("--devices", type=int, default=30)
-    quick = {"devices": 4, "reps": 2}
-    assert vars(c.parse(p, ["--quick"], quick))["devices"] == 4
-    args = c.parse(p, [], quick)
+    assert p.parse_args(["--quick"]).devices == 4
+    args = p.parse_args([])
     assert (args.devices, args.reps, args.warmup, args.seed) == (30, 5, 1, 0)
     assert p.description == "Doc."
+    assert "smoke test: --devices 4 --reps 2" in p.format_help()
 
 
 def test_performance_summary_names_every_benchmark():
