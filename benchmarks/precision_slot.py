@@ -43,7 +43,7 @@ def main(argv: list[str] | None = None) -> None:
     data["learning"] = {**data["learning"], "data_dir": data_dir}
     data["network"] = {**data["network"], "num_devices": args.devices}
     if args.batch is not None:
-        data["learning"]["batch_size"] = args.batch
+        data["devices"] = {**data["devices"], "batch_size": args.batch}
     learners = {}
     for p in ["float32", "bfloat16"]:
         d = {**data, "learning": {**data["learning"], "precision": p}}
