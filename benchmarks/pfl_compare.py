@@ -691,7 +691,7 @@ def main(argv: list[str] | None = None) -> None:
         if ppy is None:
             print(f"\npfl part {pdesc}")
         elif heads:
-            print("\nheadline:")
+            print("\nsummary of every workload:")
             for line in heads:
                 print("  " + line)
     finally:
