@@ -344,7 +344,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     if args.part:
         res = part_wflsim(args) if args.part == "wflsim" else part_flower(args)
-        Path(args.result).write_text(json.dumps(res))
+        _common.write_json(args.result, res)
         return
 
     import torch  # noqa: F401  (for the environment report)

@@ -644,7 +644,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.part:
         args.threads_child = args.thread_counts[0]
         res = part_wflsim(args) if args.part == "wflsim" else part_pfl(args)
-        Path(args.result).write_text(json.dumps(res))
+        _common.write_json(args.result, res)
         return
 
     import torch  # noqa: F401  (for the environment report)
