@@ -7,7 +7,7 @@ central ``torch.optim.SGD`` at learning rate 1, a :class:`pfl.aggregate.simulate
 with :class:`pfl.aggregate.weighting.WeightByDatapoints`, ``FederatedAveraging.run`` with
 :class:`pfl.hyperparam.NNTrainHyperParams` and a :class:`pfl.callback.CentralEvaluationCallback`.
 
-What is made equal to wflsim's work (docs/performance.md lists it):
+What is made equal to wflsim's work (docs/performance/peers.md lists it):
 
 * the cohorts and the data: ``pfl_compare.py`` draws, with wflsim's own random streams and rules,
   each round's cohort (``uniform`` selection: ``cohort`` distinct users) and each cohort user's

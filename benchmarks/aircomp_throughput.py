@@ -18,46 +18,36 @@ Reported: seconds and device-slots/s of each, and aircomp/dedicated throughput (
 AirComp slot costs no per-device Python loop, so within 2x of dedicated, >= 0.5).
 
     python benchmarks/aircomp_throughput.py                 # 10,000 devices x 20 slots
-    python benchmarks/aircomp_throughput.py --devices 1000 --reps 2 --warmup 0   # smoke test
+    python benchmarks/aircomp_throughput.py --quick     # smoke test: 1,000 devices, 2 reps
 """
 
 from __future__ import annotations
 
 import argparse
-import functools
-import shutil
-import sys
-import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import _common  # noqa: E402
+import _common
 
-_common.add_repo_to_path()
-
-from wflsim.app.run import execute, prepare_scenario  # noqa: E402
-from wflsim.app.scenario import validate_scenario  # noqa: E402
-from wflsim.sim.config.loading import read_scenario_file  # noqa: E402
-from wflsim.sim.learner import NullLearner  # noqa: E402
+from wflsim.app.run import prepare_scenario
+from wflsim.app.scenario import validate_scenario
+from wflsim.sim.config.loading import read_scenario_file
+from wflsim.sim.learner import NullLearner
 
 NUM_PARAMS = 440_812
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    root = Path(__file__).resolve().parent.parent
-    p.add_argument("--scenario", default=str(root / "scenarios" / "paper" / "mnist_iid.toml"))
+    p = _common.parser(
+        __doc__, reps=3, warmup=1, tmp_dir=True, quick={"devices": 1000, "reps": 2, "warmup": 0}
+    )
+    scenario = _common.REPO / "scenarios" / "paper" / "mnist_iid.toml"
+    p.add_argument("--scenario", default=str(scenario))
     p.add_argument("--devices", type=int, default=10_000)
     p.add_argument("--slots", type=int, default=20)
     p.add_argument("--scheme", default="ideal")
     p.add_argument("--threshold-db", type=float, default=-125.0)
     p.add_argument("--level", choices=["events", "device_slots"], default="events")
-    p.add_argument("--reps", type=int, default=3)
-    p.add_argument("--warmup", type=int, default=1)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--tmp-dir", default=None, help="where the run folders are written")
     return p.parse_args(argv)
 
 
@@ -89,25 +79,14 @@ def main(argv: list[str] | None = None) -> None:
         f"workload: {args.devices:,} devices x {args.slots} slots = {ds:,} device-slots; "
         f"scheme {args.scheme}; closed-form kernel; trace level {args.level}; D = {NUM_PARAMS:,}"
     )
-    root = Path(tempfile.mkdtemp(prefix="wflsim-aircomp-", dir=args.tmp_dir))
-    counter = {"i": 0}
-
-    def run(name: str) -> float:
-        counter["i"] += 1
-        prep = prepared(args, variants[name])
-        out = root / f"{name}-{counter['i']}"
-        t0 = time.perf_counter()
-        execute(prep, NullLearner(NUM_PARAMS), out, overwrite=True)
-        dt = time.perf_counter() - t0
-        shutil.rmtree(out)
-        return dt
-
-    try:
-        times = _common.interleaved(
-            {k: functools.partial(run, k) for k in variants}, args.reps, args.warmup
+    with _common.scratch("wflsim-aircomp-", args.tmp_dir) as root:
+        runs = _common.execute_variants(
+            root,
+            list(variants),
+            lambda k: prepared(args, variants[k]),
+            lambda: NullLearner(NUM_PARAMS),
         )
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
+        times = _common.interleaved(runs, args.reps, args.warmup)
     for k in variants:
         rate = ds / _common.Stats(times[k]).median
         print(f"  {k:14s} {_common.Stats(times[k]).fmt(unit=' s')}   {rate:,.0f} device-slots/s")
@@ -116,6 +95,9 @@ def main(argv: list[str] | None = None) -> None:
             f"throughput {k}/dedicated", times["dedicated"], times[k], ">= 0.5"
         )
         print(f"  {line}")
+    _common.headline(
+        "throughput aircomp_trunc/dedicated", times["dedicated"], times["aircomp_trunc"], ">= 0.5"
+    )
 
 
 if __name__ == "__main__":

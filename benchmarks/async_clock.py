@@ -32,14 +32,19 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import _common  # noqa: E402
+import _common
 
 SCENARIO = _common.REPO / "scenarios" / "paper" / "mnist_iid.toml"
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = _common.parser(
+        __doc__,
+        reps=3,
+        seed=False,
+        tmp_dir=True,
+        quick={"devices": 10_000, "slots": 5, "event_slots": 2, "reps": 1},
+    )
     p.add_argument("--devices", type=int, default=100_000)
     p.add_argument("--slots", type=int, default=20, help="slots of sync and async (one frame)")
     p.add_argument(
@@ -47,12 +52,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument("--buffer", type=int, default=10, help="async buffer_size (default 10)")
     p.add_argument("--server-lr", type=float, default=1e-4)
-    p.add_argument("--reps", type=int, default=3)
-    p.add_argument("--tmp-dir", default=None, help="where the run folders go (default $TMPDIR)")
-    p.add_argument("--quick", action="store_true", help="smoke test: 10,000 x 5, 1 round")
     args = p.parse_args(argv)
-    if args.quick:
-        args.devices, args.slots, args.event_slots, args.reps = 10_000, 5, 2, 1
     return args
 
 
@@ -118,6 +118,7 @@ def main(argv: list[str] | None = None) -> None:
         print(f"  {'':12s} peak RSS {_common.Stats(peak[name]).fmt(unit=' GB')}")
     print()
     print(_common.ratio_line("async/sync (run)", runs["async"], runs["sync"], "<= 3"))
+    _common.headline("async/sync (run)", runs["async"], runs["sync"], "<= 3")
     if args.event_slots > 0:
         line = _common.ratio_line(
             "async_event/async_short (run)", runs["async_event"], runs["async_short"], ">= 10"

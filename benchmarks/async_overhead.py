@@ -53,14 +53,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from _common import add_repo_to_path, interleaved, print_header, ratio_line
+import _common
+from _common import headline, interleaved, print_header, ratio_line
+from flower_compare import write_synthetic_mnist
 
-add_repo_to_path()
-
-from flower_compare import write_synthetic_mnist  # noqa: E402
-
-from wflsim.app.run import execute, make_learner, prepare_scenario  # noqa: E402
-from wflsim.sim.config.loading import read_scenario_file, validate_scenario  # noqa: E402
+from wflsim.app.run import execute, make_learner, prepare_scenario
+from wflsim.sim.config.loading import read_scenario_file, validate_scenario
 
 REPO = Path(__file__).resolve().parents[1]
 SCENARIO = REPO / "scenarios" / "paper" / "mnist_iid.toml"
@@ -68,20 +66,22 @@ HERE = Path(__file__).resolve().parent
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p = _common.parser(
+        __doc__,
+        reps=3,
+        seed=False,
+        data_dir="real MNIST (torchvision layout)",
+        full_help=True,
+        quick={"devices": [30], "slots": 20, "train_slots": 2, "reps": 1},
+    )
     p.add_argument("--devices", type=int, nargs="+", default=[30, 100, 1000])
     p.add_argument("--slots", type=int, default=100, help="clock part: slots (frames of 20)")
     p.add_argument("--buffer", type=int, default=10)
     p.add_argument("--train-slots", type=int, default=6, help="train part: slots (one frame)")
     p.add_argument("--batch", type=int, default=512, help="train part: B per device")
-    p.add_argument("--reps", type=int, default=3)
     p.add_argument("--parts", nargs="+", default=["clock", "train"], choices=["clock", "train"])
-    p.add_argument("--data-dir", default=None, help="real MNIST (torchvision layout)")
     p.add_argument("--appfl-python", default=None, help="an interpreter that imports appfl")
-    p.add_argument("--quick", action="store_true", help="smoke test: small sizes, 1 rep")
     args = p.parse_args(argv)
-    if args.quick:
-        args.devices, args.slots, args.train_slots, args.reps = [30], 20, 2, 1
     return args
 
 
@@ -183,6 +183,7 @@ def part_clock(args: argparse.Namespace, root: Path) -> None:
                 "<= 1 (issue 36: no worse than 0.58-0.81)",
             )
         )
+        headline(f"wflsim/APPFL per update, {n} devices", per[name_w], per[name_a], "<= 1")
 
 
 def appfl(python: str, clients: int, updates: int) -> tuple[float, int]:
@@ -250,6 +251,7 @@ def part_train(args: argparse.Namespace, root: Path) -> None:
         )
     for k in ("fedbuff", "fedasync"):
         print("  " + ratio_line(f"{k}/sync per update", per[k], per["sync"], "<= 1.2"))
+    headline("fedbuff/sync per update", per["fedbuff"], per["sync"], "<= 1.2")
 
 
 def main(argv: list[str] | None = None) -> None:

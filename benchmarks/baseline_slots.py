@@ -19,47 +19,33 @@ asserted.
 from __future__ import annotations
 
 import argparse
-import sys
-from collections.abc import Callable
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import _common  # noqa: E402
+import _common
+import numpy as np
+import torch
 
-_common.add_repo_to_path()
-
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
-
-from wflsim.models.data import load_dataset, partition  # noqa: E402
-from wflsim.models.learner import TorchLearner  # noqa: E402
-from wflsim.models.nets import build_model  # noqa: E402
-from wflsim.sim.registry import SCHEMES, build_scheme  # noqa: E402
-from wflsim.sim.rng import Streams  # noqa: E402
-from wflsim.sim.schemes.common import freezing_plan  # noqa: E402
-from wflsim.sim.updates import UpdateInputs  # noqa: E402
-from wflsim.sim.world.system import DeviceArrays, SystemConstants  # noqa: E402
+from wflsim.models.learner import TorchLearner
+from wflsim.sim.registry import SCHEMES, build_scheme
+from wflsim.sim.schemes.common import freezing_plan
+from wflsim.sim.updates import UpdateInputs
+from wflsim.sim.world.system import DeviceArrays, SystemConstants
 
 #: The proposed scheme first (the denominator), then the baselines and the ablation.
 VARIANTS = ("two_timescale", "topk_ef", "pruning", "fedhq", "fjord", "random_freezing")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = _common.parser(
+        __doc__,
+        reps=6,
+        warmup=1,
+        data_dir=_common.MNIST_DIR,
+        quick={"devices": 4, "batch": 64, "reps": 2, "warmup": 1},
+    )
     p.add_argument("--devices", type=int, default=30, help="simulated devices (default 30)")
     p.add_argument("--batch", type=int, default=512, help="samples per device (default 512)")
     p.add_argument("--gamma", type=float, default=0.3, help="the controller's gamma (default 0.3)")
-    p.add_argument("--reps", type=int, default=6, help="recorded rounds (default 6)")
-    p.add_argument("--warmup", type=int, default=1, help="unrecorded rounds first (default 1)")
-    p.add_argument("--data-dir", default=None, help="use the real MNIST from this folder")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument(
-        "--quick", action="store_true", help="smoke test: 4 devices x 64 samples, 2 reps"
-    )
-    args = p.parse_args(argv)
-    if args.quick:
-        args.devices, args.batch, args.reps, args.warmup = 4, 64, 2, 1
-    return args
+    return p.parse_args(argv)
 
 
 def system_for(n: int, d: int) -> SystemConstants:
@@ -89,35 +75,18 @@ def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     _common.print_header("baseline_slots: one slot of each baseline vs the proposed scheme")
     n, b = args.devices, args.batch
-    if args.data_dir:
-        x_tr, y_tr, x_te, y_te = load_dataset("mnist", args.data_dir)
-    else:
+    data = None
+    if not args.data_dir:
         gen = torch.Generator().manual_seed(args.seed)
         x_tr, y_tr = torch.randn(60_000, 1, 28, 28, generator=gen), torch.randint(0, 10, (60_000,))
-        x_te, y_te = x_tr[:1000], y_tr[:1000]
-    parts = partition(y_tr.numpy(), n, "iid", 1.0, np.random.default_rng(args.seed))
-    torch.manual_seed(args.seed)
-    init = build_model("cnn_mnist", "mnist")
-    state = {k: v.clone() for k, v in init.state_dict().items()}
-    ids = np.arange(n, dtype=np.int64)
+        data = (x_tr, y_tr, x_tr[:1000], y_tr[:1000])
+    work = _common.MnistWork(n, args.seed, args.data_dir, data)
+    ids = work.ids
     names = [v for v in VARIANTS if v in SCHEMES]
     learners: dict[str, TorchLearner] = {}
-    slots: dict[str, int] = {}
     for name in names:
-        model = build_model("cnn_mnist", "mnist")
-        model.load_state_dict(state)
-        learner = TorchLearner(
-            model=model,
-            x_train=x_tr,
-            y_train=y_tr,
-            x_test=x_te,
-            y_test=y_te,
-            parts=parts,
-            batch_sizes=np.full(n, b, dtype=np.int64),
-            lr=0.05,
-            sampling_streams=Streams(args.seed),
-            architecture=("cnn_mnist", "mnist"),  # FjORD's sub-models are cut from it
-        )
+        # FjORD's sub-models are cut from the architecture
+        learner = work.learner(b, 0.05, args.seed, architecture=("cnn_mnist", "mnist"))
         system = system_for(n, learner.num_params)
         scheme = build_scheme(name, {}, system)
         learner.set_update_rule(scheme.update_rule)
@@ -127,25 +96,21 @@ def main(argv: list[str] | None = None) -> None:
             learner.apply(t, ids)
         learner.end_frame(0)
         learner.begin_frame(1, frame_inputs(scheme, system, args.gamma))
-        learners[name], slots[name] = learner, 3
-
-    def variant(name: str) -> Callable[[], None]:
-        def run() -> None:
-            learners[name].compute(slots[name], ids)
-            learners[name].apply(slots[name], ids)
-            slots[name] += 1
-
-        return run
+        learners[name] = learner
 
     print(f"workload: {n} devices x {b} samples; cnn_mnist; gamma {args.gamma} in frame 1")
     print(f"rounds: {args.warmup} warm-up + {args.reps} recorded, order rotating each round\n")
-    times = _common.interleaved({k: variant(k) for k in names}, args.reps, args.warmup)
+    variants = {k: _common.slot_runner(learners[k], ids, start=3) for k in names}
+    times = _common.interleaved(variants, args.reps, args.warmup)
     print("\nseconds per slot:")
-    for k in names:
-        print(f"  {k:16s} {_common.Stats(times[k]).fmt(unit=' s')}")
+    _common.print_stats(times)
     print("\nratios to the proposed scheme (target <= 1.5):")
     for k in names[1:]:
         print("  " + _common.ratio_line(f"{k}/two_timescale", times[k], times[names[0]], "<= 1.5"))
+    slowest = max(names[1:], key=lambda k: _common.Stats(times[k]).median)
+    _common.headline(
+        f"slowest baseline {slowest}/two_timescale", times[slowest], times[names[0]], "<= 1.5"
+    )
 
 
 if __name__ == "__main__":

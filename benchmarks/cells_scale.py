@@ -73,36 +73,28 @@ from __future__ import annotations
 import argparse
 import contextlib
 import copy
-import functools
 import math
-import shutil
-import sys
-import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import _common  # noqa: E402
+import _common
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import simpy
 
-_common.add_repo_to_path()
-
-import numpy as np  # noqa: E402
-import pyarrow as pa  # noqa: E402
-import pyarrow.compute as pc  # noqa: E402
-import simpy  # noqa: E402
-
-import wflsim  # noqa: E402
-from wflsim.app.run import build_engine, execute, make_learner, prepare_scenario  # noqa: E402
-from wflsim.app.scenario import validate_scenario  # noqa: E402
-from wflsim.sim.config.loading import read_scenario_file  # noqa: E402
-from wflsim.sim.kernels import EventKernel  # noqa: E402
-from wflsim.sim.learner import NullLearner  # noqa: E402
-from wflsim.sim.radio.cells.config import CellsConfig  # noqa: E402
-from wflsim.sim.radio.cells.layout import build_layout  # noqa: E402
-from wflsim.sim.radio.cells.uplink import CellularUplink  # noqa: E402
-from wflsim.sim.registry import SCHEMES  # noqa: E402
+import wflsim
+from wflsim.app.run import build_engine, make_learner, prepare_scenario
+from wflsim.app.scenario import validate_scenario
+from wflsim.sim.config.loading import read_scenario_file
+from wflsim.sim.kernels import EventKernel
+from wflsim.sim.learner import NullLearner
+from wflsim.sim.radio.cells.config import CellsConfig
+from wflsim.sim.radio.cells.layout import build_layout
+from wflsim.sim.radio.cells.uplink import CellularUplink
+from wflsim.sim.registry import SCHEMES
 
 SCENARIO = _common.REPO / "scenarios" / "paper" / "mnist_iid.toml"
 NUM_PARAMS = 440_812
@@ -113,7 +105,13 @@ DONE_TOL = 1e-9
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = _common.parser(
+        __doc__,
+        reps=3,
+        warmup=1,
+        tmp_dir=True,
+        quick={"devices": 1_000, "slots": 4, "reps": 2, "devices_int": [100], "int_slots": 2},
+    )
     p.add_argument(
         "--parts", nargs="+", default=["scale", "interference"], choices=["scale", "interference"]
     )
@@ -139,20 +137,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         choices=sorted(SCHEMES),
         help="interference: scheme (fixed_power)",
     )
-    p.add_argument("--reps", type=int, default=3, help="recorded rounds (3)")
-    p.add_argument("--warmup", type=int, default=1, help="unrecorded rounds first (1)")
-    p.add_argument("--seed", type=int, default=0)
     p.add_argument("--scenario", default=str(SCENARIO), help="base scenario file")
-    p.add_argument("--tmp-dir", default=None, help="where the traces are written ($TMPDIR)")
-    p.add_argument(
-        "--quick",
-        action="store_true",
-        help="smoke test: scale 1,000 x 4, interference 100 devices x 2 slots, 2 reps",
-    )
     args = p.parse_args(argv)
-    if args.quick:
-        args.devices, args.slots, args.reps = 1_000, 4, 2
-        args.devices_int, args.int_slots = [100], 2
     return args
 
 
@@ -213,28 +199,21 @@ def part_scale(args: argparse.Namespace) -> None:
     preps = {k: scale_prepared(args, c) for k, c in variants.items()}
     for k, prep in preps.items():
         assert prep.scenario.run.kernel == "closed_form", k
-    root = Path(tempfile.mkdtemp(prefix="wflsim-cells-", dir=args.tmp_dir))
-    counter = {"i": 0}
     parts: dict[str, int] = {}
 
-    def run(name: str) -> float:
-        counter["i"] += 1
-        prep = scale_prepared(args, variants[name])
-        out = root / f"{name}-{counter['i']}"
-        t0 = time.perf_counter()
-        execute(prep, NullLearner(NUM_PARAMS), out, overwrite=True)
-        dt = time.perf_counter() - t0
+    def count(name: str, prep: Any, out: Path) -> None:
         if name not in parts:
             parts[name] = participations(out)
-        shutil.rmtree(out)
-        return dt
 
-    try:
-        times = _common.interleaved(
-            {k: functools.partial(run, k) for k in variants}, args.reps, args.warmup
+    with _common.scratch("wflsim-cells-", args.tmp_dir) as root:
+        runs = _common.execute_variants(
+            root,
+            list(variants),
+            lambda k: scale_prepared(args, variants[k]),
+            lambda: NullLearner(NUM_PARAMS),
+            count,
         )
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
+        times = _common.interleaved(runs, args.reps, args.warmup)
     for k in variants:
         print(
             f"  {k:6s} seconds: {_common.Stats(times[k]).fmt(unit=' s')}; participations "
@@ -249,6 +228,7 @@ def part_scale(args: argparse.Namespace) -> None:
         "throughput seven/one", times["one"], times["seven"], ">= 0.5 (within 2x of one cell)"
     )
     print(f"  {line}\n")
+    _common.headline("throughput seven/one cells", times["one"], times["seven"], ">= 0.5")
 
 
 # ---------------------------------------------------------------------------- interference
@@ -520,15 +500,9 @@ class BareSlots:
                     wake[d].succeed()
                 deadline = env.timeout(s["deadline_s"])
                 deadline.callbacks.append(at_deadline)
-                if s["who"]:
-                    yield env.all_of([deadline, st["done"]])
-                else:
-                    yield deadline
+                yield _common.slot_end(env, deadline, st["done"], bool(s["who"]))
 
-        for d in range(n):
-            env.process(device(d))
-        env.process(server())
-        env.run()
+        _common.run_bare(env, n, device, server)
         return time.perf_counter() - t0, end_s, arrived
 
 
@@ -625,6 +599,7 @@ def part_interference(args: argparse.Namespace) -> None:
         print(f"  wflsim slot play  seconds: {_common.Stats(plays).fmt(unit=' s')}")
         print(f"  bare SimPy        seconds: {_common.Stats(times['bare']).fmt(unit=' s')}")
         print(f"  {_common.ratio_line('wflsim slot play / bare', plays, times['bare'], '-')}")
+        _common.headline(f"interference slot play wflsim/bare, {n} devices", plays, times["bare"])
         print(
             f"  {_common.ratio_line('wflsim whole run / bare', times['wflsim'], times['bare'], '-')}"
         )

@@ -29,21 +29,14 @@ events whatever the channel) and ``--component`` (only ``channel.large_scale`` a
 from __future__ import annotations
 
 import argparse
-import shutil
-import sys
-import tempfile
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import _common  # noqa: E402
+import _common
 
-_common.add_repo_to_path()
-
-from wflsim.app.run import execute, prepare_scenario  # noqa: E402
-from wflsim.app.scenario import validate_scenario  # noqa: E402
-from wflsim.sim.config.loading import read_scenario_file  # noqa: E402
-from wflsim.sim.learner import NullLearner  # noqa: E402
+from wflsim.app.run import prepare_scenario
+from wflsim.app.scenario import validate_scenario
+from wflsim.sim.config.loading import read_scenario_file
+from wflsim.sim.learner import NullLearner
 
 SCENARIO = _common.REPO / "scenarios" / "paper" / "mnist_iid.toml"
 NUM_PARAMS = 440_812
@@ -68,26 +61,21 @@ CHANNELS = {
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = _common.parser(
+        __doc__, reps=5, warmup=1, tmp_dir=True, quick={"devices": 1_000, "slots": 20, "reps": 3}
+    )
     p.add_argument("--devices", type=int, default=10_000)
     p.add_argument("--slots", type=int, default=100)
     p.add_argument("--slots-per-frame", type=int, default=20)
     p.add_argument("--scheme", default="two_timescale")
     p.add_argument("--speed", type=float, nargs=2, default=[0.5, 1.5], help="m/s (lo hi)")
     p.add_argument("--variants", nargs="+", default=list(CHANNELS), choices=list(CHANNELS))
-    p.add_argument("--reps", type=int, default=5)
-    p.add_argument("--warmup", type=int, default=1)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--tmp-dir", default=None)
-    p.add_argument("--quick", action="store_true", help="1,000 devices x 20 slots, 3 reps")
     p.add_argument(
         "--component",
         action="store_true",
         help="time only the channel's calls (large_scale per frame, slot per slot), no engine",
     )
     args = p.parse_args(argv)
-    if args.quick:
-        args.devices, args.slots, args.reps = 1_000, 20, 3
     if args.slots % args.slots_per_frame:
         args.slots_per_frame = args.slots
     return args
@@ -121,8 +109,6 @@ def main(argv: list[str] | None = None) -> None:
         print(f"  {name}: [channel] = {CHANNELS[name] or '(defaults: the paper)'}")
     what = "the channel's calls only (--component)" if args.component else "wflsim.app.run.execute"
     print(f"timed: {what}; rounds: {args.warmup} warm-up + {args.reps} recorded, order rotating\n")
-    root = Path(tempfile.mkdtemp(prefix="wflsim-chan-", dir=args.tmp_dir))
-    counter = {"i": 0}
 
     def component(name: str):
         def run() -> float:
@@ -138,26 +124,17 @@ def main(argv: list[str] | None = None) -> None:
 
         return run
 
-    def variant(name: str):
+    with _common.scratch("wflsim-chan-", args.tmp_dir) as root:
         if args.component:
-            return component(name)
-
-        def run() -> float:
-            prep = prepare_scenario(validate_scenario(scenario(args, CHANNELS[name])))
-            counter["i"] += 1
-            out = root / f"{name}-{counter['i']}"
-            t0 = time.perf_counter()
-            execute(prep, NullLearner(NUM_PARAMS), out)
-            dt = time.perf_counter() - t0
-            shutil.rmtree(out)
-            return dt
-
-        return run
-
-    try:
-        times = _common.interleaved({n: variant(n) for n in args.variants}, args.reps, args.warmup)
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
+            runs = {name: component(name) for name in args.variants}
+        else:
+            runs = _common.execute_variants(
+                root,
+                args.variants,
+                lambda name: prepare_scenario(validate_scenario(scenario(args, CHANNELS[name]))),
+                lambda: NullLearner(NUM_PARAMS),
+            )
+        times = _common.interleaved(runs, args.reps, args.warmup)
     print()
     for name in args.variants:
         s = _common.Stats(times[name])
@@ -174,6 +151,8 @@ def main(argv: list[str] | None = None) -> None:
                         f"throughput {name}/iid", times["iid"], times[name], target
                     )
                 )
+        if "gm_csi" in times:
+            _common.headline("throughput gm_csi/iid", times["iid"], times["gm_csi"], ">= 0.8")
 
 
 if __name__ == "__main__":

@@ -26,84 +26,41 @@ asserted; run on a quiet machine.
 from __future__ import annotations
 
 import argparse
-import sys
-from pathlib import Path
+from collections.abc import Callable
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import _common  # noqa: E402
-
-_common.add_repo_to_path()
-
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
-from learner_overhead import Sampler, synthetic_mnist  # noqa: E402
-
-from wflsim.models.data import load_dataset, partition  # noqa: E402
-from wflsim.models.learner import TorchLearner  # noqa: E402
-from wflsim.models.nets import build_model  # noqa: E402
-from wflsim.sim.rng import Streams  # noqa: E402
-from wflsim.sim.updates import FreezingInputs  # noqa: E402
+import _common
+import torch
+import torch.nn.functional as F
+from learner_overhead import Sampler
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = _common.parser(
+        __doc__,
+        reps=5,
+        warmup=1,
+        data_dir=_common.MNIST_DIR,
+        quick={"devices": 4, "steps": 2, "reps": 2},
+    )
     p.add_argument("--devices", type=int, default=30, help="simulated devices (default 30)")
     p.add_argument("--batch", type=int, default=64, help="samples per step (default 64)")
     p.add_argument("--steps", type=int, default=5, help="local steps E (default 5)")
-    p.add_argument("--reps", type=int, default=5, help="recorded rounds (default 5)")
-    p.add_argument("--warmup", type=int, default=1, help="unrecorded rounds first (default 1)")
-    p.add_argument("--data-dir", default=None, help="use the real MNIST from this folder")
     p.add_argument("--lr", type=float, default=0.05)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--quick", action="store_true", help="smoke test: 4 devices, E = 2, 2 reps")
-    args = p.parse_args(argv)
-    if args.quick:
-        args.devices, args.steps, args.reps = 4, 2, 2
-    return args
+    return p.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     _common.print_header("fedavg_local_steps: E local SGD steps, wflsim vs raw PyTorch")
     n, b, e = args.devices, args.batch, args.steps
-    if args.data_dir:
-        x_tr, y_tr, x_te, y_te = load_dataset("mnist", args.data_dir)
-    else:
-        x_tr, y_tr, x_te, y_te = synthetic_mnist(args.seed)
-    parts = partition(y_tr.numpy(), n, "iid", 1.0, np.random.default_rng(args.seed))
-    torch.manual_seed(args.seed)
-    state = {k: v.clone() for k, v in build_model("cnn_mnist", "mnist").state_dict().items()}
+    work = _common.MnistWork(n, args.seed, args.data_dir)
+    x_tr, y_tr, parts, ids = work.x_tr, work.y_tr, work.parts, work.ids
+    fresh_model = work.model
 
-    def fresh_model() -> torch.nn.Module:
-        m = build_model("cnn_mnist", "mnist")
-        m.load_state_dict(state)
-        return m
-
-    ids = np.arange(n, dtype=np.int64)
-
-    def slot_of(steps: int):  # noqa: ANN202
-        learner = TorchLearner(
-            model=fresh_model(),
-            x_train=x_tr,
-            y_train=y_tr,
-            x_test=x_te,
-            y_test=y_te,
-            parts=parts,
-            batch_sizes=np.full(n, b, dtype=np.int64),
-            lr=args.lr,
-            sampling_streams=Streams(args.seed + steps),
-            local_steps=steps,
-        )
-        learner.begin_frame(0, FreezingInputs(frozen_count=np.zeros(n, dtype=np.int64)))
-        slot = [0]
-
-        def run() -> None:
-            learner.compute(slot[0], ids)
-            learner.apply(slot[0], ids)
-            slot[0] += 1
-
-        return run
+    def slot_of(steps: int) -> Callable[[], None]:
+        learner = work.learner(b, args.lr, args.seed + steps, local_steps=steps)
+        learner.begin_frame(0, _common.nothing_frozen(n))
+        return _common.slot_runner(learner, ids)
 
     glob = fresh_model().train()
     local = fresh_model().train()
@@ -140,11 +97,13 @@ def main(argv: list[str] | None = None) -> None:
         "cE": f"cE raw PyTorch loop on model copies ({e} steps)",
     }
     print("\nseconds per slot:")
-    for k, lab in labels.items():
-        print(f"  {lab:50s} {_common.Stats(times[k]).fmt(unit=' s')}")
+    _common.print_stats({labels[k]: times[k] for k in labels}, width=50)
     print("\nratios:")
     print("  " + _common.ratio_line("aE/a1", times["aE"], times["a1"], f"(E = {e})"))
     print("  " + _common.ratio_line("aE/cE", times["aE"], times["cE"], "<= 1"))
+    _common.headline(
+        f"aE/cE (wflsim FedAvg / raw PyTorch copies, E = {e})", times["aE"], times["cE"], "<= 1"
+    )
 
 
 if __name__ == "__main__":

@@ -61,10 +61,7 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import _common  # noqa: E402
-
-_common.add_repo_to_path()
+import _common
 
 SCENARIO = _common.REPO / "scenarios" / "paper" / "mnist_iid.toml"
 DEFAULT_FLOWER_PY = "/tmp/flwr-venv/bin/python"
@@ -72,14 +69,19 @@ LR = 0.05
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = _common.parser(
+        __doc__,
+        reps=3,
+        reps_help="repetitions of each side",
+        warmup=0,
+        data_dir="real MNIST (torchvision layout) instead of synthetic",
+        quick={"rounds": 1, "clients": 4, "batch": 32, "reps": 1, "warmup": 0},
+    )
     p.add_argument("--clients", type=int, default=30, help="clients / devices (default 30)")
     p.add_argument(
         "--batch", type=int, default=512, help="samples per client and round (default 512)"
     )
     p.add_argument("--rounds", type=int, default=20, help="FedSGD rounds (default 20)")
-    p.add_argument("--reps", type=int, default=3, help="repetitions of each side (default 3)")
-    p.add_argument("--warmup", type=int, default=0, help="unrecorded repetitions first (default 0)")
     p.add_argument("--threads", type=int, default=None, help="torch threads on the wflsim side")
     p.add_argument(
         "--client-cpus",
@@ -88,25 +90,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="Flower client_resources num_cpus (default: Flower's own default, 2)",
     )
     p.add_argument(
-        "--data-dir", default=None, help="real MNIST (torchvision layout) instead of synthetic"
-    )
-    p.add_argument(
         "--flower-python",
         default=None,
         help=f"interpreter with flwr[simulation] (default {DEFAULT_FLOWER_PY} if present, else this one)",
     )
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument(
-        "--quick",
-        action="store_true",
-        help="smoke test: --rounds 1 --clients 4 --batch 32 --reps 1",
-    )
-    p.add_argument("--part", choices=["wflsim", "flower"], help=argparse.SUPPRESS)
-    p.add_argument("--data", help=argparse.SUPPRESS)
-    p.add_argument("--result", help=argparse.SUPPRESS)
+    _common.child_options(p, ["wflsim", "flower"], "data", "result")
     args = p.parse_args(argv)
-    if args.quick:
-        args.rounds, args.clients, args.batch, args.reps, args.warmup = 1, 4, 32, 1, 0
     return args
 
 
@@ -355,7 +344,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     if args.part:
         res = part_wflsim(args) if args.part == "wflsim" else part_flower(args)
-        Path(args.result).write_text(json.dumps(res))
+        _common.write_json(args.result, res)
         return
 
     import torch  # noqa: F401  (for the environment report)
@@ -425,6 +414,7 @@ def main(argv: list[str] | None = None) -> None:
                     "(informative)",
                 )
             )
+            _common.headline("flower/wflsim total", totals["flower"], totals["wflsim"], ">= 2")
         else:
             print(f"\nFlower part {fdesc}")
     finally:

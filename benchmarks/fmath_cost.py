@@ -13,20 +13,13 @@ small run's arrays, which never loads numba).
 
 from __future__ import annotations
 
-import argparse
 import functools
-import sys
 import time
-from pathlib import Path
 
+import _common
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import _common  # noqa: E402
-
-_common.add_repo_to_path()
-
-from wflsim.sim import fmath  # noqa: E402
+from wflsim.sim import fmath
 
 
 def work(lib: str, x: np.ndarray, calls: int) -> float:
@@ -50,11 +43,15 @@ def work(lib: str, x: np.ndarray, calls: int) -> float:
 
 
 def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = _common.parser(
+        __doc__,
+        reps=5,
+        warmup=1,
+        seed=False,
+        quick={"sizes": [1000], "elements": 200_000, "reps": 2},
+    )
     p.add_argument("--sizes", type=int, nargs="+", default=[30, 1000, 2048, 100_000])
     p.add_argument("--elements", type=int, default=2_000_000, help="elements per variant and round")
-    p.add_argument("--reps", type=int, default=5)
-    p.add_argument("--warmup", type=int, default=1)
     args = p.parse_args(argv)
     _common.print_header("fmath_cost: the C library's transcendental functions vs numpy's")
     fmath.log10(np.ones(fmath.SMALL + 1))  # load the compiled ufuncs (their cache) up front
@@ -76,6 +73,7 @@ def main(argv: list[str] | None = None) -> None:
             "fmath_python/numpy", times["fmath_python"], times["numpy"], "report"
         )
         print(f"  {line}")
+        _common.headline(f"fmath/numpy, n = {n:,}", times["fmath"], times["numpy"])
 
 
 if __name__ == "__main__":

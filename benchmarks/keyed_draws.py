@@ -36,36 +36,34 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import _common  # noqa: E402
+import _common
+import numpy as np
 
-_common.add_repo_to_path()
-
-import numpy as np  # noqa: E402
-
-from wflsim.sim import rng  # noqa: E402
-from wflsim.sim.rng import Streams  # noqa: E402
+from wflsim.sim import rng
+from wflsim.sim.rng import Streams
 
 PACKAGES = ("numpy", "numba", "llvmlite", "simpy", "pyarrow")
 BACKENDS = {"compiled": "compiled", "numpy": "numpy", "numpy*": "numpy"}
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = _common.parser(
+        __doc__,
+        reps=None,
+        reps_help="rounds (draws 10, load 3, run 3)",
+        warmup=1,
+        seed=False,
+        quick={"devices": 10_000, "reps": 2, "calls": 3},
+    )
     p.add_argument("--parts", nargs="+", default=["draws", "load", "run"],
                    choices=["draws", "load", "run"])  # fmt: skip
     p.add_argument("--devices", type=int, default=100_000, help="devices (default 100,000)")
     p.add_argument("--slots", type=int, default=20, help="slots of a run (default 20)")
     p.add_argument("--calls", type=int, default=10, help="calls per method and batch (10)")
-    p.add_argument("--reps", type=int, default=None, help="rounds (draws 10, load 3, run 3)")
-    p.add_argument("--warmup", type=int, default=1, help="unrecorded rounds first (default 1)")
     p.add_argument("--schemes", nargs="+", default=["fixed_power", "two_timescale"])
     p.add_argument("--levels", nargs="+", default=["events", "device_slots"],
                    choices=["events", "device_slots"])  # fmt: skip
-    p.add_argument("--quick", action="store_true", help="smoke test: 10,000 devices, 2 rounds")
     args = p.parse_args(argv)
-    if args.quick:
-        args.devices, args.reps, args.calls = 10_000, 2, 3
     return args
 
 
@@ -107,6 +105,7 @@ def part_draws(args: argparse.Namespace) -> None:
     print(
         f"  {_common.ratio_line('batch numpy*/numpy (A/A)', times['numpy*'], times['numpy'], '~1')}"
     )
+    _common.headline("draws batch numpy/compiled", times["numpy"], times["compiled"])
     print("  per method (ms per call, medians; ratios of the recorded rounds):")
     for name in methods:
         c, a, b = (per[v][name][-reps:] for v in BACKENDS)

@@ -32,63 +32,42 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import _common  # noqa: E402
+import _common
+import numpy as np
+import torch
+import torch.nn.functional as F
 
-_common.add_repo_to_path()
-
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
-
-from wflsim.models.data import load_dataset, partition  # noqa: E402
-from wflsim.models.learner import TorchLearner  # noqa: E402
-from wflsim.models.nets import build_model  # noqa: E402
-from wflsim.sim.rng import Streams  # noqa: E402
-from wflsim.sim.updates import FreezingInputs  # noqa: E402
+from wflsim.models.learner import TorchLearner
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = _common.parser(
+        __doc__,
+        reps=15,
+        warmup=2,
+        threads=True,
+        data_dir=_common.MNIST_DIR,
+        quick={"devices": 4, "batch": 64, "reps": 3, "warmup": 1},
+    )
     p.add_argument("--devices", type=int, default=30, help="simulated devices (default 30)")
     p.add_argument("--batch", type=int, default=512, help="samples per device (default 512)")
-    p.add_argument("--reps", type=int, default=15, help="recorded rounds (default 15)")
-    p.add_argument("--warmup", type=int, default=2, help="unrecorded rounds first (default 2)")
-    p.add_argument(
-        "--threads", type=int, default=None, help="torch.set_num_threads (default: torch's)"
-    )
     p.add_argument("--gamma", type=float, default=0.3, help="freezing fraction of a' (default 0.3)")
     p.add_argument(
         "--chunk",
         default="auto",
         help="the learner's vmap_chunk_samples: 'auto' (the learner's default), N, or 0 = no bound",
     )
-    p.add_argument("--data-dir", default=None, help="use the real MNIST from this folder")
     p.add_argument(
         "--device",
         default="cpu",
         help="torch device of every variant: cpu (default) or cuda (each slot ends synchronised)",
     )
     p.add_argument("--lr", type=float, default=0.05)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument(
-        "--quick", action="store_true", help="smoke test: 4 devices x 64 samples, 3 reps, 1 warm-up"
-    )
-    args = p.parse_args(argv)
-    if args.quick:
-        args.devices, args.batch, args.reps, args.warmup = 4, 64, 3, 1
-    return args
+    return p.parse_args(argv)
 
 
-def synthetic_mnist(seed: int) -> tuple[torch.Tensor, ...]:
-    g = torch.Generator().manual_seed(seed)
-    x_tr = torch.randn(60_000, 1, 28, 28, generator=g)
-    y_tr = torch.randint(0, 10, (60_000,), generator=g)
-    x_te = torch.randn(1_000, 1, 28, 28, generator=g)
-    y_te = torch.randint(0, 10, (1_000,), generator=g)
-    return x_tr, y_tr, x_te, y_te
+synthetic_mnist = _common.synthetic_mnist
 
 
 class Sampler:
@@ -109,8 +88,7 @@ class Sampler:
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
-    if args.threads is not None:
-        torch.set_num_threads(args.threads)
+    _common.set_threads(args.threads)
     _common.print_header("learner_overhead: one slot's learning, wflsim vs raw PyTorch")
 
     n, b = args.devices, args.batch
@@ -123,65 +101,29 @@ def main(argv: list[str] | None = None) -> None:
         if dev.type == "cuda":
             torch.cuda.synchronize(dev)
 
-    if args.data_dir:
-        x_tr, y_tr, x_te, y_te = load_dataset("mnist", args.data_dir)
-        data_desc = f"real MNIST from {args.data_dir}"
-    else:
-        x_tr, y_tr, x_te, y_te = synthetic_mnist(args.seed)
-        data_desc = "synthetic MNIST-shaped (60,000 x 1 x 28 x 28, N(0,1), uniform labels)"
-    parts = partition(y_tr.numpy(), n, "iid", 1.0, np.random.default_rng(args.seed))
+    work = _common.MnistWork(n, args.seed, args.data_dir)
+    x_tr, y_tr, parts, ids = work.x_tr, work.y_tr, work.parts, work.ids
     chunk = args.chunk if args.chunk == "auto" else (int(args.chunk) or None)
-
-    torch.manual_seed(args.seed)
-    init = build_model("cnn_mnist", "mnist")
-    state = {k: v.clone() for k, v in init.state_dict().items()}
-
-    def fresh_model() -> torch.nn.Module:
-        m = build_model("cnn_mnist", "mnist")
-        m.load_state_dict(state)
-        return m
+    fresh_model = work.model
 
     def learner(seed_off: int) -> TorchLearner:
-        return TorchLearner(
-            model=fresh_model(),
-            x_train=x_tr,
-            y_train=y_tr,
-            x_test=x_te,
-            y_test=y_te,
-            parts=parts,
-            batch_sizes=np.full(n, b, dtype=np.int64),
-            lr=args.lr,
-            sampling_streams=Streams(args.seed + seed_off),  # as from_config: per (device, slot)
-            vmap_chunk_samples=chunk,
-            device=dev,
-        )
+        # keyed draws as from_config: per (device, slot)
+        return work.learner(b, args.lr, args.seed + seed_off, vmap_chunk_samples=chunk, device=dev)
 
-    ids = np.arange(n, dtype=np.int64)
     # a: nothing frozen (frame 0)
     la = learner(1)
-    la.begin_frame(0, FreezingInputs(frozen_count=np.zeros(n, dtype=np.int64)))
+    la.begin_frame(0, _common.nothing_frozen(n))
     # a': one warm-up frame, then gamma per device
     lf = learner(2)
-    lf.begin_frame(0, FreezingInputs(frozen_count=np.zeros(n, dtype=np.int64)))
+    lf.begin_frame(0, _common.nothing_frozen(n))
     for t in range(3):
         lf.compute(t, ids)
         lf.apply(t, ids)
     lf.end_frame(0)
     lf.begin_frame(1, _common.frozen_counts(lf, n, args.gamma))
     frozen = lf.rule.frozen_fraction()
-    slot = {"a": 0, "f": 3}
-
-    def run_a() -> None:
-        la.compute(slot["a"], ids)
-        la.apply(slot["a"], ids)
-        sync()
-        slot["a"] += 1
-
-    def run_f() -> None:
-        lf.compute(slot["f"], ids)
-        lf.apply(slot["f"], ids)
-        sync()
-        slot["f"] += 1
+    run_a = _common.slot_runner(la, ids, 0, sync)
+    run_f = _common.slot_runner(lf, ids, 3, sync)
 
     # b: one batch
     x_dev, y_dev = x_tr.to(dev), y_tr.to(dev)  # b and c gather on the device, as the learner
@@ -220,7 +162,7 @@ def main(argv: list[str] | None = None) -> None:
         sync()
 
     print(f"workload: {n} devices x {b} samples = {n * b:,} samples per slot; cnn_mnist, D = {d:,}")
-    print(f"data: {data_desc}")
+    print(f"data: {work.desc}")
     name = torch.cuda.get_device_name(dev) if dev.type == "cuda" else "CPU"
     print(f"device: {dev} ({name}), torch {torch.__version__}")
     print(f"learner vmap_chunk_samples: {chunk}")
@@ -249,6 +191,7 @@ def main(argv: list[str] | None = None) -> None:
     print("  " + _common.ratio_line("a'/b", times["a'"], times["b"], "(informative)"))
     print("  " + _common.ratio_line("a'/a", times["a'"], times["a"], "(informative)"))
     print("  " + _common.ratio_line("c/b ", times["c"], times["b"], "(informative)"))
+    _common.headline("a/b (wflsim / raw PyTorch, one slot)", times["a"], times["b"], "<= 1.15")
 
 
 if __name__ == "__main__":

@@ -38,7 +38,6 @@ draws and the controller's cost on their compiled loops, loaded before the clock
 
 from __future__ import annotations
 
-import argparse
 import math
 import queue
 import re
@@ -51,10 +50,11 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+import _common
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
-from _common import add_repo_to_path, interleaved, print_header, ratio_line
+from _common import headline, interleaved, print_header, ratio_line
 
 REPO = Path(__file__).resolve().parents[1]
 SCENARIO = REPO / "scenarios" / "paper" / "mnist_iid.toml"
@@ -442,17 +442,15 @@ def warm_controller() -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = _common.parser(
+        __doc__, reps=None, seed=False, quick={"devices": 2000, "slots": 20, "rounds": 1}
+    )
     p.add_argument("--devices", type=int, default=100_000)
     p.add_argument("--slots", type=int, default=20)
     p.add_argument("--schemes", default="fixed_power,two_timescale")
     p.add_argument("--level", default="events", choices=["events", "device_slots"])
     p.add_argument("--rounds", type=int, default=3)
-    p.add_argument("--quick", action="store_true", help="smoke test: 2,000 devices x 20 slots")
     args = p.parse_args(argv)
-    if args.quick:
-        args.devices, args.slots, args.rounds = 2000, 20, 1
-    add_repo_to_path()
     import wflsim
     from wflsim.app.runner import execute
     from wflsim.sim import rng
@@ -516,6 +514,7 @@ def main(argv: list[str] | None = None) -> None:
                 ">= 0.9",
             )
         )
+        headline(f"limit/wflsim, {scheme}", times["limit"], times["wflsim"], ">= 0.9")
 
 
 if __name__ == "__main__":

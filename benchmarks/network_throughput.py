@@ -51,34 +51,36 @@ from __future__ import annotations
 import argparse
 import math
 import shutil
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import _common  # noqa: E402
+import _common
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import simpy
 
-_common.add_repo_to_path()
-
-import numpy as np  # noqa: E402
-import pyarrow as pa  # noqa: E402
-import pyarrow.compute as pc  # noqa: E402
-import pyarrow.parquet as pq  # noqa: E402
-import simpy  # noqa: E402
-
-from wflsim.app.run import Prepared, execute, prepare_scenario  # noqa: E402
-from wflsim.app.scenario import validate_scenario  # noqa: E402
-from wflsim.sim.config.loading import read_scenario_file  # noqa: E402
-from wflsim.sim.learner import NullLearner  # noqa: E402
-from wflsim.sim.registry import SCHEMES  # noqa: E402
+from wflsim.app.run import Prepared, execute, prepare_scenario
+from wflsim.app.scenario import validate_scenario
+from wflsim.sim.config.loading import read_scenario_file
+from wflsim.sim.learner import NullLearner
+from wflsim.sim.registry import SCHEMES
 
 SCENARIO = _common.REPO / "scenarios" / "paper" / "mnist_iid.toml"
 NUM_PARAMS = 440_812
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = _common.parser(
+        __doc__,
+        reps=5,
+        reps_help="recorded rounds per scheme",
+        warmup=1,
+        tmp_dir=True,
+        quick={"devices": 1_000, "slots": 20, "reps": 3},
+    )
     p.add_argument("--devices", type=int, default=10_000, help="devices (default 10,000)")
     p.add_argument("--slots", type=int, default=100, help="slots in all (default 100)")
     p.add_argument("--slots-per-frame", type=int, default=20, help="T (default 20)")
@@ -101,19 +103,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         choices=["dedicated", "ofdma", "tdma"],
         help="[uplink] mode (default dedicated; a shared one runs the event kernel only)",
     )
-    p.add_argument("--reps", type=int, default=5, help="recorded rounds per scheme (default 5)")
-    p.add_argument("--warmup", type=int, default=1, help="unrecorded rounds first (default 1)")
-    p.add_argument("--seed", type=int, default=0)
     p.add_argument("--scenario", default=str(SCENARIO), help="base scenario file")
-    p.add_argument(
-        "--tmp-dir", default=None, help="where the traces are written (default: $TMPDIR)"
-    )
-    p.add_argument(
-        "--quick", action="store_true", help="smoke test: 1,000 devices x 20 slots, 3 reps"
-    )
     args = p.parse_args(argv)
-    if args.quick:
-        args.devices, args.slots, args.reps = 1_000, 20, 3
     if args.uplink != "dedicated":
         args.kernels = ["event"]
         args.levels = ["events"]
@@ -244,15 +235,9 @@ def bare_simpy(plan: dict, tau0: float) -> tuple[float, dict]:
             st["wakes"] += len(who)
             st["timeouts"] += 2 * len(who) + 1
             deadline = env.timeout(tau0)
-            if who:
-                yield env.all_of([deadline, st["done"]])
-            else:
-                yield deadline
+            yield _common.slot_end(env, deadline, st["done"], bool(who))
 
-    for d in range(n):
-        env.process(device(d))
-    env.process(server())
-    env.run()
+    _common.run_bare(env, n, device, server)
     return time.perf_counter() - t0, {"wakes": st["wakes"], "timeouts": st["timeouts"]}
 
 
@@ -359,15 +344,9 @@ def bare_shared(
                 deadline.callbacks.append(lambda _e: cut())
             for d in who:
                 wake[d].succeed()
-            if who:
-                yield env.all_of([deadline, st["done"]])
-            else:
-                yield deadline
+            yield _common.slot_end(env, deadline, st["done"], bool(who))
 
-    for d in range(n):
-        env.process(device(d))
-    env.process(server())
-    env.run()
+    _common.run_bare(env, n, device, server)
     return time.perf_counter() - t0, {"success": st["success"]}
 
 
@@ -468,6 +447,13 @@ def main(argv: list[str] | None = None) -> None:
                     "throughput closed_form/event", times["event"], times["closed_form"], ">= 10"
                 )
                 print(f"  {line}")
+            key = "event" if "event" in runs else next(iter(runs))
+            _common.headline(
+                f"throughput {key}/bare, {scheme}",
+                times["bare"],
+                times[key],
+                ">= 0.5" if key == "event" else None,
+            )
             print()
             summary.extend(
                 (scheme, k, r, ds / sb.median, sb.median * r / ds) for k, r in rates.items()

@@ -19,48 +19,45 @@ Reported: seconds of each, seconds per simulated slot, ns3 / closed_form, and ns
 (the co-simulation's overhead; target within 1.2x).
 
     python benchmarks/ns3_cosim.py                              # N = 10, 30, 100
-    python benchmarks/ns3_cosim.py --devices 10 --reps 2 --warmup 0   # smoke test
+    python benchmarks/ns3_cosim.py --quick                      # smoke test: N = 10
 """
 
 from __future__ import annotations
 
 import argparse
-import functools
 import math
-import shutil
-import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import _common  # noqa: E402
+import _common
 
-_common.add_repo_to_path()
-
-from wflsim.analysis.io import load_events  # noqa: E402
-from wflsim.app.run import execute, prepare_scenario  # noqa: E402
-from wflsim.app.scenario import validate_scenario  # noqa: E402
-from wflsim.sim.config.loading import read_scenario_file  # noqa: E402
-from wflsim.sim.learner import NullLearner  # noqa: E402
-from wflsim.sim.radio.ns3.build import ensure_program  # noqa: E402
-from wflsim.sim.radio.ns3.process import Ns3Process  # noqa: E402
-from wflsim.sim.radio.ns3.uplink import loss_db, noise_figure_db  # noqa: E402
+from wflsim.analysis.io import load_events
+from wflsim.app.run import prepare_scenario
+from wflsim.app.scenario import validate_scenario
+from wflsim.sim.config.loading import read_scenario_file
+from wflsim.sim.learner import NullLearner
+from wflsim.sim.radio.ns3.build import ensure_program
+from wflsim.sim.radio.ns3.process import Ns3Process
+from wflsim.sim.radio.ns3.uplink import loss_db, noise_figure_db
 
 NUM_PARAMS = 9_610
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    root = Path(__file__).resolve().parent.parent
-    p.add_argument("--scenario", default=str(root / "scenarios" / "ns3" / "study.toml"))
+    p = _common.parser(
+        __doc__,
+        reps=3,
+        warmup=1,
+        seed=False,
+        tmp_dir=True,
+        quick={"devices": [10], "reps": 2, "warmup": 0},
+    )
+    scenario = _common.REPO / "scenarios" / "ns3" / "study.toml"
+    p.add_argument("--scenario", default=str(scenario))
     p.add_argument("--devices", type=int, nargs="+", default=[10, 30, 100])
     p.add_argument("--frames", type=int, default=2)
     p.add_argument("--slots", type=int, default=5, help="slots per frame")
-    p.add_argument("--reps", type=int, default=3)
-    p.add_argument("--warmup", type=int, default=1)
-    p.add_argument("--tmp-dir", default=None, help="where the run folders are written")
     return p.parse_args(argv)
 
 
@@ -152,32 +149,31 @@ def alone(program: Path, frames: list[tuple[list[str], int]]) -> int:
 
 def measure(args: argparse.Namespace, n: int, program: Path, root: Path) -> None:
     """The three variants at N = ``n`` devices, interleaved, and their ratios."""
-    counter = {"i": 0}
     kept: dict[str, Any] = {}
 
-    def run(mode: str) -> float:
-        counter["i"] += 1
-        prep = prepared(args, n, mode)
-        out = root / f"{mode}-{n}-{counter['i']}"
-        t0 = time.perf_counter()
-        execute(prep, NullLearner(NUM_PARAMS), out, overwrite=True)
-        dt = time.perf_counter() - t0
+    def keep(mode: str, prep: Any, out: Path) -> None:
         if mode == "ns3_lte" and "frames" not in kept:
             kept["frames"] = traffic(out, prep)
-        shutil.rmtree(out)
-        return dt
+
+    runs = _common.execute_variants(
+        root,
+        ["dedicated", "ns3_lte"],
+        lambda mode: prepared(args, n, mode),
+        lambda: NullLearner(NUM_PARAMS),
+        keep,
+    )
 
     def plain() -> float:
         if "frames" not in kept:
-            run("ns3_lte")
+            runs["ns3_lte"]()
         t0 = time.perf_counter()
         kept["ends"] = alone(program, kept["frames"])
         return time.perf_counter() - t0
 
     times = _common.interleaved(
         {
-            "closed_form": functools.partial(run, "dedicated"),
-            "ns3": functools.partial(run, "ns3_lte"),
+            "closed_form": runs["dedicated"],
+            "ns3": runs["ns3_lte"],
             "ns3_alone": plain,
         },
         args.reps,
@@ -192,6 +188,7 @@ def measure(args: argparse.Namespace, n: int, program: Path, root: Path) -> None
         f"  {_common.ratio_line('ns3/closed_form', times['ns3'], times['closed_form'], 'report')}"
     )
     print(f"  {_common.ratio_line('ns3/ns3_alone', times['ns3'], times['ns3_alone'], '<= 1.2')}")
+    _common.headline(f"ns3/ns3_alone, {n} devices", times["ns3"], times["ns3_alone"], "<= 1.2")
     print(f"  completions ns-3 alone reported: {kept.get('ends')}")
 
 
@@ -199,16 +196,13 @@ def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     _common.print_header("ns3_cosim: the co-simulation against the closed form and ns-3 alone")
     program = ensure_program()
-    root = Path(tempfile.mkdtemp(prefix="wflsim-ns3-", dir=args.tmp_dir))
     print(
         f"workload: fixed_power, {args.frames} frames x {args.slots} slots of 0.5 s, D = "
         f"{NUM_PARAMS:,} (38 kB uploads), one 10 MHz LTE cell, trace level events"
     )
-    try:
+    with _common.scratch("wflsim-ns3-", args.tmp_dir) as root:
         for n in args.devices:
             measure(args, n, program, root)
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -39,18 +39,25 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import _common  # noqa: E402
-
-_common.add_repo_to_path()
-
-from wflsim.sim.updates import FreezingInputs  # noqa: E402
+import _common
 
 GB = 1e9
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = _common.parser(
+        __doc__,
+        reps=2,
+        threads=True,
+        quick={
+            "devices": 4,
+            "batch": 16,
+            "slots": 1,
+            "reps": 1,
+            "train_samples": 5000,
+            "test_samples": 1000,
+        },
+    )
     p.add_argument("--devices", type=int, default=30, help="devices (default 30)")
     p.add_argument(
         "--batch", type=int, default=512, help="samples per device and slot (default 512)"
@@ -74,12 +81,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--test-samples", type=int, default=10_000, help="test set size (default 10,000)"
     )
     p.add_argument(
-        "--reps", type=int, default=2, help="repetitions of every configuration (default 2)"
-    )
-    p.add_argument(
-        "--threads", type=int, default=None, help="torch.set_num_threads in the children"
-    )
-    p.add_argument(
         "--storage",
         choices=["uint8", "float32"],
         default="uint8",
@@ -87,17 +88,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "or the whole set normalised to float32 (what wflsim did before)",
     )
     p.add_argument("--no-baseline", action="store_true", help="skip the no-gradient baseline child")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument(
-        "--quick",
-        action="store_true",
-        help="smoke test: 4 devices x 16 samples, 5,000/1,000 samples, 1 slot a frame, 1 rep",
-    )
     p.add_argument("--child", choices=["baseline", "run"], help=argparse.SUPPRESS)
     args = p.parse_args(argv)
-    if args.quick:
-        args.devices, args.batch, args.slots, args.reps = 4, 16, 1, 1
-        args.train_samples, args.test_samples = 5_000, 1_000
     return args
 
 
@@ -116,11 +108,9 @@ def child(args: argparse.Namespace) -> None:
     import torch
 
     from wflsim.models.data import partition
-    from wflsim.models.learner import TorchLearner
     from wflsim.models.nets import build_model
 
-    if args.threads is not None:
-        torch.set_num_threads(args.threads)
+    _common.set_threads(args.threads)
     phases: list[dict] = []
     t_start = time.perf_counter()
 
@@ -156,15 +146,12 @@ def child(args: argparse.Namespace) -> None:
     n, b = args.devices, args.batch
     parts = partition(y_tr.numpy(), n, "iid", 1.0, np.random.default_rng(args.seed))
     torch.manual_seed(args.seed)
-    learner = TorchLearner(
-        model=build_model("mobilenet_v2", "cifar10"),
-        x_train=x_tr,
-        y_train=y_tr,
-        x_test=x_te,
-        y_test=y_te,
-        parts=parts,
-        batch_sizes=np.full(n, b, dtype=np.int64),
-        lr=0.05,
+    learner = _common.torch_learner(
+        build_model("mobilenet_v2", "cifar10"),
+        (x_tr, y_tr, x_te, y_te),
+        parts,
+        b,
+        0.05,
         lr_schedule="half_life",
         total_slots=400,
         sampling_rngs=[np.random.default_rng([args.seed, i]) for i in range(n)],
@@ -175,7 +162,7 @@ def child(args: argparse.Namespace) -> None:
     frozen = 0.0
     if args.child == "run":
         t = 0
-        learner.begin_frame(0, FreezingInputs(frozen_count=np.zeros(n, dtype=np.int64)))
+        learner.begin_frame(0, _common.nothing_frozen(n))
         for _ in range(args.slots):
             learner.compute(t, ids)
             learner.apply(t, ids)
@@ -312,6 +299,13 @@ def main(argv: list[str] | None = None) -> None:
                 f"    {ph['phase']:58s} rss {ph['rss_gb']:.3f}  hwm {ph['hwm_gb']:.3f}  "
                 f"t {ph['t_s']:.1f} s"
             )
+    main_cfg = ("run", args.chunk[0])
+    _common.headline(
+        f"peak RSS, chunk {args.chunk[0]}",
+        [x["maxrss_gb"] for x in results[main_cfg]],
+        target="< 4 GB",
+        unit=" GB",
+    )
     base = results.get(("baseline", args.chunk[0]))
     if base:
         bmed = statistics.median(x["maxrss_gb"] for x in base)

@@ -6,7 +6,7 @@ partition of the 60,000 training images into ``--users`` users; per round a coho
 of its own samples; the server takes the weighted (by samples) mean of the model deltas with a
 server learning rate of 1 (FedAvg); no differential privacy, no client-side evaluation; the
 global model evaluated on the 10,000 test images before the first round and after the last one,
-on both sides (wflsim always evaluates at the start of a run: ``docs/performance.md``).
+on both sides (wflsim always evaluates at the start of a run: ``docs/performance/peers.md``).
 Presets (``--preset``): ``small`` = 100 users / cohort 10 / 20 rounds, ``large`` = 1,000 / 100 /
 5; ``--users``/``--cohort``/``--rounds`` give one workload of their own instead.
 
@@ -75,10 +75,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import _common  # noqa: E402
-
-_common.add_repo_to_path()
+import _common
 
 SCENARIO = _common.REPO / "scenarios" / "paper" / "mnist_iid.toml"
 DEFAULT_PFL_PY = "/tmp/pfl-venv/bin/python"
@@ -91,7 +88,14 @@ SPLIT = ("learning", "radio", "trace", "evaluation", "setup")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = _common.parser(
+        __doc__,
+        reps=3,
+        reps_help="recorded repetitions",
+        warmup=0,
+        data_dir="MNIST in torchvision's layout (default $WFLSIM_DATA_DIR or the project's dataset folder when they hold it, else a synthetic MNIST)",
+        quick={"users": 20, "cohort": 4, "rounds": 2, "threads": "1", "reps": 1, "warmup": 0},
+    )
     p.add_argument(
         "--preset",
         choices=["small", "large", "both"],
@@ -104,33 +108,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--threads", default="1,2", help="torch threads per child, comma-separated (default 1,2)"
     )
-    p.add_argument("--reps", type=int, default=3, help="recorded repetitions (default 3)")
-    p.add_argument("--warmup", type=int, default=0, help="unrecorded repetitions first (default 0)")
-    p.add_argument(
-        "--data-dir",
-        default=None,
-        help="MNIST in torchvision's layout (default $WFLSIM_DATA_DIR or the project's dataset "
-        "folder when they hold it, else a synthetic MNIST)",
-    )
     p.add_argument(
         "--pfl-python",
         default=None,
         help=f"interpreter with pfl 0.6.0 (default {DEFAULT_PFL_PY} if present)",
     )
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument(
-        "--quick",
-        action="store_true",
-        help="smoke test: 20 users, cohort 4, 2 rounds, 1 thread, 1 rep",
-    )
-    p.add_argument("--part", choices=["wflsim", "pfl"], help=argparse.SUPPRESS)
-    p.add_argument("--data", help=argparse.SUPPRESS)
-    p.add_argument("--inputs", help=argparse.SUPPRESS)
-    p.add_argument("--result", help=argparse.SUPPRESS)
+    _common.child_options(p, ["wflsim", "pfl"], "data", "inputs", "result")
     args = p.parse_args(argv)
-    if args.quick:
-        args.users, args.cohort, args.rounds = 20, 4, 2
-        args.threads, args.reps, args.warmup = "1", 1, 0
     try:
         args.thread_counts = [int(t) for t in str(args.threads).split(",") if t.strip()]
     except ValueError:
@@ -645,6 +629,13 @@ def report(
         )
     for line in heads:
         print("  " + line)
+    for t in threads:
+        _common.headline(
+            f"pfl/wflsim per round, {label} {t}t",
+            per_round[f"pfl/{t}t"],
+            per_round[f"wflsim/{t}t"],
+            ">= 1.2" if t == 1 else ">= 1.0",
+        )
     return heads
 
 
@@ -653,7 +644,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.part:
         args.threads_child = args.thread_counts[0]
         res = part_wflsim(args) if args.part == "wflsim" else part_pfl(args)
-        Path(args.result).write_text(json.dumps(res))
+        _common.write_json(args.result, res)
         return
 
     import torch  # noqa: F401  (for the environment report)
@@ -700,7 +691,7 @@ def main(argv: list[str] | None = None) -> None:
         if ppy is None:
             print(f"\npfl part {pdesc}")
         elif heads:
-            print("\nheadline:")
+            print("\nsummary of every workload:")
             for line in heads:
                 print("  " + line)
     finally:

@@ -14,19 +14,12 @@ filling the module's caches (the subsampled RDP and PLD of each distinct ``(q, z
 
 from __future__ import annotations
 
-import argparse
 import functools
-import sys
-from pathlib import Path
 
+import _common
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import _common  # noqa: E402
-
-_common.add_repo_to_path()
-
-from wflsim.sim.privacy.accounting import DeviceAccountant  # noqa: E402
+from wflsim.sim.privacy.accounting import DeviceAccountant
 
 
 def work(kind: str, q: float | None, devices: int, steps: int, groups: int) -> float | None:
@@ -42,18 +35,13 @@ def work(kind: str, q: float | None, devices: int, steps: int, groups: int) -> f
 
 
 def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = _common.parser(__doc__, reps=1, warmup=0, seed=False, quick={"devices": 20, "steps": 50})
     p.add_argument("--devices", type=int, default=100)
     p.add_argument("--steps", type=int, default=1000)
     p.add_argument("--groups", type=int, default=3, choices=range(1, 7))
     p.add_argument("--q", type=float, default=0.1, help="sampling probability (sampled variants)")
     p.add_argument("--variants", nargs="+", default=["rdp", "pld", "rdp_sampled", "pld_sampled"])
-    p.add_argument("--reps", type=int, default=1)
-    p.add_argument("--warmup", type=int, default=0)
-    p.add_argument("--quick", action="store_true", help="N = 20, T = 50")
     args = p.parse_args(argv)
-    if args.quick:
-        args.devices, args.steps = 20, 50
     _common.print_header(
         "privacy_accounting: per-device RDP and PLD accounting", ("numpy", "dp-accounting")
     )
@@ -75,6 +63,9 @@ def main(argv: list[str] | None = None) -> None:
             f"{name}: {med:.3g} s for {args.devices} devices x {args.steps} steps "
             f"({med / args.steps * 1e3:.3g} ms per step)"
         )
+    first = args.variants[0]
+    per_step = [t / args.steps * 1e3 for t in times[first]]
+    _common.headline(f"{first} accounting per step, {args.devices} devices", per_step, unit=" ms")
 
 
 if __name__ == "__main__":

@@ -29,14 +29,13 @@ import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import _common  # noqa: E402
+import _common
 
 SCENARIO = _common.REPO / "scenarios" / "paper" / "mnist_iid.toml"
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = _common.parser(__doc__, reps=None, tmp_dir=True, quick={"devices": [1_000, 10_000]})
     p.add_argument(
         "--devices",
         type=int,
@@ -49,12 +48,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--kernel", default="closed_form", choices=["closed_form", "event"], help="slot kernel"
     )
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--tmp-dir", default=None, help="where the run folders go (default $TMPDIR)")
-    p.add_argument("--quick", action="store_true", help="smoke test: 1,000 and 10,000 devices")
     args = p.parse_args(argv)
-    if args.quick:
-        args.devices = [1_000, 10_000]
     return args
 
 
@@ -105,6 +99,10 @@ def main(argv: list[str] | None = None) -> None:
                 f"{r['peak_bytes'] / 2**30:>8.2f} GiB {r['peak_bytes'] / ds:>15,.0f}",
                 flush=True,
             )
+    target = "< 60 s" if n >= 1_000_000 else None
+    _common.headline(
+        f"run time at {n:,} devices x {args.slots} slots", [r["run_s"]], None, target, " s"
+    )
 
 
 if __name__ == "__main__":

@@ -48,32 +48,26 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 import time
 import warnings
 from collections import defaultdict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import _common  # noqa: E402
+import _common
+import numpy as np
+import torch
+import torch.nn.functional as F
 
-_common.add_repo_to_path()
-
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
-
-import wflsim  # noqa: E402
-from wflsim.app.assemble import build_engine, make_learner  # noqa: E402
-from wflsim.models import data as wdata  # noqa: E402
-from wflsim.models.learner import TorchLearner  # noqa: E402
-from wflsim.models.learner import gradients as wgrad  # noqa: E402
-from wflsim.models.nets import build_model  # noqa: E402
-from wflsim.sim.config.loading import read_scenario_file  # noqa: E402
-from wflsim.sim.updates import FreezingInputs  # noqa: E402
+import wflsim
+from wflsim.app.assemble import build_engine, make_learner
+from wflsim.models import data as wdata
+from wflsim.models.learner import TorchLearner
+from wflsim.models.learner import gradients as wgrad
+from wflsim.models.nets import build_model
+from wflsim.sim.config.loading import read_scenario_file
+from wflsim.sim.updates import FreezingInputs
 
 SCENARIO = _common.REPO / "scenarios" / "paper" / "mnist_iid.toml"
 PHASES = (
@@ -89,14 +83,18 @@ PHASES = (
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument(
-        "--data-dir",
-        default=os.environ.get("WFLSIM_DATA_DIR", "data"),
-        help="MNIST folder (default: $WFLSIM_DATA_DIR or data)",
+    p = _common.parser(
+        __doc__,
+        reps=7,
+        reps_help="recorded slots per variant",
+        warmup=1,
+        seed=False,
+        threads=True,
+        data_dir="MNIST folder (default: $WFLSIM_DATA_DIR or data)",
+        data_dir_default=os.environ.get("WFLSIM_DATA_DIR", "data"),
+        quick={"reps": 2, "warmup": 1},
+        quick_help="3 devices, 2,000 test images",
     )
-    p.add_argument("--reps", type=int, default=7, help="recorded slots per variant (default 7)")
-    p.add_argument("--warmup", type=int, default=1, help="unrecorded rounds first (default 1)")
     p.add_argument(
         "--gamma",
         type=float,
@@ -104,17 +102,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="fraction each device freezes in the 'frozen' variant (default 0.25: the mean"
         " gamma of frame 1 of the scenario's run at seed 0)",
     )
-    p.add_argument(
-        "--threads", type=int, default=None, help="torch.set_num_threads (default: torch's)"
-    )
-    p.add_argument(
-        "--quick",
-        action="store_true",
-        help="smoke test: 3 devices, 2,000 test images, 2 reps, 1 warm-up",
-    )
     args = p.parse_args(argv)
-    if args.quick:
-        args.reps, args.warmup = 2, 1
     return args
 
 
@@ -358,6 +346,7 @@ def main(argv: list[str] | None = None) -> None:
         print(
             "  " + _common.ratio_line(f"{key}/floor", times[key], times["floor"], "(informative)")
         )
+    _common.headline("frame 0/floor per slot", times["frame 0"], times["floor"])
 
 
 if __name__ == "__main__":

@@ -51,13 +51,12 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from _common import Stats, add_repo_to_path, interleaved, print_header, ratio_line
+import _common
+from _common import Stats, headline, interleaved, print_header, ratio_line
 
-add_repo_to_path()
-
-import wflsim  # noqa: E402
-from wflsim.app.assemble import build_engine, make_learner  # noqa: E402
-from wflsim.sim.config.loading import read_scenario_file  # noqa: E402
+import wflsim
+from wflsim.app.assemble import build_engine, make_learner
+from wflsim.sim.config.loading import read_scenario_file
 
 REPO = Path(__file__).resolve().parents[1]
 SCENARIO = REPO / "scenarios" / "paper" / "mnist_iid.toml"
@@ -65,28 +64,41 @@ CONTROL = "fedavg*"
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p = _common.parser(
+        __doc__,
+        reps=None,
+        warmup=0,
+        seed=False,
+        data_dir="MNIST in torchvision's layout (default $WFLSIM_DATA_DIR)",
+        data_dir_default=os.environ.get("WFLSIM_DATA_DIR"),
+        full_help=True,
+        quick_help="no --data-dir: scikit-learn's digits",
+        quick={
+            "data_dir": None,
+            "devices": 10,
+            "frames": 1,
+            "slots_per_frame": 3,
+            "rounds": 1,
+            "net_devices": 200,
+            "net_slots": 10,
+            "net_rounds": 1,
+        },
+    )
     p.add_argument("--strategies", default="fedavg,fedadam,fedprox,fedmedian,krum")
     p.add_argument("--mode", default="sync", choices=["sync", "semi_sync", "async"])
     p.add_argument("--local-steps", type=int, default=1, help="E (FedProx differs from E = 2 on)")
     p.add_argument("--rounds", type=int, default=3, help="recorded rounds (default 3)")
-    p.add_argument("--warmup", type=int, default=0, help="unrecorded rounds first (default 0)")
     p.add_argument("--devices", type=int, default=30)
     p.add_argument("--frames", type=int, default=2)
     p.add_argument("--slots-per-frame", type=int, default=2)
     p.add_argument("--batch", type=int, default=128, help="B per device (default 128)")
     p.add_argument("--buffer", type=int, default=10, help="async: FedBuff's buffer")
-    p.add_argument("--data-dir", default=os.environ.get("WFLSIM_DATA_DIR"))
     p.add_argument("--no-control", action="store_true", help="leave out the fedavg* A/A control")
     p.add_argument("--parts", nargs="+", default=["learn", "network"], choices=["learn", "network"])
     p.add_argument("--net-devices", type=int, default=2000)
     p.add_argument("--net-slots", type=int, default=40)
     p.add_argument("--net-rounds", type=int, default=3)
-    p.add_argument("--quick", action="store_true", help="smoke test: digits, small sizes")
     args = p.parse_args(argv)
-    if args.quick:
-        args.data_dir, args.devices, args.frames, args.slots_per_frame = None, 10, 1, 3
-        args.rounds, args.net_devices, args.net_slots, args.net_rounds = 1, 200, 10, 1
     return args
 
 
@@ -199,6 +211,8 @@ def report(
     for k in times:
         if k != "fedavg":
             print("  " + ratio_line(f"{k}/fedavg", times[k], base, "within noise"))
+    if "fedadam" in times:
+        headline(f"{label} fedadam/fedavg per slot", times["fedadam"], base, "within noise")
     noise = 0.0
     if control:
         aa = [a / b for a, b in zip(times[CONTROL], base, strict=True)]

@@ -34,22 +34,26 @@ import types
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import _common  # noqa: E402
+import _common
+import network_throughput as nt
 
-_common.add_repo_to_path()
-
-import network_throughput as nt  # noqa: E402
-
-from wflsim.app.run import execute  # noqa: E402
-from wflsim.sim import trace  # noqa: E402
-from wflsim.sim.learner import NullLearner  # noqa: E402
+from wflsim.app.run import execute
+from wflsim.sim import trace
+from wflsim.sim.learner import NullLearner
 
 BASE = "823c0e1"
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = _common.parser(
+        __doc__,
+        reps=3,
+        reps_help="recorded rounds of runs",
+        warmup=1,
+        seed=False,
+        tmp_dir=True,
+        quick={"devices": 2_000, "slots": 4, "slots_per_frame": 4, "reps": 2, "table_reps": 3},
+    )
     p.add_argument("--devices", type=int, default=100_000, help="devices (default 100,000)")
     p.add_argument("--slots", type=int, default=20, help="slots in all (default 20)")
     p.add_argument("--slots-per-frame", type=int, default=20, help="T (default 20)")
@@ -57,17 +61,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--levels", nargs="+", default=["events", "device_slots"],
                    choices=["events", "device_slots"])  # fmt: skip
     p.add_argument("--part", default="both", choices=["table", "run", "both"])
-    p.add_argument("--reps", type=int, default=3, help="recorded rounds of runs (default 3)")
-    p.add_argument("--warmup", type=int, default=1, help="unrecorded rounds first (default 1)")
     p.add_argument("--table-reps", type=int, default=15, help="rounds of to_table (default 15)")
     p.add_argument("--base", default=BASE, help=f"commit of the previous builder ({BASE})")
-    p.add_argument("--tmp-dir", default=None, help="where the traces go (default: $TMPDIR)")
-    p.add_argument("--quick", action="store_true", help="smoke test: 2,000 devices x 4 slots")
     p.add_argument("--child", choices=["old", "new"], help=argparse.SUPPRESS)
     args = p.parse_args(argv)
-    if args.quick:
-        args.devices, args.slots, args.slots_per_frame = 2_000, 4, 4
-        args.reps, args.table_reps = 2, 3
     return args
 
 
@@ -191,6 +188,7 @@ def report(res: dict[str, list[float]], what: str, extra: str = "") -> None:
     for name, values in res.items():
         print(f"  {name} {what}: {_common.Stats(values).fmt(unit='s')}")
     print(_common.ratio_line(f"  new/old {what}", res["new"], res["old"], "< 1"))
+    _common.headline(f"new/old {what}", res["new"], res["old"], "< 1")
     if extra:
         print(f"  {extra}")
     print(flush=True)

@@ -23,7 +23,6 @@ Nothing is asserted.
 
 from __future__ import annotations
 
-import argparse
 import collections
 import hashlib
 import resource
@@ -36,9 +35,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import _common
 import blake3
 import numpy as np
-from _common import add_repo_to_path, print_header
+from _common import headline, print_header
 
 
 def hash_part(mb: int, reps: int) -> None:
@@ -63,6 +63,7 @@ def hash_part(mb: int, reps: int) -> None:
         )
     ref = statistics.median(times["blake3"])
     print(f"  sha256/blake3 {statistics.median(times['sha256']) / ref:.2f}x")
+    headline(f"sha256/blake3 hashing {mb} MB", times["sha256"], times["blake3"])
 
 
 def run_part(devices: int, slots: int, level: str, scheme: str, reps: int) -> None:
@@ -122,19 +123,14 @@ def run_part(devices: int, slots: int, level: str, scheme: str, reps: int) -> No
 
 
 def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = _common.parser(__doc__, reps=3, seed=False, quick={"mb": 16, "devices": 2000, "reps": 1})
     p.add_argument("--part", default="both", choices=["hash", "run", "both"])
     p.add_argument("--mb", type=int, default=154, help="MB hashed (default 154)")
     p.add_argument("--devices", type=int, default=50_000, help="devices (default 50,000)")
     p.add_argument("--slots", type=int, default=20, help="slots (default 20: one frame)")
     p.add_argument("--level", default="device_slots", choices=["events", "device_slots"])
     p.add_argument("--scheme", default="fixed_power")
-    p.add_argument("--reps", type=int, default=3)
-    p.add_argument("--quick", action="store_true", help="smoke test: 16 MB, 2,000 devices")
     args = p.parse_args(argv)
-    if args.quick:
-        args.mb, args.devices, args.reps = 16, 2000, 1
-    add_repo_to_path()
     print_header("trace_writer", ("numpy", "pyarrow", "blake3"))
     if args.part in ("hash", "both"):
         hash_part(args.mb, args.reps)

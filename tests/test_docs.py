@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import typing
+from pathlib import Path
 
 from conftest import REPO
 from wflsim.sim.config.schema import Scenario
@@ -115,10 +116,15 @@ def test_channel_table_layout_is_documented():
     assert markdown_table() in doc
 
 
+def doc_pages() -> list[Path]:
+    """The Markdown pages of docs/, its subfolders (docs/performance/) included, not a build."""
+    return sorted(p for p in (REPO / "docs").rglob("*.md") if "_build" not in p.parts)
+
+
 def test_docs_name_existing_source_files():
     """Every source file path (sim/..., wflsim/app/..., tests/...) named in README.md, docs/ and
     benchmarks/README.md exists."""
-    docs = [REPO / "README.md", REPO / "benchmarks" / "README.md", *(REPO / "docs").glob("*.md")]
+    docs = [REPO / "README.md", REPO / "benchmarks" / "README.md", *doc_pages()]
     pattern = r"\b((?:sim|models|analysis|wflsim|tests|benchmarks)/[\w/]+\.py)\b"
     named = {path for doc in docs for path in re.findall(pattern, doc.read_text())}
     assert named
@@ -132,7 +138,7 @@ def test_docs_name_no_path_outside_the_project():
     files = [
         REPO / "README.md",
         REPO / "benchmarks" / "README.md",
-        *(REPO / "docs").glob("*.md"),
+        *doc_pages(),
         *(p for p in (REPO / "scenarios").rglob("*") if p.suffix in (".md", ".toml", ".sh", ".py")),
     ]
     found = [
