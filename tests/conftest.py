@@ -17,6 +17,17 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 
 
+def doc_pages() -> list[Path]:
+    """Every Markdown page of ``docs/`` and its folders (``docs/guide/``, ...), sorted; not what a
+    build made or reads as its own (folders starting with ``_``: ``_build``, ``_ext``, ...)."""
+    docs = REPO / "docs"
+    return sorted(
+        p
+        for p in docs.rglob("*.md")
+        if not any(part.startswith("_") for part in p.relative_to(docs).parts)
+    )
+
+
 def data_folders(env: str | None, cwd: Path, repo: Path = REPO) -> list[Path]:
     """The folders the tests look in for datasets, in order: ``$WFLSIM_DATA_DIR`` (``env``),
     ``./data`` (where ``wflsim data fetch`` puts them by default, ``cwd`` the current
