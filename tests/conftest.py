@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import pickle
+import shutil
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -273,6 +274,32 @@ def write_legacy_trace(path: Path, buffer: Any, metadata: dict[str, str]) -> Non
 
     table = buffer.to_table().replace_schema_metadata(trace_metadata(metadata))
     pq.write_table(table, path)
+
+
+def playwright_api() -> Any:
+    """Playwright's sync API, for the tests that open a page in headless Chromium (the report, the
+    documentation site); skipped when it is not installed, unless ``WFLSIM_NO_SKIP=1`` (CI, which
+    installs it: the tests must run there, not skip)."""
+    if os.environ.get("WFLSIM_NO_SKIP") == "1":
+        import playwright.sync_api
+
+        return playwright.sync_api
+    return pytest.importorskip("playwright.sync_api")
+
+
+def launch_chromium(playwright: Any) -> Any:
+    """Chromium for Playwright: the system's (chromium, google-chrome) or Playwright's own;
+    skipped when there is none, unless ``WFLSIM_NO_SKIP=1``."""
+    for name in ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable"):
+        exe = shutil.which(name)
+        if exe:
+            return playwright.chromium.launch(executable_path=exe, args=["--no-sandbox"])
+    try:
+        return playwright.chromium.launch()
+    except Exception as err:  # no browser installed
+        if os.environ.get("WFLSIM_NO_SKIP") == "1":
+            raise
+        pytest.skip(f"no Chromium for the headless check ({type(err).__name__})")
 
 
 @pytest.fixture(scope="session")
