@@ -19,14 +19,25 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def doc_pages() -> list[Path]:
-    """Every Markdown page of ``docs/`` and its folders (``docs/guide/``, ...), sorted; not what a
-    build made or reads as its own (folders starting with ``_``: ``_build``, ``_ext``, ...)."""
-    docs = REPO / "docs"
-    return sorted(
-        p
-        for p in docs.rglob("*.md")
-        if not any(part.startswith("_") for part in p.relative_to(docs).parts)
-    )
+    """Every Markdown page of ``docs/`` and its folders (``docs/guide/``, ...) that the project
+    wrote, sorted: not what the site's build makes or brings in (folders starting with ``_``, the
+    ``docs/`` entries of ``.gitignore``) and nothing behind a link (``docs/scenarios``)."""
+    ignored = {
+        line.strip().rstrip("/")
+        for line in (REPO / ".gitignore").read_text().splitlines()
+        if line.strip().startswith("docs/")
+    }
+    pages = []
+    for folder, subfolders, files in os.walk(REPO / "docs"):  # links to folders not followed
+        here = Path(folder)
+        subfolders[:] = [
+            name
+            for name in subfolders
+            if not name.startswith("_")
+            and (here / name).relative_to(REPO).as_posix() not in ignored
+        ]
+        pages += [here / name for name in files if name.endswith(".md")]
+    return sorted(p for p in pages if p.relative_to(REPO).as_posix() not in ignored)
 
 
 def data_folders(env: str | None, cwd: Path, repo: Path = REPO) -> list[Path]:

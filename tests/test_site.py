@@ -26,6 +26,9 @@ from conftest import REPO, doc_pages, launch_chromium, playwright_api
 #: The built site (``python -m sphinx -W --keep-going -b html docs docs/_build/html``).
 SITE = REPO / "docs" / "_build" / "html"
 
+#: Pages of the site a reader reaches without a link (the search box, the theme's index link).
+SPECIAL_PAGES = ("search.html", "genindex.html")
+
 #: What the browser reports of one page once loaded, with its images waited for (lazy ones too):
 #: every element id and anchor name, every link's resolved URL, every image's source and whether
 #: it loaded, and the loaded images inside notebook cells' outputs (myst-nb's ``div.cell``).
@@ -67,15 +70,16 @@ def _local(url: str, root: Path) -> tuple[Path, str] | None:
     return Path(unquote(parts.path)), unquote(parts.fragment)
 
 
-def crawl(index: Path, browser: Any) -> dict[Path, Page]:
-    """Every HTML page reachable from ``index`` by internal links, visited in one tab."""
+def crawl(index: Path, browser: Any, also: tuple[str, ...] = ()) -> dict[Path, Page]:
+    """Every HTML page reachable from ``index`` (and from the pages ``also`` names, relative to
+    its folder, where they exist) by internal links, visited in one tab."""
     root = index.parent.resolve()
     tab = browser.new_page()
     errors: list[str] = []
     tab.on("console", lambda m: errors.append(f"console: {m.text}") if m.type == "error" else None)
     tab.on("pageerror", lambda e: errors.append(f"page error: {e}"))
     pages: dict[Path, Page] = {}
-    todo = [index.resolve()]
+    todo = [index.resolve(), *(p for p in (root / name for name in also) if p.is_file())]
     while todo:
         path = todo.pop()
         if path in pages:
@@ -203,8 +207,9 @@ def _site(folder: Path, **changes: str) -> Path:
 
 def test_a_sound_site_passes_every_check(tmp_path, browser):
     """A small site whose links, anchors, images and notebook figure are all there has no
-    problem, and the crawl reaches every page by its links."""
+    problem, and the crawl reaches every page by its links (and no page that none reaches)."""
     index = _site(tmp_path)
+    (tmp_path / "orphan.html").write_text(_html("<script>console.error('never visited')</script>"))
     pages = crawl(index, browser)
     assert {p.relative_to(tmp_path).as_posix() for p in pages} == {
         "index.html",
@@ -301,7 +306,7 @@ def site_pages(browser: Any) -> dict[Path, Page]:
         if os.environ.get("WFLSIM_NO_SKIP") == "1":
             pytest.fail(reason)
         pytest.skip(reason)
-    return crawl(index, browser)
+    return crawl(index, browser, also=SPECIAL_PAGES)
 
 
 @pytest.mark.slow  # every page of the site in a browser
