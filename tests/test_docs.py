@@ -157,3 +157,14 @@ def test_readme_fetches_mnist_before_its_mnist_commands(doc):
     preceded by `wflsim data fetch mnist`."""
     text = (REPO / doc).read_text()
     assert text.index("wflsim data fetch mnist") < text.index("mnist_ideal.toml")
+
+
+def test_readme_links_resolve():
+    """Every relative Markdown link of README.md (its map of the site's pages) names a file of
+    the repository (README.md is not a page of the site, whose build checks its own links)."""
+    readme = (REPO / "README.md").read_text()
+    links = re.findall(r"\]\(([^)\s]+)\)", readme)
+    local = [link for link in links if "://" not in link]
+    assert len(local) >= 10
+    missing = [link for link in local if not (REPO / link.split("#")[0]).is_file()]
+    assert not missing, missing
