@@ -59,8 +59,6 @@ exclude_patterns = [
     ".DS_Store",
     # the link to the project's scenarios/ the example notebooks read (docs/_ext/wflsim_site.py)
     "scenarios",
-    # the study template's README: its commands are for a study folder, not this site
-    "study/README.md",
     "**/runs",
 ]
 # docs/_templates/autosummary/class.rst: a class page is its autoclass with its members

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import pickle
+import shutil
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -15,6 +16,28 @@ import pyarrow as pa
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
+
+
+def doc_pages() -> list[Path]:
+    """Every Markdown page of ``docs/`` and its folders (``docs/guide/``, ...) that the project
+    wrote, sorted: not what the site's build makes or brings in (folders starting with ``_``, the
+    ``docs/`` entries of ``.gitignore``) and nothing behind a link (``docs/scenarios``)."""
+    ignored = {
+        line.strip().rstrip("/")
+        for line in (REPO / ".gitignore").read_text().splitlines()
+        if line.strip().startswith("docs/")
+    }
+    pages = []
+    for folder, subfolders, files in os.walk(REPO / "docs"):  # links to folders not followed
+        here = Path(folder)
+        subfolders[:] = [
+            name
+            for name in subfolders
+            if not name.startswith("_")
+            and (here / name).relative_to(REPO).as_posix() not in ignored
+        ]
+        pages += [here / name for name in files if name.endswith(".md")]
+    return sorted(p for p in pages if p.relative_to(REPO).as_posix() not in ignored)
 
 
 def data_folders(env: str | None, cwd: Path, repo: Path = REPO) -> list[Path]:
@@ -262,6 +285,32 @@ def write_legacy_trace(path: Path, buffer: Any, metadata: dict[str, str]) -> Non
 
     table = buffer.to_table().replace_schema_metadata(trace_metadata(metadata))
     pq.write_table(table, path)
+
+
+def playwright_api() -> Any:
+    """Playwright's sync API, for the tests that open a page in headless Chromium (the report, the
+    documentation site); skipped when it is not installed, unless ``WFLSIM_NO_SKIP=1`` (CI, which
+    installs it: the tests must run there, not skip)."""
+    if os.environ.get("WFLSIM_NO_SKIP") == "1":
+        import playwright.sync_api
+
+        return playwright.sync_api
+    return pytest.importorskip("playwright.sync_api")
+
+
+def launch_chromium(playwright: Any) -> Any:
+    """Chromium for Playwright: the system's (chromium, google-chrome) or Playwright's own;
+    skipped when there is none, unless ``WFLSIM_NO_SKIP=1``."""
+    for name in ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable"):
+        exe = shutil.which(name)
+        if exe:
+            return playwright.chromium.launch(executable_path=exe, args=["--no-sandbox"])
+    try:
+        return playwright.chromium.launch()
+    except Exception as err:  # no browser installed
+        if os.environ.get("WFLSIM_NO_SKIP") == "1":
+            raise
+        pytest.skip(f"no Chromium for the headless check ({type(err).__name__})")
 
 
 @pytest.fixture(scope="session")

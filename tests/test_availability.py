@@ -657,10 +657,10 @@ def test_any_json_converts_or_exits_2_in_one_line(data):
 def test_the_old_converter_script_is_gone_and_no_doc_names_it():
     """The conversion is the command wflsim convert-availability: the script is gone and no
     document tells to run it (docs/decisions.md records what it was)."""
-    from conftest import REPO
+    from conftest import REPO, doc_pages
 
     assert not (REPO / "scenarios" / "churn" / "convert_availability.py").exists()
-    docs = [p for p in sorted((REPO / "docs").glob("*.md")) if p.name != "decisions.md"]
+    docs = [p for p in doc_pages() if p.name != "decisions.md"]
     for path in [REPO / "README.md", *docs]:
         assert "convert_availability.py" not in path.read_text(), path
 

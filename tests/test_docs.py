@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import re
 import typing
-from pathlib import Path
 
-from conftest import REPO
+import pytest
+
+from conftest import REPO, doc_pages
 from wflsim.sim.config.schema import Scenario
 from wflsim.sim.trace import markdown_doc
 
@@ -77,11 +78,16 @@ def test_scheme_doc_lists_every_scheme_and_parameter():
             assert f"| `{field}` |" in doc, (name, field)
 
 
-def test_readme_commands_name_existing_scenarios():
-    """Every scenarios/*.toml path mentioned in README.md exists."""
-    readme = (REPO / "README.md").read_text()
-    for path in re.findall(r"scenarios/[\w/]+\.toml", readme):
-        assert (REPO / path).is_file(), path
+def test_readme_and_docs_commands_name_existing_scenarios():
+    """Every scenarios/*.toml path mentioned in README.md and the pages of docs/ exists."""
+    named = {
+        path
+        for doc in [REPO / "README.md", *doc_pages()]
+        for path in re.findall(r"scenarios/[\w/]+\.toml", doc.read_text())
+    }
+    assert "scenarios/quickstart.toml" in named
+    missing = sorted(path for path in named if not (REPO / path).is_file())
+    assert not missing, missing
 
 
 def test_channel_models_are_documented():
@@ -116,14 +122,9 @@ def test_channel_table_layout_is_documented():
     assert markdown_table() in doc
 
 
-def doc_pages() -> list[Path]:
-    """The Markdown pages of docs/, its subfolders (docs/performance/) included, not a build."""
-    return sorted(p for p in (REPO / "docs").rglob("*.md") if "_build" not in p.parts)
-
-
 def test_docs_name_existing_source_files():
-    """Every source file path (sim/..., wflsim/app/..., tests/...) named in README.md, docs/ and
-    benchmarks/README.md exists."""
+    """Every source file path (sim/..., wflsim/app/..., tests/...) named in README.md, docs/ (its
+    folders too) and benchmarks/README.md exists."""
     docs = [REPO / "README.md", REPO / "benchmarks" / "README.md", *doc_pages()]
     pattern = r"\b((?:sim|models|analysis|wflsim|tests|benchmarks)/[\w/]+\.py)\b"
     named = {path for doc in docs for path in re.findall(pattern, doc.read_text())}
@@ -133,7 +134,7 @@ def test_docs_name_existing_source_files():
 
 
 def test_docs_name_no_path_outside_the_project():
-    """README.md, docs/, benchmarks/README.md and scenarios/ name no path above the project
+    """README.md, docs/ (its folders too), benchmarks/README.md and scenarios/ name no path above the project
     (``../``) and no machine's shared folder: data comes from ``wflsim data fetch``."""
     files = [
         REPO / "README.md",
@@ -150,7 +151,20 @@ def test_docs_name_no_path_outside_the_project():
     assert not found, found
 
 
-def test_readme_fetches_mnist_before_its_mnist_commands():
-    """README's first command that reads MNIST is preceded by `wflsim data fetch mnist`."""
+@pytest.mark.parametrize("doc", ["README.md", "docs/guide/usage.md"])
+def test_readme_fetches_mnist_before_its_mnist_commands(doc):
+    """The first command of README.md (and of the guide's "Using it") that reads MNIST is
+    preceded by `wflsim data fetch mnist`."""
+    text = (REPO / doc).read_text()
+    assert text.index("wflsim data fetch mnist") < text.index("mnist_ideal.toml")
+
+
+def test_readme_links_resolve():
+    """Every relative Markdown link of README.md (its map of the site's pages) names a file of
+    the repository (README.md is not a page of the site, whose build checks its own links)."""
     readme = (REPO / "README.md").read_text()
-    assert readme.index("wflsim data fetch mnist") < readme.index("mnist_ideal.toml")
+    links = re.findall(r"\]\(([^)\s]+)\)", readme)
+    local = [link for link in links if "://" not in link]
+    assert len(local) >= 10
+    missing = [link for link in local if not (REPO / link.split("#")[0]).is_file()]
+    assert not missing, missing

@@ -1,4 +1,4 @@
-"""The Python examples of README.md and docs/ use public names only and run as plain scripts.
+"""The Python examples of README.md and docs/ (its folders too) use public names only and run as plain scripts.
 
 Each example runs as ``python example.py`` in a fresh process, in a folder with the repository's
 ``scenarios/`` (and, for the examples that read one, a small run folder), as a user pasting it into
@@ -26,13 +26,13 @@ import pyarrow as pa
 import pytest
 
 import wflsim
-from conftest import REPO
+from conftest import REPO, doc_pages
 
 #: The public modules: an example may import these and, but for ``wflsim`` itself, their
 #: submodules (``wflsim.analysis.tidy``); everything else of the package is internal.
 PUBLIC_MODULES = ("wflsim", "wflsim.schemes", "wflsim.rules", "wflsim.analysis")
 #: The documents whose Python examples are held to public names and run as scripts.
-DOCS = (REPO / "README.md", *sorted((REPO / "docs").glob("*.md")))
+DOCS = (REPO / "README.md", *doc_pages())
 #: A first line that marks an example as code of the package itself (a contributor's change,
 #: e.g. a new server beside the built-in ones), where internal imports are right.
 PACKAGE_CODE = "# package code:"
@@ -49,7 +49,7 @@ def _examples() -> list[tuple[str, str]]:
         text = doc.read_text(encoding="utf-8")
         for m in re.finditer(r"^```python\n(.*?)^```", text, flags=re.S | re.M):
             line = text.count("\n", 0, m.start()) + 2
-            found.append((f"{doc.name}:{line}", m.group(1)))
+            found.append((f"{doc.relative_to(REPO)}:{line}", m.group(1)))
     return found
 
 

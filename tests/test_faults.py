@@ -29,7 +29,7 @@ from wflsim.analysis.io import events_files
 from wflsim.sim.rundir import pid_alive, read_manifest
 
 #: Real processes killed at random instants, full disks, concurrent writers: long, run by CI with
-#: ``pytest -m slow`` (README, "Tests").
+#: ``pytest -m slow`` (docs/guide/testing.md).
 pytestmark = pytest.mark.slow
 
 ENV = {**os.environ, "PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1"}

@@ -4,12 +4,9 @@ from __future__ import annotations
 
 import html
 import io
-import os
 import re
-import shutil
 from html.parser import HTMLParser
 from pathlib import Path
-from typing import Any
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -17,7 +14,7 @@ import pandas as pd
 import pytest
 from matplotlib.collections import PolyCollection
 
-from conftest import REPO, base_scenario
+from conftest import REPO, base_scenario, launch_chromium, playwright_api
 from test_tidy import write_synthetic_run
 from wflsim.analysis import claims, tidy
 from wflsim.analysis.io import load_events
@@ -187,39 +184,15 @@ def test_summary_agrees_with_raw_events(report, two_runs):
         assert row["total_latency_s"] == pytest.approx(agg)
 
 
-def _playwright() -> Any:
-    """Playwright's sync API; skipped when it is not installed, unless ``WFLSIM_NO_SKIP=1``
-    (CI, which installs it: the test must run there, not skip)."""
-    if os.environ.get("WFLSIM_NO_SKIP") == "1":
-        import playwright.sync_api
-
-        return playwright.sync_api
-    return pytest.importorskip("playwright.sync_api")
-
-
-def _chromium(playwright):
-    """Chromium for Playwright: the system's (chromium, google-chrome) or Playwright's own."""
-    for name in ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable"):
-        exe = shutil.which(name)
-        if exe:
-            return playwright.chromium.launch(executable_path=exe, args=["--no-sandbox"])
-    try:
-        return playwright.chromium.launch()
-    except Exception as err:  # no browser installed
-        if os.environ.get("WFLSIM_NO_SKIP") == "1":
-            raise
-        pytest.skip(f"no Chromium for the headless check ({type(err).__name__})")
-
-
 @pytest.mark.parametrize("which", ["report", "full_report"])
 def test_report_loads_in_headless_chromium(which, request):
     """In headless Chromium the page loads every image, logs no console error, its element ids
     are unique, every in-page link and CSV link points at something that exists, and its first
     screen is not blank."""
-    sync_api = _playwright()
+    sync_api = playwright_api()
     page_path = request.getfixturevalue(which)
     with sync_api.sync_playwright() as p:
-        browser = _chromium(p)
+        browser = launch_chromium(p)
         try:
             page = browser.new_page()
             problems: list[str] = []

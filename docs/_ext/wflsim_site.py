@@ -4,7 +4,8 @@
   starts, next to a link ``docs/scenarios`` to the project's ``scenarios/``, so that myst-nb runs
   them as a user does, from ``examples/`` with ``../scenarios/...`` (their ``runs/`` are removed
   first: a sweep's folder from an earlier execution is not reused).
-* The study template of ``wflsim init`` is written into ``docs/study/`` (gitignored) and, when
+* The study template of ``wflsim init`` is written into ``docs/study/`` (gitignored; its README
+  and its notebook are pages) and, when
   myst-nb has no cached execution of its notebook, its sweep is run small (one seed) so that the
   notebook has a sweep to read.
 * A cross-reference in a docstring to a name of wflsim that has no page of its own (an internal
@@ -105,7 +106,7 @@ def bring_in_study(docs: Path, repo: Path, cache_path: str) -> None:
     study = docs / "study"
     env = _subprocess_env(repo)
     with tempfile.TemporaryDirectory() as tmp:
-        fresh = Path(tmp) / "study"
+        fresh = Path(tmp) / "my_study"  # the study's name, in its README and scenario
         subprocess.run(
             [sys.executable, "-m", "wflsim", "init", str(fresh)],
             check=True,
