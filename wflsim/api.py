@@ -575,7 +575,7 @@ def compare(
             scenario field. Those of the scenario file are checked too.
 
     Returns:
-        One row per variant and metric: ``variant``, ``metric``, ``mean``, ``ci_low``,
+        pandas.DataFrame: one row per variant and metric; columns ``variant``, ``metric``, ``mean``, ``ci_low``,
         ``ci_high``, ``n`` (seeds with a finite value), ``ci_clipped`` (the interval reached
         beyond the values the measure can take, a rate's [0, 1] or a count's, energy's or
         time's 0, and was cut there: ``wflsim.analysis.stats.within``) and, with

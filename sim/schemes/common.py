@@ -388,7 +388,7 @@ class FreezingScheme(Memoryless):
             self.controller = FrameController(system, self.weights, params.tol, params.max_iter)
         #: the current frame's Proposition-1 threshold, W (recomputed every frame)
         self.p_max_w: F64 = np.zeros(system.num_devices)
-        #: the CSI margin's target outage (None: Proposition 1 on the estimate)
+        #: the CSI margin's target outage (None for Proposition 1 on the estimate)
         self.target_outage = margin_target(params)
 
     def plan_frame(self, ctx: FrameContext) -> FramePlan:
@@ -469,7 +469,7 @@ class CompressionScheme(Memoryless):
         self.update_rule = update_rule
         #: the current frame's Proposition-1 threshold, W (recomputed every frame)
         self.p_max_w: F64 = np.zeros(system.num_devices)
-        #: the CSI margin's target outage (None: Proposition 1 on the estimate)
+        #: the CSI margin's target outage (None for Proposition 1 on the estimate)
         self.target_outage = margin_target(params)
 
     def plan_frame(self, ctx: FrameContext) -> FramePlan:

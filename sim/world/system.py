@@ -107,7 +107,8 @@ class SystemConstants:
     #: device sends a second ``D``-vector with its model's; 1: the model's payload alone)
     upload_factor: float = 1.0
     #: ``[uplink] power_control = "controller"`` over the air: the sum's window ``T`` and the
-    #: whole model's transmission, s (None: the digital model; :meth:`UplinkSpec.planned_system`)
+    #: whole model's transmission, s (None: the digital model;
+    #: :meth:`~wflsim.sim.radio.spec.UplinkSpec.planned_system`)
     aircomp_window_s: float | None = None
     #: how an SNR becomes a rate (``[channel] rate_model``): Shannon's, or the truncated bound
     rate_model: RateModel = SHANNON
