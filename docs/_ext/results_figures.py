@@ -625,17 +625,19 @@ def _run_sweep(sweep: Sweep, folder: str) -> list[str]:
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     # the studies' own settings, some deliberately implausible (a TDMA uplink planned as one)
     warnings.simplefilter("ignore", PlausibilityWarning)
-    result = wflsim.sweep(
-        ROOT / sweep.scenario,
-        grid=list(sweep.grid) or None,
-        seeds=sweep.seeds,
-        out=folder,
-        overrides=list(sweep.sets),
-        workers=1,
-        progress=False,
-    )
+    try:
+        wflsim.sweep(
+            ROOT / sweep.scenario,
+            grid=list(sweep.grid) or None,
+            seeds=sweep.seeds,
+            out=folder,
+            overrides=list(sweep.sets),
+            workers=1,
+            progress=False,
+        )
+    except Exception as err:  # as text: not every error pickles back (ScenarioError's fields)
+        return [f"{type(err).__name__}: {err}"]
     manifest = json.loads((Path(folder) / "sweep.json").read_text())
-    del result
     return [
         f"{name}: {p.get('error') or p.get('status')}"
         for name, p in manifest["points"].items()
