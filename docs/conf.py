@@ -45,6 +45,8 @@ extensions = [
     "sphinx.ext.viewcode",
     # docs/_ext/wflsim_site.py: the notebooks of examples/ brought in, the source-file role
     "wflsim_site",
+    # docs/_ext/results_figures.py: the figures of results.md, made from small runs
+    "results_figures",
 ]
 
 # -- Sources -------------------------------------------------------------------------------------

@@ -497,3 +497,11 @@ def test_both_writers_escape_a_skipped_runs_name_and_error(tmp_path):
         text = f.read_text(encoding="utf-8")
         assert "&lt;img src=x onerror=alert(1)&gt;" in text, f.name
         assert "<img src=x" not in text and "<script" not in text, f.name
+
+
+def test_draw_figures_only_draws_the_figures_named() -> None:
+    """draw_figures(only=[slug]) tries that figure alone (here skipped: the tables are empty)."""
+    from wflsim.analysis.report.write import draw_figures
+
+    made, skipped = draw_figures({s.table: pd.DataFrame() for s in FIGURES}, only=["impact_of_v"])
+    assert (made, list(skipped)) == ({}, ["impact_of_v"])

@@ -336,13 +336,17 @@ def _sources(
 
 def draw_figures(
     sources: Mapping[str, pd.DataFrame],
+    only: Sequence[str] | None = None,
 ) -> tuple[dict[str, Figure], dict[str, str]]:
-    """The report's figures (:data:`FIGURES`) drawn from ``sources`` (tables by
-    :attr:`~wflsim.analysis.report.FigureSpec.table`): ``(slug -> figure, slug -> why it was not
-    drawn)``. A figure of stale updates without such runs is neither (it does not apply)."""
+    """The report's figures (:data:`FIGURES`, or those of them whose slug is in ``only``) drawn
+    from ``sources`` (tables by :attr:`~wflsim.analysis.report.FigureSpec.table`): ``(slug ->
+    figure, slug -> why it was not drawn)``. A figure of stale updates without such runs is
+    neither (it does not apply)."""
     made: dict[str, Figure] = {}
     skipped: dict[str, str] = {}
     for spec in FIGURES:
+        if only is not None and spec.slug not in only:
+            continue
         if spec.table in _OPTIONAL and sources.get(spec.table, pd.DataFrame()).empty:
             continue  # no stale updates, no claims of the study: it does not apply (not skipped)
         try:
@@ -355,9 +359,12 @@ def draw_figures(
     return made, skipped
 
 
-def report_figures(run_or_sweep_dir: str | Path) -> dict[str, Figure]:
+def report_figures(
+    run_or_sweep_dir: str | Path, only: Sequence[str] | None = None
+) -> dict[str, Figure]:
     """The figures :func:`write_report` draws for the runs under ``run_or_sweep_dir``, by file
-    name (those the runs cannot make are left out); nothing is written."""
+    name (those the runs cannot make are left out; with ``only``, just the figures of these
+    slugs); nothing is written."""
     dirs, _ = _readable(tidy.find_runs(run_or_sweep_dir))
     if not dirs:
         raise FileNotFoundError(f"no readable runs under {run_or_sweep_dir}")
@@ -368,7 +375,7 @@ def report_figures(run_or_sweep_dir: str | Path) -> dict[str, Figure]:
     per_device = stats.energy_per_device(data.device_slots)
     sources = _sources(data, summary, per_device, dirs)
     sources["axes"] = axes_table(summary, tidy.run_fields(dirs))
-    return draw_figures(sources)[0]
+    return draw_figures(sources, only)[0]
 
 
 #: Tables whose figure does not apply (rather than is skipped) when they are empty.
