@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from docutils import nodes
+from sphinx import addnodes
 from sphinx.application import Sphinx
 from sphinx.config import Config
 from sphinx.util import logging
@@ -153,9 +154,10 @@ def source_role(
     module = "wflsim." + path.removesuffix(".py").replace("/", ".").removeprefix("wflsim.")
     module = module.removesuffix(".__init__")
     literal = nodes.literal(rawtext, path)
-    ref = nodes.pending_xref(
+    ref = addnodes.pending_xref(
         rawtext,
-        refdomain="std",
+        refdoc=inliner.document.settings.env.docname,
+        refdomain="",
         reftype="wflsim-source",
         reftarget=module,
         refexplicit=True,
