@@ -14,7 +14,7 @@ import pytest
 from conftest import REPO
 
 #: The modules whose ``__all__`` is the public API, each with a section of docs/reference.md.
-PUBLIC_MODULES = ("wflsim", "wflsim.schemes", "wflsim.rules")
+PUBLIC_MODULES = ("wflsim", "wflsim.schemes", "wflsim.rules", "wflsim.analysis")
 
 
 def reference_entries(text: str) -> dict[str, list[str]]:
