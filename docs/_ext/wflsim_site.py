@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from docutils import nodes
+from sphinx import addnodes
 from sphinx.application import Sphinx
 from sphinx.config import Config
 from sphinx.util import logging
@@ -139,6 +140,18 @@ def on_config_inited(app: Sphinx, config: Config) -> None:
     bring_in_study(docs, repo, config.nb_execution_cache_path)
 
 
+#: The pages whose autosummary tables show the docstrings' first lines: Sphinx does not note
+#: the modules they come from, so they are read again at every build (a page, seconds).
+SUMMARY_PAGES = ["reference"]
+
+
+def on_env_get_outdated(
+    app: Sphinx, env: Any, added: set[str], changed: set[str], removed: set[str]
+) -> list[str]:
+    """Read the reference's summary tables again, so that a changed docstring shows there too."""
+    return [page for page in SUMMARY_PAGES if page in env.found_docs]
+
+
 def source_role(
     name: str,
     rawtext: str,
@@ -153,9 +166,10 @@ def source_role(
     module = "wflsim." + path.removesuffix(".py").replace("/", ".").removeprefix("wflsim.")
     module = module.removesuffix(".__init__")
     literal = nodes.literal(rawtext, path)
-    ref = nodes.pending_xref(
+    ref = addnodes.pending_xref(
         rawtext,
-        refdomain="std",
+        refdoc=inliner.document.settings.env.docname,
+        refdomain="",
         reftype="wflsim-source",
         reftarget=module,
         refexplicit=True,
@@ -311,6 +325,7 @@ def resolve_wflsim_name(app: Sphinx, env: Any, node: nodes.Element, contnode: no
 def setup(app: Sphinx) -> dict[str, Any]:
     """Register the hooks and the role."""
     app.connect("config-inited", on_config_inited)
+    app.connect("env-get-outdated", on_env_get_outdated)
     app.add_role("source", source_role)
     app.connect("missing-reference", resolve_source)
     app.connect("missing-reference", resolve_wflsim_name)
