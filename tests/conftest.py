@@ -364,10 +364,9 @@ def tiny_learning_scenario() -> dict[str, Any]:
     return table
 
 
-def benchmark_module(name: str) -> ModuleType:
-    """The script ``benchmarks/<name>.py`` loaded as a module (benchmarks/ is not a package;
-    its folder is on ``sys.path`` while it loads, for its ``_common`` import)."""
-    folder = REPO / "benchmarks"
+def _module_from(folder: Path, name: str) -> ModuleType:
+    """The file ``<folder>/<name>.py`` loaded as the module ``name``, with ``folder`` on
+    ``sys.path`` while it loads (for the imports of its neighbours)."""
     sys.path.insert(0, str(folder))
     try:
         spec = importlib.util.spec_from_file_location(name, folder / f"{name}.py")
@@ -377,3 +376,14 @@ def benchmark_module(name: str) -> ModuleType:
         return mod
     finally:
         sys.path.remove(str(folder))
+
+
+def benchmark_module(name: str) -> ModuleType:
+    """The script ``benchmarks/<name>.py`` loaded as a module (its ``_common`` import found)."""
+    return _module_from(REPO / "benchmarks", name)
+
+
+def docs_extension(name: str) -> ModuleType:
+    """The module ``docs/_ext/<name>.py`` of the documentation site's build, loaded as a module
+    (its neighbours' imports found); an extension that imports Sphinx needs it installed."""
+    return _module_from(REPO / "docs" / "_ext", name)

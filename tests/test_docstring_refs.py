@@ -38,6 +38,7 @@ from types import ModuleType
 from typing import Any
 
 import wflsim
+from conftest import docs_extension
 
 #: Modules whose unresolved references are allowed for now (the whole module is skipped; none
 #: today); a module listed here that no longer exists fails test_pending_names_existing_modules.
@@ -52,7 +53,8 @@ REFERENCE = re.compile(r":(?:py:)?(?:" + "|".join(ROLES) + r"):`([^`]+)`")
 #: Plain code in double backquotes (not read).
 LITERAL = re.compile(r"``.+?``", flags=re.S)
 
-_MISSING = object()
+#: docs/_ext/wflsim_names.py: the resolver the site's build uses too (without type-only imports)
+NAMES = docs_extension("wflsim_names")
 
 
 def _modules() -> list[ModuleType]:
@@ -111,44 +113,9 @@ def references(doc: str) -> list[str]:
     return found
 
 
-def _getattr_chain(start: Any, parts: list[str]) -> Any:
-    """``start.parts[0].parts[1]...``, or ``_MISSING``; a class also has its fields and its
-    ``self.name`` attributes."""
-    obj = start
-    for part in parts:
-        value = getattr(obj, part, _MISSING)
-        if value is _MISSING and inspect.isclass(obj) and _declares(obj, part):
-            value = None  # an instance attribute: it resolves, and nothing goes further
-        if value is _MISSING:
-            return _MISSING
-        obj = value
-    return obj
-
-
-def _declares(cls: type, name: str) -> bool:
-    """``cls`` (or a base) annotates ``name`` or assigns ``self.name`` in its source."""
-    for base in cls.__mro__:
-        if name in inspect.get_annotations(base):
-            return True
-        try:
-            source = inspect.getsource(base)
-        except (OSError, TypeError):
-            continue
-        if re.search(rf"\bself\.{re.escape(name)}\b\s*(?::[^=\n]+)?=", source):
-            return True
-    return False
-
-
 def _absolute(target: str) -> bool:
     """``target`` imports: the longest module prefix, then attributes."""
-    parts = target.split(".")
-    for cut in range(len(parts), 0, -1):
-        try:
-            module = importlib.import_module(".".join(parts[:cut]))
-        except ImportError:
-            continue
-        return _getattr_chain(module, parts[cut:]) is not _MISSING
-    return False
+    return NAMES.import_object(target) is not NAMES.MISSING
 
 
 def resolves(target: str, module: ModuleType, owner: type | None) -> bool:
@@ -159,7 +126,7 @@ def resolves(target: str, module: ModuleType, owner: type | None) -> bool:
     parts = target.split(".")
     classes = [v for v in list(vars(module).values()) if inspect.isclass(v)]
     starts = [module, *([owner] if owner else []), *classes]
-    if any(_getattr_chain(start, parts) is not _MISSING for start in starts):
+    if any(NAMES.getattr_chain(start, parts) is not NAMES.MISSING for start in starts):
         return True
     return len(parts) == 1 and hasattr(builtins, target)
 

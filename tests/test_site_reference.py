@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from conftest import REPO
+from conftest import REPO, docs_extension
 
 #: The modules whose ``__all__`` is the public API, each with a section of docs/reference.md.
 PUBLIC_MODULES = ("wflsim", "wflsim.schemes", "wflsim.rules", "wflsim.analysis")
@@ -50,12 +50,7 @@ def test_reference_lists_every_public_name(module: str):
 def _site_extension() -> ModuleType:
     """docs/_ext/wflsim_site.py, the site's own Sphinx extension (skipped without Sphinx)."""
     pytest.importorskip("sphinx")
-    path = REPO / "docs" / "_ext" / "wflsim_site.py"
-    spec = importlib.util.spec_from_file_location("wflsim_site", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return docs_extension("wflsim_site")
 
 
 def _reference(target: str, source: str = "", module: str = "wflsim") -> Any:

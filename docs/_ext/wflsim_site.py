@@ -23,9 +23,6 @@ from __future__ import annotations
 
 import builtins
 import filecmp
-import importlib
-import importlib.util
-import inspect
 import os
 import re
 import shutil
@@ -40,6 +37,8 @@ from sphinx import addnodes
 from sphinx.application import Sphinx
 from sphinx.config import Config
 from sphinx.util import logging
+from wflsim_names import MISSING as _MISSING
+from wflsim_names import getattr_chain, import_object
 
 logger = logging.getLogger(__name__)
 
@@ -193,65 +192,15 @@ def resolve_source(app: Sphinx, env: Any, node: nodes.Element, contnode: nodes.N
     return nodes.reference("", "", contnode, internal=True, refuri=uri)
 
 
-_MISSING = object()
+def _import_object(name: str) -> Any:
+    """The object ``name`` names, a name imported for type hints only included, or
+    ``_MISSING``."""
+    return import_object(name, type_imports=True)
 
 
 def _getattr_chain(start: Any, parts: list[str]) -> Any:
-    """``start.parts[0].parts[1]...``, or ``_MISSING``; an annotated field of a class resolves
-    (to ``None``: nothing goes further)."""
-    obj = start
-    for part in parts:
-        value = getattr(obj, part, _MISSING)
-        if value is _MISSING and inspect.isclass(obj) and _declares(obj, part):
-            value = None
-        if value is _MISSING and inspect.ismodule(obj):
-            value = _imported_for_types(obj, part)
-        if value is _MISSING:
-            return _MISSING
-        obj = value
-    return obj
-
-
-def _declares(cls: type, name: str) -> bool:
-    """``cls`` (or a base) annotates ``name`` or assigns ``self.name`` in its source."""
-    for base in cls.__mro__:
-        if name in inspect.get_annotations(base):
-            return True
-        try:
-            source = inspect.getsource(base)
-        except (OSError, TypeError):
-            continue
-        if re.search(rf"\bself\.{re.escape(name)}\b\s*(?::[^=\n]+)?=", source):
-            return True
-    return False
-
-
-def _imported_for_types(module: Any, name: str) -> Any:
-    """``name`` as ``module`` imports it for its annotations only (``if TYPE_CHECKING:``), or
-    ``_MISSING``."""
-    try:
-        source = inspect.getsource(module)
-    except (OSError, TypeError):
-        return _MISSING
-    pattern = rf"^\s*from ([\w.]+) import (?:\([^)]*?|[^\n(]*?)\b{re.escape(name)}\b"
-    for found in re.finditer(pattern, source, flags=re.M):
-        home = importlib.util.resolve_name(found.group(1), module.__package__)
-        obj = _import_object(f"{home}.{name}")
-        if obj is not _MISSING:
-            return obj
-    return _MISSING
-
-
-def _import_object(name: str) -> Any:
-    """The object ``name`` (the longest prefix that imports as a module, then attributes)."""
-    parts = name.split(".")
-    for cut in range(len(parts), 0, -1):
-        try:
-            module = importlib.import_module(".".join(parts[:cut]))
-        except (ImportError, ValueError, TypeError):
-            continue
-        return _getattr_chain(module, parts[cut:])
-    return _MISSING
+    """``start.parts[0]...`` as a reference means it (``wflsim_names.getattr_chain``)."""
+    return getattr_chain(start, parts, type_imports=True)
 
 
 def _contexts(node: nodes.Element) -> list[Any]:
