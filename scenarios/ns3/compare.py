@@ -336,12 +336,13 @@ def figure_outcomes(t: pd.DataFrame, path: Path) -> None:
         ("energy_per_device_slot_j", "energy per device-slot (J)"),
         ("final_accuracy", "final test accuracy"),
     ]
+    models = [m for m in MODELS if m in set(t.model)]  # the uplink models that were run
     fig, axes = plt.subplots(1, 3, figsize=(14.0, 4.3), layout="constrained")
-    x = np.arange(len(MODELS))
+    x = np.arange(len(models))
     width = 0.25
     for ax, (col, ylabel) in zip(axes, measures, strict=True):
         for i, scheme in enumerate(SCHEMES):
-            rows = t[t.scheme == scheme].set_index("model").reindex(MODELS)
+            rows = t[t.scheme == scheme].set_index("model").reindex(models)
             mean = rows[col].to_numpy(dtype=float)
             lo = rows[f"{col}_lo"].to_numpy(dtype=float)
             hi = rows[f"{col}_hi"].to_numpy(dtype=float)
@@ -356,12 +357,14 @@ def figure_outcomes(t: pd.DataFrame, path: Path) -> None:
                 capsize=3,
                 label=scheme,
             )
-        ax.set_xticks(x, [LABELS[m].replace(" (", "\n(") for m in MODELS], fontsize=8)
+        ax.set_xticks(x, [LABELS[m].replace(" (", "\n(") for m in models], fontsize=8)
         ax.set_ylabel(ylabel)
         ax.grid(axis="y", alpha=0.3)
     axes[0].legend(fontsize=8)
+    seeds = int(t.seeds.max())
     fig.suptitle(
-        "Outcomes over four uplink models, same channel draws (mean, 95 % interval over 3 seeds)"
+        f"Outcomes over {len(models)} uplink models, same channel draws "
+        f"(mean, 95 % interval over {seeds} seeds)"
     )
     fig.savefig(path, dpi=150)
     plt.close(fig)
